@@ -1,0 +1,31 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+EXTRAS ?= dev
+
+.PHONY: install test test-slow lint demo clean
+
+$(VENV)/.installed-$(EXTRAS): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $@
+
+install: $(VENV)/.installed-$(EXTRAS)
+
+test: install
+	$(PY) -m pytest
+
+test-slow: install
+	$(PY) -m pytest -m slow
+
+lint: install
+	$(VENV)/bin/ruff check cluster controller broker raft analytics tests
+	$(VENV)/bin/mypy
+
+demo: install
+	$(PY) -m cluster.launch.demo --dir demo-cluster
+
+clean:
+	rm -rf $(VENV) demo-cluster .pytest_cache .mypy_cache .ruff_cache

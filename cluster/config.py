@@ -1,0 +1,201 @@
+"""server.properties-style node config with Kafka's key names.
+
+A node reads a properties file (`minikraft controller --config F`) or, in docker compose,
+environment variables in Kafka's image style (`KAFKA_NODE_ID` -> `node.id`). Unknown keys are
+kept (Kafka warns and ignores them); known keys are validated up front so a typo in a number
+fails at start with the key's name, not later.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULTS: dict[str, str] = {
+    "process.roles": "controller",
+    "controller.listener.names": "CONTROLLER",
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "controller.quorum.request.timeout.ms": "2000",
+    "controller.quorum.bootstrap.servers": "",
+    "metadata.max.idle.interval.ms": "500",
+    # minikraft's name: snapshot after this many committed records (Kafka counts bytes instead).
+    "metadata.log.snapshot.interval.records": "20000",
+    "metadata.log.segment.bytes": str(8 * 1024 * 1024),
+    "socket.request.max.bytes": str(100 * 1024 * 1024),
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
+    "http.listener": "",
+    "log.level": "INFO",
+}
+
+_INT_KEYS = (
+    "node.id",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.request.timeout.ms",
+    "metadata.max.idle.interval.ms",
+    "metadata.log.snapshot.interval.records",
+    "metadata.log.segment.bytes",
+    "socket.request.max.bytes",
+    "broker.session.timeout.ms",
+    "broker.heartbeat.interval.ms",
+)
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used; the message names the key."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties subset: `key=value` or `key: value`, `#`/`!` comments, blank lines."""
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise ConfigError(f"line {number}: expected key=value, got {raw!r}")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+def render_properties(props: Mapping[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def props_from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """Kafka's docker convention: KAFKA_FOO_BAR=1 -> foo.bar=1 (CLUSTER_ID stays apart)."""
+    return {
+        key[len("KAFKA_") :].lower().replace("_", "."): value
+        for key, value in environ.items()
+        if key.startswith("KAFKA_")
+    }
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"expected host:port, got {text!r}")
+    return host, int(port)
+
+
+def parse_listeners(text: str) -> list[Listener]:
+    listeners = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, rest = item.partition("://")
+        if not sep:
+            raise ConfigError(f"listeners: expected NAME://host:port, got {item!r}")
+        host, port = parse_host_port(rest)
+        listeners.append(Listener(name, host, port))
+    return listeners
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    props: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> NodeConfig:
+        merged = {**DEFAULTS, **props}
+        config = cls(merged)
+        config.validate()
+        return config
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> NodeConfig:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+        return cls.from_props(parse_properties(text))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeConfig:
+        return cls.from_props(props_from_env(os.environ if environ is None else environ))
+
+    def validate(self) -> None:
+        if "node.id" not in self.props:
+            raise ConfigError("node.id is required")
+        for key in _INT_KEYS:
+            self.get_int(key)
+        roles = self.roles
+        if not roles or not roles <= {"controller", "broker"}:
+            raise ConfigError(f"process.roles must be controller and/or broker, got {roles}")
+        if "controller" in roles and not self.controller_listener():
+            raise ConfigError(
+                "a controller needs a listener named by controller.listener.names in listeners"
+            )
+        if "controller" in roles and "metadata.log.dir" not in self.props and not self.log_dirs:
+            raise ConfigError("metadata.log.dir (or log.dirs) is required")
+        for text in self.bootstrap_servers:
+            parse_host_port(text)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.props.get(key, default)
+
+    def get_int(self, key: str) -> int:
+        value = self.props.get(key)
+        if value is None:
+            raise ConfigError(f"{key} is required")
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def roles(self) -> set[str]:
+        return {r.strip() for r in self.props.get("process.roles", "").split(",") if r.strip()}
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self.props.get("listeners", ""))
+
+    def controller_listener(self) -> Listener | None:
+        names = {n.strip() for n in self.props["controller.listener.names"].split(",")}
+        return next((lst for lst in self.listeners if lst.name in names), None)
+
+    def broker_listener(self) -> Listener | None:
+        names = {n.strip() for n in self.props["controller.listener.names"].split(",")}
+        return next((lst for lst in self.listeners if lst.name not in names), None)
+
+    @property
+    def http_listener(self) -> tuple[str, int] | None:
+        text = self.props.get("http.listener", "")
+        return parse_host_port(text) if text else None
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(p.strip()) for p in self.props.get("log.dirs", "").split(",") if p.strip()]
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        text = self.props.get("metadata.log.dir")
+        if text:
+            return Path(text)
+        if self.log_dirs:
+            return self.log_dirs[0]
+        raise ConfigError("metadata.log.dir (or log.dirs) is required")
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        text = self.props.get("controller.quorum.bootstrap.servers", "")
+        return [s.strip() for s in text.split(",") if s.strip()]
