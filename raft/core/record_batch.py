@@ -97,8 +97,18 @@ def decode_batch(buf: bytes | memoryview, position: int = 0) -> tuple[RecordBatc
         raise CorruptBatchError(position, f"bad batch length {size}")
     if len(buf) - position < size:
         raise CorruptBatchError(position, "batch cut off (torn write)")
-    (base_offset, _length, leader_epoch, magic, crc, attributes, last_delta, base_ts, _max_ts,
-     count) = HEADER.unpack_from(buf, position)
+    (
+        base_offset,
+        _length,
+        leader_epoch,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        base_ts,
+        _max_ts,
+        count,
+    ) = HEADER.unpack_from(buf, position)
     if magic != MAGIC:
         raise CorruptBatchError(position, f"unknown magic {magic}")
     body = bytes(buf[position + _CRC_START : position + size])
@@ -111,7 +121,9 @@ def decode_batch(buf: bytes | memoryview, position: int = 0) -> tuple[RecordBatc
     if not isinstance(pairs, list) or len(pairs) != count or count != last_delta + 1:
         raise CorruptBatchError(position, "record count does not match the header")
     records = tuple(Record(k, v) for k, v in pairs)
-    batch = RecordBatch(base_offset, leader_epoch, base_ts, records, bool(attributes & CONTROL_FLAG))
+    batch = RecordBatch(
+        base_offset, leader_epoch, base_ts, records, bool(attributes & CONTROL_FLAG)
+    )
     return batch, size
 
 
@@ -134,12 +146,20 @@ def read_header(buf: bytes | memoryview, position: int) -> BatchHeader:
         raise CorruptBatchError(position, f"bad batch length {size}")
     if len(buf) - position < size:
         raise CorruptBatchError(position, "batch cut off (torn write)")
-    (base_offset, _l, leader_epoch, magic, _crc, attributes, last_delta, base_ts, _m,
-     _c) = HEADER.unpack_from(buf, position)
+    (base_offset, _l, leader_epoch, magic, _crc, attributes, last_delta, base_ts, _m, _c) = (
+        HEADER.unpack_from(buf, position)
+    )
     if magic != MAGIC:
         raise CorruptBatchError(position, f"unknown magic {magic}")
-    return BatchHeader(position, size, base_offset, base_offset + last_delta, leader_epoch,
-                       base_ts, bool(attributes & CONTROL_FLAG))
+    return BatchHeader(
+        position,
+        size,
+        base_offset,
+        base_offset + last_delta,
+        leader_epoch,
+        base_ts,
+        bool(attributes & CONTROL_FLAG),
+    )
 
 
 def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[RecordBatch, int]]:

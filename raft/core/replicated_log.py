@@ -52,7 +52,10 @@ class ReplicatedLog(Protocol):
         start_offset < end_offset even if it exceeds max_bytes; b"" at the end."""
 
     def append_as_leader(
-        self, records: Sequence[Record] | Sequence[bytes], epoch: int, timestamp_ms: int,
+        self,
+        records: Sequence[Record] | Sequence[bytes],
+        epoch: int,
+        timestamp_ms: int,
         is_control: bool = False,
     ) -> OffsetAndEpoch:
         """Append one batch at the log end offset; returns (last offset, epoch)."""
@@ -69,7 +72,9 @@ class ReplicatedLog(Protocol):
 
     def latest_snapshot_id(self) -> SnapshotId | None: ...
 
-    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> tuple[bytes, int]:
+    def read_snapshot(
+        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+    ) -> tuple[bytes, int]:
         """A chunk of the snapshot file starting at position, and the snapshot's total size.
         Raises KeyError if there is no such snapshot."""
 

@@ -21,7 +21,7 @@ def test_properties_file_round_trip(tmp_path: Path) -> None:
 
 
 def test_bad_integer_names_the_key() -> None:
-    with pytest.raises(ConfigError, match="controller.quorum.fetch.timeout.ms"):
+    with pytest.raises(ConfigError, match=r"controller\.quorum\.fetch\.timeout\.ms"):
         NodeConfig.from_props(
             {
                 "node.id": "1",
@@ -33,7 +33,7 @@ def test_bad_integer_names_the_key() -> None:
 
 
 def test_missing_node_id_and_bad_line() -> None:
-    with pytest.raises(ConfigError, match="node.id"):
+    with pytest.raises(ConfigError, match=r"node\.id"):
         NodeConfig.from_props({"listeners": "CONTROLLER://127.0.0.1:1"})
     with pytest.raises(ConfigError, match="line 2"):
         parse_properties("a=1\nnot a property line\n")

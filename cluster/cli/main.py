@@ -1,0 +1,48 @@
+"""The `minikraft` command: Kafka's tool names and flags (CLI.md)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from cluster.cli.dump_log_cmd import dump_log
+from cluster.cli.node_cmds import controller
+from cluster.cli.output import EXIT_USAGE
+from cluster.cli.quorum_cmd import metadata_quorum
+from cluster.cli.storage_cmd import storage
+from cluster.cli.up_cmd import down, up
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """minikraft: a small, real KRaft cluster to learn, test and break."""
+
+
+cli.add_command(storage)
+cli.add_command(controller)
+cli.add_command(up)
+cli.add_command(down)
+cli.add_command(metadata_quorum)
+cli.add_command(dump_log)
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE)
+    except SystemExit:
+        raise
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

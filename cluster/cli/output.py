@@ -1,0 +1,48 @@
+"""How every command reports (CLI.md): `--output json` prints one JSON document on stdout and
+nothing else there; otherwise a rich table or text. Errors are Kafka names, never tracebacks;
+exit codes: 0 success, 1 the request ran and something failed, 2 usage or connection error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+stderr = Console(stderr=True)
+stdout = Console()
+
+output_option = click.option(
+    "--output",
+    type=click.Choice(["json", "text"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON document on stdout",
+)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def emit_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    stdout.print(table)
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    stderr.print(f"[red]error:[/red] {message}", highlight=False)
+    sys.exit(code)

@@ -1,0 +1,139 @@
+"""`minikraft up` / `minikraft down` (CLI.md "Nodes and a local cluster")."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
+from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from cluster.launch.readiness import wait_until_ready
+
+console = Console(stderr=True)
+
+
+@click.command()
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False))
+@click.option("--controllers", default=3, show_default=True, type=click.IntRange(1, 9))
+@click.option("--brokers", default=0, show_default=True, type=click.IntRange(0, 9))
+@click.option(
+    "--base-port", default=19090, show_default=True, type=int, help="0 picks free ephemeral ports"
+)
+@click.option("--detach", is_flag=True, help="start, wait until ready, and return")
+@click.option("--timeout-s", default=60.0, show_default=True, type=float)
+@click.option("--set", "overrides", multiple=True, help="extra node property k=v (repeatable)")
+@output_option
+def up(
+    directory: str,
+    controllers: int,
+    brokers: int,
+    base_port: int,
+    detach: bool,
+    timeout_s: float,
+    overrides: tuple[str, ...],
+    output: str,
+) -> None:
+    """Start a local cluster, each node its own process, and wait until it is ready."""
+    root = Path(directory)
+    extra = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            fail(f"--set expects key=value, got {item!r}", EXIT_USAGE)
+        extra[key.strip()] = value.strip()
+    if (root / CLUSTER_FILE).exists():
+        cluster = LocalCluster.load(root)
+        if cluster.running():
+            fail(
+                f"a cluster is already running under {root} (minikraft down --dir {root})",
+                EXIT_USAGE,
+            )
+    else:
+        cluster = LocalCluster.plan(
+            root, controllers=controllers, brokers=brokers, base_port=base_port, overrides=extra
+        )
+    cluster.format()
+    cluster.start()
+    try:
+        with console.status("waiting for the quorum to elect a leader...") as status:
+            state = asyncio.run(
+                wait_until_ready(cluster, timeout_s, progress=lambda m: status.update(m))
+            )
+    except TimeoutError as exc:
+        killed = cluster.stop()
+        fail(f"cluster not ready: {exc}; stopped it (killed: {killed}); logs in {root / 'logs'}")
+    summary = {
+        "cluster_id": cluster.cluster_id,
+        "dir": str(cluster.dir),
+        "bootstrap_controller": cluster.bootstrap_controller,
+        "bootstrap_server": ",".join(b.address for b in cluster.brokers),
+        "leader_id": state.leader_id,
+        "leader_epoch": state.leader_epoch,
+        "pids": {s.name: s.pid for s in cluster.all_nodes()},
+    }
+    if output == "json":
+        emit_json(summary)
+    else:
+        console.print(
+            f"[green]cluster {cluster.cluster_id} ready[/green]: leader controller {state.leader_id} "
+            f"in epoch {state.leader_epoch}; bootstrap controller {cluster.bootstrap_controller}"
+        )
+    if detach:
+        sys.exit(EXIT_OK)
+    _follow_logs(cluster)
+
+
+def _follow_logs(cluster: LocalCluster) -> None:
+    """Stream every node's log with its name in front until Ctrl-C, then stop them all."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    offsets = {spec.name: 0 for spec in cluster.all_nodes()}
+    try:
+        while not stop.is_set():
+            for spec in cluster.all_nodes():
+                path = Path(spec.log_file)
+                if not path.exists():
+                    continue
+                with path.open("rb") as fh:
+                    fh.seek(offsets[spec.name])
+                    chunk = fh.read()
+                    offsets[spec.name] += len(chunk)
+                for line in chunk.decode(errors="replace").splitlines():
+                    sys.stdout.write(f"{spec.name:>13} | {line}\n")
+            sys.stdout.flush()
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    killed = cluster.stop()
+    console.print(
+        f"stopped the cluster{' (had to kill ' + ', '.join(killed) + ')' if killed else ''}"
+    )
+
+
+@click.command()
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False))
+@output_option
+def down(directory: str, output: str) -> None:
+    """Stop every process of the local cluster under --dir, by its recorded pid."""
+    root = Path(directory)
+    if not (root / CLUSTER_FILE).exists():
+        fail(f"no {CLUSTER_FILE} under {root}", EXIT_USAGE)
+    cluster = LocalCluster.load(root)
+    running = [s.name for s in cluster.running()]
+    killed = cluster.stop()
+    left = [s.name for s in cluster.running()]
+    if output == "json":
+        emit_json({"stopped": running, "killed": killed, "still_running": left})
+    else:
+        console.print(
+            f"stopped {len(running)} processes" + (f" (killed {killed})" if killed else "")
+        )
+    if left:
+        sys.exit(EXIT_FAILED)

@@ -1,0 +1,326 @@
+"""A local cluster of separate processes under one directory (`minikraft up` / `down`).
+
+Layout under D (CLI.md): `cluster.json`; per node a data directory `controller-N/` (what a failed
+disk loses), its properties file under `config/` (kept outside the data directory), its output
+under `logs/`. Processes are started in their own session and stopped by the pid recorded in
+cluster.json, never by a name match; a pid is only signalled if its command line still names
+that node's config file, so a recycled pid is never hit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster.config import render_properties
+from raft.core.control_records import Voter, bootstrap_snapshot
+from raft.core.replica_key import uuid_to_str
+from raft.runtime.meta_properties import format_directories, read_meta_properties
+
+CLUSTER_FILE = "cluster.json"
+
+
+@dataclass
+class NodeSpec:
+    role: str  # "controller" | "broker"
+    node_id: int
+    host: str
+    port: int
+    http_port: int
+    dir: str
+    config: str
+    log_file: str
+    pid: int | None = None
+    directory_id: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.node_id}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "address": self.address,
+            "http": f"{self.host}:{self.http_port}",
+            "pid": self.pid,
+            "dir": self.dir,
+            "config": self.config,
+            "log_file": self.log_file,
+            "directory_id": self.directory_id,
+        }
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports the OS hands out now (bound together, so distinct); a small race is accepted."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@dataclass
+class LocalCluster:
+    dir: Path
+    cluster_id: str
+    controllers: list[NodeSpec]
+    brokers: list[NodeSpec]
+    host: str = "127.0.0.1"
+
+    # -- planning --------------------------------------------------------------------------
+
+    @classmethod
+    def plan(
+        cls,
+        directory: Path,
+        *,
+        controllers: int = 3,
+        brokers: int = 0,
+        base_port: int = 19090,
+        overrides: dict[str, str] | None = None,
+    ) -> LocalCluster:
+        directory = directory.resolve()
+        host = "127.0.0.1"
+        if base_port == 0:
+            ports = free_ports(2 * (controllers + brokers))
+        else:
+            ports = [base_port + i for i in range(1, controllers + 1)]
+            ports += [base_port + 100 + j for j in range(1, brokers + 1)]
+            ports += [base_port + 200 + i for i in range(1, controllers + 1)]
+            ports += [base_port + 300 + j for j in range(1, brokers + 1)]
+        rpc_ports, http_ports = ports[: controllers + brokers], ports[controllers + brokers :]
+        from raft.runtime.meta_properties import random_uuid_str
+
+        cluster = cls(directory, random_uuid_str(), [], [], host)
+        for i in range(controllers):
+            cluster.controllers.append(
+                cluster._spec("controller", i + 1, rpc_ports[i], http_ports[i], overrides or {})
+            )
+        for j in range(brokers):
+            k = controllers + j
+            cluster.brokers.append(
+                cluster._spec("broker", 100 + j + 1, rpc_ports[k], http_ports[k], overrides or {})
+            )
+        return cluster
+
+    def _spec(
+        self, role: str, node_id: int, port: int, http_port: int, extra: dict[str, str]
+    ) -> NodeSpec:
+        name = f"{role}-{node_id}"
+        return NodeSpec(
+            role=role,
+            node_id=node_id,
+            host=self.host,
+            port=port,
+            http_port=http_port,
+            dir=str(self.dir / name),
+            config=str(self.dir / "config" / f"{name}.properties"),
+            log_file=str(self.dir / "logs" / f"{name}.log"),
+            extra=dict(extra),
+        )
+
+    @property
+    def bootstrap_controller(self) -> str:
+        return ",".join(c.address for c in self.controllers)
+
+    def node_properties(self, spec: NodeSpec) -> dict[str, str]:
+        props = {
+            "node.id": str(spec.node_id),
+            "process.roles": spec.role,
+            "controller.listener.names": "CONTROLLER",
+            "controller.quorum.bootstrap.servers": self.bootstrap_controller,
+            "http.listener": f"{spec.host}:{spec.http_port}",
+        }
+        if spec.role == "controller":
+            props["listeners"] = f"CONTROLLER://{spec.address}"
+            props["metadata.log.dir"] = str(Path(spec.dir) / "metadata")
+        else:
+            props["listeners"] = f"PLAINTEXT://{spec.address}"
+            props["log.dirs"] = str(Path(spec.dir) / "data")
+            props["metadata.log.dir"] = str(Path(spec.dir) / "metadata")
+        props.update(spec.extra)
+        return props
+
+    # -- format and write ------------------------------------------------------------------
+
+    def format(self) -> None:
+        """Write configs, and format what is not formatted yet (a restart keeps its data)."""
+        (self.dir / "config").mkdir(parents=True, exist_ok=True)
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        directory_ids = {c.node_id: uuid.uuid4() for c in self.controllers}
+        voters = [
+            Voter(c.node_id, directory_ids[c.node_id], {"CONTROLLER": c.address})
+            for c in self.controllers
+        ]
+        bootstrap = bootstrap_snapshot(voters)
+        for spec in self.controllers + self.brokers:
+            props = self.node_properties(spec)
+            Path(spec.config).write_text(render_properties(props))
+            metadata_dir = Path(props["metadata.log.dir"])
+            existing = read_meta_properties(metadata_dir) if metadata_dir.exists() else None
+            if existing is not None:
+                spec.directory_id = uuid_to_str(existing.directory_id)
+                continue
+            log_dirs = [Path(p) for p in props.get("log.dirs", "").split(",") if p]
+            is_controller = spec.role == "controller"
+            format_directories(
+                spec.node_id,
+                self.cluster_id,
+                log_dirs,
+                metadata_dir,
+                metadata_directory_id=directory_ids[spec.node_id] if is_controller else None,
+                ignore_formatted=True,
+                bootstrap_voters_raw_batches=bootstrap if is_controller else None,
+            )
+            meta = read_meta_properties(metadata_dir)
+            spec.directory_id = uuid_to_str(meta.directory_id) if meta else None
+
+    def write_cluster_file(self) -> None:
+        data = {
+            "cluster_id": self.cluster_id,
+            "bootstrap_server": ",".join(b.address for b in self.brokers),
+            "bootstrap_controller": self.bootstrap_controller,
+            "controllers": [c.to_json() for c in self.controllers],
+            "brokers": [b.to_json() for b in self.brokers],
+            "specs": [asdict(s) for s in self.controllers + self.brokers],
+        }
+        tmp = self.dir / (CLUSTER_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, self.dir / CLUSTER_FILE)
+
+    @classmethod
+    def load(cls, directory: Path) -> LocalCluster:
+        path = directory / CLUSTER_FILE
+        data = json.loads(path.read_text())
+        specs = [NodeSpec(**s) for s in data["specs"]]
+        return cls(
+            directory.resolve(),
+            data["cluster_id"],
+            [s for s in specs if s.role == "controller"],
+            [s for s in specs if s.role == "broker"],
+        )
+
+    # -- processes -------------------------------------------------------------------------
+
+    def command(self, spec: NodeSpec) -> list[str]:
+        return [sys.executable, "-m", "cluster.cli.main", spec.role, "--config", spec.config]
+
+    def start_node(self, spec: NodeSpec) -> int:
+        Path(spec.log_file).parent.mkdir(parents=True, exist_ok=True)
+        with open(spec.log_file, "ab") as out:
+            proc = subprocess.Popen(
+                self.command(spec),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        spec.pid = proc.pid
+        return proc.pid
+
+    def start(self) -> None:
+        for spec in self.controllers + self.brokers:
+            if not is_running(spec):
+                self.start_node(spec)
+        self.write_cluster_file()
+
+    def node(self, name: str) -> NodeSpec:
+        for spec in self.controllers + self.brokers:
+            if spec.name == name or str(spec.node_id) == name:
+                return spec
+        raise KeyError(name)
+
+    def kill(self, spec: NodeSpec, sig: int = signal.SIGKILL) -> None:
+        """Signal a node by its recorded pid (only if that pid still runs this node)."""
+        if spec.pid is not None and is_running(spec):
+            os.kill(spec.pid, sig)
+            if sig == signal.SIGKILL:
+                wait_exit(spec.pid, 5.0)
+
+    def stop(self, timeout_s: float = 10.0) -> list[str]:
+        """SIGTERM every node (clean shutdown), SIGKILL what is left after timeout_s."""
+        alive = [s for s in self.controllers + self.brokers if is_running(s)]
+        # Brokers first, then controllers, as Kafka's shutdown order.
+        for spec in sorted(alive, key=lambda s: s.role != "broker"):
+            os.kill(spec.pid, signal.SIGTERM)  # type: ignore[arg-type]
+        deadline = time.monotonic() + timeout_s
+        for spec in alive:
+            wait_exit(spec.pid, max(0.0, deadline - time.monotonic()))  # type: ignore[arg-type]
+        killed = []
+        for spec in alive:
+            if is_running(spec):
+                os.kill(spec.pid, signal.SIGKILL)  # type: ignore[arg-type]
+                wait_exit(spec.pid, 5.0)  # type: ignore[arg-type]
+                killed.append(spec.name)
+        return killed
+
+    def running(self) -> list[NodeSpec]:
+        return [s for s in self.controllers + self.brokers if is_running(s)]
+
+    def all_nodes(self) -> Iterable[NodeSpec]:
+        return self.controllers + self.brokers
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def is_running(spec: NodeSpec) -> bool:
+    if spec.pid is None:
+        return False
+    try:
+        pid, _status = os.waitpid(spec.pid, os.WNOHANG)
+        if pid == spec.pid:
+            return False  # our child, and it has exited (now reaped)
+    except ChildProcessError:
+        pass  # not our child (started by an earlier `up`): fall back to /proc
+    cmdline = _cmdline(spec.pid)
+    return spec.config in cmdline and "zombie" not in _state(spec.pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return line.lower()
+    except OSError:
+        return "gone"
+    return ""
+
+
+def wait_exit(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return True
+        except ChildProcessError:
+            if not Path(f"/proc/{pid}").exists() or "zombie" in _state(pid):
+                return True
+        time.sleep(0.02)
+    return False

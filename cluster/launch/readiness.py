@@ -1,0 +1,41 @@
+"""Wait until a local cluster is ready: the quorum has a leader that every voter follows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from cluster.cli.admin_client import QuorumStatus, describe_quorum
+from cluster.launch.local_cluster import LocalCluster
+from cluster.protocol.errors import KafkaError
+
+
+async def wait_until_ready(
+    cluster: LocalCluster,
+    timeout_s: float,
+    progress: Callable[[str], None] | None = None,
+) -> QuorumStatus:
+    deadline = time.monotonic() + timeout_s
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        dead = [
+            s.name for s in cluster.controllers if s.pid is not None and not _alive(cluster, s.name)
+        ]
+        if dead:
+            raise TimeoutError(f"{', '.join(dead)} exited during start-up")
+        try:
+            status = await describe_quorum(cluster.bootstrap_controller, timeout_ms=1000)
+            if status.leader_id is not None and len(status.voters) == len(cluster.controllers):
+                return status
+            last_error = f"leader {status.leader_id}, {len(status.voters)} voters"
+        except KafkaError as exc:
+            last_error = str(exc)
+        if progress is not None:
+            progress(f"waiting for the quorum: {last_error}")
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"after {timeout_s:.0f}s: {last_error}")
+
+
+def _alive(cluster: LocalCluster, name: str) -> bool:
+    return any(s.name == name for s in cluster.running())

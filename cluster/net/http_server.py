@@ -1,0 +1,82 @@
+"""Each node's HTTP side (aiohttp): /metrics (Prometheus text), /health, /v1/status, /v1/faults.
+
+The RPC port carries the protocol; this port is for people and scrapers, so a slow scrape never
+sits in front of a Raft round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from cluster.net.faults import FaultInjector
+
+
+class HttpStatusServer:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        registry: CollectorRegistry,
+        status: Callable[[], dict[str, Any]],
+        health: Callable[[], tuple[bool, dict[str, Any]]],
+        faults: FaultInjector | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._registry = registry
+        self._status = status
+        self._health = health
+        self._faults = faults
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> int:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/health", self._health_handler)
+        app.router.add_get("/v1/status", self._status_handler)
+        app.router.add_get("/v1/faults", self._faults_get)
+        app.router.add_post("/v1/faults", self._faults_post)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        if server is not None and self.port == 0:
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        body = generate_latest(self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _health_handler(self, _request: web.Request) -> web.Response:
+        healthy, body = self._health()
+        return web.json_response(body, status=200 if healthy else 503)
+
+    async def _status_handler(self, _request: web.Request) -> web.Response:
+        return web.json_response(self._status(), dumps=lambda o: json.dumps(o, default=str))
+
+    async def _faults_get(self, _request: web.Request) -> web.Response:
+        if self._faults is None:
+            return web.json_response({"error": "no fault layer"}, status=404)
+        return web.json_response(self._faults.rules())
+
+    async def _faults_post(self, request: web.Request) -> web.Response:
+        if self._faults is None:
+            return web.json_response({"error": "no fault layer"}, status=404)
+        try:
+            self._faults.apply_json(await request.json())
+        except (ValueError, TypeError, KeyError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response(self._faults.rules())

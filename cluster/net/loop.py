@@ -1,0 +1,38 @@
+"""The event loop every node process runs on: uvloop when importable, else asyncio's own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def install_event_loop_policy() -> str:
+    """Make new event loops uvloop loops when uvloop is importable; returns the loop's name."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+        return "asyncio"
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return "uvloop"
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
+    """Run `main` to completion on a fresh uvloop (or asyncio) loop, as asyncio.run does.
+
+    The loop comes from a factory rather than the global policy, so calling this leaves the
+    process's policy as it was.
+    """
+    with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
+        return runner.run(main)

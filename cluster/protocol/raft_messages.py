@@ -1,0 +1,171 @@
+"""The Raft RPCs of the metadata quorum (KIP-595 with KIP-853's voter keys, seed 003).
+
+Requests name the cluster id; a replica answers INCONSISTENT_CLUSTER_ID to another cluster.
+Every response has all fields defaulted and starts with error_code, error_message (registry
+convention). Errors that name a leader carry its id, epoch and, where known, endpoint.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from cluster.protocol.api_keys import ApiKey
+
+# Kafka's Uuid.ZERO_UUID: "no directory id" (an old replica or an unknown key).
+NO_DIRECTORY_ID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    candidate_epoch: int
+    candidate_id: int
+    candidate_directory_id: uuid.UUID
+    voter_id: int
+    voter_directory_id: uuid.UUID  # the key the candidate believes the receiver has (rule 4)
+    last_offset_epoch: int
+    last_offset: int  # the candidate's log end offset
+    pre_vote: bool = False  # rule 7: a pre-vote neither bumps nor persists any epoch
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    vote_granted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: list[int] = field(default_factory=list)
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A replica's pull from the metadata partition's leader (rule 3)."""
+
+    replica_id: int
+    replica_directory_id: uuid.UUID
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+    max_wait_ms: int = 500
+    max_bytes: int = 1024 * 1024
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    leader_endpoint: str = ""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
+    snapshot_end_offset: int = -1
+    snapshot_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    position: int
+    max_bytes: int = 1024 * 1024
+    replica_directory_id: uuid.UUID = NO_DIRECTORY_ID
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    leader_endpoint: str = ""
+    snapshot_end_offset: int = -1
+    snapshot_epoch: int = -1
+    size: int = -1
+    position: int = -1
+    unaligned_records: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeQuorumRequest:
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    replica_id: int
+    replica_directory_id: uuid.UUID
+    log_end_offset: int  # -1 if unknown
+    last_fetch_timestamp_ms: int = -1
+    last_caught_up_timestamp_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class VoterEndpoint:
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    endpoints: dict[str, str] = field(default_factory=dict)  # listener name -> "host:port"
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeQuorumResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    high_watermark: int = -1
+    current_voters: list[ReplicaState] = field(default_factory=list)
+    observers: list[ReplicaState] = field(default_factory=list)
+    voter_endpoints: list[VoterEndpoint] = field(default_factory=list)
+
+
+from cluster.protocol.registry import register  # noqa: E402  (registration needs the classes)
+
+register(ApiKey.VOTE, VoteRequest, VoteResponse)
+register(ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest, BeginQuorumEpochResponse)
+register(ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest, EndQuorumEpochResponse)
+register(ApiKey.FETCH, FetchRequest, FetchResponse)
+register(ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest, FetchSnapshotResponse)
+register(ApiKey.DESCRIBE_QUORUM, DescribeQuorumRequest, DescribeQuorumResponse)

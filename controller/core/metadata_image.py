@@ -1,0 +1,273 @@
+"""MetadataImage: the cluster metadata as of one offset, built only by replaying records.
+
+`MetadataDelta(image)` replays committed records (`replay(record, offset)`) and `image()` returns
+a new immutable image; the old image is never mutated, so readers may keep it. Controller,
+broker and the audit all use this one replay (STYLE.md: replay is the only way state changes).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from controller.core.partition_registration import PartitionRegistration
+from controller.core.records import (
+    BROKER_FLAG_UNCHANGED,
+    CONFIG_RESOURCE_BROKER,
+    CONFIG_RESOURCE_TOPIC,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    Endpoint,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+DEFAULT_MIN_INSYNC_REPLICAS = 1
+CLUSTER_DEFAULT_RESOURCE = ""  # ConfigRecord resource_name of the cluster-wide broker default
+
+
+class MetadataReplayError(ValueError):
+    """A record that does not apply to the image (names an unknown broker/topic or stale epoch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    fenced: bool
+    in_controlled_shutdown: bool
+    endpoints: tuple[Endpoint, ...] = ()
+    rack: str | None = None
+    log_dirs: tuple[uuid.UUID, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+
+def _frozen(mapping: dict) -> Mapping:  # type: ignore[type-arg]
+    return MappingProxyType(mapping)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
+    topics: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _frozen({}))
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _frozen({}))
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(
+        default_factory=lambda: _frozen({})
+    )
+    features: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    offset: int = -1  # the last offset replayed; -1 for the empty image
+
+    # Broker view used by PartitionChangeBuilder and AlterPartition validation.
+    def is_fenced(self, broker_id: int) -> bool:
+        """An unregistered broker counts as fenced: it cannot lead or be in the ISR."""
+        reg = self.brokers.get(broker_id)
+        return reg is None or reg.fenced
+
+    def is_in_controlled_shutdown(self, broker_id: int) -> bool:
+        reg = self.brokers.get(broker_id)
+        return reg is not None and reg.in_controlled_shutdown
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        reg = self.brokers.get(broker_id)
+        return None if reg is None else reg.epoch
+
+    def partition(self, topic_id: uuid.UUID, partition_id: int) -> PartitionRegistration | None:
+        topic = self.topics.get(topic_id)
+        return None if topic is None else topic.partitions.get(partition_id)
+
+    def config(self, resource_type: int, resource_name: str, key: str) -> str | None:
+        return self.configs.get((resource_type, resource_name), {}).get(key)
+
+    def topic_min_insync_replicas(self, topic_name: str) -> int:
+        """Topic config, else the cluster default broker config, else Kafka's default of 1."""
+        for resource in (
+            (CONFIG_RESOURCE_TOPIC, topic_name),
+            (CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE),
+        ):
+            value = self.configs.get(resource, {}).get(MIN_INSYNC_REPLICAS)
+            if value is not None:
+                return int(value)
+        return DEFAULT_MIN_INSYNC_REPLICAS
+
+    def effective_min_isr(self, topic_id: uuid.UUID, partition_id: int) -> int:
+        """Rule 9: min(min.insync.replicas, replication factor)."""
+        topic = self.topics[topic_id]
+        reg = topic.partitions[partition_id]
+        return min(self.topic_min_insync_replicas(topic.name), len(reg.replicas))
+
+
+class MetadataDelta:
+    """Copy-on-write builder over a base image: replay records, then take `image()`."""
+
+    def __init__(self, base: MetadataImage | None = None) -> None:
+        base = base if base is not None else MetadataImage()
+        self._brokers = dict(base.brokers)
+        self._topics = dict(base.topics)
+        self._topics_by_name = dict(base.topics_by_name)
+        self._configs = dict(base.configs)
+        self._features = dict(base.features)
+        self._offset = base.offset
+
+    def image(self) -> MetadataImage:
+        return MetadataImage(
+            brokers=_frozen(dict(self._brokers)),
+            topics=_frozen(dict(self._topics)),
+            topics_by_name=_frozen(dict(self._topics_by_name)),
+            configs=_frozen(dict(self._configs)),
+            features=_frozen(dict(self._features)),
+            offset=self._offset,
+        )
+
+    def replay(self, record: MetadataRecord, offset: int) -> None:
+        if isinstance(record, RegisterBrokerRecord):
+            self._replay_register(record, offset)
+        elif isinstance(record, UnregisterBrokerRecord):
+            current = self._brokers.get(record.broker_id)
+            if current is not None and current.epoch == record.broker_epoch:
+                del self._brokers[record.broker_id]
+        elif isinstance(record, FenceBrokerRecord):
+            self._set_broker_flags(record.id, record.epoch, fenced=True)
+        elif isinstance(record, UnfenceBrokerRecord):
+            self._set_broker_flags(record.id, record.epoch, fenced=False)
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            self._replay_registration_change(record)
+        elif isinstance(record, TopicRecord):
+            topic = TopicImage(record.name, record.topic_id)
+            self._topics[record.topic_id] = topic
+            self._topics_by_name[record.name] = topic
+        elif isinstance(record, PartitionRecord):
+            self._put_partition(
+                record.topic_id, record.partition_id, PartitionRegistration.from_record(record)
+            )
+        elif isinstance(record, PartitionChangeRecord):
+            current_partition = self._partition(record.topic_id, record.partition_id)
+            self._put_partition(
+                record.topic_id, record.partition_id, current_partition.merge(record)
+            )
+        elif isinstance(record, RemoveTopicRecord):
+            removed = self._topics.pop(record.topic_id, None)
+            if removed is None:
+                raise MetadataReplayError(f"RemoveTopicRecord for unknown topic {record.topic_id}")
+            self._topics_by_name.pop(removed.name, None)
+            self._configs.pop((CONFIG_RESOURCE_TOPIC, removed.name), None)
+        elif isinstance(record, ConfigRecord):
+            self._replay_config(record)
+        elif isinstance(record, FeatureLevelRecord):
+            if record.feature_level == 0:
+                self._features.pop(record.name, None)
+            else:
+                self._features[record.name] = record.feature_level
+        elif not isinstance(record, NoOpRecord):
+            raise MetadataReplayError(f"no replay for {type(record).__name__}")
+        self._offset = max(self._offset, offset)
+
+    def replay_all(self, records: Iterable[tuple[MetadataRecord, int]]) -> None:
+        for record, offset in records:
+            self.replay(record, offset)
+
+    def _replay_register(self, record: RegisterBrokerRecord, offset: int) -> None:
+        # The broker epoch is the offset of its RegisterBrokerRecord; -1 in the record means
+        # "use the offset" for writers that do not know it in advance.
+        epoch = record.broker_epoch if record.broker_epoch >= 0 else offset
+        self._brokers[record.broker_id] = BrokerRegistration(
+            broker_id=record.broker_id,
+            epoch=epoch,
+            incarnation_id=record.incarnation_id,
+            fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
+            endpoints=record.endpoints,
+            rack=record.rack,
+            log_dirs=record.log_dirs,
+        )
+
+    def _broker(self, broker_id: int, epoch: int) -> BrokerRegistration:
+        current = self._brokers.get(broker_id)
+        if current is None:
+            raise MetadataReplayError(f"record for unregistered broker {broker_id}")
+        if current.epoch != epoch:
+            raise MetadataReplayError(
+                f"record for broker {broker_id} epoch {epoch}, registered epoch {current.epoch}"
+            )
+        return current
+
+    def _set_broker_flags(self, broker_id: int, epoch: int, fenced: bool) -> None:
+        current = self._broker(broker_id, epoch)
+        # Unfencing also ends a controlled shutdown (Kafka: a re-registered broker is active).
+        self._brokers[broker_id] = replace(
+            current,
+            fenced=fenced,
+            in_controlled_shutdown=current.in_controlled_shutdown and fenced,
+        )
+
+    def _replay_registration_change(self, record: BrokerRegistrationChangeRecord) -> None:
+        current = self._broker(record.broker_id, record.broker_epoch)
+        fenced = current.fenced
+        if record.fenced != BROKER_FLAG_UNCHANGED:
+            fenced = bool(record.fenced)
+        shutdown = current.in_controlled_shutdown
+        if record.in_controlled_shutdown != BROKER_FLAG_UNCHANGED:
+            shutdown = bool(record.in_controlled_shutdown)
+        self._brokers[record.broker_id] = replace(
+            current,
+            fenced=fenced,
+            in_controlled_shutdown=shutdown,
+            log_dirs=current.log_dirs if record.log_dirs is None else record.log_dirs,
+        )
+
+    def _replay_config(self, record: ConfigRecord) -> None:
+        key = (record.resource_type, record.resource_name)
+        values = dict(self._configs.get(key, {}))
+        if record.value is None:
+            values.pop(record.name, None)
+        else:
+            values[record.name] = record.value
+        if values:
+            self._configs[key] = _frozen(values)
+        else:
+            self._configs.pop(key, None)
+
+    def _partition(self, topic_id: uuid.UUID, partition_id: int) -> PartitionRegistration:
+        topic = self._topics.get(topic_id)
+        if topic is None or partition_id not in topic.partitions:
+            raise MetadataReplayError(f"change for unknown partition {topic_id}-{partition_id}")
+        return topic.partitions[partition_id]
+
+    def _put_partition(
+        self, topic_id: uuid.UUID, partition_id: int, registration: PartitionRegistration
+    ) -> None:
+        topic = self._topics.get(topic_id)
+        if topic is None:
+            raise MetadataReplayError(f"partition of unknown topic {topic_id}")
+        partitions = dict(topic.partitions)
+        partitions[partition_id] = registration
+        updated = replace(topic, partitions=_frozen(partitions))
+        self._topics[topic_id] = updated
+        self._topics_by_name[topic.name] = updated
+
+
+def replay(image: MetadataImage, record: MetadataRecord, offset: int) -> MetadataImage:
+    """One record onto an image; for many records use MetadataDelta (it copies once)."""
+    delta = MetadataDelta(image)
+    delta.replay(record, offset)
+    return delta.image()

@@ -1,0 +1,334 @@
+"""PartitionChangeBuilder: the one place ISR, ELR, LastKnownELR/Leader and elections are decided.
+
+Feed it the current PartitionRegistration, a broker view, the effective min ISR (rule 9) and the
+policy flags; apply operations (target ISR, fence/unfence/restart of a broker, an election type,
+RECOVERED); `build()` returns the PartitionChangeRecord, or None when nothing changes.
+Rules 8-16 and 19 of INVARIANTS.md (seed 001 KIP-966, seed 000 KIP-704, seed 004 DESIGNATED).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol
+
+from cluster.protocol.errors import Errors
+from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+from controller.core.records import (
+    LAST_KNOWN_LEADER_NONE,
+    LAST_KNOWN_LEADER_UNCHANGED,
+    LEADER_RECOVERY_STATE_UNCHANGED,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    PartitionChangeRecord,
+)
+
+
+class BrokerView(Protocol):
+    """What the builder needs to know about brokers; MetadataImage implements it."""
+
+    def is_fenced(self, broker_id: int) -> bool: ...
+
+    def is_in_controlled_shutdown(self, broker_id: int) -> bool: ...
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' types (Kafka's PREFERRED=0, UNCLEAN=1; seed 004 adds DESIGNATED)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+    DESIGNATED = 2
+    ONLINE = 3  # the controller's own election after a broker change: clean, or unclean if allowed
+
+
+class ElectionKind(IntEnum):
+    """How the builder's leader was chosen; the controller logs and counts it (metrics)."""
+
+    NONE = 0  # leader unchanged
+    CLEAN = 1  # from the ISR
+    ELR = 2  # from the ELR with ISR = [it] (rule 13)
+    LAST_KNOWN_LEADER = 3  # unclean (rule 13)
+    UNCLEAN = 4
+    DESIGNATED = 5
+    NO_LEADER = 6  # the leader went away and nobody could be elected
+
+
+@dataclass(frozen=True, slots=True)
+class _Election:
+    leader: int
+    kind: ElectionKind
+
+
+def _ordered(members: Iterable[int], replicas: tuple[int, ...]) -> tuple[int, ...]:
+    """Members in replica order: ELR and LastKnownELR are kept so, 'first' is unambiguous."""
+    wanted = set(members)
+    return tuple(r for r in replicas if r in wanted)
+
+
+class PartitionChangeBuilder:
+    def __init__(
+        self,
+        registration: PartitionRegistration,
+        topic_id: uuid.UUID,
+        partition_id: int,
+        brokers: BrokerView,
+        min_isr: int,
+        elr_enabled: bool = True,
+        unclean_allowed: bool = False,
+    ) -> None:
+        self._reg = registration
+        self._topic_id = topic_id
+        self._partition_id = partition_id
+        self._brokers = brokers
+        self._min_isr = min_isr  # already effective (rule 9)
+        self._elr_enabled = elr_enabled
+        self._unclean_allowed = unclean_allowed
+        self._target_isr: tuple[int, ...] = registration.isr
+        self._target_recovery: LeaderRecoveryState = registration.leader_recovery_state
+        self._fenced_overrides: dict[int, bool] = {}
+        self._unclean_restarted: set[int] = set()
+        self._last_isr_member_removed: int | None = None
+        self._election_type = ElectionType.ONLINE
+        self._designated_leader = NO_LEADER
+        self.election_kind = ElectionKind.NONE
+
+    # -- broker view, with this change's own fence/unfence applied ---------------------------
+
+    def _is_fenced(self, broker_id: int) -> bool:
+        if broker_id in self._fenced_overrides:
+            return self._fenced_overrides[broker_id]
+        return self._brokers.is_fenced(broker_id)
+
+    def _is_acceptable_leader(self, broker_id: int) -> bool:
+        return not self._is_fenced(broker_id) and not self._brokers.is_in_controlled_shutdown(
+            broker_id
+        )
+
+    # -- operations ---------------------------------------------------------------------------
+
+    def set_target_isr(self, isr: Iterable[int]) -> PartitionChangeBuilder:
+        """An ISR proposed by the leader (AlterPartition), already validated (rule 18)."""
+        self._target_isr = tuple(isr)
+        return self
+
+    def set_target_leader_recovery_state(
+        self, state: LeaderRecoveryState
+    ) -> PartitionChangeBuilder:
+        self._target_recovery = state
+        return self
+
+    def set_election_type(
+        self, election_type: ElectionType, designated_leader: int = NO_LEADER
+    ) -> PartitionChangeBuilder:
+        self._election_type = election_type
+        self._designated_leader = designated_leader
+        return self
+
+    def fence_broker(self, broker_id: int) -> PartitionChangeBuilder:
+        """Rule 12: a fenced broker leaves the ISR (ELR on) but keeps its ELR membership."""
+        self._fenced_overrides[broker_id] = True
+        self._remove_from_isr(broker_id)
+        return self
+
+    def controlled_shutdown(self, broker_id: int) -> PartitionChangeBuilder:
+        """A broker shutting down leaves the ISR like a fenced one, and cannot lead."""
+        self._remove_from_isr(broker_id)
+        return self
+
+    def unfence_broker(self, broker_id: int) -> PartitionChangeBuilder:
+        """Rule 16: unfencing re-runs the election; it joins the ISR only via rule 13's ELR step."""
+        self._fenced_overrides[broker_id] = False
+        return self
+
+    def clean_restart(self, broker_id: int) -> PartitionChangeBuilder:
+        """Rule 12: a clean restart keeps ELR membership (the sole ISR member joins the ELR)."""
+        return self.fence_broker(broker_id)
+
+    def unclean_restart(self, broker_id: int) -> PartitionChangeBuilder:
+        """Rules 10-12: leaves ISR and ELR; an ELR member joins LastKnownELR."""
+        self._unclean_restarted.add(broker_id)
+        return self.fence_broker(broker_id)
+
+    def _remove_from_isr(self, broker_id: int) -> None:
+        if broker_id not in self._target_isr:
+            return
+        remaining = tuple(r for r in self._target_isr if r != broker_id)
+        if not remaining and not self._elr_enabled:
+            return  # rule 10: with ELR off the ISR never empties
+        if not remaining:
+            self._last_isr_member_removed = broker_id
+        self._target_isr = remaining
+
+    # -- build --------------------------------------------------------------------------------
+
+    def build(self) -> PartitionChangeRecord | None:
+        reg = self._reg
+        isr = self._target_isr
+        elr, last_known_elr, last_known_leader = self._next_elr_state(isr)
+        recovery = self._target_recovery
+
+        election = self._elect(isr, elr, last_known_leader)
+        leader = election.leader
+        self.election_kind = election.kind
+        if election.kind in (
+            ElectionKind.ELR,
+            ElectionKind.LAST_KNOWN_LEADER,
+            ElectionKind.UNCLEAN,
+            ElectionKind.DESIGNATED,
+        ):
+            isr = (leader,)
+            elr = tuple(r for r in elr if r != leader)
+        if election.kind in (
+            ElectionKind.LAST_KNOWN_LEADER,
+            ElectionKind.UNCLEAN,
+            ElectionKind.DESIGNATED,
+        ):
+            # Rule 13 / KIP-704: an unclean election recovers first and forgets the ELR;
+            # LastKnownELR stays until the ISR reaches min ISR (rule 11).
+            recovery = LeaderRecoveryState.RECOVERING
+            elr = ()
+        last_known_elr = tuple(r for r in last_known_elr if r not in isr)
+        if (
+            recovery == LeaderRecoveryState.RECOVERING
+            and leader != NO_LEADER
+            and leader != reg.leader
+        ):
+            isr = (leader,)  # rule 19: an election while RECOVERING keeps ISR = [new leader]
+        if self._elr_enabled and leader != NO_LEADER and leader != reg.leader:
+            last_known_leader = LAST_KNOWN_LEADER_NONE  # rule 11: cleared by a new leader
+        if self._elr_enabled and len(isr) >= self._min_isr:
+            elr, last_known_elr = (), ()  # rules 10-11, 15
+
+        record = PartitionChangeRecord(
+            partition_id=self._partition_id,
+            topic_id=self._topic_id,
+            isr=isr if isr != reg.isr else None,
+            leader=leader if leader != reg.leader else NO_LEADER_CHANGE,
+            leader_recovery_state=int(recovery)
+            if recovery != reg.leader_recovery_state
+            else LEADER_RECOVERY_STATE_UNCHANGED,
+        )
+        if self._elr_enabled:
+            record = _with_elr_fields(record, reg, elr, last_known_elr, last_known_leader)
+        if record == PartitionChangeRecord(self._partition_id, self._topic_id):
+            return None
+        return record
+
+    def _next_elr_state(self, isr: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """ELR, LastKnownELR and LastKnownLeader for the target ISR, before the election."""
+        reg = self._reg
+        if not self._elr_enabled:
+            return reg.elr, reg.last_known_elr, reg.last_known_leader
+        unclean = self._unclean_restarted
+        in_isr = set(isr)
+        elr: tuple[int, ...] = ()
+        if len(isr) < self._min_isr:
+            # Rule 10: ELR = (old ELR + old ISR) - new ISR - replicas that restarted uncleanly.
+            # Applied per event, so members that left while the ISR stayed >= min ISR are in
+            # neither the old ELR nor the old ISR and never enter it.
+            elr = _ordered(
+                (r for r in reg.elr + reg.isr if r not in in_isr and r not in unclean),
+                reg.replicas,
+            )
+        # Rule 11: an ELR member restarting uncleanly moves to LastKnownELR.
+        last_known_elr = _ordered(
+            (
+                r
+                for r in reg.last_known_elr + tuple(r for r in reg.elr if r in unclean)
+                if r not in in_isr and r not in elr
+            ),
+            reg.replicas,
+        )
+        last_known_leader = reg.last_known_leader
+        if self._last_isr_member_removed is not None:
+            last_known_leader = self._last_isr_member_removed  # rule 11
+        return elr, last_known_elr, last_known_leader
+
+    def _elect(
+        self, isr: tuple[int, ...], elr: tuple[int, ...], last_known_leader: int
+    ) -> _Election:
+        """Rule 13's order, with PREFERRED (never unclean) and DESIGNATED (seed 004)."""
+        reg = self._reg
+        replicas = reg.replicas
+        current = reg.leader
+        election_type = self._election_type
+
+        if (
+            election_type == ElectionType.DESIGNATED
+            and _designated_error(reg, self._designated_leader, self._is_fenced) is None
+        ):
+            return _Election(self._designated_leader, ElectionKind.DESIGNATED)
+        if election_type == ElectionType.PREFERRED and replicas:
+            preferred = replicas[0]
+            if preferred in isr and self._is_acceptable_leader(preferred):
+                kind = ElectionKind.NONE if preferred == current else ElectionKind.CLEAN
+                return _Election(preferred, kind)
+
+        if current != NO_LEADER and current in isr and self._is_acceptable_leader(current):
+            return _Election(current, ElectionKind.NONE)
+        for replica in replicas:
+            if replica in isr and self._is_acceptable_leader(replica):
+                return _Election(replica, ElectionKind.CLEAN)
+        if self._elr_enabled and not isr:
+            for replica in elr:
+                if self._is_acceptable_leader(replica):
+                    return _Election(replica, ElectionKind.ELR)
+        # PREFERRED never falls back to unclean (rule 13); a refused DESIGNATED neither.
+        if election_type not in (ElectionType.PREFERRED, ElectionType.DESIGNATED):
+            if (
+                self._elr_enabled
+                and not elr
+                and last_known_leader >= 0
+                and last_known_leader in replicas
+                and self._is_acceptable_leader(last_known_leader)
+            ):
+                return _Election(last_known_leader, ElectionKind.LAST_KNOWN_LEADER)
+            if self._unclean_allowed or election_type == ElectionType.UNCLEAN:
+                for replica in replicas:
+                    if self._is_acceptable_leader(replica):
+                        return _Election(replica, ElectionKind.UNCLEAN)
+        if current == NO_LEADER:
+            return _Election(NO_LEADER, ElectionKind.NONE)
+        return _Election(NO_LEADER, ElectionKind.NO_LEADER)
+
+
+def _with_elr_fields(
+    record: PartitionChangeRecord,
+    reg: PartitionRegistration,
+    elr: tuple[int, ...],
+    last_known_elr: tuple[int, ...],
+    last_known_leader: int,
+) -> PartitionChangeRecord:
+    return PartitionChangeRecord(
+        partition_id=record.partition_id,
+        topic_id=record.topic_id,
+        isr=record.isr,
+        leader=record.leader,
+        leader_recovery_state=record.leader_recovery_state,
+        eligible_leader_replicas=elr if elr != reg.elr else None,
+        last_known_elr=last_known_elr if last_known_elr != reg.last_known_elr else None,
+        last_known_leader=last_known_leader
+        if last_known_leader != reg.last_known_leader
+        else LAST_KNOWN_LEADER_UNCHANGED,
+    )
+
+
+def designated_election_error(
+    registration: PartitionRegistration, designated_leader: int, brokers: BrokerView
+) -> Errors | None:
+    """Seed 004: only an offline partition, only an unfenced member of the replica set."""
+    return _designated_error(registration, designated_leader, brokers.is_fenced)
+
+
+def _designated_error(
+    registration: PartitionRegistration,
+    designated_leader: int,
+    is_fenced: Callable[[int], bool],
+) -> Errors | None:
+    if registration.leader != NO_LEADER:
+        return Errors.ELECTION_NOT_NEEDED
+    if designated_leader not in registration.replicas or is_fenced(designated_leader):
+        return Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    return None

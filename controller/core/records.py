@@ -1,0 +1,408 @@
+"""Metadata records of `__cluster_metadata`, each declared once (ARCHITECTURE.md "On disk").
+
+A record is a frozen slotted dataclass with Kafka's type id and its highest version. On disk and
+on the wire it is msgpack `[type_id, version, {field: value}]`: uuids as 16 raw bytes, sequences
+as lists, fields in declaration order (so the bytes are stable; a golden test pins them). Fields
+added in a later version carry `since` metadata: older versions load them with their defaults
+(PartitionRecord / PartitionChangeRecord v0 load with empty ELR fields, seed 001).
+
+Seed conventions for PartitionChangeRecord: a None ISR / replicas / ELR / LastKnownELR and a
+LeaderRecoveryState of -1 mean "unchanged"; leader -2 (NO_LEADER_CHANGE) means unchanged, -1 no
+leader. For LastKnownLeader the seed uses -1 for "none"; minikraft uses -2 for "unchanged"
+(LAST_KNOWN_LEADER_UNCHANGED), mirroring the leader field, since the field is not nullable here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import NoneType, UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+
+import msgpack
+
+from raft.core.replica_key import uuid_to_str
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: Kafka's "unchanged"
+LAST_KNOWN_LEADER_NONE = -1
+LAST_KNOWN_LEADER_UNCHANGED = -2  # PartitionChangeRecord.last_known_leader: minikraft's "unchanged"
+LEADER_RECOVERY_STATE_UNCHANGED = -1
+
+# BrokerRegistrationChangeRecord.fenced / in_controlled_shutdown (minikraft's encoding).
+BROKER_FLAG_UNCHANGED = -1
+BROKER_FLAG_FALSE = 0
+BROKER_FLAG_TRUE = 1
+
+# ConfigRecord.resource_type: Kafka's ConfigResource.Type ids.
+CONFIG_RESOURCE_TOPIC = 2
+CONFIG_RESOURCE_BROKER = 4
+
+
+class UnknownRecordError(ValueError):
+    """A record type id or version this code does not know (written by a newer minikraft)."""
+
+
+class CorruptRecordError(ValueError):
+    """Bytes that are not a well-formed metadata record."""
+
+
+def _since(version: int) -> dict[str, int]:
+    return {"since": version}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    TYPE_ID: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    log_dirs: tuple[uuid.UUID, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    TYPE_ID: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    TYPE_ID: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 0
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    TYPE_ID: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 1
+    partition_id: int
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_recovery_state: int = 0
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    eligible_leader_replicas: tuple[int, ...] = field(default=(), metadata=_since(1))
+    last_known_elr: tuple[int, ...] = field(default=(), metadata=_since(1))
+    last_known_leader: int = field(default=LAST_KNOWN_LEADER_NONE, metadata=_since(1))
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    TYPE_ID: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 0
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None  # None deletes the key
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    TYPE_ID: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 1
+    partition_id: int
+    topic_id: uuid.UUID
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = LEADER_RECOVERY_STATE_UNCHANGED
+    eligible_leader_replicas: tuple[int, ...] | None = field(default=None, metadata=_since(1))
+    last_known_elr: tuple[int, ...] | None = field(default=None, metadata=_since(1))
+    last_known_leader: int = field(default=LAST_KNOWN_LEADER_UNCHANGED, metadata=_since(1))
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    TYPE_ID: ClassVar[int] = 7
+    VERSION: ClassVar[int] = 0
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    TYPE_ID: ClassVar[int] = 8
+    VERSION: ClassVar[int] = 0
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    TYPE_ID: ClassVar[int] = 9
+    VERSION: ClassVar[int] = 0
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    TYPE_ID: ClassVar[int] = 12
+    VERSION: ClassVar[int] = 0
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    TYPE_ID: ClassVar[int] = 17
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+    fenced: int = BROKER_FLAG_UNCHANGED
+    in_controlled_shutdown: int = BROKER_FLAG_UNCHANGED
+    log_dirs: tuple[uuid.UUID, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    TYPE_ID: ClassVar[int] = 20
+    VERSION: ClassVar[int] = 0
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | PartitionChangeRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | BrokerRegistrationChangeRecord
+    | NoOpRecord
+)
+
+RECORD_TYPES: Mapping[int, type[MetadataRecord]] = {
+    cls.TYPE_ID: cls
+    for cls in (
+        RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        ConfigRecord,
+        PartitionChangeRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        RemoveTopicRecord,
+        FeatureLevelRecord,
+        BrokerRegistrationChangeRecord,
+        NoOpRecord,
+    )
+}
+
+# Kafka's JSON names where camelCase of our snake_case differs (dump-log output).
+_KAFKA_JSON_NAMES = {"last_known_elr": "lastKnownELR"}
+
+_Decoder = Callable[[Any], Any]
+
+
+def _camel(name: str) -> str:
+    if name in _KAFKA_JSON_NAMES:
+        return _KAFKA_JSON_NAMES[name]
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _type_name(cls: type) -> str:
+    """TopicRecord -> TOPIC_RECORD, as Kafka's MetadataRecordType prints it."""
+    out = []
+    for i, ch in enumerate(cls.__name__):
+        if ch.isupper() and i > 0:
+            out.append("_")
+        out.append(ch.upper())
+    return "".join(out)
+
+
+def _fail(expected: str, value: Any) -> CorruptRecordError:
+    return CorruptRecordError(f"expected {expected}, got {type(value).__name__}")
+
+
+def _decode_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail("int", value)
+    return value
+
+
+def _decode_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail("bool", value)
+    return value
+
+
+def _decode_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _fail("str", value)
+    return value
+
+
+def _decode_uuid(value: Any) -> uuid.UUID:
+    if not isinstance(value, bytes) or len(value) != 16:
+        raise _fail("16-byte uuid", value)
+    return uuid.UUID(bytes=value)
+
+
+def _decode_endpoint(value: Any) -> Endpoint:
+    if not isinstance(value, dict) or set(value) != {"name", "host", "port"}:
+        raise _fail("endpoint map", value)
+    return Endpoint(
+        _decode_str(value["name"]), _decode_str(value["host"]), _decode_int(value["port"])
+    )
+
+
+_SCALARS: dict[Any, _Decoder] = {
+    int: _decode_int,
+    bool: _decode_bool,
+    str: _decode_str,
+    uuid.UUID: _decode_uuid,
+    Endpoint: _decode_endpoint,
+}
+
+
+def _decoder_for(hint: Any) -> _Decoder:
+    origin = get_origin(hint)
+    if origin in (UnionType, Union):
+        (inner,) = [a for a in get_args(hint) if a is not NoneType]
+        inner_decode = _decoder_for(inner)
+        return lambda v: None if v is None else inner_decode(v)
+    if origin is tuple:
+        item_decode = _decoder_for(get_args(hint)[0])
+
+        def decode_tuple(value: Any) -> tuple[Any, ...]:
+            if not isinstance(value, list):
+                raise _fail("list", value)
+            return tuple(item_decode(item) for item in value)
+
+        return decode_tuple
+    return _SCALARS[hint]
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str
+    since: int
+    decode: _Decoder
+    has_default: bool
+
+
+def _specs(cls: type) -> tuple[_FieldSpec, ...]:
+    hints = get_type_hints(cls)
+    return tuple(
+        _FieldSpec(
+            f.name,
+            f.metadata.get("since", 0),
+            _decoder_for(hints[f.name]),
+            f.default is not dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(cls)
+    )
+
+
+_FIELD_SPECS: Mapping[int, tuple[_FieldSpec, ...]] = {
+    type_id: _specs(cls) for type_id, cls in RECORD_TYPES.items()
+}
+
+
+def _to_wire(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return value.bytes
+    if isinstance(value, Endpoint):
+        return {"name": value.name, "host": value.host, "port": value.port}
+    if isinstance(value, tuple):
+        return [_to_wire(v) for v in value]
+    return value
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return uuid_to_str(value)
+    if isinstance(value, Endpoint):
+        return {"name": value.name, "host": value.host, "port": value.port}
+    if isinstance(value, tuple):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
+    """msgpack `[type_id, version, {field: value}]`; an older version drops newer fields."""
+    cls = type(record)
+    if cls not in RECORD_TYPES.values():
+        raise UnknownRecordError(f"not a metadata record: {cls.__name__}")
+    use_version = cls.VERSION if version is None else version
+    if not 0 <= use_version <= cls.VERSION:
+        raise UnknownRecordError(f"{cls.__name__} has no version {use_version}")
+    data = {
+        spec.name: _to_wire(getattr(record, spec.name))
+        for spec in _FIELD_SPECS[cls.TYPE_ID]
+        if spec.since <= use_version
+    }
+    return msgpack.packb([cls.TYPE_ID, use_version, data], use_bin_type=True)
+
+
+def decode_record(value: bytes) -> MetadataRecord:
+    """Parse one metadata record; UnknownRecordError for a newer type/version, else Corrupt."""
+    try:
+        parsed = msgpack.unpackb(value, raw=False, strict_map_key=True)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        raise CorruptRecordError(f"not msgpack: {e}") from e
+    if not isinstance(parsed, list) or len(parsed) != 3:
+        raise CorruptRecordError("a metadata record is [type_id, version, fields]")
+    type_id, version, data = parsed
+    if not isinstance(type_id, int) or not isinstance(version, int) or not isinstance(data, dict):
+        raise CorruptRecordError("bad record header types")
+    cls = RECORD_TYPES.get(type_id)
+    if cls is None:
+        raise UnknownRecordError(f"unknown metadata record type {type_id}")
+    if not 0 <= version <= cls.VERSION:
+        raise UnknownRecordError(f"{cls.__name__} version {version} is not supported")
+    specs = _FIELD_SPECS[type_id]
+    known = {spec.name for spec in specs if spec.since <= version}
+    extra = set(data) - known
+    if extra:
+        raise CorruptRecordError(f"{cls.__name__} v{version} has unknown fields {sorted(extra)}")
+    kwargs: dict[str, Any] = {}
+    for spec in specs:
+        if spec.since > version:
+            continue  # a field newer than this version loads with its default (seed 001)
+        if spec.name not in data:
+            if spec.has_default:
+                continue
+            raise CorruptRecordError(f"{cls.__name__} is missing field {spec.name}")
+        try:
+            kwargs[spec.name] = spec.decode(data[spec.name])
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"{cls.__name__}.{spec.name}: {e}") from e
+    return cls(**kwargs)
+
+
+def record_to_json(record: MetadataRecord) -> dict[str, Any]:
+    """Kafka's dump-log form: {"type": "TOPIC_RECORD", "version": 0, "data": {camelCase}}."""
+    cls = type(record)
+    data = {_camel(f.name): _to_json(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    return {"type": _type_name(cls), "version": cls.VERSION, "data": data}

@@ -1,0 +1,177 @@
+"""One controller process: the Raft voter for `__cluster_metadata`, and while it leads, the
+active controller (ARCHITECTURE.md "Processes").
+
+The active controller writes Kafka's NoOpRecord every `metadata.max.idle.interval.ms`, so the
+log and the high watermark keep moving and a stuck quorum is visible at once. Standbys replay
+committed records. Snapshots are taken every `metadata.log.snapshot.interval.records`
+committed records, after which whole segments below the snapshot are cleaned (rule 7: the
+voter set is in each snapshot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from cluster.config import NodeConfig
+from cluster.net.client import RpcClient
+from cluster.net.faults import FaultInjector
+from cluster.net.http_server import HttpStatusServer
+from cluster.net.server import RequestContext, RpcServer
+from cluster.protocol.api_keys import ApiKey
+from cluster.protocol.errors import Errors, KafkaError
+from controller.core.records import NoOpRecord, encode_record
+from controller.runtime.metadata_state import MetadataState
+from raft.core.replica_key import uuid_to_str
+from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
+
+log = logging.getLogger("minikraft.controller")
+
+
+class ControllerNode:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        listener = config.controller_listener()
+        if listener is None:
+            raise ValueError("controller listener missing")
+        self.listener = listener
+        self.faults = FaultInjector()
+        self.state = MetadataState(
+            snapshot_interval_records=config.get_int("metadata.log.snapshot.interval.records")
+        )
+        node_id = config.node_id
+        self.client = RpcClient(f"node-{node_id}", cluster_id=None, faults=self.faults)
+        self.raft = RaftManager(config, self.client, listener=self.state, endpoint=listener.address)
+        self.client.cluster_id = self.raft.cluster_id
+        self.state.bind(self.raft)
+        self.server = RpcServer(
+            listener.host,
+            listener.port,
+            self._handle,
+            cluster_id=self.raft.cluster_id,
+            node_id=node_id,
+            max_frame_bytes=config.get_int("socket.request.max.bytes"),
+            faults=self.faults,
+        )
+        self.registry = CollectorRegistry()
+        self._metrics()
+        http = config.http_listener
+        self.http = (
+            HttpStatusServer(
+                http[0],
+                http[1],
+                registry=self.registry,
+                status=self.status,
+                health=self.health,
+                faults=self.faults,
+            )
+            if http
+            else None
+        )
+        self._stopped = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    def _metrics(self) -> None:
+        replica = self.raft.replica
+        labels = {"registry": self.registry}
+        Gauge("raft_current_leader", "current-leader (Raft)", **labels).set_function(
+            lambda: -1 if replica.leader_id is None else replica.leader_id
+        )
+        Gauge("raft_current_epoch", "current-epoch (Raft)", **labels).set_function(
+            lambda: replica.epoch
+        )
+        Gauge("raft_high_watermark", "high-watermark (Raft)", **labels).set_function(
+            lambda: replica.high_watermark
+        )
+        Gauge("raft_log_end_offset", "log end offset", **labels).set_function(
+            lambda: self.raft.log.end_offset()
+        )
+        Gauge("raft_number_of_voters", "number-of-voters (Raft)", **labels).set_function(
+            lambda: len(replica.voters)
+        )
+        Gauge("raft_commit_latency_avg", "commit-latency-avg (ms, last)", **labels).set_function(
+            lambda: self.raft.driver.last_commit_latency_ms
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopped.set)
+        await self.start()
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.stop()
+
+    async def start(self) -> None:
+        port = await self.server.start()
+        log.info(
+            "Controller %s listening on %s:%s (cluster %s, directory id %s)",
+            self.config.node_id,
+            self.listener.host,
+            port,
+            self.raft.cluster_id,
+            uuid_to_str(self.raft.meta.directory_id),
+        )
+        await self.raft.start()
+        if self.http is not None:
+            await self.http.start()
+        self._tasks.append(asyncio.ensure_future(self._noop_loop()))
+
+    async def stop(self) -> None:
+        log.info("Controller %s shutting down", self.config.node_id)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.raft.stop()
+        await self.server.stop()
+        if self.http is not None:
+            await self.http.stop()
+        await self.client.close()
+
+    async def _noop_loop(self) -> None:
+        interval_s = self.config.get_int("metadata.max.idle.interval.ms") / 1000
+        noop = encode_record(NoOpRecord())
+        while True:
+            await asyncio.sleep(interval_s)
+            if self.raft.replica.role != "Leader":
+                continue
+            try:
+                await self.raft.driver.append([noop])
+            except KafkaError as exc:
+                log.debug("NoOpRecord not appended: %s", exc)
+            self.state.maybe_snapshot()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
+        if api_key in RAFT_API_KEYS:
+            return await self.raft.handle_request(api_key, ctx.source_node_id, request)
+        raise KafkaError(Errors.UNSUPPORTED_VERSION, f"controller does not serve {api_key.name}")
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        replica = self.raft.replica
+        return {
+            "node_id": self.config.node_id,
+            "role": replica.role,
+            "leader_id": replica.leader_id,
+            "epoch": replica.epoch,
+            "high_watermark": replica.high_watermark,
+            "log_end_offset": self.raft.log.end_offset(),
+            "log_start_offset": self.raft.log.start_offset(),
+            "directory_id": uuid_to_str(self.raft.meta.directory_id),
+            "cluster_id": self.raft.cluster_id,
+            "applied_offset": self.raft.driver.applied_offset,
+        }
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        status = self.status()
+        return status["leader_id"] is not None, status

@@ -1,0 +1,588 @@
+"""The Raft log on disk: segments of CRC'd record batches, snapshots, an epoch cache.
+
+DiskLog implements raft.core.replicated_log.ReplicatedLog with the same semantics as the
+simulator's MemoryLog. Appends reach the OS (write) but are durable only after `flush()` (fsync);
+`flushed_offset()` says how far that goes (INVARIANTS rule 2). Opening recovers: every batch is
+CRC-checked, and at the first torn or corrupt batch (or an offset gap, or a leader epoch going
+backwards) the segment is cut there and later segments are deleted, with a WARNING naming the
+file, byte position and reason. Everything that survives recovery is fsync'd and counts as
+flushed.
+
+Log start offset: `start_offset()` is the first segment's base offset, raised to the latest
+snapshot's end offset once the log has been cleaned (`delete_before_snapshot`) or reopened with
+that snapshot. Batches below it may still sit in the first segment, but they are not served:
+`read`/`read_committed` below it raise ValueError and the epoch cache is clamped to it, as Kafka
+does with its logStartOffset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from raft.core.record_batch import Record, RecordBatch, decode_batch, encode_batch
+from raft.core.replicated_log import OffsetAndEpoch, SnapshotId
+from raft.runtime.fsutil import (
+    StorageError,
+    fsync_dir,
+    remove_stale_temp_files,
+    storage_error_from,
+    storage_errors,
+)
+from raft.runtime.segment import BatchEntry, Segment, parse_segment_file_name
+from raft.runtime.snapshot_file import (
+    SNAPSHOT_SUFFIX,
+    delete_snapshot,
+    list_snapshots,
+    read_snapshot_chunk,
+    write_snapshot,
+)
+
+DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+RETAINED_SNAPSHOTS = 2
+
+_log = logging.getLogger(__name__)
+
+
+class _PendingBatch:
+    __slots__ = ("base_offset", "epoch", "last_offset", "raw")
+
+    def __init__(self, raw: bytes, base_offset: int, last_offset: int, epoch: int) -> None:
+        self.raw = raw
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.epoch = epoch
+
+
+class DiskLog:
+    """A segmented Raft log in `directory` (e.g. `<metadata.log.dir>/__cluster_metadata-0`).
+
+    Single-threaded use, except that `flush()` may run in a worker thread while the event loop
+    appends: it captures the end offset before its fsyncs and only claims that much. Truncation,
+    snapshot installation and cleaning must not run concurrently with a flush.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if segment_bytes < 1:
+            raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self._logger = logger or _log
+        self._segments: list[Segment] = []
+        self._unflushed: set[Segment] = set()
+        self._directory_dirty = False
+        self._snapshots: list[SnapshotId] = []
+        # (leader epoch, first offset of that epoch), derived from the batches on disk.
+        self._epochs: list[tuple[int, int]] = []
+        self._log_start_offset = 0
+        self._flushed_offset = 0
+        self._failure: StorageError | None = None
+        self._closed = False
+        self._open()
+
+    # ---- opening and recovery ----
+
+    def _open(self) -> None:
+        with storage_errors(f"open log directory {self.directory}"):
+            self.directory.mkdir(parents=True, exist_ok=True)
+        remove_stale_temp_files(self.directory, SNAPSHOT_SUFFIX)
+        self._snapshots = list_snapshots(self.directory, self._logger)
+        self._recover_segments()
+        latest = self.latest_snapshot_id()
+        if not self._segments:
+            base_offset = latest.end_offset if latest is not None else 0
+            self._segments.append(Segment.create(self.directory, base_offset))
+            self._directory_dirty = True
+        self._rebuild_epoch_cache()
+        if latest is not None and self._snapshot_ahead_of_log(latest):
+            # A follower crashed after writing a fetched snapshot but before emptying its log.
+            self._logger.warning(
+                "Log %s ends at offset %d (epoch %d) behind snapshot %s: restarting the log at "
+                "offset %d", self.directory, self.end_offset(), self._last_log_epoch(), latest,
+                latest.end_offset,
+            )
+            self._restart_at(latest.end_offset)
+        self._log_start_offset = self._segments[0].base_offset
+        if latest is not None and self._log_start_offset < latest.end_offset <= self.end_offset():
+            self._log_start_offset = latest.end_offset
+        uncovered = latest is None or latest.end_offset < self._log_start_offset
+        if self._log_start_offset > 0 and uncovered:
+            self._logger.warning(
+                "Log %s starts at offset %d but no valid snapshot covers the offsets below it",
+                self.directory, self._log_start_offset,
+            )
+        for segment in self._segments:
+            segment.flush()
+        if self._directory_dirty:
+            fsync_dir(self.directory)
+            self._directory_dirty = False
+        self._flushed_offset = self.end_offset()
+
+    def _recover_segments(self) -> None:
+        found = sorted(
+            (base_offset, entry)
+            for entry in self.directory.iterdir()
+            if (base_offset := parse_segment_file_name(entry.name)) is not None
+        )
+        expected_offset: int | None = None
+        previous_epoch = -1
+        for index, (base_offset, path) in enumerate(found):
+            if expected_offset is not None and base_offset != expected_offset:
+                self._logger.warning(
+                    "Log recovery: segment %s starts at offset %d, expected %d: deleting it and "
+                    "%d later segment(s)", path, base_offset, expected_offset,
+                    len(found) - index - 1,
+                )
+                self._delete_files([p for _, p in found[index:]])
+                return
+            segment, problem = Segment.open(path, base_offset, previous_epoch)
+            self._segments.append(segment)
+            if problem is not None:
+                later = [p for _, p in found[index + 1 :]]
+                self._logger.warning(
+                    "Log recovery: truncating %s at byte %d (%s); keeping offsets below %d, "
+                    "deleting %d later segment(s)", path, problem.position, problem.reason,
+                    segment.next_offset, len(later),
+                )
+                segment.truncate_to_position(problem.position)
+                self._delete_files(later)
+                return
+            expected_offset = segment.next_offset
+            if segment.last_epoch is not None:
+                previous_epoch = segment.last_epoch
+
+    def _delete_files(self, paths: list[Path]) -> None:
+        for path in paths:
+            with storage_errors(f"delete segment {path}"):
+                path.unlink(missing_ok=True)
+        if paths:
+            self._directory_dirty = True
+
+    def _snapshot_ahead_of_log(self, snapshot_id: SnapshotId) -> bool:
+        """Kafka's truncateToLatestSnapshot test, made exact: the snapshot ends past the log, or
+        the log's last epoch is older than the snapshot's, or the log's entry just below the
+        snapshot end has another epoch. The log then disagrees with committed state (rule 2)."""
+        if snapshot_id.end_offset > self.end_offset():
+            return True
+        if self._epochs and self._epochs[-1][0] < snapshot_id.epoch:
+            return True
+        epoch_at_end = self._epoch_of(snapshot_id.end_offset - 1)
+        return epoch_at_end is not None and epoch_at_end != snapshot_id.epoch
+
+    def _last_log_epoch(self) -> int:
+        return self._epochs[-1][0] if self._epochs else 0
+
+    def _restart_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at offset (durably)."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [Segment.create(self.directory, offset)]
+        self._unflushed.clear()
+        fsync_dir(self.directory)
+        self._directory_dirty = False
+        self._log_start_offset = offset
+        self._flushed_offset = offset
+        self._epochs = []
+
+    def _rebuild_epoch_cache(self) -> None:
+        epochs: list[tuple[int, int]] = []
+        for segment in self._segments:
+            for entry in segment.entries:
+                if not epochs or entry.epoch > epochs[-1][0]:
+                    epochs.append((entry.epoch, entry.base_offset))
+        self._epochs = epochs
+
+    # ---- guards ----
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.directory} is closed")
+        if self._failure is not None:
+            raise self._failure
+
+    @contextlib.contextmanager
+    def _fail_on_storage_error(self, action: str) -> Iterator[None]:
+        """A failed write or fsync leaves the files in an unknown state: the log goes offline
+        (every later call raises the same StorageError), as Kafka takes a log dir offline."""
+        try:
+            yield
+        except StorageError as exc:
+            self._failure = exc
+            raise
+        except OSError as exc:
+            self._failure = storage_error_from(exc, action)
+            raise self._failure from exc
+
+    # ---- ReplicatedLog ----
+
+    def start_offset(self) -> int:
+        return self._log_start_offset
+
+    def end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    def last_fetched_epoch(self) -> int:
+        if self._epochs:
+            return self._epochs[-1][0]
+        latest = self.latest_snapshot_id()
+        return latest.epoch if latest is not None else 0
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        epochs = self._visible_epochs()
+        index = bisect.bisect_right([known for known, _start in epochs], epoch) - 1
+        if index < 0:
+            return OffsetAndEpoch(self._log_start_offset, self._epoch_before_start())
+        found_epoch, _start = epochs[index]
+        end = epochs[index + 1][1] if index + 1 < len(epochs) else self.end_offset()
+        return OffsetAndEpoch(end, found_epoch)
+
+    def _visible_epochs(self) -> list[tuple[int, int]]:
+        """The epoch cache clamped to the log start offset (Kafka's truncateFromStart)."""
+        start = self._log_start_offset
+        if start >= self.end_offset():
+            return []
+        visible: list[tuple[int, int]] = []
+        for epoch, epoch_start in self._epochs:
+            if epoch_start <= start:
+                visible = [(epoch, start)]
+            else:
+                visible.append((epoch, epoch_start))
+        return visible
+
+    def _epoch_before_start(self) -> int:
+        """Epoch of the entry just below the log start: the snapshot's ending there, else 0."""
+        for snapshot_id in reversed(self._snapshots):
+            if snapshot_id.end_offset == self._log_start_offset:
+                return snapshot_id.epoch
+        return 0
+
+    def read(self, start_offset: int, max_bytes: int) -> bytes:
+        self._check_readable(start_offset)
+        if start_offset >= self.end_offset():
+            return b""
+        ranges: list[tuple[Segment, int, int]] = []
+        total = 0
+        first_segment = self._segment_index(start_offset)
+        for segment_index in range(first_segment, len(self._segments)):
+            segment = self._segments[segment_index]
+            index = segment.find(start_offset) if segment_index == first_segment else 0
+            begin: int | None = None
+            end = 0
+            full = False
+            for entry in segment.entries[index:]:
+                if total and total + entry.size > max_bytes:
+                    full = True
+                    break
+                if begin is None:
+                    begin = entry.position
+                end = entry.position + entry.size
+                total += entry.size
+            if begin is not None:
+                ranges.append((segment, begin, end - begin))
+            if full:
+                break
+        return b"".join(segment.read(position, size) for segment, position, size in ranges)
+
+    def read_committed(self, from_offset: int, to_offset: int) -> Iterator[RecordBatch]:
+        """Decoded whole batches holding offsets in [from_offset, to_offset): the first one
+        contains from_offset, and a batch is yielded only if its last offset is below to_offset
+        (a batch straddling to_offset is not committed yet). Raft's high watermark always sits
+        on a batch boundary, so passing it as to_offset loses nothing."""
+        self._check_readable(from_offset)
+        if from_offset >= min(to_offset, self.end_offset()):
+            return
+        first_segment = self._segment_index(from_offset)
+        for segment_index in range(first_segment, len(self._segments)):
+            segment = self._segments[segment_index]
+            index = segment.find(from_offset) if segment_index == first_segment else 0
+            for entry in segment.entries[index:]:
+                if entry.last_offset >= to_offset:
+                    return
+                batch, _size = decode_batch(segment.read(entry.position, entry.size))
+                yield batch
+
+    def _check_readable(self, offset: int) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.directory} is closed")
+        if offset < self._log_start_offset:
+            raise ValueError(
+                f"offset {offset} is below the log start offset {self._log_start_offset}"
+            )
+
+    def _segment_index(self, offset: int) -> int:
+        bases = [segment.base_offset for segment in self._segments]
+        return max(0, bisect.bisect_right(bases, offset) - 1)
+
+    def append_as_leader(
+        self,
+        records: Sequence[Record] | Sequence[bytes],
+        epoch: int,
+        timestamp_ms: int,
+        is_control: bool = False,
+    ) -> OffsetAndEpoch:
+        self._check_usable()
+        last_epoch = self._epochs[-1][0] if self._epochs else -1
+        if epoch < last_epoch:
+            raise ValueError(
+                f"append in epoch {epoch} after epoch {last_epoch} in {self.directory}"
+            )
+        base_offset = self.end_offset()
+        raw = encode_batch(base_offset, epoch, timestamp_ms, records, is_control)
+        last_offset = base_offset + len(records) - 1
+        self._append_batches([_PendingBatch(raw, base_offset, last_offset, epoch)])
+        return OffsetAndEpoch(last_offset, epoch)
+
+    def append_as_follower(self, raw_batches: bytes) -> int:
+        self._check_usable()
+        pending: list[_PendingBatch] = []
+        position = 0
+        expected_offset = self.end_offset()
+        epoch = self._epochs[-1][0] if self._epochs else -1
+        view = memoryview(raw_batches)
+        # Validate everything first, so a bad batch leaves the log untouched.
+        while position < len(view):
+            batch, size = decode_batch(view, position)
+            if batch.base_offset != expected_offset:
+                raise ValueError(
+                    f"fetched batch at byte {position} starts at offset {batch.base_offset}, "
+                    f"expected {expected_offset} in {self.directory}"
+                )
+            if batch.leader_epoch < epoch:
+                raise ValueError(
+                    f"fetched batch at offset {batch.base_offset} has epoch {batch.leader_epoch} "
+                    f"after epoch {epoch} in {self.directory}"
+                )
+            pending.append(
+                _PendingBatch(bytes(view[position : position + size]), batch.base_offset,
+                              batch.last_offset, batch.leader_epoch)
+            )
+            epoch = batch.leader_epoch
+            expected_offset = batch.next_offset
+            position += size
+        if pending:
+            self._append_batches(pending)
+        return self.end_offset()
+
+    def _append_batches(self, batches: list[_PendingBatch]) -> None:
+        """Write batches to the active segment, rolling to a new one past segment_bytes."""
+        with self._fail_on_storage_error(f"append to log {self.directory}"):
+            segment = self._segments[-1]
+            position = segment.size_bytes
+            chunk: list[bytes] = []
+            entries: list[BatchEntry] = []
+            for batch in batches:
+                size = len(batch.raw)
+                if position and position + size > self.segment_bytes:
+                    if chunk:
+                        self._write(segment, chunk, entries)
+                        chunk, entries = [], []
+                    segment = self._roll()
+                    position = 0
+                chunk.append(batch.raw)
+                entries.append(
+                    BatchEntry(batch.base_offset, batch.last_offset, position, size, batch.epoch)
+                )
+                position += size
+            if chunk:
+                self._write(segment, chunk, entries)
+
+    def _write(self, segment: Segment, chunk: list[bytes], entries: list[BatchEntry]) -> None:
+        segment.append(b"".join(chunk), entries)
+        self._unflushed.add(segment)
+        for entry in entries:
+            if not self._epochs or entry.epoch > self._epochs[-1][0]:
+                self._epochs.append((entry.epoch, entry.base_offset))
+
+    def _roll(self) -> Segment:
+        segment = Segment.create(self.directory, self.end_offset())
+        self._segments.append(segment)
+        self._directory_dirty = True
+        self._logger.debug("Rolled log %s to segment %s", self.directory, segment.path.name)
+        return segment
+
+    def truncate_to(self, offset: int) -> None:
+        self._check_usable()
+        if offset < self._log_start_offset:
+            raise ValueError(
+                f"cannot truncate {self.directory} to {offset}, below the log start offset "
+                f"{self._log_start_offset}"
+            )
+        latest = self.latest_snapshot_id()
+        if latest is not None and offset < latest.end_offset:
+            raise ValueError(
+                f"cannot truncate {self.directory} to {offset}, below snapshot {latest} "
+                "(committed state, INVARIANTS rule 2)"
+            )
+        if offset >= self.end_offset():
+            return
+        segment_index = self._segment_index(offset)
+        segment = self._segments[segment_index]
+        index = segment.find(offset)
+        entry = segment.entries[index]
+        with self._fail_on_storage_error(f"truncate log {self.directory}"):
+            if entry.base_offset != offset:
+                if offset == self._log_start_offset:
+                    # The start is a snapshot's end inside a batch: the snapshot covers the rest.
+                    self._restart_at(offset)
+                    return
+                raise ValueError(
+                    f"cannot truncate {self.directory} to {offset}: inside batch "
+                    f"{entry.base_offset}..{entry.last_offset}, not on a batch boundary"
+                )
+            if index == 0 and segment_index > 0:
+                doomed = self._segments[segment_index:]
+                self._segments = self._segments[:segment_index]
+            else:
+                doomed = self._segments[segment_index + 1 :]
+                self._segments = self._segments[: segment_index + 1]
+                segment.truncate_to_entry(index)
+            for dead in doomed:
+                dead.delete()
+                self._unflushed.discard(dead)
+            if doomed:
+                fsync_dir(self.directory)
+        self._flushed_offset = min(self._flushed_offset, offset)
+        self._rebuild_epoch_cache()
+        self._logger.info("Truncated log %s to offset %d", self.directory, offset)
+
+    def flush(self) -> None:
+        self._check_usable()
+        target = self.end_offset()
+        if not self._unflushed and not self._directory_dirty and self._flushed_offset >= target:
+            return  # nothing appended since the last fsync
+        pending, self._unflushed = self._unflushed, set()
+        pending.add(self._segments[-1])
+        directory_dirty, self._directory_dirty = self._directory_dirty, False
+        with self._fail_on_storage_error(f"flush log {self.directory}"):
+            for segment in sorted(pending, key=lambda s: s.base_offset):
+                segment.flush()
+            if directory_dirty:
+                fsync_dir(self.directory)
+        self._flushed_offset = max(self._flushed_offset, min(target, self.end_offset()))
+
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    def snapshot_ids(self) -> list[SnapshotId]:
+        """The valid snapshots on disk, oldest first."""
+        return list(self._snapshots)
+
+    def read_snapshot(
+        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+    ) -> tuple[bytes, int]:
+        if snapshot_id not in self._snapshots:
+            raise KeyError(snapshot_id)
+        return read_snapshot_chunk(self.directory, snapshot_id, position, max_bytes)
+
+    def create_snapshot(self, snapshot_id: SnapshotId, raw_batches: bytes) -> None:
+        self._check_usable()
+        if snapshot_id.end_offset > self.end_offset():
+            raise ValueError(
+                f"snapshot {snapshot_id} ends past the log end offset {self.end_offset()}"
+            )
+        if snapshot_id.end_offset < self._log_start_offset:
+            raise ValueError(
+                f"snapshot {snapshot_id} ends below the log start offset {self._log_start_offset}"
+            )
+        actual_epoch = self._epoch_of(snapshot_id.end_offset - 1)
+        if actual_epoch is not None and actual_epoch != snapshot_id.epoch:
+            raise ValueError(
+                f"snapshot {snapshot_id}: entry {snapshot_id.end_offset - 1} has epoch "
+                f"{actual_epoch} in {self.directory}"
+            )
+        with self._fail_on_storage_error(f"write snapshot {snapshot_id} in {self.directory}"):
+            write_snapshot(self.directory, snapshot_id, raw_batches)
+        self._add_snapshot(snapshot_id)
+        self._retain_snapshots()
+
+    def _epoch_of(self, offset: int) -> int | None:
+        """Epoch of the batch holding offset, if it is in the log (even below the start)."""
+        if offset < 0 or offset >= self.end_offset():
+            return None
+        index = bisect.bisect_right([start for _epoch, start in self._epochs], offset)
+        return self._epochs[index - 1][0] if index > 0 else None
+
+    def install_snapshot(self, snapshot_id: SnapshotId, raw_batches: bytes) -> None:
+        self._check_usable()
+        with self._fail_on_storage_error(f"install snapshot {snapshot_id} in {self.directory}"):
+            # The snapshot is durable before the log is emptied; a crash in between is repaired
+            # on open (_snapshot_ahead_of_log).
+            write_snapshot(self.directory, snapshot_id, raw_batches)
+            for newer in [s for s in self._snapshots if s > snapshot_id]:
+                delete_snapshot(self.directory, newer)
+                self._snapshots.remove(newer)
+            self._add_snapshot(snapshot_id)
+            self._restart_at(snapshot_id.end_offset)
+        self._retain_snapshots()
+        self._logger.info(
+            "Installed snapshot %s in %s; the log restarts at offset %d",
+            snapshot_id, self.directory, snapshot_id.end_offset,
+        )
+
+    def delete_before_snapshot(self) -> None:
+        self._check_usable()
+        latest = self.latest_snapshot_id()
+        if latest is None:
+            return
+        target = min(latest.end_offset, self.end_offset())
+        doomed: list[Segment] = []
+        # A segment is wholly below target when the next one starts at or before it; the
+        # active segment is never deleted.
+        while len(self._segments) > 1 and self._segments[1].base_offset <= target:
+            doomed.append(self._segments.pop(0))
+        with self._fail_on_storage_error(f"clean log {self.directory}"):
+            for dead in doomed:
+                dead.delete()
+                self._unflushed.discard(dead)
+            if doomed:
+                fsync_dir(self.directory)
+        self._log_start_offset = max(self._log_start_offset, target)
+        self._retain_snapshots()
+
+    def _add_snapshot(self, snapshot_id: SnapshotId) -> None:
+        if snapshot_id not in self._snapshots:
+            bisect.insort(self._snapshots, snapshot_id)
+
+    def _retain_snapshots(self) -> None:
+        """Keep the latest two snapshots, and any that the log start still depends on."""
+        for old in self._snapshots[:-RETAINED_SNAPSHOTS]:
+            if old.end_offset < self._log_start_offset:
+                with self._fail_on_storage_error(f"delete snapshot {old} in {self.directory}"):
+                    delete_snapshot(self.directory, old)
+                self._snapshots.remove(old)
+
+    # ---- lifecycle ----
+
+    def segment_paths(self) -> list[Path]:
+        return [segment.path for segment in self._segments]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for segment in self._segments:
+            segment.close()
+
+    def __enter__(self) -> DiskLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,378 @@
+"""The asyncio shell around raft.core.RaftReplica: timers, sockets, fsync, in a fixed order.
+
+For every result the core returns, the driver does exactly (STYLE.md, INVARIANTS rules 1-2):
+persist the election state (atomic, fsync'd), fsync the log if the core appended or truncated,
+tell the core it was flushed, and only then send messages and the response. Everything runs on
+one event loop, and no core call is separated from the application of its result by an await,
+so the core never sees interleaved inputs.
+
+Appends from the state machine are queued and drained together into one batch, so one fsync
+covers every append that arrived while the previous fsync ran (group commit). A leader holds a
+Fetch that has nothing new for up to its max wait, so followers learn of appends at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cluster.net.client import RpcClient
+from cluster.protocol.errors import Errors, KafkaError
+from cluster.protocol.raft_messages import FetchRequest
+from raft.core.control_records import snapshot_batches
+from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
+from raft.core.record_batch import RecordBatch, iter_batches
+from raft.core.replicated_log import SnapshotId
+from raft.runtime.disk_log import DiskLog
+from raft.runtime.quorum_state_file import ElectionStateFile
+
+log = logging.getLogger("minikraft.raft")
+
+MAX_APPEND_BATCH_RECORDS = 4096
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RaftListener(Protocol):
+    """What the state machine on top (the controller, a broker's image) hears from Raft."""
+
+    def handle_commit(self, batches: Sequence[RecordBatch]) -> None: ...
+
+    def handle_load_snapshot(
+        self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
+    ) -> None: ...
+
+    def handle_leader_change(
+        self, leader_id: int | None, epoch: int, is_local_leader: bool
+    ) -> None: ...
+
+
+@dataclass
+class _PendingAppend:
+    records: list[bytes]
+    future: asyncio.Future[int]
+
+
+@dataclass
+class _CommitWaiter:
+    offset: int
+    epoch: int
+    future: asyncio.Future[int] = field(repr=False)
+
+
+class RaftDriver:
+    def __init__(
+        self,
+        replica: RaftReplica,
+        log_: DiskLog,
+        state_file: ElectionStateFile,
+        client: RpcClient,
+        *,
+        listener: RaftListener | None = None,
+        request_timeout_ms: int = 2000,
+        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
+    ) -> None:
+        self.replica = replica
+        self.log = log_
+        self.state_file = state_file
+        self.client = client
+        self.listener = listener
+        self.request_timeout_ms = request_timeout_ms
+        self._appends: list[_PendingAppend] = []
+        self._append_wakeup = asyncio.Event()
+        self._data_changed = asyncio.Event()
+        self._commit_waiters: list[_CommitWaiter] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._running = False
+        self._applied_offset = 0
+        self._last_leader: tuple[int | None, int] = (None, -1)
+        self._on_error = on_error
+        self.last_commit_latency_ms = 0.0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._running = True
+        self._load_state_machine()
+        self._spawn(self._tick_loop())
+        self._spawn(self._append_loop())
+        self._apply(self.replica.tick(now_ms()))
+
+    async def stop(self, resign: bool = True) -> None:
+        """Stop; a leader resigns first (EndQuorumEpoch) so the others elect at once."""
+        if resign and self._running and self.replica.role == "Leader":
+            result = self.replica.resign(now_ms())
+            self._apply(result)
+            sends = [t for t in self._tasks if t.get_name() == "raft-send"]
+            if sends:
+                await asyncio.wait(sends, timeout=0.5)
+        self._running = False
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._fail_waiters(Errors.NOT_LEADER_OR_FOLLOWER, "raft is shutting down")
+
+    def _spawn(self, coro: Awaitable[Any], name: str = "raft") -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("raft task %s failed: %r", task.get_name(), exc, exc_info=exc)
+            if self._on_error is not None:
+                asyncio.ensure_future(self._on_error(exc))
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    async def handle_request(self, source_node_id: int, request: Any) -> Any:
+        result = self.replica.handle_request(source_node_id, request, now_ms())
+        self._apply(result)
+        response = result.response
+        if isinstance(request, FetchRequest) and self._should_park(request, response):
+            # Long poll (Kafka's fetch max wait): answer as soon as there is something new.
+            deadline = time.monotonic() + min(request.max_wait_ms, 5000) / 1000
+            while self._running and time.monotonic() < deadline:
+                self._data_changed.clear()
+                try:
+                    await asyncio.wait_for(self._data_changed.wait(), deadline - time.monotonic())
+                except TimeoutError:
+                    break
+                result = self.replica.handle_request(source_node_id, request, now_ms())
+                self._apply(result)
+                response = result.response
+                if not self._should_park(request, response):
+                    break
+        return response
+
+    def _should_park(self, request: FetchRequest, response: Any) -> bool:
+        return (
+            self.replica.role == "Leader"
+            and request.max_wait_ms > 0
+            and getattr(response, "error_code", 1) == 0
+            and not getattr(response, "records", b"")
+            and getattr(response, "diverging_epoch", -1) < 0
+            and getattr(response, "snapshot_end_offset", -1) < 0
+            and getattr(response, "high_watermark", -1) >= request.fetch_offset
+        )
+
+    async def append(self, records: Sequence[bytes]) -> int:
+        """Queue records for the leader's next batch; returns the last offset once appended
+        and flushed locally (not yet committed: see wait_for_commit)."""
+        if self.replica.role != "Leader":
+            raise KafkaError(Errors.NOT_CONTROLLER, self._leader_hint())
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._appends.append(_PendingAppend(list(records), future))
+        self._append_wakeup.set()
+        return await future
+
+    async def append_and_commit(self, records: Sequence[bytes], timeout_ms: int) -> int:
+        start = time.monotonic()
+        offset = await self.append(records)
+        await self.wait_for_commit(offset, timeout_ms)
+        self.last_commit_latency_ms = (time.monotonic() - start) * 1000
+        return offset
+
+    async def wait_for_commit(self, offset: int, timeout_ms: int) -> int:
+        """Wait until the high watermark passes offset in this leader's epoch."""
+        if self.replica.high_watermark > offset:
+            return offset
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append(_CommitWaiter(offset, self.replica.epoch, future))
+        try:
+            return await asyncio.wait_for(future, timeout_ms / 1000)
+        except TimeoutError:
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, f"offset {offset} not committed") from None
+
+    def _leader_hint(self) -> str:
+        return f"leader is {self.replica.leader_id} in epoch {self.replica.epoch}"
+
+    # -- loops ------------------------------------------------------------------------------
+
+    async def _tick_loop(self) -> None:
+        while self._running:
+            now = now_ms()
+            delay_ms = max(1, min(self.replica.next_deadline_ms() - now, 50))
+            await asyncio.sleep(delay_ms / 1000)
+            self._apply(self.replica.tick(now_ms()))
+
+    async def _append_loop(self) -> None:
+        while self._running:
+            await self._append_wakeup.wait()
+            self._append_wakeup.clear()
+            # Let appends that arrive in this loop iteration join the batch.
+            await asyncio.sleep(0)
+            pending, self._appends = self._appends, []
+            while pending:
+                chunk: list[_PendingAppend] = []
+                count = 0
+                while pending and (
+                    not chunk or count + len(pending[0].records) <= MAX_APPEND_BATCH_RECORDS
+                ):
+                    item = pending.pop(0)
+                    chunk.append(item)
+                    count += len(item.records)
+                self._append_chunk(chunk)
+
+    def _append_chunk(self, chunk: list[_PendingAppend]) -> None:
+        records = [r for item in chunk for r in item.records]
+        try:
+            result, last_offset = self.replica.append(records, now_ms())
+        except NotLeaderError as exc:
+            error = KafkaError(
+                Errors.NOT_CONTROLLER, f"leader is {exc.leader_id} in epoch {exc.epoch}"
+            )
+            for item in chunk:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            return
+        self._apply(result)
+        # Each caller learns the last offset of its own records within the batch.
+        offset = last_offset - len(records) + 1
+        for item in chunk:
+            offset += len(item.records)
+            if not item.future.done():
+                item.future.set_result(offset - 1)
+
+    # -- applying results, in the fixed order -------------------------------------------------
+
+    def _apply(self, result: RaftResult) -> None:
+        if result.persist is not None:
+            self.state_file.write(result.persist)
+        if result.flush:
+            self.log.flush()
+            self._apply(self.replica.handle_flushed(now_ms()))
+        for outbound in result.send:
+            self._spawn(self._send(outbound), name="raft-send")
+        self._after_state_change()
+
+    async def _send(self, outbound: Outbound) -> None:
+        address = outbound.address or self._address_of(outbound.dest_node_id)
+        response = None
+        if address is not None:
+            timeout_ms = self.request_timeout_ms
+            max_wait_ms = getattr(outbound.request, "max_wait_ms", 0)
+            timeout_ms += max_wait_ms
+            try:
+                response = await self.client.request(
+                    address,
+                    outbound.request,
+                    timeout_ms=timeout_ms,
+                    dest_node_id=outbound.dest_node_id,
+                )
+            except KafkaError as exc:
+                log.debug("request to node %s failed: %s", outbound.dest_node_id, exc)
+        if not self._running:
+            return
+        self._apply(
+            self.replica.handle_response(
+                outbound.dest_node_id, outbound.request, response, now_ms()
+            )
+        )
+
+    def _address_of(self, node_id: int) -> str | None:
+        return self.replica.endpoint_of(node_id)
+
+    def _after_state_change(self) -> None:
+        leader = (self.replica.leader_id, self.replica.epoch)
+        if leader != self._last_leader:
+            self._last_leader = leader
+            is_local = self.replica.role == "Leader"
+            log.info(
+                "Raft node %s: leader is %s in epoch %s (%s)",
+                self.replica.node_id,
+                leader[0],
+                leader[1],
+                self.replica.role,
+            )
+            self._fail_stale_waiters()
+            if self.listener is not None:
+                self.listener.handle_leader_change(leader[0], leader[1], is_local)
+        self._deliver_committed()
+        self._data_changed.set()
+
+    def _deliver_committed(self) -> None:
+        snapshot_id = self.log.latest_snapshot_id()
+        if snapshot_id is not None and snapshot_id.end_offset > self._applied_offset:
+            # A snapshot fetched from the leader replaced the log below it (FetchSnapshot).
+            self._load_state_machine()
+        high_watermark = self.replica.high_watermark
+        if high_watermark > self._applied_offset:
+            batches = list(self.log.read_committed(self._applied_offset, high_watermark))
+            if batches:
+                if self.listener is not None:
+                    self.listener.handle_commit(batches)
+                # Whole batches only: a batch the HWM cuts is delivered once it is all committed.
+                self._applied_offset = batches[-1].next_offset
+        if self._commit_waiters:
+            remaining = []
+            for waiter in self._commit_waiters:
+                if waiter.future.done():
+                    continue
+                if waiter.epoch != self.replica.epoch:
+                    # Another epoch may have truncated and rewritten this offset (rule 2).
+                    waiter.future.set_exception(
+                        KafkaError(Errors.NOT_CONTROLLER, f"leadership lost: {self._leader_hint()}")
+                    )
+                elif high_watermark > waiter.offset:
+                    waiter.future.set_result(waiter.offset)
+                else:
+                    remaining.append(waiter)
+            self._commit_waiters = remaining
+
+    def _fail_stale_waiters(self) -> None:
+        if self.replica.role != "Leader":
+            self._fail_waiters(Errors.NOT_CONTROLLER, self._leader_hint())
+
+    def _fail_waiters(self, error: Errors, message: str) -> None:
+        for waiter in self._commit_waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(KafkaError(error, message))
+        self._commit_waiters = []
+        for item in self._appends:
+            if not item.future.done():
+                item.future.set_exception(KafkaError(error, message))
+        self._appends = []
+
+    def _load_state_machine(self) -> None:
+        """Feed the listener the latest snapshot, then the committed log is delivered as the HWM
+        becomes known again (a restarted node learns it from the leader)."""
+        snapshot_id = self.log.latest_snapshot_id()
+        if snapshot_id is not None and self.listener is not None:
+            data, _size = self.log.read_snapshot(snapshot_id, 0, 1 << 62)
+            batches = [batch for batch, _ in iter_batches(data)]
+            self.listener.handle_load_snapshot(snapshot_id.end_offset, batches)
+        self._applied_offset = snapshot_id.end_offset if snapshot_id is not None else 0
+
+    def create_snapshot(self, end_offset: int, epoch: int, records: Sequence[bytes]) -> SnapshotId:
+        """Write a snapshot of committed state below end_offset with the voter set in force
+        there (rule 7), then clean the segments it covers."""
+        if end_offset > self.replica.high_watermark:
+            raise ValueError(f"snapshot end {end_offset} above the high watermark")
+        voters = self.replica.voter_set_at(end_offset - 1).to_record().voters
+        data = snapshot_batches(voters, records, timestamp_ms=now_ms(), epoch=epoch)
+        snapshot_id = SnapshotId(end_offset, epoch)
+        self.log.create_snapshot(snapshot_id, data)
+        self.log.delete_before_snapshot()
+        log.info(
+            "Took snapshot %s-%s (%s records); cleaned the log below it",
+            end_offset,
+            epoch,
+            len(records),
+        )
+        return snapshot_id
+
+    @property
+    def applied_offset(self) -> int:
+        return self._applied_offset

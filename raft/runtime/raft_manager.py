@@ -1,0 +1,103 @@
+"""Builds a node's Raft replica for `__cluster_metadata` from its formatted directory (Kafka's
+KafkaRaftManager): meta.properties -> directory id, quorum-state -> election state, segments ->
+log, config -> timeouts and bootstrap servers. Controllers and brokers (observers) both use it."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+from cluster.config import NodeConfig
+from cluster.net.client import RpcClient
+from cluster.protocol.api_keys import ApiKey
+from raft.core.raft_replica import RaftConfig, RaftReplica
+from raft.runtime.disk_log import DiskLog
+from raft.runtime.meta_properties import MetaProperties, ensure_formatted
+from raft.runtime.quorum_state_file import ElectionStateFile
+from raft.runtime.raft_driver import RaftDriver, RaftListener, now_ms
+
+log = logging.getLogger("minikraft.raft")
+
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+QUORUM_STATE_FILE = "quorum-state"
+
+RAFT_API_KEYS = frozenset(
+    {
+        ApiKey.VOTE,
+        ApiKey.BEGIN_QUORUM_EPOCH,
+        ApiKey.END_QUORUM_EPOCH,
+        ApiKey.FETCH,
+        ApiKey.FETCH_SNAPSHOT,
+        ApiKey.DESCRIBE_QUORUM,
+    }
+)
+
+
+class RaftManager:
+    def __init__(
+        self,
+        config: NodeConfig,
+        client: RpcClient,
+        *,
+        listener: RaftListener | None = None,
+        endpoint: str = "",
+        seed: int | None = None,
+    ) -> None:
+        self.config = config
+        self.meta: MetaProperties = ensure_formatted(config.metadata_log_dir)
+        self.partition_dir: Path = config.metadata_log_dir / METADATA_PARTITION_DIR
+        self.partition_dir.mkdir(parents=True, exist_ok=True)
+        self.log = DiskLog(
+            self.partition_dir, segment_bytes=config.get_int("metadata.log.segment.bytes")
+        )
+        self.state_file = ElectionStateFile(self.partition_dir / QUORUM_STATE_FILE)
+        rng = random.Random(seed)
+        self.replica = RaftReplica(
+            node_id=config.node_id,
+            directory_id=self.meta.directory_id,
+            log=self.log,
+            election_state=self.state_file.read(),
+            config=RaftConfig(
+                cluster_id=self.meta.cluster_id,
+                election_timeout_ms=config.get_int("controller.quorum.election.timeout.ms"),
+                fetch_timeout_ms=config.get_int("controller.quorum.fetch.timeout.ms"),
+                bootstrap_servers=config.bootstrap_servers,
+            ),
+            random_source=rng.random,
+            now_ms=now_ms(),
+            endpoint=endpoint,
+        )
+        self.driver = RaftDriver(
+            self.replica,
+            self.log,
+            self.state_file,
+            client,
+            listener=listener,
+            request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
+        )
+
+    @property
+    def cluster_id(self) -> str:
+        return self.meta.cluster_id
+
+    async def start(self) -> None:
+        log.info(
+            "Starting Raft node %s (directory id %s) at log end offset %s",
+            self.config.node_id,
+            self.meta.directory_id,
+            self.log.end_offset(),
+        )
+        await self.driver.start()
+
+    async def stop(self) -> None:
+        await self.driver.stop()
+        self.log.close()
+
+    async def handle_request(
+        self, api_key: ApiKey, source_node_id: int | None, request: Any
+    ) -> Any:
+        return await self.driver.handle_request(
+            -1 if source_node_id is None else source_node_id, request
+        )
