@@ -294,8 +294,8 @@ def is_running(spec: NodeSpec) -> bool:
         return False
     try:
         pid, _status = os.waitpid(spec.pid, os.WNOHANG)
-        if pid == spec.pid:
-            return False  # our child, and it has exited (now reaped)
+        # Our own child: waitpid is authoritative (its cmdline may not be readable mid-exec).
+        return pid != spec.pid
     except ChildProcessError:
         pass  # not our child (started by an earlier `up`): fall back to /proc
     cmdline = _cmdline(spec.pid)

@@ -62,6 +62,8 @@ class EndQuorumEpochRequest:
     leader_epoch: int
     preferred_successors: list[int] = field(default_factory=list)
     cluster_id: str = ""
+    voter_id: int = -1  # rule 4: the receiver's key as the leader knows it (-1: not checked)
+    voter_directory_id: uuid.UUID = NO_DIRECTORY_ID
 
 
 @dataclass(frozen=True, slots=True)

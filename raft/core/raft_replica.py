@@ -206,8 +206,13 @@ class RaftReplica:
         """What this replica last asked the runtime to persist (or started from)."""
         return self._persisted
 
-    def voters_at(self, offset: int) -> VoterSet:
+    def voter_set_at(self, offset: int) -> VoterSet:
+        """The voter set in force at offset (for snapshots: rule 7)."""
         return self._history.value_at(offset)
+
+    def endpoint_of(self, node_id: int) -> str | None:
+        """Where to reach node_id: the known leader endpoint, else the voter's endpoint."""
+        return self._address_of(node_id)
 
     def next_deadline_ms(self) -> int:
         """The earliest time tick() has something to do."""
@@ -612,7 +617,8 @@ class RaftReplica:
     def _send_end_quorum_epoch(self, st: ResignedState, now_ms: int) -> None:
         for voter in sorted(st.unacked_voters):
             self._send(voter.id, EndQuorumEpochRequest(
-                self._node_id, st.epoch, list(st.preferred_successors), self._config.cluster_id))
+                self._node_id, st.epoch, list(st.preferred_successors), self._config.cluster_id,
+                voter.id, voter.directory_id))
         st.next_send_ms = now_ms + self._config.request_timeout_ms
 
     def _send_begin_quorum_epochs(self, st: LeaderState, now_ms: int) -> None:
@@ -697,6 +703,10 @@ class RaftReplica:
         if req.leader_epoch < self.epoch:
             code, message = self._fenced()
             return EndQuorumEpochResponse(code, message, self._leader_id_or_none(), self.epoch)
+        if req.voter_id >= 0 and not self._key_matches(req.voter_id, req.voter_directory_id):
+            return EndQuorumEpochResponse(
+                Errors.INVALID_VOTER_KEY, f"EndQuorumEpoch for {req.voter_id} reached {self._key}",
+                self._leader_id_or_none(), self.epoch)
         st = self._state
         if req.leader_epoch > self.epoch:
             self._become_unattached(req.leader_epoch, now_ms)

@@ -1,0 +1,79 @@
+"""Real processes on 127.0.0.1 with ephemeral ports; every cluster a test starts is stopped by
+pid when the test ends, pass or fail."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.cli.admin_client import QuorumStatus, describe_quorum
+from cluster.launch.local_cluster import LocalCluster
+from cluster.launch.readiness import wait_until_ready
+from cluster.protocol.errors import KafkaError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def minikraft(
+    *args: str, timeout: float = 60, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run the real console entry point as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "cluster.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def start_cluster(directory: Path, controllers: int = 3, **overrides: str) -> LocalCluster:
+    cluster = LocalCluster.plan(
+        directory, controllers=controllers, base_port=0, overrides=overrides
+    )
+    cluster.format()
+    cluster.start()
+    try:
+        asyncio.run(wait_until_ready(cluster, 30))
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def quorum(cluster: LocalCluster, timeout_ms: int = 3000) -> QuorumStatus:
+    return asyncio.run(describe_quorum(cluster.bootstrap_controller, timeout_ms=timeout_ms))
+
+
+def wait_for(predicate_status, cluster: LocalCluster, timeout_s: float) -> QuorumStatus:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            status = quorum(cluster, timeout_ms=500)
+            if predicate_status(status):
+                return status
+            last = status.response
+        except KafkaError as exc:
+            last = exc
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s}s; last: {last}")
+
+
+@pytest.fixture
+def cluster3(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = start_cluster(tmp_path / "c")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert not cluster.running(), "processes left behind"

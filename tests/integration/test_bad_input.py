@@ -1,0 +1,206 @@
+"""Bad input at a real controller process: each gets a Kafka error or a clean close, nothing is
+lost, and the node keeps serving (issue "Foundation", "Bad input")."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import struct
+import time
+import uuid
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from cluster.config import NodeConfig
+from cluster.launch.committed_prefix import committed_entries
+from cluster.launch.local_cluster import LocalCluster
+from cluster.net.client import RpcClient
+from cluster.protocol.errors import Errors
+from cluster.protocol.frame import encode_request
+from cluster.protocol.raft_messages import VoteRequest
+from raft.runtime.raft_manager import METADATA_PARTITION_DIR
+from tests.integration.conftest import minikraft, quorum, wait_for
+
+
+def _connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    sock.settimeout(5)
+    return sock
+
+
+def _read_response(sock: socket.socket) -> tuple[int, dict]:  # type: ignore[type-arg]
+    header = b""
+    while len(header) < 4:
+        chunk = sock.recv(4 - len(header))
+        if not chunk:
+            raise ConnectionError("closed")
+        header += chunk
+    (length,) = struct.unpack(">I", header)
+    payload = b""
+    while len(payload) < length:
+        chunk = sock.recv(length - len(payload))
+        if not chunk:
+            raise ConnectionError("closed")
+        payload += chunk
+    correlation_id, body = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    return correlation_id, body
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, TimeoutError):
+        return True
+
+
+def _still_serving(cluster: LocalCluster) -> None:
+    status = quorum(cluster)
+    assert status.leader_id is not None
+
+
+def test_oversize_frame_gets_message_too_large(cluster3: LocalCluster) -> None:
+    sock = _connect(cluster3.controllers[0].address)
+    sock.sendall(struct.pack(">I", 200 * 1024 * 1024) + b"\x00" * 16)
+    correlation_id, body = _read_response(sock)
+    assert body["error_code"] == Errors.MESSAGE_TOO_LARGE
+    assert correlation_id == -1
+    assert _closed(sock)
+    _still_serving(cluster3)
+
+
+def test_garbage_msgpack_closes_only_that_connection(cluster3: LocalCluster) -> None:
+    healthy = _connect(cluster3.controllers[0].address)
+    bad = _connect(cluster3.controllers[0].address)
+    garbage = b"\xc1\xc1\xc1\xff\x00garbage"
+    bad.sendall(struct.pack(">I", len(garbage)) + garbage)
+    assert _closed(bad)
+    # Another connection to the same process still gets answers.
+    healthy.sendall(encode_request(999, 0, 7, "t", {}))
+    correlation_id, body = _read_response(healthy)
+    assert correlation_id == 7
+    assert body["error_code"] == Errors.UNSUPPORTED_VERSION
+    _still_serving(cluster3)
+
+
+def test_unknown_api_key_gets_unsupported_version(cluster3: LocalCluster) -> None:
+    sock = _connect(cluster3.controllers[1].address)
+    sock.sendall(encode_request(4242, 0, 11, "t", {"anything": 1}))
+    correlation_id, body = _read_response(sock)
+    assert (correlation_id, body["error_code"]) == (11, Errors.UNSUPPORTED_VERSION)
+    assert "4242" in body["error_message"]
+    _still_serving(cluster3)
+
+
+def test_bad_field_type_gets_invalid_request(cluster3: LocalCluster) -> None:
+    sock = _connect(cluster3.controllers[1].address)
+    sock.sendall(encode_request(52, 0, 12, "t", {"candidate_epoch": "not a number"}))
+    _cid, body = _read_response(sock)
+    assert body["error_code"] == Errors.INVALID_REQUEST
+    _still_serving(cluster3)
+
+
+def test_foreign_cluster_id_is_refused_and_changes_nothing(cluster3: LocalCluster) -> None:
+    before = quorum(cluster3)
+
+    async def vote() -> int:
+        client = RpcClient("node-9", cluster_id="AAAAAAAAAAAAAAAAAAAAAA")
+        try:
+            response = await client.request(
+                cluster3.controllers[0].address,
+                VoteRequest(
+                    candidate_epoch=before.leader_epoch + 100,
+                    candidate_id=9,
+                    candidate_directory_id=uuid.uuid4(),
+                    voter_id=1,
+                    voter_directory_id=uuid.UUID(int=0),
+                    last_offset_epoch=before.leader_epoch + 100,
+                    last_offset=10**9,
+                ),
+                timeout_ms=3000,
+            )
+            return response.error_code
+        finally:
+            await client.close()
+
+    assert asyncio.run(vote()) == Errors.INCONSISTENT_CLUSTER_ID
+    after = quorum(cluster3)
+    # The foreign candidate's huge epoch did not move this quorum.
+    assert after.leader_epoch == before.leader_epoch
+    assert after.leader_id == before.leader_id
+
+
+def test_corrupt_segment_byte_truncates_at_the_batch_and_rejoins(cluster3: LocalCluster) -> None:
+    status = wait_for(lambda s: s.response.high_watermark > 10, cluster3, 10)
+    follower = next(c for c in cluster3.controllers if c.node_id != status.leader_id)
+    cluster3.kill(follower, signal.SIGKILL)
+    directory = Path(follower.dir) / "metadata" / METADATA_PARTITION_DIR
+    segment = sorted(directory.glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    entries_before = committed_entries(directory, 10**9)
+    assert len(data) > 400
+    data[len(data) // 2] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    restarted_ms = int(time.time() * 1000)
+    cluster3.start_node(follower)
+    cluster3.write_cluster_file()
+    # It comes back, truncates at the bad batch with a log line naming the reason...
+    deadline = time.monotonic() + 15
+    log_text = ""
+    while time.monotonic() < deadline and "CRC32C mismatch" not in log_text:
+        time.sleep(0.1)
+        log_text = Path(follower.log_file).read_text()
+    assert "truncating" in log_text and "CRC32C mismatch" in log_text
+    # ...and catches up from the leader past where it was before the damage.
+    caught_up = wait_for(
+        lambda s: any(
+            r["node_id"] == follower.node_id
+            and r["last_fetch_timestamp_ms"] > restarted_ms
+            and r["log_end_offset"] >= len(entries_before)
+            for r in s.replication_json()
+        ),
+        cluster3,
+        15,
+    )
+    assert caught_up.leader_id is not None
+    after = committed_entries(directory, 10**9)
+    assert all(after[o] == entries_before[o] for o in entries_before if o in after)
+
+
+def test_format_refuses_formatted_directory_and_start_needs_format(tmp_path: Path) -> None:
+    config_path = tmp_path / "c.properties"
+    config_path.write_text(
+        "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:0\n"
+        f"metadata.log.dir={tmp_path / 'meta'}\n"
+    )
+    NodeConfig.from_file(config_path)
+    started = minikraft("controller", "--config", str(config_path), timeout=30)
+    assert started.returncode == 1
+    assert "storage format" in started.stderr
+    cluster_id = minikraft("storage", "random-uuid").stdout.strip()
+    first = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", cluster_id,
+                      "--standalone")
+    assert first.returncode == 0, first.stderr
+    second = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", cluster_id,
+                       "--standalone")
+    assert second.returncode == 1
+    assert "already formatted" in second.stderr.lower() or "formatted" in second.stderr
+    skipped = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", cluster_id,
+                        "--standalone", "--ignore-formatted")
+    assert skipped.returncode == 0
+
+
+@pytest.mark.parametrize("bad", ["not-a-uuid"])
+def test_format_rejects_bad_cluster_id(tmp_path: Path, bad: str) -> None:
+    config_path = tmp_path / "c.properties"
+    config_path.write_text(
+        "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:0\n"
+        f"metadata.log.dir={tmp_path / 'meta'}\n"
+    )
+    result = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", bad,
+                       "--standalone")
+    assert result.returncode == 2
+    assert "cluster-id" in result.stderr

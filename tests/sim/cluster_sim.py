@@ -1,0 +1,562 @@
+"""Deterministic simulation of the Raft core (TigerBeetle's VOPR, in small).
+
+Real RaftReplica cores over MemoryLogs, a fake clock (an event queue ordered by time), a fake
+network that drops, delays, reorders, duplicates and partitions requests and responses, and a
+fake disk (crash = lose what was not flushed; the quorum-state file survives). The runtime's
+order is kept: persist -> flush -> handle_flushed -> send, except that a flush may be delayed
+(sends go out first) to exercise unflushed loss. INVARIANTS rules 1-3 are checked after every
+event; any failure names its seed: `SIM_SEED=<n> .venv/bin/python -m pytest tests/sim -q`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster.protocol.raft_messages import FetchRequest, FetchResponse, VoteRequest, VoteResponse
+from raft.core.control_records import Voter, bootstrap_snapshot, snapshot_data_records
+from raft.core.memory_log import MemoryLog
+from raft.core.quorum_state import ElectionState
+from raft.core.raft_replica import Outbound, RaftConfig, RaftReplica, RaftResult
+from raft.core.replica_key import ReplicaKey
+from raft.core.replicated_log import SnapshotId
+
+_NEVER = 1 << 62
+
+
+class SimInvariantError(AssertionError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    voters: int = 3
+    observers: int = 1
+    fault_phase_ms: int = 20_000
+    settle_limit_ms: int = 30_000
+    drop_prob: float = 0.05
+    dup_prob: float = 0.03
+    max_delay_ms: int = 30
+    delayed_flush_prob: float = 0.5
+    max_flush_delay_ms: int = 100
+    append_interval_ms: int = 150
+    fault_interval_ms: int = 1_500
+    snapshot_interval_ms: int = 2_500
+    max_events: int = 200_000
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    directory_id: uuid.UUID
+    address: str
+    log: MemoryLog
+    is_voter: bool
+    persisted: ElectionState | None = None
+    replica: RaftReplica | None = None
+    incarnation: int = 0
+    scheduled_tick_ms: int = _NEVER
+    flush_pending: bool = False
+    parked: list[tuple[int, int, FetchRequest, int]] = field(default_factory=list)
+    parked_view: tuple[int, int, int] = (0, 0, 0)
+    verified: tuple[int, int] = (-1, 0)  # (log generation, batches checked against committed)
+    verified_snapshot: SnapshotId | None = None
+
+
+class ClusterSim:
+    def __init__(self, seed: int, options: SimOptions | None = None) -> None:
+        self.seed = seed
+        self.opt = options or SimOptions()
+        self.rng = random.Random(seed)
+        self.now_ms = 0
+        self._queue: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        self._seq = 0
+        self.events = 0
+        self.config = RaftConfig(cluster_id="sim", request_timeout_ms=1000)
+        self.drop_prob = self.opt.drop_prob
+        self.dup_prob = self.opt.dup_prob
+        self.delayed_flush_prob = self.opt.delayed_flush_prob
+        self.partitioned: set[frozenset[int]] = set()  # node pairs that cannot talk
+        self.leader_of_epoch: dict[int, int] = {}
+        self.committed: list[tuple[int, bytes]] = []  # offset -> (epoch, value), rule 2
+        self.leader_hwm: dict[tuple[int, int], int] = {}  # (node, epoch) -> last HWM seen
+        self.appended = 0
+        self.final_offset = -1  # the offset of the append that proved liveness
+        self.healed = False
+        self.nodes: dict[int, SimNode] = {}
+        total = self.opt.voters + self.opt.observers
+        for node_id in range(1, total + 1):
+            directory_id = uuid.UUID(int=self.rng.getrandbits(128))
+            self.nodes[node_id] = SimNode(node_id, directory_id, f"n{node_id}:9093", MemoryLog(),
+                                          node_id <= self.opt.voters)
+        voters = [Voter(n.node_id, n.directory_id, {"CONTROLLER": n.address})
+                  for n in self.nodes.values() if n.is_voter]
+        snapshot = bootstrap_snapshot(voters)
+        for node in self.nodes.values():
+            if node.is_voter:  # storage format --initial-controllers; observers have none
+                node.log.create_snapshot(SnapshotId(0, 0), snapshot)
+        self.by_address = {n.address: n.node_id for n in self.nodes.values()}
+        bootstrap = [n.address for n in self.nodes.values() if n.is_voter]
+        self.observer_config = RaftConfig(cluster_id="sim", request_timeout_ms=1000,
+                                          bootstrap_servers=bootstrap)
+        for node in self.nodes.values():
+            self._start(node)
+
+    # -- failure reporting ---------------------------------------------------------------------
+    def fail(self, message: str) -> None:
+        raise SimInvariantError(
+            f"SIM_SEED={self.seed} ({self.opt.voters} voters) at t={self.now_ms}ms after {self.events} events: {message}\n"
+            f"replay: SIM_SEED={self.seed} .venv/bin/python -m pytest tests/sim -q")
+
+    # -- event queue ---------------------------------------------------------------------------
+    def _push(self, at_ms: int, kind: str, *args: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at_ms, self._seq, kind, args))
+
+    def _delay(self) -> int:
+        return 1 + self.rng.randrange(self.opt.max_delay_ms)
+
+    def run_until(self, end_ms: int, stop: Callable[[], bool] | None = None) -> bool:
+        while self._queue and self._queue[0][0] <= end_ms:
+            if stop is not None and stop():
+                return True
+            at_ms, _seq, kind, args = heapq.heappop(self._queue)
+            self.now_ms = max(self.now_ms, at_ms)
+            self.events += 1
+            if self.events > self.opt.max_events:
+                self.fail("event budget exhausted (a livelock?)")
+            getattr(self, "_on_" + kind)(*args)
+            self._wake_parked()
+        self.now_ms = max(self.now_ms, end_ms)
+        return stop() if stop is not None else False
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def _start(self, node: SimNode) -> None:
+        node.incarnation += 1
+        node.scheduled_tick_ms = _NEVER
+        node.flush_pending = False
+        node.parked = []
+        node.replica = RaftReplica(
+            node.node_id, node.directory_id, node.log, node.persisted,
+            self.config if node.is_voter else self.observer_config, self.rng.random, self.now_ms,
+            node.address)
+        self._after(node)
+
+    def crash(self, node: SimNode) -> None:
+        if node.replica is None:
+            return
+        node.replica = None
+        node.log.crash()
+        for src, src_inc, req, _deadline in node.parked:
+            self._push(self.now_ms + self.config.request_timeout_ms, "response", src, src_inc,
+                       node.node_id, req, None)
+        node.parked = []
+        self._check_log(node)
+
+    def _after(self, node: SimNode) -> None:
+        """Reschedule the node's timer and check the invariants touching it."""
+        replica = node.replica
+        if replica is not None:
+            deadline = max(replica.next_deadline_ms(), self.now_ms + 1)
+            if deadline < node.scheduled_tick_ms:
+                node.scheduled_tick_ms = deadline
+                self._push(deadline, "tick", node.node_id, node.incarnation, deadline)
+        self._check_node(node)
+
+    def _apply(self, node: SimNode, result: RaftResult) -> None:
+        """The runtime's order: persist, flush (maybe later), handle_flushed, then send."""
+        replica = node.replica
+        assert replica is not None
+        if result.persist is not None:
+            old = node.persisted
+            if old is not None and result.persist.epoch < old.epoch:
+                self.fail(f"rule 1: node {node.node_id} persisted epoch went back "
+                          f"{old.epoch} -> {result.persist.epoch}")
+            node.persisted = result.persist
+        if result.became_leader:
+            epoch = replica.epoch
+            other = self.leader_of_epoch.setdefault(epoch, node.node_id)
+            if other != node.node_id:
+                self.fail(f"rule 1: nodes {other} and {node.node_id} both led epoch {epoch}")
+            if node.persisted is None or node.persisted.leader_id != node.node_id or (
+                    node.persisted.epoch != epoch):
+                self.fail(f"rule 1: node {node.node_id} leads epoch {epoch} before persisting it")
+        if result.flush:
+            if self.rng.random() < self.delayed_flush_prob:
+                if not node.flush_pending:
+                    node.flush_pending = True
+                    self._push(self.now_ms + self.rng.randrange(1, self.opt.max_flush_delay_ms),
+                               "flush", node.node_id, node.incarnation)
+            else:
+                self._flush(node)
+        for out in result.send:
+            self._send_request(node, out)
+
+    def _flush(self, node: SimNode) -> None:
+        assert node.replica is not None
+        node.log.flush()
+        node.flush_pending = False
+        self._apply(node, node.replica.handle_flushed(self.now_ms))
+
+    # -- network -------------------------------------------------------------------------------
+    def _cut(self, a: int, b: int) -> bool:
+        return frozenset((a, b)) in self.partitioned
+
+    def _send_request(self, src: SimNode, out: Outbound) -> None:
+        dst = out.dest_node_id
+        if dst < 0:
+            if out.address is None or out.address not in self.by_address:
+                self.fail(f"node {src.node_id} sent to unknown address {out.address}")
+            dst = self.by_address[out.address or ""]
+        elif out.address is not None and self.by_address.get(out.address) != dst:
+            self.fail(f"node {src.node_id} addressed {dst} at {out.address}")
+        timeout_at = self.now_ms + self.config.request_timeout_ms
+        if self.rng.random() < self.drop_prob or self._cut(src.node_id, dst):
+            self._push(timeout_at, "response", src.node_id, src.incarnation, dst, out.request,
+                       None)
+            return
+        copies = 2 if self.rng.random() < self.dup_prob else 1
+        for _ in range(copies):
+            self._push(self.now_ms + self._delay(), "request", src.node_id, src.incarnation, dst,
+                       out.request)
+
+    def _on_request(self, src_id: int, src_inc: int, dst_id: int, request: object) -> None:
+        dst = self.nodes[dst_id]
+        if dst.replica is None or self._cut(src_id, dst_id):
+            self._push(self.now_ms + self.config.request_timeout_ms, "response", src_id, src_inc,
+                       dst_id, request, None)
+            return
+        result = dst.replica.handle_request(src_id, request, self.now_ms)
+        self._apply(dst, result)
+        response = result.response
+        if (isinstance(request, VoteRequest) and not request.pre_vote
+                and isinstance(response, VoteResponse) and response.vote_granted):
+            persisted = dst.persisted
+            candidate = ReplicaKey(request.candidate_id, request.candidate_directory_id)
+            if persisted is None or (persisted.epoch, persisted.voted_key) != (
+                    request.candidate_epoch, candidate):
+                self.fail(f"rule 1: node {dst_id} granted a vote to {candidate} in epoch "
+                          f"{request.candidate_epoch} without persisting it ({persisted})")
+        if (isinstance(request, FetchRequest) and isinstance(response, FetchResponse)
+                and response.error_code == 0 and not response.records
+                and response.diverging_end_offset < 0 and response.snapshot_end_offset < 0
+                and request.fetch_offset == dst.log.end_offset() and request.max_wait_ms > 0):
+            # The runtime's long poll: hold the fetch until new data or the max wait.
+            deadline = self.now_ms + request.max_wait_ms
+            dst.parked.append((src_id, src_inc, request, deadline))
+            dst.parked_view = self._view(dst)
+            self._push(deadline, "parked", dst_id, dst.incarnation, deadline)
+        else:
+            self._respond(src_id, src_inc, dst_id, request, response)
+        self._after(dst)
+
+    def _respond(self, src_id: int, src_inc: int, dst_id: int, request: object,
+                 response: object) -> None:
+        if self.rng.random() < self.drop_prob or self._cut(src_id, dst_id):
+            self._push(self.now_ms + self.config.request_timeout_ms, "response", src_id, src_inc,
+                       dst_id, request, None)
+            return
+        copies = 2 if self.rng.random() < self.dup_prob else 1
+        for _ in range(copies):
+            self._push(self.now_ms + self._delay(), "response", src_id, src_inc, dst_id, request,
+                       response)
+
+    def _view(self, node: SimNode) -> tuple[int, int, int]:
+        replica = node.replica
+        assert replica is not None
+        return node.log.end_offset(), replica.high_watermark, replica.epoch
+
+    def _release_parked(self, node: SimNode, only_expired: bool) -> None:
+        replica = node.replica
+        assert replica is not None
+        keep = []
+        for src_id, src_inc, request, deadline in node.parked:
+            if only_expired and deadline > self.now_ms:
+                keep.append((src_id, src_inc, request, deadline))
+                continue
+            result = replica.handle_request(src_id, request, self.now_ms)  # idempotent re-handle
+            self._apply(node, result)
+            self._respond(src_id, src_inc, node.node_id, request, result.response)
+        node.parked = keep
+        self._after(node)
+
+    def _wake_parked(self) -> None:
+        for node in self.nodes.values():
+            if node.parked and node.replica is not None and self._view(node) != node.parked_view:
+                self._release_parked(node, only_expired=False)
+
+    def _on_parked(self, node_id: int, incarnation: int, _deadline: int) -> None:
+        node = self.nodes[node_id]
+        if node.replica is not None and node.incarnation == incarnation:
+            self._release_parked(node, only_expired=True)
+
+    def _on_response(self, src_id: int, src_inc: int, dst_id: int, request: object,
+                     response: object | None) -> None:
+        node = self.nodes[src_id]
+        if node.replica is None or node.incarnation != src_inc:
+            return  # the connection died with the process
+        self._apply(node, node.replica.handle_response(dst_id, request, response, self.now_ms))
+        self._after(node)
+
+    def _on_tick(self, node_id: int, incarnation: int, at_ms: int) -> None:
+        node = self.nodes[node_id]
+        if node.replica is None or node.incarnation != incarnation or (
+                node.scheduled_tick_ms != at_ms):
+            return
+        node.scheduled_tick_ms = _NEVER
+        self._apply(node, node.replica.tick(self.now_ms))
+        self._after(node)
+
+    def _on_flush(self, node_id: int, incarnation: int) -> None:
+        node = self.nodes[node_id]
+        if node.replica is None or node.incarnation != incarnation or not node.flush_pending:
+            return
+        self._flush(node)
+        self._after(node)
+
+    # -- workload and faults -------------------------------------------------------------------
+    def leaders(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.replica is not None
+                and n.replica.role == "Leader"]
+
+    def _on_append(self) -> None:
+        for node in self.leaders():
+            assert node.replica is not None
+            self.appended += 1
+            value = f"s{self.seed}-v{self.appended}".encode()
+            result, _offset = node.replica.append([value], self.now_ms)
+            self._apply(node, result)
+            self._after(node)
+
+    def _on_workload(self, until_ms: int) -> None:
+        if self.now_ms >= until_ms:
+            return  # the fault phase is over
+        self._on_append()
+        if self.now_ms + self.opt.append_interval_ms < until_ms:
+            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.append_interval_ms),
+                       "workload", until_ms)
+
+    def _on_fault(self, until_ms: int) -> None:
+        if self.now_ms >= until_ms:
+            return
+        choice = self.rng.random()
+        ids = list(self.nodes)
+        if choice < 0.35:
+            node = self.nodes[self.rng.choice(ids)]
+            self.crash(node)
+            self._push(self.now_ms + self.rng.randrange(50, 3000), "restart", node.node_id)
+        elif choice < 0.65:
+            victim = self.rng.choice(ids)  # isolate one node for a while
+            pairs = {frozenset((victim, o)) for o in ids if o != victim}
+            self.partitioned |= pairs
+            self._push(self.now_ms + self.rng.randrange(200, 4000), "heal_pairs", pairs)
+        elif choice < 0.8:
+            leaders = self.leaders()
+            if leaders:  # crash the leader, the hardest case for rule 2
+                self.crash(leaders[0])
+                self._push(self.now_ms + self.rng.randrange(50, 2000), "restart",
+                           leaders[0].node_id)
+        else:
+            a, b = self.rng.sample(ids, 2)
+            pair = {frozenset((a, b))}
+            self.partitioned |= pair
+            self._push(self.now_ms + self.rng.randrange(200, 4000), "heal_pairs", pair)
+        if self.now_ms + self.opt.fault_interval_ms < until_ms:
+            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.fault_interval_ms),
+                       "fault", until_ms)
+
+    def _on_heal_pairs(self, pairs: set[frozenset[int]]) -> None:
+        self.partitioned -= pairs
+
+    def _on_restart(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.replica is None and not self.healed:
+            self._start(node)
+
+    def _on_snapshot(self, until_ms: int) -> None:
+        if self.now_ms >= until_ms:
+            return
+        up = [n for n in self.nodes.values() if n.replica is not None]
+        node = self.rng.choice(up) if up else None
+        if node is not None and node.replica is not None:
+            hwm = node.replica.high_watermark
+            end = 0
+            for index in range(node.log.batch_count()):
+                _base, last, _epoch, _values = node.log.batch_at(index)
+                if last + 1 <= hwm:
+                    end = last + 1
+            if end > node.log.start_offset():
+                data = [value for _epoch, value in self.committed[:end]]
+                node.replica.create_snapshot(end, data, self.now_ms)
+                if self.rng.random() < 0.7:
+                    node.log.delete_before_snapshot()
+                self._after(node)
+        if self.now_ms + self.opt.snapshot_interval_ms < until_ms:
+            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.snapshot_interval_ms),
+                       "snapshot", until_ms)
+
+    def heal(self) -> None:
+        self.healed = True
+        self.partitioned.clear()
+        self.drop_prob = 0.0
+        self.dup_prob = 0.0
+        self.delayed_flush_prob = 0.0
+        for node in self.nodes.values():
+            if node.replica is None:
+                self._start(node)
+            elif node.flush_pending:
+                self._flush(node)
+                self._after(node)
+
+    # -- invariants ----------------------------------------------------------------------------
+    def _check_node(self, node: SimNode) -> None:
+        replica = node.replica
+        if replica is None:
+            return
+        if replica.high_watermark > len(self.committed) and replica.role != "Leader":
+            self.fail(f"rule 3: follower {node.node_id} HWM {replica.high_watermark} is past "
+                      f"every leader's HWM {len(self.committed)}")
+        if replica.role == "Leader":
+            self._check_leader_hwm(node)
+        self._check_log(node)
+
+    def _check_leader_hwm(self, node: SimNode) -> None:
+        replica = node.replica
+        assert replica is not None
+        key = (node.node_id, replica.epoch)
+        old = self.leader_hwm.get(key, 0)
+        new = replica.high_watermark
+        if new < old:
+            self.fail(f"rule 3: leader {node.node_id} HWM went back {old} -> {new} in epoch "
+                      f"{replica.epoch}")
+        self.leader_hwm[key] = new
+        if new <= len(self.committed):
+            return
+        log = node.log
+        for offset in range(len(self.committed), new):
+            entry = log.entry(offset)
+            if entry is None:
+                self.fail(f"rule 2: leader {node.node_id} commits offset {offset} it does not hold")
+            assert entry is not None
+            self.committed.append(entry)
+        # Rule 2/3: everything below the HWM is durably on a majority of the voter set.
+        holders = 0
+        for voter in replica.voters:
+            other = self.nodes.get(voter.id)
+            if other is None or other.directory_id != voter.directory_id:
+                continue
+            olog = other.log
+            if olog.start_offset() >= new or (olog.flushed_offset() >= new
+                                              and olog.entry(new - 1) == self.committed[new - 1]):
+                holders += 1
+        if holders < replica.voters.majority_size:
+            self.fail(f"rule 3: leader {node.node_id} moved the HWM to {new} in epoch "
+                      f"{replica.epoch} but only {holders} voters hold it durably")
+
+    def _check_log(self, node: SimNode) -> None:
+        """Rule 2: an entry with a committed entry's epoch at its offset is byte-identical, and
+        below the replica's own HWM every entry is the committed one. (A replica may still hold
+        stale entries of an older epoch above its HWM until it truncates.)"""
+        log = node.log
+        generation, count = node.verified
+        if generation != log.generation:
+            count = 0
+        committed = self.committed
+        hwm = node.replica.high_watermark if node.replica is not None else 0
+        index = count
+        while index < log.batch_count():
+            base, last, epoch, values = log.batch_at(index)
+            if base >= len(committed):
+                break
+            for position, value in enumerate(values):
+                offset = base + position
+                if offset >= len(committed):
+                    break
+                committed_epoch, committed_value = committed[offset]
+                if (epoch == committed_epoch or offset < hwm) and (
+                        (epoch, value) != (committed_epoch, committed_value)):
+                    self.fail(f"rule 2: node {node.node_id} (HWM {hwm}) has {(epoch, value)!r} "
+                              f"at committed offset {offset}, committed was {committed[offset]!r}")
+            if index == count and last < min(len(committed), hwm):
+                count += 1  # wholly committed and below its HWM: it cannot change any more
+            index += 1
+        node.verified = (log.generation, count)
+        snapshot_id = log.latest_snapshot_id()
+        if snapshot_id is not None and snapshot_id != node.verified_snapshot:
+            data, _size = log.read_snapshot(snapshot_id, 0, 1 << 30)
+            values = tuple(snapshot_data_records(data))
+            expected = tuple(value for _epoch, value in committed[:snapshot_id.end_offset])
+            if len(committed) < snapshot_id.end_offset or values != expected:
+                self.fail(f"rule 2: node {node.node_id} snapshot {snapshot_id} does not hold the "
+                          f"committed entries below it")
+            node.verified_snapshot = snapshot_id
+
+    # -- a whole run ---------------------------------------------------------------------------
+    def run(self) -> None:
+        fault_end = self.opt.fault_phase_ms
+        self._push(self.rng.randrange(1, 500), "workload", fault_end)
+        self._push(self.rng.randrange(500, 3000), "fault", fault_end)
+        self._push(self.rng.randrange(1000, 4000), "snapshot", fault_end)
+        self.run_until(fault_end)
+        self.heal()
+        self.check_liveness()
+
+    def check_liveness(self) -> None:
+        """After healing, a leader is elected and a final append commits on every replica."""
+        limit = self.now_ms + self.opt.settle_limit_ms
+        value = f"s{self.seed}-final".encode()
+
+        def stable_leader() -> bool:
+            leaders = self.leaders()
+            if len(leaders) != 1:
+                return False
+            leader = leaders[0].replica
+            assert leader is not None
+            return all(n.replica is not None and n.replica.epoch == leader.epoch
+                       and n.replica.leader_id == leader.node_id for n in self.nodes.values())
+
+        def committed_everywhere(offset: int) -> bool:
+            return len(self.committed) > offset and self.committed[offset][1] == value and all(
+                n.replica is not None and n.replica.high_watermark > offset
+                for n in self.nodes.values())
+
+        done = False
+        while not done and self.now_ms < limit:
+            if not self.run_until(limit, stable_leader):
+                self.fail("liveness: no stable leader within the settle limit after healing")
+            leader = self.leaders()[0]
+            assert leader.replica is not None
+            result, offset = leader.replica.append([value], self.now_ms)
+            self._apply(leader, result)
+            self._after(leader)
+            self.final_offset = offset
+            done = self.run_until(min(limit, self.now_ms + 5_000),
+                                  lambda: committed_everywhere(self.final_offset))
+        if not done:
+            states = {n.node_id: (n.replica.role, n.replica.epoch, n.replica.high_watermark)
+                      for n in self.nodes.values() if n.replica is not None}
+            self.fail(f"liveness: the final append did not commit on every replica within the "
+                      f"limit: {states}")
+        final = max(self.leaders(), key=lambda n: n.replica.epoch if n.replica else -1)
+        log = final.log
+        start = log.start_offset()
+        if log.end_offset() < len(self.committed):
+            self.fail(f"rule 2: final leader {final.node_id} ends at {log.end_offset()} below "
+                      f"the committed end {len(self.committed)}")
+        for offset in range(start, len(self.committed)):
+            if log.entry(offset) != self.committed[offset]:
+                self.fail(f"rule 2: committed offset {offset} lost on final leader")
+        if start > 0:
+            snapshot_id = log.latest_snapshot_id()
+            if snapshot_id is None or snapshot_id.end_offset < start:
+                self.fail(f"rule 2: final leader lost offsets below {start} without a snapshot")
+
+
+def run_seed(seed: int, options: SimOptions | None = None) -> ClusterSim:
+    sim = ClusterSim(seed, options)
+    sim.run()
+    return sim

@@ -1,0 +1,505 @@
+"""Single RaftReplica cores driven by hand: elections, pre-vote, divergence, snapshots,
+observers, and the error codes of INVARIANTS rules 1-4."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import TypeVar
+
+import pytest
+
+from cluster.protocol.errors import Errors
+from cluster.protocol.raft_messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.core.control_records import (
+    LeaderChangeRecord,
+    Voter,
+    VotersRecord,
+    bootstrap_snapshot,
+    decode_control,
+    encode_control,
+    snapshot_batches,
+)
+from raft.core.memory_log import MemoryLog
+from raft.core.quorum_state import ElectionState
+from raft.core.raft_replica import NotLeaderError, Outbound, RaftConfig, RaftReplica, RaftResult
+from raft.core.record_batch import decode_batch
+from raft.core.replica_key import ReplicaKey
+from raft.core.replicated_log import SnapshotId
+
+DIRS = {i: uuid.UUID(int=1000 + i) for i in range(1, 6)}
+T = TypeVar("T")
+CONFIG = RaftConfig(cluster_id="c1", election_timeout_ms=1000, fetch_timeout_ms=2000)
+
+
+def key(node_id: int) -> ReplicaKey:
+    return ReplicaKey(node_id, DIRS[node_id])
+
+
+def voters(ids: Iterable[int] = (1, 2, 3)) -> list[Voter]:
+    return [Voter(i, DIRS[i], {"CONTROLLER": f"h{i}:9093"}) for i in ids]
+
+
+def formatted_log(ids: Iterable[int] = (1, 2, 3)) -> MemoryLog:
+    log = MemoryLog()
+    log.create_snapshot(SnapshotId(0, 0), bootstrap_snapshot(voters(ids)))
+    return log
+
+
+def replica(node_id: int, log: MemoryLog | None = None, state: ElectionState | None = None,
+            config: RaftConfig = CONFIG, now_ms: int = 0, rand: float = 0.0) -> RaftReplica:
+    return RaftReplica(node_id, DIRS[node_id], log or formatted_log(), state, config,
+                       lambda: rand, now_ms, f"h{node_id}:9093")
+
+
+def sent(result: RaftResult, kind: type) -> list[Outbound]:
+    return [o for o in result.send if isinstance(o.request, kind)]
+
+
+def reqs(result: RaftResult, kind: type[T]) -> list[T]:
+    return [o.request for o in result.send if isinstance(o.request, kind)]
+
+
+def elect(node: RaftReplica, now_ms: int = 2000) -> RaftResult:
+    """Drive node through pre-vote and vote, every other voter granting."""
+    result = node.tick(now_ms)
+    pending = sent(result, VoteRequest)
+    while pending and node.role != "Leader":
+        out = pending.pop(0)
+        r = node.handle_response(out.dest_node_id, out.request,
+                                 VoteResponse(leader_epoch=node.epoch, vote_granted=True), now_ms)
+        pending.extend(sent(r, VoteRequest))
+        if r.became_leader:
+            result = r
+    assert node.role == "Leader"
+    return result
+
+
+def append_epochs(log: MemoryLog, epochs: Iterable[int], prefix: str = "v") -> None:
+    for index, epoch in enumerate(epochs):
+        log.append_as_leader([f"{prefix}{index}".encode()], epoch, 0)
+    log.flush()
+
+
+# -- elections (rules 1, 7) --------------------------------------------------------------------
+
+def test_election_prevote_then_vote_then_leader() -> None:
+    node = replica(1)
+    assert node.role == "Unattached" and node.epoch == 0
+    result = node.tick(999)
+    assert result.send == []  # the election timeout (1000 ms + jitter) has not passed
+    result = node.tick(2000)
+    assert node.role == "Prospective" and node.epoch == 0
+    assert result.persist is None  # rule 7: a pre-vote persists nothing
+    pre_votes = sent(result, VoteRequest)
+    assert sorted(o.dest_node_id for o in pre_votes) == [2, 3]
+    assert all(r.pre_vote and r.candidate_epoch == 1 for r in reqs(result, VoteRequest))
+    assert {o.address for o in pre_votes} == {"h2:9093", "h3:9093"}
+    result = node.handle_response(2, pre_votes[0].request,
+                                  VoteResponse(leader_epoch=0, vote_granted=True), 2001)
+    assert node.role == "Candidate" and node.epoch == 1
+    assert result.persist == ElectionState(1, None, key(1))  # rule 1: durable before Vote
+    votes = sent(result, VoteRequest)
+    assert len(votes) == 2 and not any(r.pre_vote for r in reqs(result, VoteRequest))
+    result = node.handle_response(3, votes[1].request,
+                                  VoteResponse(leader_epoch=1, vote_granted=True), 2002)
+    assert result.became_leader and result.leader_changed and result.flush
+    assert result.persist == ElectionState(1, 1, key(1))
+    assert node.role == "Leader" and node.leader_id == 1
+    begins = sent(result, BeginQuorumEpochRequest)
+    assert sorted(o.dest_node_id for o in begins) == [2, 3]
+    assert reqs(result, BeginQuorumEpochRequest)[0].leader_endpoint == "h1:9093"
+    # Rule 3: the leader's first entry in its epoch is a LeaderChange control record.
+    batch, _ = decode_batch(node._log.read(0, 1 << 20))
+    assert batch.is_control and batch.leader_epoch == 1
+    change = decode_control(batch.records[0].value)
+    assert isinstance(change, LeaderChangeRecord) and change.leader_id == 1
+
+
+def test_single_voter_elects_itself() -> None:
+    node = replica(1, formatted_log([1]))
+    result = node.tick(2000)
+    assert result.became_leader and node.role == "Leader" and node.epoch == 1
+    node._log.flush()
+    result = node.handle_flushed(2001)
+    assert node.high_watermark == 1 and result.high_watermark_changed
+    result, last_offset = node.append([b"a", b"b"], 2002)
+    assert last_offset == 2 and result.flush and node.high_watermark == 1
+    node._log.flush()
+    node.handle_flushed(2003)
+    assert node.high_watermark == 3  # rule 2: counts the leader's flushed offset only
+
+
+def test_prevote_refused_while_leader_is_alive() -> None:
+    node = replica(2)
+    node.handle_request(1, BeginQuorumEpochRequest(1, 5, "h1:9093", 2, DIRS[2], "c1"), 100)
+    assert node.role == "Follower" and node.leader_id == 1 and node.epoch == 5
+    pre_vote = VoteRequest(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
+    response = node.handle_request(3, pre_vote, 200).response
+    assert isinstance(response, VoteResponse)
+    assert not response.vote_granted and response.leader_id == 1 and response.leader_epoch == 5
+    assert node.epoch == 5  # a pre-vote moves nobody's epoch
+    # After the fetch timeout without word from the leader, the pre-vote is granted.
+    response = node.handle_request(3, pre_vote, 100 + CONFIG.fetch_timeout_ms).response
+    assert isinstance(response, VoteResponse) and response.vote_granted
+    assert node.epoch == 5
+
+
+def test_end_quorum_epoch_lets_followers_grant_prevotes_at_once() -> None:
+    node = replica(2)
+    node.handle_request(1, BeginQuorumEpochRequest(1, 5, "h1:9093", 2, DIRS[2], "c1"), 100)
+    node.handle_request(1, EndQuorumEpochRequest(1, 5, [2, 3], "c1"), 150)
+    pre_vote = VoteRequest(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
+    response = node.handle_request(3, pre_vote, 160).response
+    assert isinstance(response, VoteResponse) and response.vote_granted
+    result = node.tick(160)  # first preferred successor: no backoff
+    assert node.role == "Prospective"
+    assert sorted(o.dest_node_id for o in sent(result, VoteRequest)) == [1, 3]
+
+
+def test_vote_granted_once_per_epoch_and_persisted() -> None:
+    node = replica(2)
+    vote_1 = VoteRequest(3, 1, DIRS[1], 2, DIRS[2], 0, 0, cluster_id="c1")
+    result = node.handle_request(1, vote_1, 10)
+    assert isinstance(result.response, VoteResponse) and result.response.vote_granted
+    assert result.persist == ElectionState(3, None, key(1))  # rule 1
+    vote_3 = VoteRequest(3, 3, DIRS[3], 2, DIRS[2], 0, 0, cluster_id="c1")
+    result = node.handle_request(3, vote_3, 11)
+    assert isinstance(result.response, VoteResponse) and not result.response.vote_granted
+    result = node.handle_request(1, vote_1, 12)  # a retried request gets the same answer
+    assert isinstance(result.response, VoteResponse) and result.response.vote_granted
+    assert result.persist is None
+
+
+def test_vote_refused_when_candidate_log_is_behind() -> None:
+    log = formatted_log()
+    append_epochs(log, [1, 1, 2])
+    node = replica(2, log, ElectionState(2, None, None))
+    response = node.handle_request(1, VoteRequest(3, 1, DIRS[1], 2, DIRS[2], 1, 5, cluster_id="c1"),
+                                   10).response
+    assert isinstance(response, VoteResponse) and not response.vote_granted
+    assert node.epoch == 3  # the higher epoch is still adopted
+    response = node.handle_request(3, VoteRequest(3, 3, DIRS[3], 2, DIRS[2], 2, 3, cluster_id="c1"),
+                                   11).response
+    assert isinstance(response, VoteResponse) and response.vote_granted
+
+
+def test_invalid_voter_key() -> None:
+    node = replica(2)
+    wrong = uuid.UUID(int=77)
+    response = node.handle_request(1, VoteRequest(1, 1, DIRS[1], 2, wrong, 0, 0, cluster_id="c1"),
+                                   0).response
+    assert isinstance(response, VoteResponse)
+    assert response.error_code == Errors.INVALID_VOTER_KEY and not response.vote_granted
+    response = node.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, wrong, "c1"),
+                                   0).response
+    assert isinstance(response, BeginQuorumEpochResponse)
+    assert response.error_code == Errors.INVALID_VOTER_KEY
+    response = node.handle_request(1, EndQuorumEpochRequest(1, 1, [], "c1", 2, wrong), 0).response
+    assert isinstance(response, EndQuorumEpochResponse)
+    assert response.error_code == Errors.INVALID_VOTER_KEY
+    assert node.role == "Unattached"
+
+
+def test_fenced_leader_epoch_and_not_leader() -> None:
+    node = replica(2, state=ElectionState(4, 1, None))
+    assert node.role == "Follower" and node.leader_id == 1
+    response = node.handle_request(3, VoteRequest(3, 3, DIRS[3], 2, DIRS[2], 9, 9, cluster_id="c1"),
+                                   0).response
+    assert isinstance(response, VoteResponse)
+    assert response.error_code == Errors.FENCED_LEADER_EPOCH
+    assert (response.leader_id, response.leader_epoch) == (1, 4)
+    fetch = FetchRequest(3, DIRS[3], 0, 0, 4)
+    response = node.handle_request(3, fetch, 0).response
+    assert isinstance(response, FetchResponse)
+    assert response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert (response.leader_id, response.leader_epoch, response.leader_endpoint) == (
+        1, 4, "h1:9093")
+    response = node.handle_request(3, FetchRequest(3, DIRS[3], 0, 0, 2), 0).response
+    assert isinstance(response, FetchResponse)
+    assert response.error_code == Errors.FENCED_LEADER_EPOCH
+
+
+def test_inconsistent_cluster_id() -> None:
+    node = replica(2)
+    response = node.handle_request(1, VoteRequest(1, 1, DIRS[1], 2, DIRS[2], 0, 0,
+                                                  cluster_id="other"), 0).response
+    assert isinstance(response, VoteResponse)
+    assert response.error_code == Errors.INCONSISTENT_CLUSTER_ID
+
+
+def test_higher_epoch_in_a_response_moves_a_candidate_to_follower() -> None:
+    node = replica(1)
+    result = node.tick(2000)
+    pre_vote = sent(result, VoteRequest)[0]
+    result = node.handle_response(2, pre_vote.request,
+                                  VoteResponse(leader_id=3, leader_epoch=7), 2001)
+    assert node.role == "Follower" and node.leader_id == 3 and node.epoch == 7
+    assert result.persist == ElectionState(7, 3, None) and result.leader_changed
+    fetches = sent(result, FetchRequest)
+    assert [o.dest_node_id for o in fetches] == [3]
+
+
+def test_restarted_leader_resigns_its_epoch() -> None:
+    node = replica(1, state=ElectionState(4, 1, key(1)))
+    assert node.role == "Resigned"
+    result = node.tick(1)
+    ends = sent(result, EndQuorumEpochRequest)
+    assert sorted(o.dest_node_id for o in ends) == [2, 3]
+    with pytest.raises(NotLeaderError):
+        node.append([b"x"], 2)
+
+
+# -- replication, high watermark, divergence (rules 2, 3) ----------------------------------------
+
+def leader_with_followers() -> tuple[RaftReplica, RaftReplica, RaftReplica]:
+    leader = replica(1)
+    elect(leader)
+    leader._log.flush()
+    leader.handle_flushed(2000)
+    followers = []
+    for node_id in (2, 3):
+        f = replica(node_id)
+        f.handle_request(1, BeginQuorumEpochRequest(1, leader.epoch, "h1:9093", node_id,
+                                                    DIRS[node_id], "c1"), 2000)
+        followers.append(f)
+    return leader, followers[0], followers[1]
+
+
+def pump_fetch(leader: RaftReplica, follower: RaftReplica, now_ms: int) -> RaftResult:
+    """One fetch round trip; flush the follower like the runtime does."""
+    fetch = follower._inflight_fetch
+    assert isinstance(fetch, FetchRequest)
+    response = leader.handle_request(follower.node_id, fetch, now_ms).response
+    result = follower.handle_response(1, fetch, response, now_ms)
+    if result.flush:
+        follower._log.flush()
+        follower.handle_flushed(now_ms)
+    return result
+
+
+def test_replication_and_high_watermark() -> None:
+    leader, f2, f3 = leader_with_followers()
+    assert leader.high_watermark == 0
+    _result, last = leader.append([b"a"], 2100)
+    assert last == 1
+    leader._log.flush()
+    leader.handle_flushed(2100)
+    assert leader.high_watermark == 0  # no follower has acknowledged yet
+    result = pump_fetch(leader, f2, 2101)  # f2 appends offsets 0..1 and flushes
+    assert f2._log.end_offset() == 2 and result.flush
+    pump_fetch(leader, f2, 2102)  # reports fetch offset 2: a majority has it
+    assert leader.high_watermark == 2
+    pump_fetch(leader, f2, 2103)
+    assert f2.high_watermark == 2  # follower HWM = min(leader HWM, own end)
+    assert f3.high_watermark == 0
+    describe = leader.handle_request(99, DescribeQuorumRequest("c1"), 2104).response
+    assert isinstance(describe, DescribeQuorumResponse)
+    assert describe.leader_id == 1 and describe.high_watermark == 2
+    ends = {s.replica_id: s.log_end_offset for s in describe.current_voters}
+    assert ends == {1: 2, 2: 2, 3: -1}
+    assert [e.voter_id for e in describe.voter_endpoints] == [1, 2, 3]
+
+
+def test_follower_fetches_again_only_after_flush() -> None:
+    leader, f2, _f3 = leader_with_followers()
+    leader.append([b"a"], 2100)
+    fetch = f2._inflight_fetch
+    assert isinstance(fetch, FetchRequest)
+    response = leader.handle_request(2, fetch, 2101).response
+    result = f2.handle_response(1, fetch, response, 2101)
+    assert result.flush and sent(result, FetchRequest) == []  # rule 2: not before the fsync
+    f2._log.flush()
+    result = f2.handle_flushed(2102)
+    assert [r.fetch_offset for r in reqs(result, FetchRequest)] == [2]
+
+
+def test_leader_hwm_waits_for_an_entry_of_its_epoch() -> None:
+    log = formatted_log()
+    append_epochs(log, [1, 1, 1])
+    leader = replica(1, log, ElectionState(1, None, None))
+    elect(leader)  # epoch 2; LeaderChange at offset 3
+    leader._log.flush()
+    leader.handle_flushed(2000)
+    fetch = FetchRequest(2, DIRS[2], 3, 1, leader.epoch)
+    leader.handle_request(2, fetch, 2001)
+    assert leader.high_watermark == 0  # offsets of epoch 1 alone do not commit (rule 3)
+    leader.handle_request(2, FetchRequest(2, DIRS[2], 4, 2, leader.epoch), 2002)
+    assert leader.high_watermark == 4
+
+
+def test_diverging_follower_truncates_and_refetches() -> None:
+    leader_log = formatted_log()
+    append_epochs(leader_log, [1, 1, 3, 3], "L")
+    follower_log = formatted_log()
+    append_epochs(follower_log, [1, 1], "L")
+    append_epochs(follower_log, [2, 2, 2], "F")  # epoch 2 was never committed
+    leader = replica(1, leader_log, ElectionState(3, None, None))
+    elect(leader)
+    follower = replica(2, follower_log, ElectionState(4, 1, None))
+    result = follower.tick(1)
+    fetch = reqs(result, FetchRequest)[0]
+    assert (fetch.fetch_offset, fetch.last_fetched_epoch) == (5, 2)
+    answer = leader.handle_request(2, fetch, 2).response
+    assert isinstance(answer, FetchResponse)
+    assert (answer.diverging_epoch, answer.diverging_end_offset) == (1, 2)
+    result = follower.handle_response(1, fetch, answer, 3)
+    assert follower_log.end_offset() == 2 and result.flush  # rule 3: truncated to epoch 1's end
+    follower_log.flush()
+    result = follower.handle_flushed(4)
+    fetch = reqs(result, FetchRequest)[0]
+    assert (fetch.fetch_offset, fetch.last_fetched_epoch) == (2, 1)
+    response = leader.handle_request(2, fetch, 5).response
+    follower.handle_response(1, fetch, response, 5)
+    assert follower_log.entries() == leader_log.entries()
+
+
+def test_stale_and_duplicate_fetch_responses_are_ignored() -> None:
+    leader, f2, _f3 = leader_with_followers()
+    leader.append([b"a"], 2100)
+    fetch = f2._inflight_fetch
+    assert isinstance(fetch, FetchRequest)
+    response = leader.handle_request(2, fetch, 2101).response
+    f2.handle_response(1, fetch, response, 2101)
+    end = f2._log.end_offset()
+    f2.handle_response(1, fetch, response, 2102)  # duplicated by the network
+    assert f2._log.end_offset() == end
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+
+def test_follower_loads_snapshot_in_chunks() -> None:
+    config = RaftConfig(cluster_id="c1", fetch_snapshot_max_bytes=64)
+    leader_log = formatted_log()
+    leader = replica(1, leader_log, config=config)
+    elect(leader)
+    leader.append([b"x" * 10, b"y" * 10], 2001)
+    leader_log.flush()
+    leader.handle_flushed(2001)
+    leader.handle_request(2, FetchRequest(2, DIRS[2], leader_log.end_offset(), leader.epoch,
+                                          leader.epoch), 2002)
+    assert leader.high_watermark == 3
+    snapshot_id = leader.create_snapshot(3, [b"state"], 2003)
+    assert snapshot_id == SnapshotId(3, leader.epoch)
+    leader_log.delete_before_snapshot()
+    assert leader_log.start_offset() == 3
+    follower = replica(3, MemoryLog(), ElectionState(leader.epoch, 1, None), config=config,
+                       now_ms=2004)
+    assert not follower.is_voter  # an empty disk knows no voters yet
+    result = follower.tick(2004)
+    fetch = reqs(result, FetchRequest)[0]
+    response = leader.handle_request(3, fetch, 2005).response
+    assert isinstance(response, FetchResponse) and response.snapshot_end_offset == 3
+    result = follower.handle_response(1, fetch, response, 2005)
+    chunks = 0
+    while (out := sent(result, FetchSnapshotRequest)):
+        request = out[0].request
+        response = leader.handle_request(3, request, 2006).response
+        assert isinstance(response, FetchSnapshotResponse) and response.error_code == 0
+        chunks += 1
+        result = follower.handle_response(1, request, response, 2006)
+    assert chunks > 1
+    assert follower._log.latest_snapshot_id() == snapshot_id
+    assert follower._log.end_offset() == 3 and follower.high_watermark == 3
+    assert follower.is_voter  # rule 7: the snapshot carries the voter set
+    follower._log.flush()
+    result = follower.handle_flushed(2007)
+    assert reqs(result, FetchRequest)[0].fetch_offset == 3
+
+
+def test_fetch_snapshot_errors() -> None:
+    leader = replica(1, formatted_log([1]))
+    leader.tick(2000)
+    response = leader.handle_request(2, FetchSnapshotRequest(2, leader.epoch, 9, 1, 0), 2001)
+    assert isinstance(response.response, FetchSnapshotResponse)
+    assert response.response.error_code == Errors.SNAPSHOT_NOT_FOUND
+    response = leader.handle_request(2, FetchSnapshotRequest(2, leader.epoch, 0, 0, 10_000), 2001)
+    assert isinstance(response.response, FetchSnapshotResponse)
+    assert response.response.error_code == Errors.POSITION_OUT_OF_RANGE
+
+
+# -- observers ----------------------------------------------------------------------------------
+
+def test_observer_finds_the_leader_through_bootstrap_servers() -> None:
+    config = RaftConfig(cluster_id="c1", bootstrap_servers=["h1:9093", "h2:9093"])
+    observer = RaftReplica(9, uuid.UUID(int=9), MemoryLog(), None, config, lambda: 0.0, 0,
+                           "h9:9093")
+    assert observer.role == "Observer" and not observer.is_voter
+    result = observer.tick(0)
+    fetches = sent(result, FetchRequest)
+    assert [(o.dest_node_id, o.address) for o in fetches] == [(-1, "h1:9093")]
+    response = FetchResponse(Errors.NOT_LEADER_OR_FOLLOWER, "", 2, 3, "h2:9093")
+    result = observer.handle_response(-1, fetches[0].request, response, 5)
+    assert observer.leader_id == 2 and observer.epoch == 3 and observer.role == "Observer"
+    assert [(o.dest_node_id, o.address) for o in sent(result, FetchRequest)] == [(2, "h2:9093")]
+    # An observer never runs for election, however long it waits.
+    for now_ms in range(10, 20_000, 500):
+        result = observer.tick(now_ms)
+        assert sent(result, VoteRequest) == []
+        assert result.persist is None
+    assert observer.role == "Observer"
+
+
+def test_replaced_disk_is_an_observer() -> None:
+    node = RaftReplica(2, uuid.UUID(int=4242), formatted_log(), None, CONFIG, lambda: 0.0, 0)
+    assert not node.is_voter  # rule 4: same id, new directory id
+    assert sent(node.tick(10_000), VoteRequest) == []
+
+
+# -- MemoryLog durability model ------------------------------------------------------------------
+
+def test_memory_log_crash_drops_unflushed_appends_and_undoes_truncation() -> None:
+    log = MemoryLog()
+    log.append_as_leader([b"a", b"b"], 1, 0)
+    log.flush()
+    log.append_as_leader([b"c"], 1, 0)
+    assert (log.end_offset(), log.flushed_offset()) == (3, 2)
+    log.crash()
+    assert log.end_offset() == 2
+    log.truncate_to(0)
+    assert log.flushed_offset() == 0
+    log.append_as_leader([b"z"], 2, 0)
+    log.crash()  # the truncation was never flushed: the old entries are back
+    assert [v for _o, _e, v in log.entries()] == [b"a", b"b"]
+    assert log.end_offset_for_epoch(1) == (2, 1)
+    assert log.end_offset_for_epoch(0) == (0, 0)
+
+
+def test_uncommitted_voters_record_is_undone_by_truncation() -> None:
+    follower_log = formatted_log()
+    follower_log.append_as_leader([b"a"], 1, 0)
+    new_set = VotersRecord(tuple(voters([1, 2, 3, 4])))
+    follower_log.append_as_leader([encode_control(new_set)], 2, 0, is_control=True)
+    follower_log.flush()
+    node = replica(4, follower_log, ElectionState(3, 1, None))
+    assert node.is_voter and len(node.voters) == 4  # rule 5: in force once appended
+    leader_log = formatted_log()
+    leader_log.append_as_leader([b"a"], 1, 0)
+    leader = replica(1, leader_log, ElectionState(2, None, None))
+    elect(leader)
+    assert leader.epoch == 3
+    fetch = reqs(node.tick(1), FetchRequest)[0]
+    response = leader.handle_request(4, fetch, 2001).response
+    assert isinstance(response, FetchResponse) and response.diverging_end_offset == 1
+    node.handle_response(1, fetch, response, 2001)
+    assert follower_log.end_offset() == 1
+    assert not node.is_voter and len(node.voters) == 3  # rule 5: the old set is back
+
+
+def test_snapshot_batches_carry_voters() -> None:
+    raw = snapshot_batches(voters([1]), [b"d"], 5, 2)
+    batch, _ = decode_batch(raw)
+    assert batch.is_control and batch.leader_epoch == 2
