@@ -53,6 +53,8 @@ class MetadataState:
                 self.records_since_snapshot += len(batch.records)
             self.committed_offset = batch.next_offset
             self.committed_epoch = batch.leader_epoch
+        # Every replica snapshots its own committed state, standbys too (rule 7).
+        self.maybe_snapshot()
 
     def handle_load_snapshot(
         self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
