@@ -49,7 +49,7 @@ class HttpStatusServer:
         await site.start()
         server = site._server
         if server is not None and self.port == 0:
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         return self.port
 
     async def stop(self) -> None:

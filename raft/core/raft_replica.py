@@ -337,8 +337,8 @@ class RaftReplica:
         """Leader only: append one batch in the current epoch; returns its last offset."""
         st = self._state
         if not isinstance(st, LeaderState):
-            raise NotLeaderError(self._leader_id_or_none() if self.leader_id != self._node_id
-                                 else None, self.epoch)
+            leader = self.leader_id
+            raise NotLeaderError(None if leader == self._node_id else leader, self.epoch)
         before = self._begin(now_ms)
         last = self._log.append_as_leader(list(records), st.epoch, now_ms)
         self._out.flush = True

@@ -109,7 +109,8 @@ class ClusterSim:
     # -- failure reporting ---------------------------------------------------------------------
     def fail(self, message: str) -> None:
         raise SimInvariantError(
-            f"SIM_SEED={self.seed} ({self.opt.voters} voters) at t={self.now_ms}ms after {self.events} events: {message}\n"
+            f"SIM_SEED={self.seed} ({self.opt.voters} voters) at t={self.now_ms}ms after "
+            f"{self.events} events: {message}\n"
             f"replay: SIM_SEED={self.seed} .venv/bin/python -m pytest tests/sim -q")
 
     # -- event queue ---------------------------------------------------------------------------
