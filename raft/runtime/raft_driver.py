@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from cluster.net.client import RpcClient
 from cluster.protocol.errors import Errors, KafkaError
-from cluster.protocol.raft_messages import FetchRequest
+from cluster.protocol.raft_messages import FetchRequest, FetchResponse
 from raft.core.control_records import snapshot_batches
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
 from raft.core.record_batch import RecordBatch, iter_batches
@@ -92,6 +92,7 @@ class RaftDriver:
         self._running = False
         self._applied_offset = 0
         self._last_leader: tuple[int | None, int] = (None, -1)
+        self._last_progress: tuple[int, int, int] = (-1, -1, -1)
         self._on_error = on_error
         self.last_commit_latency_ms = 0.0
 
@@ -140,8 +141,10 @@ class RaftDriver:
         result = self.replica.handle_request(source_node_id, request, now_ms())
         self._apply(result)
         response = result.response
-        if isinstance(request, FetchRequest) and self._should_park(request, response):
-            # Long poll (Kafka's fetch max wait): answer as soon as there is something new.
+        if isinstance(request, FetchRequest) and self._is_empty_fetch(request, response):
+            # Long poll (Kafka's fetch max wait): answer as soon as there are new records or the
+            # high watermark moved, so followers learn of appends and commits at once.
+            parked_hwm = response.high_watermark
             deadline = time.monotonic() + min(request.max_wait_ms, 5000) / 1000
             while self._running and time.monotonic() < deadline:
                 self._data_changed.clear()
@@ -152,19 +155,22 @@ class RaftDriver:
                 result = self.replica.handle_request(source_node_id, request, now_ms())
                 self._apply(result)
                 response = result.response
-                if not self._should_park(request, response):
+                if (
+                    not self._is_empty_fetch(request, response)
+                    or response.high_watermark != parked_hwm
+                ):
                     break
         return response
 
-    def _should_park(self, request: FetchRequest, response: Any) -> bool:
+    def _is_empty_fetch(self, request: FetchRequest, response: Any) -> bool:
         return (
             self.replica.role == "Leader"
             and request.max_wait_ms > 0
-            and getattr(response, "error_code", 1) == 0
-            and not getattr(response, "records", b"")
-            and getattr(response, "diverging_epoch", -1) < 0
-            and getattr(response, "snapshot_end_offset", -1) < 0
-            and getattr(response, "high_watermark", -1) >= request.fetch_offset
+            and isinstance(response, FetchResponse)
+            and response.error_code == 0
+            and not response.records
+            and response.diverging_epoch < 0
+            and response.snapshot_end_offset < 0
         )
 
     async def append(self, records: Sequence[bytes]) -> int:
@@ -300,7 +306,11 @@ class RaftDriver:
             if self.listener is not None:
                 self.listener.handle_leader_change(leader[0], leader[1], is_local)
         self._deliver_committed()
-        self._data_changed.set()
+        # Wake parked fetches only on news: re-handling a parked fetch must not wake the others.
+        progress = (self.log.end_offset(), self.replica.high_watermark, self.replica.epoch)
+        if progress != self._last_progress:
+            self._last_progress = progress
+            self._data_changed.set()
 
     def _deliver_committed(self) -> None:
         snapshot_id = self.log.latest_snapshot_id()
