@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from cluster.cli.bench_cmd import bench
 from cluster.cli.dump_log_cmd import dump_log
 from cluster.cli.node_cmds import controller
 from cluster.cli.output import EXIT_USAGE
@@ -26,6 +27,7 @@ cli.add_command(up)
 cli.add_command(down)
 cli.add_command(metadata_quorum)
 cli.add_command(dump_log)
+cli.add_command(bench)
 
 
 def main() -> None:

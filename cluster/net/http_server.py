@@ -7,7 +7,7 @@ sits in front of a Raft round trip.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -15,6 +15,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from cluster.net.faults import FaultInjector
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class HttpStatusServer:
@@ -27,6 +30,7 @@ class HttpStatusServer:
         status: Callable[[], dict[str, Any]],
         health: Callable[[], tuple[bool, dict[str, Any]]],
         faults: FaultInjector | None = None,
+        extra_routes: list[tuple[str, str, Handler]] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -35,6 +39,7 @@ class HttpStatusServer:
         self._health = health
         self._faults = faults
         self._runner: web.AppRunner | None = None
+        self._extra_routes = extra_routes or []
 
     async def start(self) -> int:
         app = web.Application()
@@ -43,6 +48,8 @@ class HttpStatusServer:
         app.router.add_get("/v1/status", self._status_handler)
         app.router.add_get("/v1/faults", self._faults_get)
         app.router.add_post("/v1/faults", self._faults_post)
+        for method, path, handler in self._extra_routes:
+            app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

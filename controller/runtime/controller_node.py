@@ -15,6 +15,7 @@ import logging
 import signal
 from typing import Any
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
 
 from cluster.config import NodeConfig
@@ -28,6 +29,7 @@ from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.metadata_state import MetadataState
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
+from raft.runtime.raft_workload import run_append_workload
 
 log = logging.getLogger("minikraft.controller")
 
@@ -68,6 +70,7 @@ class ControllerNode:
                 status=self.status,
                 health=self.health,
                 faults=self.faults,
+                extra_routes=self._bench_routes(),
             )
             if http
             else None
@@ -77,23 +80,23 @@ class ControllerNode:
 
     def _metrics(self) -> None:
         replica = self.raft.replica
-        labels = {"registry": self.registry}
-        Gauge("raft_current_leader", "current-leader (Raft)", **labels).set_function(
+
+        Gauge("raft_current_leader", "current-leader (Raft)", registry=self.registry).set_function(
             lambda: -1 if replica.leader_id is None else replica.leader_id
         )
-        Gauge("raft_current_epoch", "current-epoch (Raft)", **labels).set_function(
+        Gauge("raft_current_epoch", "current-epoch (Raft)", registry=self.registry).set_function(
             lambda: replica.epoch
         )
-        Gauge("raft_high_watermark", "high-watermark (Raft)", **labels).set_function(
+        Gauge("raft_high_watermark", "high-watermark (Raft)", registry=self.registry).set_function(
             lambda: replica.high_watermark
         )
-        Gauge("raft_log_end_offset", "log end offset", **labels).set_function(
+        Gauge("raft_log_end_offset", "log end offset", registry=self.registry).set_function(
             lambda: self.raft.log.end_offset()
         )
-        Gauge("raft_number_of_voters", "number-of-voters (Raft)", **labels).set_function(
+        Gauge("raft_number_of_voters", "number-of-voters (Raft)", registry=self.registry).set_function(
             lambda: len(replica.voters)
         )
-        Gauge("raft_commit_latency_avg", "commit-latency-avg (ms, last)", **labels).set_function(
+        Gauge("raft_commit_latency_avg", "commit-latency-avg (ms, last)", registry=self.registry).set_function(
             lambda: self.raft.driver.last_commit_latency_ms
         )
 
@@ -146,7 +149,6 @@ class ControllerNode:
                 await self.raft.driver.append([noop])
             except KafkaError as exc:
                 log.debug("NoOpRecord not appended: %s", exc)
-            self.state.maybe_snapshot()
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -154,6 +156,25 @@ class ControllerNode:
         if api_key in RAFT_API_KEYS:
             return await self.raft.handle_request(api_key, ctx.source_node_id, request)
         raise KafkaError(Errors.UNSUPPORTED_VERSION, f"controller does not serve {api_key.name}")
+
+    def _bench_routes(self) -> list[tuple[str, str, Any]]:
+        """`minikraft bench raft` drives an in-leader append workload (off unless configured)."""
+        if self.config.get("minikraft.bench.enabled", "false") != "true":
+            return []
+
+        async def bench(request: web.Request) -> web.Response:
+            params = await request.json()
+            if self.raft.replica.role != "Leader":
+                return web.json_response({"error": "NOT_LEADER_OR_FOLLOWER"}, status=409)
+            result = await run_append_workload(
+                self.raft.driver,
+                encode_record(NoOpRecord()),
+                records=int(params.get("records", 1000)),
+                concurrency=int(params.get("concurrency", 1)),
+            )
+            return web.json_response(result)
+
+        return [("POST", "/v1/bench/raft", bench)]
 
     # -- status -----------------------------------------------------------------------------
 

@@ -181,15 +181,37 @@ def test_format_refuses_formatted_directory_and_start_needs_format(tmp_path: Pat
     assert started.returncode == 1
     assert "storage format" in started.stderr
     cluster_id = minikraft("storage", "random-uuid").stdout.strip()
-    first = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", cluster_id,
-                      "--standalone")
+    first = minikraft(
+        "storage",
+        "format",
+        "--config",
+        str(config_path),
+        "--cluster-id",
+        cluster_id,
+        "--standalone",
+    )
     assert first.returncode == 0, first.stderr
-    second = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", cluster_id,
-                       "--standalone")
+    second = minikraft(
+        "storage",
+        "format",
+        "--config",
+        str(config_path),
+        "--cluster-id",
+        cluster_id,
+        "--standalone",
+    )
     assert second.returncode == 1
     assert "already formatted" in second.stderr.lower() or "formatted" in second.stderr
-    skipped = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", cluster_id,
-                        "--standalone", "--ignore-formatted")
+    skipped = minikraft(
+        "storage",
+        "format",
+        "--config",
+        str(config_path),
+        "--cluster-id",
+        cluster_id,
+        "--standalone",
+        "--ignore-formatted",
+    )
     assert skipped.returncode == 0
 
 
@@ -200,7 +222,8 @@ def test_format_rejects_bad_cluster_id(tmp_path: Path, bad: str) -> None:
         "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:0\n"
         f"metadata.log.dir={tmp_path / 'meta'}\n"
     )
-    result = minikraft("storage", "format", "--config", str(config_path), "--cluster-id", bad,
-                       "--standalone")
+    result = minikraft(
+        "storage", "format", "--config", str(config_path), "--cluster-id", bad, "--standalone"
+    )
     assert result.returncode == 2
     assert "cluster-id" in result.stderr

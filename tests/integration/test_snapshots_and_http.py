@@ -33,7 +33,9 @@ def test_snapshots_clean_the_log_and_a_lagging_follower_fetches_one(tmp_path: Pa
         follower = next(c for c in cluster.controllers if c.node_id != status.leader_id)
         cluster.kill(follower, signal.SIGKILL)
         leader_dir = _partition_dir(cluster, status.leader_id)  # type: ignore[arg-type]
-        follower_end = max(int(p.stem) for p in _partition_dir(cluster, follower.node_id).glob("*.log"))
+        follower_end = max(
+            int(p.stem) for p in _partition_dir(cluster, follower.node_id).glob("*.log")
+        )
 
         def leader_cleaned() -> bool:
             snapshots = [s for s in list_snapshots(leader_dir) if s.end_offset > 0]
