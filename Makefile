@@ -16,6 +16,8 @@ install: $(VENV)/.installed-$(EXTRAS)
 
 test: install
 	$(PY) -m pytest
+	$(VENV)/bin/ruff check cluster controller broker raft analytics tests
+	$(VENV)/bin/mypy
 
 test-slow: install
 	$(PY) -m pytest -m slow

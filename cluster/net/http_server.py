@@ -16,7 +16,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from cluster.net.faults import FaultInjector
 
-
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

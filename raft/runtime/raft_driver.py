@@ -135,14 +135,14 @@ class RaftDriver:
         if exc is not None:
             log.error("raft task %s failed: %r", task.get_name(), exc, exc_info=exc)
             if self._on_error is not None:
-                asyncio.ensure_future(self._on_error(exc))
+                self._spawn(self._on_error(exc), name="raft-on-error")
 
     # -- inputs ---------------------------------------------------------------------------------
 
     async def handle_request(self, source_node_id: int, request: Any) -> Any:
         result = self.replica.handle_request(source_node_id, request, now_ms())
         self._apply(result)
-        response = result.response
+        response: Any = result.response
         if isinstance(request, FetchRequest) and self._is_empty_fetch(request, response):
             # Long poll (Kafka's fetch max wait): answer as soon as there are new records or the
             # high watermark moved, so followers learn of appends and commits at once.
