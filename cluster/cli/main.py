@@ -9,7 +9,7 @@ import click
 
 from cluster.cli.bench_cmd import bench
 from cluster.cli.dump_log_cmd import dump_log
-from cluster.cli.node_cmds import controller
+from cluster.cli.node_cmds import broker, controller
 from cluster.cli.output import EXIT_USAGE
 from cluster.cli.quorum_cmd import metadata_quorum
 from cluster.cli.storage_cmd import storage
@@ -23,6 +23,7 @@ def cli() -> None:
 
 cli.add_command(storage)
 cli.add_command(controller)
+cli.add_command(broker)
 cli.add_command(up)
 cli.add_command(down)
 cli.add_command(metadata_quorum)

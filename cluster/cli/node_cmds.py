@@ -51,3 +51,20 @@ def controller(config_path: str) -> None:
     except (UnformattedError, InconsistentClusterIdError) as exc:
         fail(str(exc), EXIT_FAILED)
     run(node.run())
+
+
+@click.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+def broker(config_path: str) -> None:
+    """Run one broker process (a metadata observer hosting partitions) in the foreground."""
+    from broker.runtime.broker_node import BrokerNode
+
+    config = _load(config_path)
+    if "broker" not in config.roles:
+        fail("process.roles does not include broker", EXIT_USAGE)
+    _setup_logging(config, "broker")
+    try:
+        node = BrokerNode(config)
+    except (UnformattedError, InconsistentClusterIdError) as exc:
+        fail(str(exc), EXIT_FAILED)
+    run(node.run())

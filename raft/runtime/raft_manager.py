@@ -13,6 +13,7 @@ from cluster.config import NodeConfig
 from cluster.net.client import RpcClient
 from cluster.protocol.api_keys import ApiKey
 from raft.core.raft_replica import RaftConfig, RaftReplica
+from raft.core.replica_key import uuid_to_str
 from raft.runtime.disk_log import DiskLog
 from raft.runtime.meta_properties import MetaProperties, ensure_formatted
 from raft.runtime.quorum_state_file import ElectionStateFile
@@ -86,7 +87,7 @@ class RaftManager:
         log.info(
             "Starting Raft node %s (directory id %s) at log end offset %s",
             self.config.node_id,
-            self.meta.directory_id,
+            uuid_to_str(self.meta.directory_id),
             self.log.end_offset(),
         )
         await self.driver.start()
