@@ -3,18 +3,24 @@ DescribeQuorum) among the bootstrap addresses, and turn its answer into CLI.md's
 
 from __future__ import annotations
 
+import asyncio
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from cluster.net.client import RpcClient
 from cluster.protocol.errors import Errors, KafkaError
 from cluster.protocol.raft_messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     ReplicaState,
 )
-from raft.core.replica_key import uuid_to_str
+from raft.core.replica_key import ReplicaKey, uuid_to_str
 
 
 def split_bootstrap(text: str) -> list[str]:
@@ -44,17 +50,35 @@ class QuorumStatus:
     def endpoints(self) -> dict[int, dict[str, str]]:
         return {e.voter_id: dict(e.endpoints) for e in self.response.voter_endpoints}
 
+    def endpoints_by_key(self) -> dict[ReplicaKey, dict[str, str]]:
+        """Voters and observers (two keys may share an id during a disk replacement)."""
+        r = self.response
+        return {
+            ReplicaKey(e.voter_id, e.voter_directory_id): dict(e.endpoints)
+            for e in [*r.voter_endpoints, *r.observer_endpoints]
+        }
+
+    def voter_keys(self) -> list[ReplicaKey]:
+        return [ReplicaKey(v.replica_id, v.replica_directory_id) for v in self.voters]
+
+    def observer_keys(self) -> list[ReplicaKey]:
+        return [ReplicaKey(o.replica_id, o.replica_directory_id) for o in self.response.observers]
+
     def status_json(self, cluster_id: str | None) -> dict[str, Any]:
         """CLI.md `describe --status --output json`."""
         r = self.response
-        endpoints = self.endpoints()
+        endpoints = self.endpoints_by_key()
         leader_end = next(
             (v.log_end_offset for v in r.current_voters if v.replica_id == r.leader_id), -1
         )
         lags = [
             max(0, leader_end - v.log_end_offset) for v in r.current_voters if v.log_end_offset >= 0
         ]
-        voter_ids = {v.replica_id for v in r.current_voters}
+        voter_keys = set(self.voter_keys())
+
+        def key_of(v: ReplicaState) -> ReplicaKey:
+            return ReplicaKey(v.replica_id, v.replica_directory_id)
+
         return {
             "cluster_id": cluster_id,
             "leader_id": r.leader_id,
@@ -65,18 +89,26 @@ class QuorumStatus:
                 {
                     "id": v.replica_id,
                     "directory_id": uuid_to_str(v.replica_directory_id),
-                    "endpoints": endpoints.get(v.replica_id, {}),
+                    "endpoints": endpoints.get(key_of(v), {}),
                 }
                 for v in r.current_voters
             ],
             "current_observers": [
-                {"id": o.replica_id, "directory_id": uuid_to_str(o.replica_directory_id)}
+                {
+                    "id": o.replica_id,
+                    "directory_id": uuid_to_str(o.replica_directory_id),
+                    "endpoints": endpoints.get(key_of(o), {}),
+                }
                 for o in r.observers
             ],
+            # Seed 003: an observer with an id and a directory id can be added (rule 5: the
+            # full key decides, so a replaced disk of a voter id is listed too).
             "could_be_voters": [
                 {"id": o.replica_id, "directory_id": uuid_to_str(o.replica_directory_id)}
                 for o in r.observers
-                if o.replica_directory_id.int != 0 and o.replica_id not in voter_ids
+                if o.replica_id >= 0
+                and o.replica_directory_id.int != 0
+                and key_of(o) not in voter_keys
             ],
         }
 
@@ -137,8 +169,6 @@ async def describe_quorum(bootstrap: str, *, timeout_ms: int = 5000) -> QuorumSt
                     addresses.append(leader_address)
             if time.monotonic() + 0.1 >= deadline:
                 break
-            import asyncio
-
             await asyncio.sleep(0.1)
         raise last
     finally:
@@ -150,3 +180,76 @@ def _leader_address(response: DescribeQuorumResponse) -> str | None:
         if endpoint.voter_id == response.leader_id and endpoint.endpoints:
             return next(iter(endpoint.endpoints.values()))
     return None
+
+
+VoterChangeResponse = AddRaftVoterResponse | RemoveRaftVoterResponse
+
+
+async def change_voters(
+    bootstrap: str,
+    request: AddRaftVoterRequest | RemoveRaftVoterRequest,
+    *,
+    connect_timeout_ms: int = 5000,
+) -> VoterChangeResponse:
+    """Send AddRaftVoter/RemoveRaftVoter to the quorum leader: try the bootstrap controllers and
+    follow NOT_LEADER_OR_FOLLOWER's leader endpoint. Raises KafkaError with the leader's error
+    (DUPLICATE_VOTER, VOTER_NOT_FOUND, REQUEST_TIMED_OUT, ...)."""
+    # The leader may wait up to request.timeout_ms (rule 5) before it answers.
+    rpc_timeout_ms = request.timeout_ms + connect_timeout_ms
+    deadline = time.monotonic() + rpc_timeout_ms / 1000
+    client = RpcClient("minikraft-admin", cluster_id=None, request_timeout_ms=rpc_timeout_ms)
+    last = KafkaError(Errors.NETWORK_EXCEPTION, f"no controller answered at {bootstrap}")
+    try:
+        addresses = split_bootstrap(bootstrap)
+        while True:
+            queue, seen = list(addresses), set()
+            while queue:
+                address = queue.pop(0)
+                if address in seen:
+                    continue
+                seen.add(address)
+                remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))
+                try:
+                    response = await client.request(address, request, timeout_ms=remaining_ms)
+                except KafkaError as exc:
+                    last = exc
+                    continue
+                if response.error_code == 0:
+                    return response  # type: ignore[no-any-return]
+                last = KafkaError(Errors.of(response.error_code), response.error_message)
+                if response.error_code != Errors.NOT_LEADER_OR_FOLLOWER:
+                    raise last
+                if response.leader_endpoint:
+                    queue.insert(0, response.leader_endpoint)  # follow the leader
+            if time.monotonic() + 0.2 >= deadline:
+                break
+            await asyncio.sleep(0.2)
+        raise last
+    finally:
+        await client.close()
+
+
+async def add_voter(
+    bootstrap: str,
+    voter_id: int,
+    directory_id: uuid.UUID,
+    listeners: dict[str, str] | None = None,
+    *,
+    timeout_ms: int = 30_000,
+) -> AddRaftVoterResponse:
+    response = await change_voters(
+        bootstrap,
+        AddRaftVoterRequest(voter_id, directory_id, dict(listeners or {}), timeout_ms),
+    )
+    assert isinstance(response, AddRaftVoterResponse)
+    return response
+
+
+async def remove_voter(
+    bootstrap: str, voter_id: int, directory_id: uuid.UUID, *, timeout_ms: int = 30_000
+) -> RemoveRaftVoterResponse:
+    response = await change_voters(
+        bootstrap, RemoveRaftVoterRequest(voter_id, directory_id, timeout_ms)
+    )
+    assert isinstance(response, RemoveRaftVoterResponse)
+    return response

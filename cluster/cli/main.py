@@ -8,11 +8,14 @@ import sys
 import click
 
 from cluster.cli.bench_cmd import bench
+from cluster.cli.configs_cmd import configs
 from cluster.cli.dump_log_cmd import dump_log
+from cluster.cli.election_cmd import leader_election
 from cluster.cli.node_cmds import broker, controller
 from cluster.cli.output import EXIT_USAGE
 from cluster.cli.quorum_cmd import metadata_quorum
 from cluster.cli.storage_cmd import storage
+from cluster.cli.topics_cmd import topics
 from cluster.cli.up_cmd import down, up
 
 
@@ -29,6 +32,9 @@ cli.add_command(down)
 cli.add_command(metadata_quorum)
 cli.add_command(dump_log)
 cli.add_command(bench)
+cli.add_command(topics)
+cli.add_command(configs)
+cli.add_command(leader_election)
 
 
 def main() -> None:

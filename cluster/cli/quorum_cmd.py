@@ -1,14 +1,28 @@
-"""`minikraft metadata-quorum --bootstrap-controller H:P describe --status | --replication`."""
+"""`minikraft metadata-quorum --bootstrap-controller H:P describe --status | --replication`,
+`add-controller | remove-controller` (KIP-853) and `add-voter | remove-voter` (seed 003)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import click
 
-from cluster.cli.admin_client import describe_quorum
-from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
-from cluster.protocol.errors import KafkaError
+from cluster.cli.admin_client import add_voter, describe_quorum, remove_voter
+from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, emit_json, emit_table, fail, output_option
+from cluster.config import ConfigError, NodeConfig
+from cluster.protocol.errors import Errors, KafkaError
+from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
+from raft.runtime.fsutil import StorageError
+from raft.runtime.meta_properties import read_meta_properties
+
+TIMEOUT_MS_OPTION = click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    default=30_000,
+    show_default=True,
+    help="how long the leader may wait for catch-up and commit (rule 5)",
+)
 
 
 @click.group("metadata-quorum")
@@ -67,3 +81,124 @@ def describe(ctx: click.Context, mode: str | None, output: str) -> None:
         "status",
     ]
     emit_table("replication", columns, [[row[c] for c in columns] for row in replication])
+
+
+def _parse_uuid(text: str, option: str) -> uuid.UUID:
+    try:
+        return uuid_from_str(text)
+    except ValueError:
+        fail(f"{option} {text!r} is not a UUID", EXIT_USAGE)
+
+
+def _run_change(
+    bootstrap: str,
+    key: ReplicaKey,
+    add: bool,
+    listeners: dict[str, str] | None,
+    timeout_ms: int,
+    output: str,
+) -> None:
+    """Send the change to the leader; Kafka's error name and exit 1 when it refuses."""
+    try:
+        if add:
+            asyncio.run(
+                add_voter(bootstrap, key.id, key.directory_id, listeners, timeout_ms=timeout_ms)
+            )
+        else:
+            asyncio.run(remove_voter(bootstrap, key.id, key.directory_id, timeout_ms=timeout_ms))
+    except KafkaError as exc:
+        # CLI.md: 2 when no controller could be reached, 1 when the leader refused.
+        code = EXIT_USAGE if exc.error == Errors.NETWORK_EXCEPTION else EXIT_FAILED
+        fail(f"{exc.error.name}: {exc.message or 'no controller answered'}", code)
+    verb = "added" if add else "removed"
+    if output == "json":
+        emit_json(
+            {"voter_id": key.id, "directory_id": uuid_to_str(key.directory_id), "result": verb}
+        )
+    else:
+        click.echo(f"Voter {key} {verb}.")
+
+
+@metadata_quorum.command("add-controller")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="the new controller's properties (formatted storage)",
+)
+@TIMEOUT_MS_OPTION
+@output_option
+@click.pass_context
+def add_controller(ctx: click.Context, config_path: str, timeout_ms: int, output: str) -> None:
+    """Add a controller as a voter: id, directory id and endpoint from its config and storage."""
+    try:
+        config = NodeConfig.from_file(config_path)
+        meta = read_meta_properties(config.metadata_log_dir)
+    except (ConfigError, StorageError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    listener = config.controller_listener()
+    if listener is None or "controller" not in config.roles:
+        fail(f"{config_path} is not a controller's config", EXIT_USAGE)
+    if meta is None:
+        fail(
+            f"{config.metadata_log_dir} is not formatted (run `minikraft storage format`)",
+            EXIT_USAGE,
+        )
+    key = ReplicaKey(config.node_id, meta.directory_id)
+    _run_change(
+        ctx.obj["bootstrap_controller"],
+        key,
+        True,
+        {listener.name: listener.address},
+        timeout_ms,
+        output,
+    )
+
+
+@metadata_quorum.command("remove-controller")
+@click.option("--controller-id", required=True, type=int)
+@click.option("--controller-directory-id", required=True, help="22-char directory id")
+@TIMEOUT_MS_OPTION
+@output_option
+@click.pass_context
+def remove_controller(
+    ctx: click.Context,
+    controller_id: int,
+    controller_directory_id: str,
+    timeout_ms: int,
+    output: str,
+) -> None:
+    """Remove the voter with exactly this id and directory id."""
+    key = ReplicaKey(
+        controller_id, _parse_uuid(controller_directory_id, "--controller-directory-id")
+    )
+    _run_change(ctx.obj["bootstrap_controller"], key, False, None, timeout_ms, output)
+
+
+@metadata_quorum.command("add-voter")
+@click.option("--replica-id", required=True, type=int)
+@click.option("--replica-uuid", required=True, help="the observer's directory id")
+@TIMEOUT_MS_OPTION
+@output_option
+@click.pass_context
+def add_voter_cmd(
+    ctx: click.Context, replica_id: int, replica_uuid: str, timeout_ms: int, output: str
+) -> None:
+    """Seed 003: promote a replica fetching as an observer (the leader knows its endpoint)."""
+    key = ReplicaKey(replica_id, _parse_uuid(replica_uuid, "--replica-uuid"))
+    _run_change(ctx.obj["bootstrap_controller"], key, True, None, timeout_ms, output)
+
+
+@metadata_quorum.command("remove-voter")
+@click.option("--replica-id", required=True, type=int)
+@click.option("--replica-uuid", required=True, help="the voter's directory id")
+@TIMEOUT_MS_OPTION
+@output_option
+@click.pass_context
+def remove_voter_cmd(
+    ctx: click.Context, replica_id: int, replica_uuid: str, timeout_ms: int, output: str
+) -> None:
+    """Seed 003: remove the voter with exactly this id and directory id."""
+    key = ReplicaKey(replica_id, _parse_uuid(replica_uuid, "--replica-uuid"))
+    _run_change(ctx.obj["bootstrap_controller"], key, False, None, timeout_ms, output)

@@ -86,6 +86,7 @@ class FetchRequest:
     max_wait_ms: int = 500
     max_bytes: int = 1024 * 1024
     cluster_id: str = ""
+    replica_endpoint: str = ""  # where the replica listens: `add-voter` promotes it (seed 003)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,47 @@ class DescribeQuorumResponse:
     current_voters: list[ReplicaState] = field(default_factory=list)
     observers: list[ReplicaState] = field(default_factory=list)
     voter_endpoints: list[VoterEndpoint] = field(default_factory=list)
+    observer_endpoints: list[VoterEndpoint] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterRequest:
+    """KIP-853 AddRaftVoter (rule 5). Empty listeners: use the endpoint the observer fetched
+    with (seed 003's AddVoter of a replica already fetching)."""
+
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: dict[str, str] = field(default_factory=dict)  # listener name -> "host:port"
+    timeout_ms: int = 30_000
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterRequest:
+    """KIP-853 RemoveRaftVoter: the exact key (rule 5)."""
+
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    timeout_ms: int = 30_000
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    leader_endpoint: str = ""
 
 
 from cluster.protocol.registry import register  # noqa: E402  (registration needs the classes)
@@ -171,3 +213,5 @@ register(ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest, EndQuorumEpochResponse)
 register(ApiKey.FETCH, FetchRequest, FetchResponse)
 register(ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest, FetchSnapshotResponse)
 register(ApiKey.DESCRIBE_QUORUM, DescribeQuorumRequest, DescribeQuorumResponse)
+register(ApiKey.ADD_RAFT_VOTER, AddRaftVoterRequest, AddRaftVoterResponse)
+register(ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest, RemoveRaftVoterResponse)

@@ -27,6 +27,7 @@ from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.metadata_state import MetadataState
+from controller.runtime.quorum_controller import QuorumController
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
 from raft.runtime.raft_workload import run_append_workload
@@ -50,6 +51,7 @@ class ControllerNode:
         self.raft = RaftManager(config, self.client, listener=self.state, endpoint=listener.address)
         self.client.cluster_id = self.raft.cluster_id
         self.state.bind(self.raft)
+        self.quorum_controller = QuorumController(self.raft, self.state, config)
         self.server = RpcServer(
             listener.host,
             listener.port,
@@ -123,6 +125,7 @@ class ControllerNode:
             uuid_to_str(self.raft.meta.directory_id),
         )
         await self.raft.start()
+        await self.quorum_controller.start()
         if self.http is not None:
             await self.http.start()
         self._tasks.append(asyncio.ensure_future(self._noop_loop()))
@@ -132,6 +135,7 @@ class ControllerNode:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.quorum_controller.stop()
         await self.raft.stop()
         await self.server.stop()
         if self.http is not None:
@@ -155,6 +159,9 @@ class ControllerNode:
     async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
         if api_key in RAFT_API_KEYS:
             return await self.raft.handle_request(api_key, ctx.source_node_id, request)
+        response = await self.quorum_controller.handle(api_key, request, ctx.source_node_id)
+        if response is not None:
+            return response
         raise KafkaError(Errors.UNSUPPORTED_VERSION, f"controller does not serve {api_key.name}")
 
     def _bench_routes(self) -> list[tuple[str, str, Any]]:

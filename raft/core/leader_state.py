@@ -20,6 +20,7 @@ class ReplicaProgress:
     log_end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    endpoint: str = ""  # where an observer listens, from its Fetch (seed 003's AddVoter)
 
 
 @dataclass(slots=True)
@@ -42,12 +43,14 @@ class LeaderState:
         p.last_caught_up_ms = now_ms
 
     def update_replica(self, replica_id: int, directory_id: uuid.UUID, fetch_offset: int,
-                       leader_end_offset: int, now_ms: int) -> None:
+                       leader_end_offset: int, now_ms: int, endpoint: str = "") -> None:
         """A validated Fetch at fetch_offset: the replica holds, durably, everything below it."""
         key = ReplicaKey(replica_id, directory_id)
         p = self.progress.setdefault(key, ReplicaProgress(key))
         p.log_end_offset = fetch_offset
         p.last_fetch_ms = now_ms
+        if endpoint:
+            p.endpoint = endpoint
         if fetch_offset >= leader_end_offset:
             p.last_caught_up_ms = now_ms
         self.unacked_begin_epoch.pop(key, None)  # fetching in our epoch acknowledges it
@@ -57,6 +60,14 @@ class LeaderState:
         key = ReplicaKey(replica_id, directory_id)
         self.progress.setdefault(key, ReplicaProgress(key)).last_fetch_ms = now_ms
         self.unacked_begin_epoch.pop(key, None)
+
+    def is_caught_up(self, key: ReplicaKey, leader_end_offset: int, max_lag: int,
+                     fetched_since_ms: int) -> bool:
+        """Rule 5: a replica about to become a voter fetches now and is near the log end, so
+        adding it does not stall the high watermark."""
+        p = self.progress.get(key)
+        return p is not None and p.last_fetch_ms >= fetched_since_ms and (
+            p.log_end_offset >= leader_end_offset - max_lag)
 
     def maybe_advance_high_watermark(self, voters: VoterSet) -> bool:
         """Recompute the majority-acked offset of `voters` (rule 3); True if the HWM moved."""

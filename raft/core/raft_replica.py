@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from cluster.protocol.errors import Errors
 from cluster.protocol.raft_messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -22,6 +24,8 @@ from cluster.protocol.raft_messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     ReplicaState,
     VoterEndpoint,
     VoteRequest,
@@ -67,6 +71,8 @@ class RaftConfig:
     fetch_max_bytes: int = 1024 * 1024
     fetch_snapshot_max_bytes: int = 1024 * 1024
     bootstrap_servers: list[str] = field(default_factory=list)
+    add_voter_max_lag_records: int = 100  # rule 5: how near the log end a new voter must be
+    default_listener_name: str = "CONTROLLER"  # names the endpoint an observer fetched with
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,9 @@ class RaftResult:
     became_leader: bool = False
     leader_changed: bool = False
     high_watermark_changed: bool = False
+    # AddRaftVoter/RemoveRaftVoter appended its VotersRecord here; the runtime answers once the
+    # high watermark passes it (rule 5). -1: nothing appended.
+    voters_record_offset: int = -1
 
 
 class NotLeaderError(Exception):
@@ -206,6 +215,10 @@ class RaftReplica:
         """What this replica last asked the runtime to persist (or started from)."""
         return self._persisted
 
+    def voter_set_changes(self) -> list[tuple[int, VoterSet]]:
+        """(offset, set) of every voter set this replica knows, oldest first (for checkers)."""
+        return self._history.changes()
+
     def voter_set_at(self, offset: int) -> VoterSet:
         """The voter set in force at offset (for snapshots: rule 7)."""
         return self._history.value_at(offset)
@@ -242,7 +255,8 @@ class RaftReplica:
         if not isinstance(st, LeaderState):
             return DescribeQuorumResponse(
                 error_code=Errors.NOT_LEADER_OR_FOLLOWER, error_message="not the quorum leader",
-                leader_id=self._leader_id_or_none(), leader_epoch=self.epoch)
+                leader_id=self._leader_id_or_none(), leader_epoch=self.epoch,
+                voter_endpoints=self._voter_endpoints())
         voters = self.voters
         st.update_local(self._log.flushed_offset(), now_ms)
 
@@ -257,8 +271,15 @@ class RaftReplica:
             leader_id=self._node_id, leader_epoch=st.epoch, high_watermark=self._high_watermark,
             current_voters=[state_of(p) for p in st.voter_progress(voters)],
             observers=[state_of(p) for p in st.observer_progress(voters)],
-            voter_endpoints=[VoterEndpoint(k.id, k.directory_id, dict(e))
-                             for k, e in voters.voters.items()])
+            voter_endpoints=self._voter_endpoints(),
+            observer_endpoints=[
+                VoterEndpoint(p.key.id, p.key.directory_id,
+                              {self._config.default_listener_name: p.endpoint})
+                for p in st.observer_progress(voters) if p.endpoint])
+
+    def _voter_endpoints(self) -> list[VoterEndpoint]:
+        return [VoterEndpoint(k.id, k.directory_id, dict(e))
+                for k, e in self.voters.voters.items()]
 
     # -- inputs --------------------------------------------------------------------------------
     def handle_request(self, source_node_id: int, request: object, now_ms: int) -> RaftResult:
@@ -279,6 +300,10 @@ class RaftReplica:
             self._out.response = self._handle_fetch_snapshot(request, now_ms)
         elif isinstance(request, DescribeQuorumRequest):
             self._out.response = self.describe_quorum(now_ms)
+        elif isinstance(request, AddRaftVoterRequest):
+            self._out.response = self._handle_add_voter(request, now_ms)
+        elif isinstance(request, RemoveRaftVoterRequest):
+            self._out.response = self._handle_remove_voter(request, now_ms)
         else:
             raise TypeError(f"not a raft request: {type(request).__name__}")
         return self._finish(before, now_ms)
@@ -305,6 +330,10 @@ class RaftReplica:
         if isinstance(st, UnattachedState):
             if self.is_voter and now_ms >= st.election_deadline_ms:
                 self._become_prospective(now_ms)
+        elif isinstance(st, (ProspectiveState, CandidateState)) and not self.is_voter:
+            # Rule 4: a replica that learned it is no longer a voter stops campaigning.
+            self._state = UnattachedState(st.epoch, self._voted_key_in(st.epoch),
+                                          self._election_deadline(now_ms))
         elif isinstance(st, ProspectiveState):
             if now_ms >= st.election_deadline_ms:
                 self._become_prospective(now_ms)
@@ -518,15 +547,17 @@ class RaftReplica:
         self._snapshot_download = None
         self._next_fetch_ms = now_ms
 
-    def _observe_epoch(self, epoch: int, leader_id: int, endpoint: str, now_ms: int) -> bool:
+    def _observe_epoch(self, epoch: int, leader_id: int, endpoint: str, now_ms: int,
+                       from_leader: bool = False) -> bool:
         """Move forward on a higher epoch or a newly known leader (rule 1: never backwards).
-        Returns True if the state changed."""
+        Returns True if the state changed. Only word from the leader itself (from_leader) makes
+        it count as alive for pre-votes: others may repeat a leader that is long gone."""
         if epoch < 0 or epoch < self.epoch:
             return False
         st = self._state
         if epoch > self.epoch:
             if leader_id >= 0 and leader_id != self._node_id:
-                self._become_follower(epoch, leader_id, endpoint, now_ms)
+                self._become_follower(epoch, leader_id, endpoint, now_ms, from_leader)
             else:
                 self._become_unattached(epoch, now_ms)
             return True
@@ -536,11 +567,11 @@ class RaftReplica:
             if endpoint and not st.leader_endpoint:
                 st.leader_endpoint = endpoint
             return False
-        if isinstance(st, ProspectiveState) and st.leader_id == leader_id:
+        if isinstance(st, ProspectiveState) and st.leader_id == leader_id and not from_leader:
             return False  # KIP-996: the leader we timed out on; others may not know it yet
         if isinstance(st, (LeaderState, ResignedState)):
             return False  # another leader in our epoch would break rule 1; never follow it
-        self._become_follower(epoch, leader_id, endpoint, now_ms)
+        self._become_follower(epoch, leader_id, endpoint, now_ms, from_leader)
         return True
 
     def _become_prospective(self, now_ms: int) -> None:
@@ -640,8 +671,98 @@ class RaftReplica:
         self._send_begin_quorum_epochs(st, now_ms)
 
     def _maybe_advance_high_watermark(self, st: LeaderState) -> None:
+        # Rule 6: a leader outside the set in force is not counted (the set has no key for it).
         if st.maybe_advance_high_watermark(self.voters):
             self._high_watermark = max(self._high_watermark, st.high_watermark)
+        if (not self.is_voter and self._high_watermark > self._history.latest_offset()
+                and self._state is st):
+            self._become_resigned(st, self._now_ms)  # rule 6: its removal committed
+
+    # -- voter changes (rule 5) ----------------------------------------------------------------
+    def _not_leader(self) -> tuple[int, str, int, int, str]:
+        return (Errors.NOT_LEADER_OR_FOLLOWER, f"{self._node_id} does not lead epoch {self.epoch}",
+                self._leader_id_or_none(), self.epoch, self.leader_endpoint or "")
+
+    def _voter_change_blocked(self, st: LeaderState) -> str | None:
+        """Why a voter change must wait (REQUEST_TIMED_OUT once the request times out)."""
+        if self._high_watermark <= st.epoch_start_offset:
+            # The fix for single-server changes: first commit an entry of our own epoch.
+            return f"leader {self._node_id} has not committed in epoch {st.epoch} yet"
+        if self._history.has_uncommitted_change(self._high_watermark):
+            return (f"the voter change at offset {self._history.latest_offset()} is not "
+                    f"committed (high watermark {self._high_watermark})")
+        return None
+
+    def _handle_add_voter(self, req: AddRaftVoterRequest, now_ms: int) -> AddRaftVoterResponse:
+        st = self._state
+        if not isinstance(st, LeaderState):
+            return AddRaftVoterResponse(*self._not_leader())
+        base = AddRaftVoterResponse(leader_id=self._node_id, leader_epoch=st.epoch,
+                                    leader_endpoint=self._endpoint)
+        key = ReplicaKey(req.voter_id, req.voter_directory_id)
+        if req.voter_id < 0 or req.voter_directory_id == ZERO_UUID:
+            return replace(base, error_code=Errors.INVALID_REQUEST,
+                           error_message="a voter needs an id and a directory id (rule 4)")
+        blocked = self._voter_change_blocked(st)
+        if blocked is not None:
+            return replace(base, error_code=Errors.REQUEST_TIMED_OUT, error_message=blocked)
+        voters = self.voters
+        if key in voters:  # rule 5: judged on the full key, so a new disk of an id may join
+            return replace(base, error_code=Errors.DUPLICATE_VOTER,
+                           error_message=f"{key} is already a voter")
+        if not st.is_caught_up(key, self._log.end_offset(), self._config.add_voter_max_lag_records,
+                               now_ms - self._config.fetch_timeout_ms):
+            p = st.progress.get(key)
+            where = "is not fetching" if p is None else (
+                f"is at offset {p.log_end_offset}, last fetch at {p.last_fetch_ms} ms")
+            return replace(base, error_code=Errors.REQUEST_TIMED_OUT,
+                           error_message=f"{key} {where}; the log end is "
+                                         f"{self._log.end_offset()}: not caught up")
+        endpoints = dict(req.listeners)
+        progress = st.progress[key]
+        if not endpoints and progress.endpoint:
+            endpoints = {self._config.default_listener_name: progress.endpoint}
+        if not endpoints:
+            return replace(base, error_code=Errors.INVALID_REQUEST,
+                           error_message=f"no endpoint known for {key}: give its listeners")
+        self._out.voters_record_offset = self._append_voters(st, voters.with_voter(key, endpoints),
+                                                             now_ms)
+        return base
+
+    def _handle_remove_voter(self, req: RemoveRaftVoterRequest, now_ms: int
+                             ) -> RemoveRaftVoterResponse:
+        st = self._state
+        if not isinstance(st, LeaderState):
+            return RemoveRaftVoterResponse(*self._not_leader())
+        base = RemoveRaftVoterResponse(leader_id=self._node_id, leader_epoch=st.epoch,
+                                       leader_endpoint=self._endpoint)
+        blocked = self._voter_change_blocked(st)
+        if blocked is not None:
+            return replace(base, error_code=Errors.REQUEST_TIMED_OUT, error_message=blocked)
+        key = ReplicaKey(req.voter_id, req.voter_directory_id)
+        voters = self.voters
+        if key not in voters:  # rule 5: the exact key
+            return replace(base, error_code=Errors.VOTER_NOT_FOUND,
+                           error_message=f"{key} is not a voter")
+        if len(voters) == 1:
+            return replace(base, error_code=Errors.INVALID_REQUEST,
+                           error_message=f"{key} is the last voter")
+        self._out.voters_record_offset = self._append_voters(st, voters.without_voter(key), now_ms)
+        return base
+
+    def _append_voters(self, st: LeaderState, new: VoterSet, now_ms: int) -> int:
+        """Append the full new set; rule 5: in force at once, on the leader as everywhere."""
+        old = self.voters
+        last = self._log.append_as_leader([encode_control(new.to_record())], st.epoch, now_ms,
+                                          is_control=True)
+        self._history.add_at(last.offset, new)
+        self._out.flush = True
+        for key in new:
+            if key not in old and key != self._key:  # rule 4: retried until it accepts
+                st.unacked_begin_epoch[key] = now_ms
+        self._send_begin_quorum_epochs(st, now_ms)
+        self._maybe_advance_high_watermark(st)
+        return last.offset
 
     # -- request handlers ----------------------------------------------------------------------
     def _fenced(self) -> tuple[int, str]:
@@ -695,7 +816,8 @@ class RaftReplica:
             return BeginQuorumEpochResponse(Errors.INVALID_REQUEST,
                                             f"{self._node_id} leads epoch {self.epoch}",
                                             self._node_id, self.epoch)
-        self._observe_epoch(req.leader_epoch, req.leader_id, req.leader_endpoint, now_ms)
+        self._observe_epoch(req.leader_epoch, req.leader_id, req.leader_endpoint, now_ms,
+                            from_leader=True)
         return BeginQuorumEpochResponse(leader_id=req.leader_id, leader_epoch=self.epoch)
 
     def _handle_end_quorum_epoch(self, req: EndQuorumEpochRequest, now_ms: int
@@ -768,7 +890,7 @@ class RaftReplica:
                                snapshot_epoch=snapshot.epoch)
             return replace(base, diverging_epoch=end.epoch, diverging_end_offset=end.offset)
         st.update_replica(req.replica_id, req.replica_directory_id, req.fetch_offset,
-                          log.end_offset(), now_ms)
+                          log.end_offset(), now_ms, req.replica_endpoint)
         st.update_local(log.flushed_offset(), now_ms)
         self._maybe_advance_high_watermark(st)
         records = log.read(req.fetch_offset, req.max_bytes)
@@ -810,6 +932,13 @@ class RaftReplica:
             return  # rule 4: only voters' votes count
         if req.pre_vote:
             if not isinstance(st, ProspectiveState) or req.candidate_epoch != st.epoch + 1:
+                return
+            if not resp.vote_granted and resp.leader_id == req.voter_id and (
+                    resp.leader_epoch == st.epoch):
+                # The leader itself refused: it is alive, fetch from it again (KIP-996). Our own
+                # voter set may be stale (rule 5), so a majority of refusals may never come.
+                self._become_follower(st.epoch, resp.leader_id, "", now_ms,
+                                      heard_from_leader=False)
                 return
             (st.granted if resp.vote_granted and resp.error_code == 0 else st.rejected).add(voter)
             if self.voters.is_majority(st.granted):
@@ -1013,7 +1142,8 @@ class RaftReplica:
             replica_id=self._node_id, replica_directory_id=self._directory_id,
             fetch_offset=self._log.end_offset(), last_fetched_epoch=self._log.last_fetched_epoch(),
             current_leader_epoch=self.epoch, max_wait_ms=self._config.fetch_max_wait_ms,
-            max_bytes=self._config.fetch_max_bytes, cluster_id=self._config.cluster_id)
+            max_bytes=self._config.fetch_max_bytes, cluster_id=self._config.cluster_id,
+            replica_endpoint=self._endpoint)
         self._inflight_fetch = req
         self._inflight_sent_ms = now_ms
         if isinstance(st, FollowerState):
@@ -1028,5 +1158,7 @@ def _error_response(request: object, code: Errors, message: str) -> object:
         VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
         EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
         FetchSnapshotRequest: FetchSnapshotResponse, DescribeQuorumRequest: DescribeQuorumResponse,
+        AddRaftVoterRequest: AddRaftVoterResponse,
+        RemoveRaftVoterRequest: RemoveRaftVoterResponse,
     }
     return kinds[type(request)](error_code=int(code), error_message=message)

@@ -59,6 +59,13 @@ class VoterSet:
                 return next(iter(endpoints.values()))
         return None
 
+    def with_voter(self, key: ReplicaKey, endpoints: Mapping[str, str]) -> VoterSet:
+        """This set plus key (rule 5: one voter at a time)."""
+        return VoterSet({**self.voters, key: dict(endpoints)})
+
+    def without_voter(self, key: ReplicaKey) -> VoterSet:
+        return VoterSet({k: e for k, e in self.voters.items() if k != key})
+
     def is_majority(self, keys: Iterable[ReplicaKey]) -> bool:
         """Whether these voter keys (votes, acks) make a majority of this set."""
         return len(set(keys) & set(self.voters)) >= self.majority_size
@@ -94,6 +101,10 @@ class VoterSetHistory:
         while len(self._offsets) > 1 and self._offsets[-1] >= offset:
             self._offsets.pop()
             self._sets.pop()
+
+    def changes(self) -> list[tuple[int, VoterSet]]:
+        """(offset, set) for every set known, the base first (offset -1 or the snapshot's)."""
+        return list(zip(self._offsets, self._sets, strict=True))
 
     def has_uncommitted_change(self, high_watermark: int) -> bool:
         """Whether a voter change above the high watermark is pending (one at a time, rule 5)."""

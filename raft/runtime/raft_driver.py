@@ -17,12 +17,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from cluster.net.client import RpcClient
 from cluster.protocol.errors import Errors, KafkaError
-from cluster.protocol.raft_messages import FetchRequest, FetchResponse
+from cluster.protocol.raft_messages import (
+    AddRaftVoterRequest,
+    FetchRequest,
+    FetchResponse,
+    RemoveRaftVoterRequest,
+)
 from raft.core.control_records import snapshot_batches
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
 from raft.core.record_batch import RecordBatch, iter_batches
@@ -35,6 +40,8 @@ log = logging.getLogger("minikraft.raft")
 MAX_APPEND_BATCH_RECORDS = 4096
 # Loop iterations a woken parked fetch needs to re-read the log and write its response.
 _FETCH_WAKE_ITERATIONS = 4
+# How often a waiting AddRaftVoter/RemoveRaftVoter asks the core again (catch-up is not an event).
+_VOTER_CHANGE_POLL_S = 0.05
 
 
 def now_ms() -> int:
@@ -140,6 +147,8 @@ class RaftDriver:
     # -- inputs ---------------------------------------------------------------------------------
 
     async def handle_request(self, source_node_id: int, request: Any) -> Any:
+        if isinstance(request, (AddRaftVoterRequest, RemoveRaftVoterRequest)):
+            return await self._handle_voter_change(source_node_id, request)
         result = self.replica.handle_request(source_node_id, request, now_ms())
         self._apply(result)
         response: Any = result.response
@@ -162,6 +171,54 @@ class RaftDriver:
                     or response.high_watermark != parked_hwm
                 ):
                     break
+        return response
+
+    async def _handle_voter_change(
+        self, source_node_id: int, request: AddRaftVoterRequest | RemoveRaftVoterRequest
+    ) -> Any:
+        """Rule 5: the core answers REQUEST_TIMED_OUT while it must wait (a pending change, no
+        commit yet in the epoch, a new voter still catching up); ask again until the request's
+        timeout, then wait for the VotersRecord to commit."""
+        timeout_ms = request.timeout_ms if request.timeout_ms > 0 else self.request_timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            result = self.replica.handle_request(source_node_id, request, now_ms())
+            self._apply(result)
+            response: Any = result.response
+            remaining_s = deadline - time.monotonic()
+            if response.error_code != Errors.REQUEST_TIMED_OUT or remaining_s <= 0:
+                break
+            if not self._running:
+                return replace(
+                    response,
+                    error_code=int(Errors.NOT_LEADER_OR_FOLLOWER),
+                    error_message="raft is shutting down",
+                )
+            await asyncio.sleep(min(_VOTER_CHANGE_POLL_S, remaining_s))
+        if response.error_code != 0 or result.voters_record_offset < 0:
+            return response
+        remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        try:
+            await self.wait_for_commit(result.voters_record_offset, remaining_ms)
+        except KafkaError as exc:
+            error = (
+                Errors.REQUEST_TIMED_OUT
+                if exc.error == Errors.REQUEST_TIMED_OUT
+                else Errors.NOT_LEADER_OR_FOLLOWER
+            )
+            return replace(
+                response,
+                error_code=int(error),
+                error_message=f"voters record at {result.voters_record_offset}: {exc.message}",
+                leader_id=-1 if self.replica.leader_id is None else self.replica.leader_id,
+                leader_epoch=self.replica.epoch,
+                leader_endpoint=self.replica.leader_endpoint or "",
+            )
+        log.info(
+            "Voter change committed at offset %s: voters are %s",
+            result.voters_record_offset,
+            ", ".join(str(k) for k in self.replica.voters),
+        )
         return response
 
     def _is_empty_fetch(self, request: FetchRequest, response: Any) -> bool:

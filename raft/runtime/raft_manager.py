@@ -32,6 +32,8 @@ RAFT_API_KEYS = frozenset(
         ApiKey.FETCH,
         ApiKey.FETCH_SNAPSHOT,
         ApiKey.DESCRIBE_QUORUM,
+        ApiKey.ADD_RAFT_VOTER,
+        ApiKey.REMOVE_RAFT_VOTER,
     }
 )
 

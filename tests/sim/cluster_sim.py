@@ -5,20 +5,32 @@ network that drops, delays, reorders, duplicates and partitions requests and res
 fake disk (crash = lose what was not flushed; the quorum-state file survives). The runtime's
 order is kept: persist -> flush -> handle_flushed -> send, except that a flush may be delayed
 (sends go out first) to exercise unflushed loss. INVARIANTS rules 1-3 are checked after every
-event; any failure names its seed: `SIM_SEED=<n> .venv/bin/python -m pytest tests/sim -q`.
+event, and with membership changes on (AddRaftVoter/RemoveRaftVoter at random, the leader
+included, sometimes crashing the leader between the append and the commit of the VotersRecord)
+rules 4-6 too; any failure names its seed:
+`SIM_SEED=<n> .venv/bin/python -m pytest tests/sim -q`.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.protocol.raft_messages import FetchRequest, FetchResponse, VoteRequest, VoteResponse
+from cluster.protocol.raft_messages import (
+    AddRaftVoterRequest,
+    FetchRequest,
+    FetchResponse,
+    RemoveRaftVoterRequest,
+    VoteRequest,
+    VoteResponse,
+)
 from raft.core.control_records import Voter, bootstrap_snapshot, snapshot_data_records
+from raft.core.leader_state import LeaderState
 from raft.core.memory_log import MemoryLog
 from raft.core.quorum_state import ElectionState
 from raft.core.raft_replica import Outbound, RaftConfig, RaftReplica, RaftResult
@@ -47,6 +59,9 @@ class SimOptions:
     fault_interval_ms: int = 1_500
     snapshot_interval_ms: int = 2_500
     max_events: int = 200_000
+    membership_interval_ms: int = 0  # 0: off; else AddRaftVoter/RemoveRaftVoter at random
+    max_voters: int = 5
+    crash_after_voter_change_prob: float = 0.3
 
 
 @dataclass
@@ -86,6 +101,8 @@ class ClusterSim:
         self.leader_hwm: dict[tuple[int, int], int] = {}  # (node, epoch) -> last HWM seen
         self.appended = 0
         self.final_offset = -1  # the offset of the append that proved liveness
+        self.voter_changes = 0  # VotersRecords appended by AddRaftVoter/RemoveRaftVoter
+        self.leader_removals = 0  # of which removed the leader itself (rule 6)
         self.healed = False
         self.nodes: dict[int, SimNode] = {}
         total = self.opt.voters + self.opt.observers
@@ -103,6 +120,12 @@ class ClusterSim:
         bootstrap = [n.address for n in self.nodes.values() if n.is_voter]
         self.observer_config = RaftConfig(cluster_id="sim", request_timeout_ms=1000,
                                           bootstrap_servers=bootstrap)
+        # With membership changes any node may become an observer: each knows every other node
+        # as a bootstrap server (controller.quorum.bootstrap.servers).
+        self.member_configs = {
+            n.node_id: RaftConfig(cluster_id="sim", request_timeout_ms=1000, bootstrap_servers=[
+                o.address for o in self.nodes.values() if o is not n])
+            for n in self.nodes.values()}
         for node in self.nodes.values():
             self._start(node)
 
@@ -141,10 +164,13 @@ class ClusterSim:
         node.scheduled_tick_ms = _NEVER
         node.flush_pending = False
         node.parked = []
+        if self.opt.membership_interval_ms:
+            config = self.member_configs[node.node_id]
+        else:
+            config = self.config if node.is_voter else self.observer_config
         node.replica = RaftReplica(
-            node.node_id, node.directory_id, node.log, node.persisted,
-            self.config if node.is_voter else self.observer_config, self.rng.random, self.now_ms,
-            node.address)
+            node.node_id, node.directory_id, node.log, node.persisted, config, self.rng.random,
+            self.now_ms, node.address)
         self._after(node)
 
     def crash(self, node: SimNode) -> None:
@@ -186,6 +212,9 @@ class ClusterSim:
             if node.persisted is None or node.persisted.leader_id != node.node_id or (
                     node.persisted.epoch != epoch):
                 self.fail(f"rule 1: node {node.node_id} leads epoch {epoch} before persisting it")
+            if not replica.is_voter:
+                self.fail(f"rule 4: node {node.node_id} leads epoch {epoch} but is not a voter "
+                          f"of {list(map(str, replica.voters))}")
         if result.flush:
             if self.rng.random() < self.delayed_flush_prob:
                 if not node.flush_pending:
@@ -370,6 +399,49 @@ class ClusterSim:
             self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.fault_interval_ms),
                        "fault", until_ms)
 
+    def _on_member(self, until_ms: int) -> None:
+        """An operator's AddRaftVoter/RemoveRaftVoter to the current leader (rules 4-6)."""
+        if self.now_ms >= until_ms:
+            return
+        leaders = self.leaders()
+        if leaders:
+            leader = leaders[0]
+            replica = leader.replica
+            assert replica is not None
+            voters = replica.voters
+            outside = [n for n in self.nodes.values()
+                       if ReplicaKey(n.node_id, n.directory_id) not in voters]
+            request: AddRaftVoterRequest | RemoveRaftVoterRequest
+            if outside and len(voters) < self.opt.max_voters and self.rng.random() < 0.5:
+                node = self.rng.choice(outside)
+                request = AddRaftVoterRequest(node.node_id, node.directory_id,
+                                              {"CONTROLLER": node.address}, cluster_id="sim")
+            else:  # any voter, the leader itself and the last voter included
+                keys = voters.keys()
+                if len(keys) == 2:
+                    # Known limit (report): a 2-voter set removing its leader can deadlock if the
+                    # other voter misses the record, so the sim removes only the follower there.
+                    keys = [k for k in keys if k.id != leader.node_id]
+                target = self.rng.choice(keys)
+                request = RemoveRaftVoterRequest(target.id, target.directory_id, cluster_id="sim")
+            result = replica.handle_request(-1, request, self.now_ms)
+            self._apply(leader, result)
+            self._after(leader)
+            if result.voters_record_offset >= 0:
+                self.voter_changes += 1
+                if isinstance(request, RemoveRaftVoterRequest) and request.voter_id == (
+                        leader.node_id):
+                    self.leader_removals += 1
+                if leader.replica is not None and (
+                        self.rng.random() < self.opt.crash_after_voter_change_prob):
+                    # Between the append and the commit of the VotersRecord (rule 5).
+                    self.crash(leader)
+                    self._push(self.now_ms + self.rng.randrange(50, 2000), "restart",
+                               leader.node_id)
+        if self.now_ms + self.opt.membership_interval_ms < until_ms:
+            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.membership_interval_ms),
+                       "member", until_ms)
+
     def _on_heal_pairs(self, pairs: set[frozenset[int]]) -> None:
         self.partitioned -= pairs
 
@@ -418,12 +490,43 @@ class ClusterSim:
         replica = node.replica
         if replica is None:
             return
-        if replica.high_watermark > len(self.committed) and replica.role != "Leader":
+        # A leader resigns in the very step its own removal commits (rule 6): check it too.
+        leads = replica.role == "Leader" or (
+            replica.role == "Resigned" and not replica.is_voter
+            and replica.high_watermark > len(self.committed))
+        if replica.high_watermark > len(self.committed) and not leads:
             self.fail(f"rule 3: follower {node.node_id} HWM {replica.high_watermark} is past "
                       f"every leader's HWM {len(self.committed)}")
-        if replica.role == "Leader":
+        if leads:
             self._check_leader_hwm(node)
+        if self.opt.membership_interval_ms:
+            self._check_voter_changes(node)
         self._check_log(node)
+
+    def _check_voter_changes(self, node: SimNode) -> None:
+        """Rules 5-6: one voter at a time, at most one uncommitted change on a leader, and a
+        leader whose removal committed does not stay leader."""
+        replica = node.replica
+        assert replica is not None
+        changes = replica.voter_set_changes()
+        for (_o1, before), (offset, after) in itertools.pairwise(changes):
+            if before and len(set(before) ^ set(after)) > 1:  # empty: an observer learning it
+                self.fail(f"rule 5: node {node.node_id} voter set at {offset} changes more than "
+                          f"one voter: {list(map(str, before))} -> {list(map(str, after))}")
+        if replica.role != "Leader":
+            return
+        hwm = replica.high_watermark
+        state = replica.state
+        assert isinstance(state, LeaderState)
+        # Changes this leader appended (a new leader may not know older ones are committed).
+        pending = [offset for offset, _set in changes[1:]
+                   if offset >= hwm and offset > state.epoch_start_offset]
+        if len(pending) > 1:
+            self.fail(f"rule 5: leader {node.node_id} has {len(pending)} uncommitted voter "
+                      f"changes at {pending} (HWM {hwm})")
+        if not replica.is_voter and hwm > changes[-1][0]:
+            self.fail(f"rule 6: leader {node.node_id} was removed at {changes[-1][0]}, committed "
+                      f"(HWM {hwm}), and still leads")
 
     def _check_leader_hwm(self, node: SimNode) -> None:
         replica = node.replica
@@ -502,6 +605,8 @@ class ClusterSim:
         self._push(self.rng.randrange(1, 500), "workload", fault_end)
         self._push(self.rng.randrange(500, 3000), "fault", fault_end)
         self._push(self.rng.randrange(1000, 4000), "snapshot", fault_end)
+        if self.opt.membership_interval_ms:
+            self._push(self.rng.randrange(500, 3000), "member", fault_end)
         self.run_until(fault_end)
         self.heal()
         self.check_liveness()

@@ -1,0 +1,165 @@
+"""`minikraft leader-election --bootstrap-server H:P --election-type PREFERRED|UNCLEAN|DESIGNATED
+(--topic T --partition P [--designated-leader N] | --all-topic-partitions | --path-to-json-file F)`
+(CLI.md, Kafka's kafka-leader-election.sh; DESIGNATED is seed 004's).
+
+ElectLeaders serves at most 1000 partitions per request (REQUEST_LIMIT_REACHED for the rest), so
+the tool sends larger sets in slices and resends what came back over the limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option, stderr
+from cluster.cli.topics_cmd import error_name, run_admin
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.errors import Errors
+
+_TYPES = {
+    "PREFERRED": msg.ELECTION_PREFERRED,
+    "UNCLEAN": msg.ELECTION_UNCLEAN,
+    "DESIGNATED": msg.ELECTION_DESIGNATED,
+}
+_MAX_ROUNDS = 100
+Target = tuple[str, int, int | None]  # topic, partition, designated leader
+
+
+def _plan_from_file(path: str, designated: bool) -> list[Target]:
+    try:
+        data = json.loads(Path(path).read_text())
+        entries = data["partitions"]
+        targets: list[Target] = []
+        for entry in entries:
+            leader = entry.get("designatedLeader", entry.get("desiredLeader"))
+            if designated and leader is None:
+                fail(f"{path}: {entry} has no designatedLeader", EXIT_USAGE)
+            targets.append(
+                (
+                    str(entry["topic"]),
+                    int(entry["partition"]),
+                    None if leader is None else int(leader),
+                )
+            )
+        return targets
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"cannot read {path}: {exc}", EXIT_USAGE)
+
+
+def _request(election_type: int, targets: list[Target] | None) -> msg.ElectLeadersRequest:
+    if targets is None:
+        return msg.ElectLeadersRequest(election_type, None)
+    by_topic: dict[str, tuple[list[int], list[int]]] = {}
+    for topic, partition, leader in targets:
+        partitions, leaders = by_topic.setdefault(topic, ([], []))
+        partitions.append(partition)
+        leaders.append(-1 if leader is None else leader)
+    designated = election_type == msg.ELECTION_DESIGNATED
+    return msg.ElectLeadersRequest(
+        election_type,
+        [
+            msg.ElectLeadersTopicPartitions(topic, parts, leaders if designated else None)
+            for topic, (parts, leaders) in by_topic.items()
+        ],
+    )
+
+
+def run_elections(
+    bootstrap: str, election_type: int, targets: list[Target] | None
+) -> list[dict[str, Any]]:
+    """Send the elections in slices of at most 1000, resending REQUEST_LIMIT_REACHED ones."""
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    designated = {(t, p): d for t, p, d in targets or []}
+    pending: list[list[Target] | None] = (
+        [None]
+        if targets is None
+        else [
+            targets[i : i + msg.ELECT_LEADERS_MAX_PARTITIONS]
+            for i in range(0, len(targets), msg.ELECT_LEADERS_MAX_PARTITIONS)
+        ]
+    )
+    for _ in range(_MAX_ROUNDS):
+        if not pending:
+            break
+        batch = pending.pop(0)
+        response = run_admin(bootstrap, _request(election_type, batch))
+        again: list[Target] = []
+        for topic_result in response.replica_election_results:
+            for p in topic_result.partition_result:
+                key = (topic_result.topic, p.partition_id)
+                if p.error_code == Errors.REQUEST_LIMIT_REACHED:
+                    again.append((key[0], key[1], designated.get(key)))
+                    continue
+                results[key] = {
+                    "topic": key[0],
+                    "partition": key[1],
+                    "error": error_name(p.error_code),
+                    "leader": p.leader_id,
+                }
+        for i in range(0, len(again), msg.ELECT_LEADERS_MAX_PARTITIONS):
+            pending.append(again[i : i + msg.ELECT_LEADERS_MAX_PARTITIONS])
+    return [results[k] for k in sorted(results)]
+
+
+@click.command("leader-election")
+@click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
+@click.option("--election-type", type=click.Choice(sorted(_TYPES)), required=True)
+@click.option("--topic", default=None)
+@click.option("--partition", type=int, default=None)
+@click.option("--designated-leader", type=int, default=None, help="DESIGNATED: the new leader")
+@click.option("--all-topic-partitions", is_flag=True)
+@click.option("--path-to-json-file", default=None, help='{"partitions":[{"topic","partition"}]}')
+@output_option
+def leader_election(
+    bootstrap_server: str,
+    election_type: str,
+    topic: str | None,
+    partition: int | None,
+    designated_leader: int | None,
+    all_topic_partitions: bool,
+    path_to_json_file: str | None,
+    output: str,
+) -> None:
+    """Elect leaders: PREFERRED, UNCLEAN or DESIGNATED (a named replica, seed 004)."""
+    chosen = sum([topic is not None, all_topic_partitions, path_to_json_file is not None])
+    if chosen != 1:
+        fail(
+            "exactly one of --topic/--partition, --all-topic-partitions, --path-to-json-file",
+            EXIT_USAGE,
+        )
+    designated = election_type == "DESIGNATED"
+    if all_topic_partitions and designated:
+        fail("DESIGNATED elections name their partitions: not --all-topic-partitions", EXIT_USAGE)
+    if designated_leader is not None and not designated:
+        fail("--designated-leader is only for --election-type DESIGNATED", EXIT_USAGE)
+    targets: list[Target] | None = None
+    if topic is not None:
+        if partition is None:
+            fail("--topic needs --partition", EXIT_USAGE)
+        if designated and designated_leader is None:
+            fail("DESIGNATED with --topic needs --designated-leader", EXIT_USAGE)
+        targets = [(topic, partition, designated_leader)]
+    elif path_to_json_file is not None:
+        targets = _plan_from_file(path_to_json_file, designated)
+    rows = run_elections(bootstrap_server, _TYPES[election_type], targets)
+    failed = [r for r in rows if r["error"] not in (None, "ELECTION_NOT_NEEDED")]
+    if output == "json":
+        emit_json(rows)
+    else:
+        done = [f"{r['topic']}-{r['partition']}" for r in rows if r["error"] is None]
+        if done:
+            click.echo(
+                f"Successfully completed leader election ({election_type}) for partitions "
+                + ", ".join(done)
+            )
+        skipped = [
+            f"{r['topic']}-{r['partition']}" for r in rows if r["error"] == "ELECTION_NOT_NEEDED"
+        ]
+        if skipped:
+            click.echo("Valid replica already elected for partitions " + ", ".join(skipped))
+    for r in failed:
+        stderr.print(f"{r['topic']}-{r['partition']}: {r['error']}", highlight=False)
+    if failed:
+        fail(f"{len(failed)} election(s) failed")

@@ -1,0 +1,343 @@
+"""The active controller's RPCs: broker lifecycle, topics, configs, partitions and elections.
+
+Shapes follow Kafka's messages (BrokerRegistration with PreviousBrokerEpoch and DescribeTopic-
+Partitions from seed 001 KIP-966, AlterPartition with NewIsrWithEpochs from seed 002 KIP-903,
+ElectLeaders with designated leaders from seed 004). minikraft's additions are marked. Every
+response has all fields defaulted and starts with error_code, error_message (registry convention).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from cluster.protocol.api_keys import ApiKey
+
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id"
+NO_BROKER_EPOCH = -1
+
+# IncrementalAlterConfigs: Kafka's ConfigResource.Type and AlterConfigOp.OpType ids.
+RESOURCE_TYPE_TOPIC = 2
+RESOURCE_TYPE_BROKER = 4
+OP_SET = 0
+OP_DELETE = 1
+OP_APPEND = 2
+OP_SUBTRACT = 3
+
+# ElectLeaders election types (Kafka's PREFERRED=0, UNCLEAN=1; seed 004 adds DESIGNATED=2).
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+ELECTION_DESIGNATED = 2
+
+ELECT_LEADERS_MAX_PARTITIONS = 1000  # seed 001: the rest are answered REQUEST_LIMIT_REACHED
+DESCRIBE_PARTITIONS_DEFAULT_LIMIT = 2000  # seed 001: max.request.partition.size.limit
+
+
+# -- BrokerRegistration (62) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerListener:
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    cluster_id: str
+    incarnation_id: uuid.UUID
+    listeners: list[BrokerListener] = field(default_factory=list)
+    rack: str | None = None
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+    previous_broker_epoch: int = NO_BROKER_EPOCH  # seed 001: from the clean-shutdown file
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    error_code: int = 0
+    error_message: str = ""
+    broker_epoch: int = NO_BROKER_EPOCH
+
+
+# -- BrokerHeartbeat (63) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool = False
+    want_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    error_code: int = 0
+    error_message: str = ""
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+# -- CreateTopics (19) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    topics: list[CreatableTopic]
+    validate_only: bool = False
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopicResult:
+    name: str
+    topic_id: uuid.UUID = ZERO_UUID
+    error_code: int = 0
+    error_message: str = ""
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    error_code: int = 0
+    error_message: str = ""
+    topics: list[CreatableTopicResult] = field(default_factory=list)
+
+
+# -- DeleteTopics (20) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    topic_names: list[str]
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableTopicResult:
+    name: str
+    topic_id: uuid.UUID = ZERO_UUID
+    error_code: int = 0
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    error_code: int = 0
+    error_message: str = ""
+    responses: list[DeletableTopicResult] = field(default_factory=list)
+
+
+# -- IncrementalAlterConfigs (44) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AlterableConfig:
+    name: str
+    config_operation: int = OP_SET
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsRequest:
+    resources: list[AlterConfigsResource]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResourceResponse:
+    resource_type: int
+    resource_name: str
+    error_code: int = 0
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsResponse:
+    error_code: int = 0
+    error_message: str = ""
+    responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
+
+
+# -- DescribeTopicPartitions (75; seed 001) --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    topic_name: str
+    partition_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicPartitionsRequest:
+    topics: list[str] = field(default_factory=list)  # empty: every topic
+    response_partition_limit: int = DESCRIBE_PARTITIONS_DEFAULT_LIMIT
+    cursor: Cursor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicPartitionsPartition:
+    partition_index: int
+    error_code: int = 0
+    leader_id: int = -1
+    leader_epoch: int = -1
+    replica_nodes: list[int] = field(default_factory=list)
+    isr_nodes: list[int] = field(default_factory=list)
+    eligible_leader_replicas: list[int] | None = None
+    last_known_elr: list[int] | None = None
+    offline_replicas: list[int] = field(default_factory=list)
+    # minikraft's additions (CLI.md):
+    partition_epoch: int = -1
+    last_known_leader: int = -1
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicPartitionsTopic:
+    name: str
+    error_code: int = 0
+    topic_id: uuid.UUID = ZERO_UUID
+    is_internal: bool = False
+    partitions: list[DescribeTopicPartitionsPartition] = field(default_factory=list)
+    min_insync_replicas: int = -1  # minikraft's: the topic's min.insync.replicas in force
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicPartitionsResponse:
+    error_code: int = 0
+    error_message: str = ""
+    topics: list[DescribeTopicPartitionsTopic] = field(default_factory=list)
+    next_cursor: Cursor | None = None
+
+
+# -- AlterPartition (56; seed 002 KIP-903, seed 000 KIP-704) ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    broker_id: int
+    broker_epoch: int = NO_BROKER_EPOCH  # -1: an old sender, the epoch check is skipped
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionPartitionData:
+    partition_index: int
+    leader_epoch: int
+    new_isr_with_epochs: list[BrokerState]
+    leader_recovery_state: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopicData:
+    topic_id: uuid.UUID
+    partitions: list[AlterPartitionPartitionData]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    broker_id: int
+    broker_epoch: int
+    topics: list[AlterPartitionTopicData]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionPartitionResult:
+    partition_index: int
+    error_code: int = 0
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = field(default_factory=list)
+    leader_recovery_state: int = 0
+    partition_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopicResult:
+    topic_id: uuid.UUID
+    partitions: list[AlterPartitionPartitionResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    error_code: int = 0
+    error_message: str = ""
+    topics: list[AlterPartitionTopicResult] = field(default_factory=list)
+
+
+# -- ElectLeaders (43; seed 001, seed 004) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersTopicPartitions:
+    topic: str
+    partitions: list[int]
+    designated_leaders: list[int] | None = None  # by index with partitions (DESIGNATED only)
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    election_type: int
+    topic_partitions: list[ElectLeadersTopicPartitions] | None = None  # None: every partition
+    timeout_ms: int = 60000
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersPartitionResult:
+    partition_id: int
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1  # minikraft's: the leader after the election
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersTopicResult:
+    topic: str
+    partition_result: list[ElectLeadersPartitionResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResponse:
+    error_code: int = 0
+    error_message: str = ""
+    replica_election_results: list[ElectLeadersTopicResult] = field(default_factory=list)
+
+
+from cluster.protocol.registry import register  # noqa: E402  (registration needs the classes)
+
+register(ApiKey.BROKER_REGISTRATION, BrokerRegistrationRequest, BrokerRegistrationResponse)
+register(ApiKey.BROKER_HEARTBEAT, BrokerHeartbeatRequest, BrokerHeartbeatResponse)
+register(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse)
+register(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse)
+register(
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+register(
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
+register(ApiKey.ALTER_PARTITION, AlterPartitionRequest, AlterPartitionResponse)
+register(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse)

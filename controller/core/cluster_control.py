@@ -1,0 +1,276 @@
+"""Broker registration, heartbeats, fencing and controlled shutdown (Kafka's ClusterControlManager
+and BrokerHeartbeatManager).
+
+Pure: the active controller passes `now_ms` and keeps the last-heartbeat times in a
+`BrokerHeartbeatTracker` in memory (they are not metadata: a new active controller starts every
+session afresh). Each operation returns ControllerResult(records, response); partition effects come
+from replication_control, so the election rules stay in PartitionChangeBuilder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.errors import Errors
+from controller.core.controller_result import ControllerResult
+from controller.core.metadata_image import BrokerRegistration, MetadataDelta, MetadataImage
+from controller.core.records import (
+    BROKER_FLAG_FALSE,
+    BROKER_FLAG_TRUE,
+    BrokerRegistrationChangeRecord,
+    Endpoint,
+    MetadataRecord,
+    RegisterBrokerRecord,
+)
+from controller.core.replication_control import (
+    broker_controlled_shutdown_changes,
+    broker_fenced_changes,
+    broker_restart_changes,
+    broker_unfenced_changes,
+    leaderships,
+)
+
+# RegisterBrokerRecord.broker_epoch -1: replay uses the record's offset as the broker epoch.
+EPOCH_FROM_OFFSET = -1
+
+
+@dataclass
+class BrokerHeartbeatTracker:
+    """Last contact per broker, on the active controller only (in memory, like Kafka's)."""
+
+    last_contact_ms: dict[int, int] = field(default_factory=dict)
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        self.last_contact_ms[broker_id] = now_ms
+
+    def reset(self, broker_ids: list[int], now_ms: int) -> None:
+        """A new active controller gives every broker a full session to reach it."""
+        self.last_contact_ms = dict.fromkeys(broker_ids, now_ms)
+
+    def has_valid_session(
+        self, registration: BrokerRegistration, now_ms: int, session_timeout_ms: int
+    ) -> bool:
+        """Kafka's hasValidSession: unfenced and heard from within the session timeout."""
+        if registration.fenced:
+            return False
+        last = self.last_contact_ms.get(registration.broker_id)
+        return last is not None and now_ms - last <= session_timeout_ms
+
+    def expired(
+        self, image: MetadataImage, now_ms: int, session_timeout_ms: int
+    ) -> list[BrokerRegistration]:
+        """Unfenced brokers whose session lapsed; a broker never heard from is timed from now."""
+        out = []
+        for broker_id in sorted(image.brokers):
+            registration = image.brokers[broker_id]
+            if registration.fenced:
+                continue
+            last = self.last_contact_ms.setdefault(broker_id, now_ms)
+            if now_ms - last > session_timeout_ms:
+                out.append(registration)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class FencedBroker:
+    broker_id: int
+    broker_epoch: int
+    reason: str
+
+
+def _fence_records(
+    image: MetadataImage, broker: BrokerRegistration, elr: bool
+) -> list[MetadataRecord]:
+    """Rule 12: fence, and take the broker out of every ISR (partition changes first)."""
+    records: list[MetadataRecord] = list(broker_fenced_changes(image, broker.broker_id, elr))
+    records.append(
+        BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, fenced=BROKER_FLAG_TRUE)
+    )
+    return records
+
+
+def register_broker(
+    image: MetadataImage,
+    request: msg.BrokerRegistrationRequest,
+    cluster_id: str,
+    tracker: BrokerHeartbeatTracker,
+    now_ms: int,
+    session_timeout_ms: int,
+    elr: bool = True,
+) -> ControllerResult[msg.BrokerRegistrationResponse]:
+    """A new registration, fenced until caught up. The response's broker_epoch is -1 here: the
+    epoch is the offset of the RegisterBrokerRecord, known once it is committed."""
+    if request.cluster_id != cluster_id:
+        return ControllerResult(
+            (),
+            msg.BrokerRegistrationResponse(
+                Errors.INCONSISTENT_CLUSTER_ID,
+                f"broker {request.broker_id} is in cluster {request.cluster_id!r}, "
+                f"this is {cluster_id!r}",
+            ),
+        )
+    if request.broker_id < 0:
+        return ControllerResult(
+            (),
+            msg.BrokerRegistrationResponse(
+                Errors.INVALID_REGISTRATION, f"broker id {request.broker_id} is negative"
+            ),
+        )
+    existing = image.brokers.get(request.broker_id)
+    if existing is not None and existing.incarnation_id == request.incarnation_id:
+        # A retried registration of the same process: answer the epoch it already has.
+        tracker.touch(request.broker_id, now_ms)
+        return ControllerResult((), msg.BrokerRegistrationResponse(broker_epoch=existing.epoch))
+    if existing is not None and tracker.has_valid_session(existing, now_ms, session_timeout_ms):
+        return ControllerResult(
+            (),
+            msg.BrokerRegistrationResponse(
+                Errors.DUPLICATE_BROKER_REGISTRATION,
+                f"broker {request.broker_id} (epoch {existing.epoch}) is still alive with "
+                "another incarnation; retry once its session expires",
+            ),
+        )
+    records: list[MetadataRecord] = []
+    if existing is not None:
+        # Rule 12: equal PreviousBrokerEpoch (from the clean-shutdown file) means clean.
+        clean = request.previous_broker_epoch == existing.epoch
+        records.extend(broker_restart_changes(image, request.broker_id, clean, elr))
+    records.append(
+        RegisterBrokerRecord(
+            broker_id=request.broker_id,
+            incarnation_id=request.incarnation_id,
+            broker_epoch=EPOCH_FROM_OFFSET,
+            endpoints=tuple(Endpoint(lst.name, lst.host, lst.port) for lst in request.listeners),
+            rack=request.rack,
+            fenced=True,
+            in_controlled_shutdown=False,
+            log_dirs=tuple(request.log_dirs),
+        )
+    )
+    tracker.touch(request.broker_id, now_ms)
+    return ControllerResult(tuple(records), msg.BrokerRegistrationResponse())
+
+
+def is_clean_restart(image: MetadataImage, request: msg.BrokerRegistrationRequest) -> bool | None:
+    """Rule 12 for the log line: None for a first registration."""
+    existing = image.brokers.get(request.broker_id)
+    if existing is None:
+        return None
+    return request.previous_broker_epoch == existing.epoch
+
+
+def process_heartbeat(
+    image: MetadataImage,
+    request: msg.BrokerHeartbeatRequest,
+    tracker: BrokerHeartbeatTracker,
+    now_ms: int,
+    elr: bool = True,
+) -> ControllerResult[msg.BrokerHeartbeatResponse]:
+    """Kafka's broker state machine: unfence when caught up, fence on request, and controlled
+    shutdown in two steps (move leadership and leave the ISRs, then fence and let it stop)."""
+    registration = image.brokers.get(request.broker_id)
+    if registration is None:
+        return ControllerResult(
+            (),
+            msg.BrokerHeartbeatResponse(
+                Errors.BROKER_ID_NOT_REGISTERED, f"broker {request.broker_id} is not registered"
+            ),
+        )
+    if registration.epoch != request.broker_epoch:
+        return ControllerResult(
+            (),
+            msg.BrokerHeartbeatResponse(
+                Errors.STALE_BROKER_EPOCH,
+                f"broker {request.broker_id} sent epoch {request.broker_epoch}, "
+                f"registered epoch is {registration.epoch}",
+            ),
+        )
+    tracker.touch(request.broker_id, now_ms)
+    caught_up = request.current_metadata_offset >= registration.epoch
+    broker_id = request.broker_id
+
+    if request.want_shut_down:
+        if registration.fenced:
+            return ControllerResult(
+                (), msg.BrokerHeartbeatResponse(is_caught_up=caught_up, should_shut_down=True)
+            )
+        if registration.in_controlled_shutdown and leaderships(image, broker_id) == 0:
+            return ControllerResult(
+                tuple(_fence_records(image, registration, elr)),
+                msg.BrokerHeartbeatResponse(
+                    is_caught_up=caught_up, is_fenced=True, should_shut_down=True
+                ),
+            )
+        records: list[MetadataRecord] = list(
+            broker_controlled_shutdown_changes(image, broker_id, elr)
+        )
+        if not registration.in_controlled_shutdown:
+            records.insert(
+                0,
+                BrokerRegistrationChangeRecord(
+                    broker_id, registration.epoch, in_controlled_shutdown=BROKER_FLAG_TRUE
+                ),
+            )
+        return ControllerResult(
+            tuple(records), msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=False)
+        )
+
+    if request.want_fence:
+        records = [] if registration.fenced else _fence_records(image, registration, elr)
+        return ControllerResult(
+            tuple(records), msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=True)
+        )
+
+    if registration.fenced and caught_up and not registration.in_controlled_shutdown:
+        # Unfence first so rule 16's elections see the broker as eligible on replay.
+        records = [
+            BrokerRegistrationChangeRecord(
+                broker_id,
+                registration.epoch,
+                fenced=BROKER_FLAG_FALSE,
+                in_controlled_shutdown=BROKER_FLAG_FALSE,
+            )
+        ]
+        records.extend(broker_unfenced_changes(image, broker_id, elr))
+        return ControllerResult(
+            tuple(records), msg.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False)
+        )
+    return ControllerResult(
+        (),
+        msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=registration.fenced),
+    )
+
+
+def fence_expired_brokers(
+    image: MetadataImage,
+    tracker: BrokerHeartbeatTracker,
+    now_ms: int,
+    session_timeout_ms: int,
+    elr: bool = True,
+) -> ControllerResult[list[FencedBroker]]:
+    """Fence every broker whose session lapsed (`broker.session.timeout.ms`), one at a time
+    against an image that already has the earlier fencings, so elections skip them."""
+    expired = tracker.expired(image, now_ms, session_timeout_ms)
+    if not expired:
+        return ControllerResult((), [])
+    delta = MetadataDelta(image)
+    current = image
+    records: list[MetadataRecord] = []
+    fenced = []
+    for registration in expired:
+        last = tracker.last_contact_ms.get(registration.broker_id, now_ms)
+        batch = _fence_records(current, registration, elr)
+        records.extend(batch)
+        for record in batch:
+            delta.replay(record, image.offset)
+        current = delta.image()
+        fenced.append(
+            FencedBroker(
+                registration.broker_id,
+                registration.epoch,
+                f"session expired ({now_ms - last} ms since the last heartbeat, "
+                f"timeout {session_timeout_ms} ms)",
+            )
+        )
+    return ControllerResult(tuple(records), fenced)

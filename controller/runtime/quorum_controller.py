@@ -1,0 +1,325 @@
+"""The active controller (Kafka's QuorumController): controller requests become metadata records,
+appended through Raft and answered once committed and replayed.
+
+Every write runs on one asyncio lock, a single writer like Kafka's controller event queue: each
+operation reads the image with every earlier operation's records already replayed. Only the Raft
+leader writes; a standby answers NOT_CONTROLLER (reads are served from its committed image). A new
+leader first commits a NoOpRecord in its epoch, so its image holds everything committed before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from cluster.config import NodeConfig
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.api_keys import ApiKey
+from cluster.protocol.errors import Errors, KafkaError
+from controller.core import cluster_control, replication_control
+from controller.core.controller_result import ControllerResult
+from controller.core.metadata_image import MetadataImage
+from controller.core.records import (
+    BROKER_FLAG_FALSE,
+    BROKER_FLAG_TRUE,
+    BrokerRegistrationChangeRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    encode_record,
+)
+from controller.runtime.metadata_state import MetadataState
+from raft.runtime.raft_manager import RaftManager
+
+log = logging.getLogger("minikraft.controller")
+
+R = TypeVar("R")
+
+CONTROLLER_API_KEYS = frozenset(
+    {
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.ELECT_LEADERS,
+    }
+)
+WRITE_TIMEOUT_MS = 10_000
+APPLY_POLL_S = 0.001
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class QuorumController:
+    def __init__(
+        self,
+        raft: RaftManager,
+        state: MetadataState,
+        config: NodeConfig,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.raft = raft
+        self.state = state
+        self.config = config
+        self._clock_ms = clock_ms
+        self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
+        self.elr_default = config.get("eligible.leader.replicas.enabled", "true") == "true"
+        self.describe_limit = int(
+            config.get(
+                "max.request.partition.size.limit", str(msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT)
+            )
+            or msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT
+        )
+        self.tracker = cluster_control.BrokerHeartbeatTracker()
+        self._lock = asyncio.Lock()
+        self._ready_epoch: int | None = None
+        self._timer: asyncio.Task[None] | None = None
+        # Counters behind the KIP-966 metrics (ElectionFromEligibleLeaderReplicasPerSec, ...).
+        self.elections_from_elr = 0
+        self.unclean_elections = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._timer = asyncio.ensure_future(self._session_timer())
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+            self._timer = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.raft.replica.role == "Leader"
+
+    def metrics(self) -> dict[str, int]:
+        """Controller metrics (KIP-966 names in ARCHITECTURE.md) from the committed image."""
+        image = self.state.image
+        fenced = sum(1 for b in image.brokers.values() if b.fenced)
+        return {
+            **replication_control.partition_counts(image),
+            "fenced_broker_count": fenced,
+            "active_broker_count": len(image.brokers) - fenced,
+            "election_from_eligible_leader_replicas_total": self.elections_from_elr,
+            "unclean_leader_elections_total": self.unclean_elections,
+        }
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def handle(self, api_key: ApiKey, request: Any, source_node_id: int | None) -> Any:
+        """The response for a controller API; None when `api_key` is not one."""
+        if api_key not in CONTROLLER_API_KEYS:
+            return None
+        if api_key == ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+            # A read of committed metadata: any controller answers from its replayed image.
+            return replication_control.describe_topic_partitions(
+                self.state.image, request, self.describe_limit
+            ).response
+        if api_key == ApiKey.BROKER_REGISTRATION:
+            return await self._register_broker(request)
+        if api_key == ApiKey.BROKER_HEARTBEAT:
+            if request.want_shut_down:
+                why = "controlled shutdown, leaderships moved away"
+            elif request.want_fence:
+                why = "the broker asked to be fenced"
+            else:
+                why = f"caught up to metadata offset {request.current_metadata_offset}"
+            return await self._write(
+                lambda image: cluster_control.process_heartbeat(
+                    image, request, self.tracker, self._clock_ms(), self._elr(image)
+                ),
+                why,
+            )
+        if api_key == ApiKey.CREATE_TOPICS:
+            return await self._write(
+                lambda image: replication_control.create_topics(image, request, uuid.uuid4),
+                "CreateTopics",
+            )
+        if api_key == ApiKey.DELETE_TOPICS:
+            return await self._write(
+                lambda image: replication_control.delete_topics(image, request), "DeleteTopics"
+            )
+        if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            return await self._write(
+                lambda image: replication_control.incremental_alter_configs(
+                    image, request, self._elr(image)
+                ),
+                "IncrementalAlterConfigs",
+            )
+        if api_key == ApiKey.ALTER_PARTITION:
+            return await self._write(
+                lambda image: replication_control.alter_partition(image, request, self._elr(image)),
+                f"AlterPartition from broker {request.broker_id}",
+            )
+        return await self._write(
+            lambda image: replication_control.elect_leaders(image, request, self._elr(image)),
+            "ElectLeaders",
+        )
+
+    async def _register_broker(
+        self, request: msg.BrokerRegistrationRequest
+    ) -> msg.BrokerRegistrationResponse:
+        clean: bool | None = None
+
+        def compute(image: MetadataImage) -> ControllerResult[msg.BrokerRegistrationResponse]:
+            nonlocal clean
+            clean = cluster_control.is_clean_restart(image, request)
+            return cluster_control.register_broker(
+                image,
+                request,
+                self.raft.cluster_id,
+                self.tracker,
+                self._clock_ms(),
+                self.session_timeout_ms,
+                self._elr(image),
+            )
+
+        response, image, written = await self._write_result(
+            compute, f"registration of broker {request.broker_id}"
+        )
+        if response.error_code != 0 or not written:
+            return response
+        registration = image.brokers.get(request.broker_id)
+        if registration is None or registration.incarnation_id != request.incarnation_id:
+            raise KafkaError(Errors.NOT_CONTROLLER, "registration was superseded; retry")
+        how = {None: "first registration", True: "clean restart", False: "unclean restart"}[clean]
+        log.info(
+            "Registered broker %s with epoch %s (%s, previous broker epoch %s)",
+            request.broker_id,
+            registration.epoch,
+            how,
+            request.previous_broker_epoch,
+        )
+        return msg.BrokerRegistrationResponse(broker_epoch=registration.epoch)
+
+    # -- the single writer -------------------------------------------------------------------
+
+    def _elr(self, image: MetadataImage) -> bool:
+        return replication_control.elr_enabled(image, self.elr_default)
+
+    async def _write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:
+        response, _, _ = await self._write_result(compute, what)
+        return response
+
+    async def _write_result(
+        self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str
+    ) -> tuple[R, MetadataImage, bool]:
+        async with self._lock:
+            await self._ensure_active()
+            before = self.state.image
+            result = compute(before)
+            if result.records:
+                await self._commit(result.records, what)
+                self._log_changes(before, result.records, what)
+            return result.response, self.state.image, bool(result.records)
+
+    async def _ensure_active(self) -> None:
+        """Refuse on a standby; on the first write of a new epoch, catch the image up."""
+        replica = self.raft.replica
+        if replica.role != "Leader":
+            raise KafkaError(
+                Errors.NOT_CONTROLLER,
+                f"node {replica.node_id} is not the active controller; "
+                f"leader is {replica.leader_id} in epoch {replica.epoch}",
+            )
+        epoch = replica.epoch
+        if self._ready_epoch == epoch:
+            return
+        # Everything committed by earlier leaders is below our own first commit (Raft), so once
+        # this NoOp is replayed the image is complete.
+        offset = await self._commit((NoOpRecord(),), f"activation in epoch {epoch}")
+        self.tracker.reset(list(self.state.image.brokers), self._clock_ms())
+        self._ready_epoch = epoch
+        log.info(
+            "Node %s is the active controller in epoch %s (metadata replayed to offset %s, "
+            "%s brokers, %s topics)",
+            replica.node_id,
+            epoch,
+            offset,
+            len(self.state.image.brokers),
+            len(self.state.image.topics),
+        )
+
+    async def _commit(self, records: tuple[MetadataRecord, ...], what: str) -> int:
+        encoded = [encode_record(r) for r in records]
+        try:
+            offset = await self.raft.driver.append_and_commit(encoded, WRITE_TIMEOUT_MS)
+            await self._wait_applied(offset)
+        except BaseException:
+            # The records may still commit later: re-sync before the next write.
+            self._ready_epoch = None
+            raise
+        log.debug("Committed %s records for %s at offset %s", len(records), what, offset)
+        return offset
+
+    async def _wait_applied(self, offset: int) -> None:
+        deadline = time.monotonic() + WRITE_TIMEOUT_MS / 1000
+        while self.state.committed_offset <= offset:
+            if time.monotonic() > deadline:
+                raise KafkaError(Errors.REQUEST_TIMED_OUT, f"offset {offset} not replayed")
+            await asyncio.sleep(APPLY_POLL_S)
+
+    def _log_changes(
+        self, before: MetadataImage, records: tuple[MetadataRecord, ...], why: str
+    ) -> None:
+        for record in records:
+            if isinstance(record, BrokerRegistrationChangeRecord):
+                self._log_broker_change(record, why)
+                continue
+            if not isinstance(record, PartitionChangeRecord):
+                continue
+            summary = replication_control.summarize_change(before, record)
+            if summary is None:
+                continue
+            if summary.election == "ELR":
+                self.elections_from_elr += 1
+            elif summary.election == "unclean":
+                self.unclean_elections += 1
+            log.info("%s", summary.message)
+
+    @staticmethod
+    def _log_broker_change(record: BrokerRegistrationChangeRecord, why: str) -> None:
+        broker = f"broker {record.broker_id} (epoch {record.broker_epoch})"
+        if record.fenced == BROKER_FLAG_TRUE:
+            log.info("Fenced %s: %s", broker, why)
+        elif record.fenced == BROKER_FLAG_FALSE:
+            log.info("Unfenced %s: %s", broker, why)
+        elif record.in_controlled_shutdown == BROKER_FLAG_TRUE:
+            log.info("Broker %s is in controlled shutdown: moving its leaderships away", broker)
+
+    # -- session timeouts --------------------------------------------------------------------
+
+    async def _session_timer(self) -> None:
+        interval_s = max(0.05, min(self.session_timeout_ms / 4, 1000) / 1000)
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.is_active:
+                continue
+            try:
+                await self.fence_expired()
+            except KafkaError as exc:
+                log.debug("Session check skipped: %s", exc)
+
+    async def fence_expired(self) -> list[cluster_control.FencedBroker]:
+        """Fence the brokers whose `broker.session.timeout.ms` lapsed (active controller only)."""
+        fenced = await self._write(
+            lambda image: cluster_control.fence_expired_brokers(
+                image, self.tracker, self._clock_ms(), self.session_timeout_ms, self._elr(image)
+            ),
+            "session expired",
+        )
+        for broker in fenced:
+            log.debug(
+                "Broker %s (epoch %s): %s", broker.broker_id, broker.broker_epoch, broker.reason
+            )
+        return fenced

@@ -1,0 +1,147 @@
+"""A minimal broker stand-in for controller tests: it registers with the active controller over
+the real protocol (BrokerRegistration) and heartbeats (BrokerHeartbeat), following NOT_CONTROLLER
+to the new active controller after a failover. It hosts no partitions and does not replay the
+metadata log: it reports its own registration offset as its metadata offset, which is exactly
+what the controller needs to unfence it (caught up to its registration).
+
+`FakeBrokers` runs several on an event loop in a background thread, so synchronous tests can call
+the CLI meanwhile; `stop()` ends them (without controlled shutdown, like a crash).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import uuid
+
+from cluster.cli.admin_client import describe_quorum, split_bootstrap
+from cluster.net.client import RpcClient
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.errors import Errors, KafkaError
+
+HEARTBEAT_INTERVAL_S = 0.2
+REQUEST_TIMEOUT_MS = 2000
+
+
+class FakeBroker:
+    def __init__(self, bootstrap_controller: str, cluster_id: str, broker_id: int) -> None:
+        self.bootstrap = bootstrap_controller
+        self.cluster_id = cluster_id
+        self.broker_id = broker_id
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.previous_broker_epoch = -1
+        self.fenced = True
+        self.errors: list[str] = []
+        self._client = RpcClient(
+            f"fake-broker-{broker_id}", cluster_id=cluster_id, request_timeout_ms=REQUEST_TIMEOUT_MS
+        )
+        self._controller: str | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    if self.broker_epoch < 0:
+                        await self.register()
+                    else:
+                        await self.heartbeat()
+                except KafkaError as exc:
+                    self.errors.append(exc.error.name)
+                    self._controller = None  # find the active controller again
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), HEARTBEAT_INTERVAL_S)
+        finally:
+            await self._client.close()
+
+    async def _send(self, request: object) -> object:
+        if self._controller is None:
+            self._controller = await self._active_controller()
+        response = await self._client.request(self._controller, request)
+        code = Errors.of(response.error_code)  # type: ignore[attr-defined]
+        if code != Errors.NONE:
+            raise KafkaError(code, response.error_message)  # type: ignore[attr-defined]
+        return response
+
+    async def _active_controller(self) -> str:
+        status = await describe_quorum(self.bootstrap, timeout_ms=REQUEST_TIMEOUT_MS)
+        if status.leader_id is not None:
+            endpoints = status.endpoints().get(status.leader_id, {})
+            if endpoints:
+                return next(iter(endpoints.values()))
+        return split_bootstrap(self.bootstrap)[0]
+
+    async def register(self) -> None:
+        response = await self._send(
+            msg.BrokerRegistrationRequest(
+                self.broker_id,
+                self.cluster_id,
+                self.incarnation_id,
+                [msg.BrokerListener("PLAINTEXT", "127.0.0.1", 29000 + self.broker_id)],
+                previous_broker_epoch=self.previous_broker_epoch,
+            )
+        )
+        assert isinstance(response, msg.BrokerRegistrationResponse)
+        self.broker_epoch = response.broker_epoch
+
+    async def heartbeat(self) -> None:
+        try:
+            response = await self._send(
+                msg.BrokerHeartbeatRequest(self.broker_id, self.broker_epoch, self.broker_epoch)
+            )
+        except KafkaError as exc:
+            if exc.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+                self.broker_epoch = -1  # register again
+            raise
+        assert isinstance(response, msg.BrokerHeartbeatResponse)
+        self.fenced = response.is_fenced
+
+
+class FakeBrokers:
+    """Brokers on a background event loop; use as a context manager or start()/stop()."""
+
+    def __init__(self, bootstrap_controller: str, cluster_id: str, broker_ids: list[int]) -> None:
+        self.brokers = {b: FakeBroker(bootstrap_controller, cluster_id, b) for b in broker_ids}
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="fake-brokers", daemon=True)
+        self._started = threading.Event()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._run_all())
+        self._loop.close()
+
+    async def _run_all(self) -> None:
+        self._stop = asyncio.Event()
+        self._started.set()
+        await asyncio.gather(*(b.run(self._stop) for b in self.brokers.values()))
+
+    def start(self) -> FakeBrokers:
+        self._thread.start()
+        self._started.wait(5)
+        return self
+
+    def stop(self) -> None:
+        if self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def wait_unfenced(self, timeout_s: float = 15) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(b.broker_epoch >= 0 and not b.fenced for b in self.brokers.values()):
+                return
+            time.sleep(0.05)
+        state = {
+            b.broker_id: (b.broker_epoch, b.fenced, b.errors[-3:]) for b in self.brokers.values()
+        }
+        raise AssertionError(f"brokers not unfenced within {timeout_s}s: {state}")
+
+    def __enter__(self) -> FakeBrokers:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,137 @@
+"""Issue 4 with real processes: a controller formatted with --no-initial-controllers joins as an
+observer and is added; another is removed; a controller's wiped disk is replaced by
+RemoveVoter(old key) + AddVoter(new key) without losing a committed record (INVARIANTS 4-7)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from cluster.launch.committed_prefix import committed_entries, compare_committed_prefixes
+from raft.core.replica_key import ReplicaKey, uuid_to_str
+from raft.runtime.raft_manager import METADATA_PARTITION_DIR
+from tests.integration.conftest import quorum, start_cluster, wait_for
+from tests.integration.membership_helpers import (
+    directory_id,
+    format_observer,
+    keys,
+    metadata_dir,
+    new_controller_spec,
+    quorum_cli,
+    wipe_metadata,
+)
+
+WAIT_S = 30  # generous: two cores shared with other test runs
+
+
+def test_observer_joins_is_added_then_another_voter_is_removed(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "c")
+    try:
+        spec4 = new_controller_spec(cluster, 4)
+        dir4 = format_observer(cluster, spec4)
+        cluster.start_node(spec4)
+        key4 = ReplicaKey(4, dir4)
+        status = wait_for(lambda s: key4 in keys(s)[1], cluster, WAIT_S)
+        data = status.status_json(cluster.cluster_id)
+        assert {"id": 4, "directory_id": uuid_to_str(dir4)} in data["could_be_voters"]
+        assert [o["endpoints"] for o in data["current_observers"] if o["id"] == 4] == [
+            {"CONTROLLER": spec4.address}]
+        hwm_before_add = status.response.high_watermark
+
+        added = quorum_cli(cluster, "add-controller", "--config", spec4.config)
+        assert added.returncode == 0, added.stderr
+        status = quorum(cluster)
+        assert key4 in keys(status)[0] and len(status.voters) == 4  # committed before the answer
+        assert status.response.high_watermark > hwm_before_add
+        again = quorum_cli(cluster, "add-controller", "--config", spec4.config)
+        assert again.returncode == 1 and "DUPLICATE_VOTER" in again.stderr
+
+        victim = next(v for v in status.voters if v.replica_id not in (status.leader_id, 4))
+        victim_dir = uuid_to_str(victim.replica_directory_id)
+        removed = quorum_cli(cluster, "remove-controller", "--controller-id",
+                             str(victim.replica_id), "--controller-directory-id", victim_dir,
+                             "--output", "json")
+        assert removed.returncode == 0, removed.stderr
+        assert json.loads(removed.stdout)["result"] == "removed"
+        status = quorum(cluster)
+        voters, _observers = keys(status)
+        assert len(voters) == 3 and key4 in voters
+        assert ReplicaKey(victim.replica_id, victim.replica_directory_id) not in voters
+        gone = quorum_cli(cluster, "remove-voter", "--replica-id", str(victim.replica_id),
+                          "--replica-uuid", victim_dir)
+        assert gone.returncode == 1 and "VOTER_NOT_FOUND" in gone.stderr
+        # The quorum keeps committing NoOpRecords with the new set (rule 5).
+        hwm = status.response.high_watermark
+        later = wait_for(lambda s: s.response.high_watermark > hwm + 2, cluster, WAIT_S)
+        report = compare_committed_prefixes(cluster, later.response.high_watermark)
+        assert report.agree, report.mismatches
+    finally:
+        cluster.stop()
+        assert not cluster.running(), "processes left behind"
+
+
+def test_disk_replacement_remove_old_key_then_add_new_key(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "c")
+    try:
+        spec2 = cluster.node("controller-2")
+        old_dir = directory_id(spec2)
+        before = wait_for(lambda s: s.response.high_watermark > 5, cluster, WAIT_S)
+        cluster.kill(spec2, signal.SIGKILL)
+        after_kill = wait_for(
+            lambda s: s.leader_id not in (None, 2)
+            and s.response.high_watermark > before.response.high_watermark + 2,
+            cluster, WAIT_S)
+        hwm = after_kill.response.high_watermark
+        survivors = [cluster.node("controller-1"), cluster.node("controller-3")]
+
+        def committed_of_survivors() -> dict[str, dict[int, tuple[int, bytes]]]:
+            return {s.name: committed_entries(metadata_dir(s) / METADATA_PARTITION_DIR, hwm)
+                    for s in survivors}
+
+        committed_before = committed_of_survivors()
+        assert all(len(entries) == hwm for entries in committed_before.values())
+
+        wipe_metadata(spec2)
+        new_dir = format_observer(cluster, spec2)
+        assert new_dir != old_dir
+        cluster.start_node(spec2)
+        new_key, old_key = ReplicaKey(2, new_dir), ReplicaKey(2, old_dir)
+        status = wait_for(lambda s: new_key in keys(s)[1], cluster, WAIT_S)
+        # Rule 4: the new disk is an observer; the old key is still the voter and nothing of
+        # the new disk counts for it (its fetch progress stays where the old disk stopped).
+        voters, _ = keys(status)
+        assert old_key in voters and new_key not in voters
+        old_progress = next(v for v in status.voters if v.replica_directory_id == old_dir)
+        observed = wait_for(lambda s: next(
+            o.log_end_offset for o in s.response.observers if o.replica_directory_id == new_dir
+        ) >= hwm, cluster, WAIT_S)
+        assert next(v.log_end_offset for v in observed.voters
+                    if v.replica_directory_id == old_dir) == old_progress.log_end_offset
+        assert {"id": 2, "directory_id": uuid_to_str(new_dir)} in observed.status_json(
+            None)["could_be_voters"]
+
+        removed = quorum_cli(cluster, "remove-controller", "--controller-id", "2",
+                             "--controller-directory-id", uuid_to_str(old_dir))
+        assert removed.returncode == 0, removed.stderr
+        added = quorum_cli(cluster, "add-controller", "--config", spec2.config)
+        assert added.returncode == 0, added.stderr
+        final = quorum(cluster)
+        voters, _ = keys(final)
+        assert voters == {ReplicaKey(1, directory_id(cluster.node("controller-1"))),
+                          new_key, ReplicaKey(3, directory_id(cluster.node("controller-3")))}
+        described = final.status_json(None)
+        assert {"id": 2, "directory_id": uuid_to_str(new_dir),
+                "endpoints": {"CONTROLLER": spec2.address}} in described["current_voters"]
+        # Rule 2: no committed record was lost or changed on the survivors, and the new disk
+        # holds the same committed prefix.
+        assert committed_of_survivors() == committed_before
+        grown = wait_for(lambda s: s.response.high_watermark > final.response.high_watermark + 2
+                         and next(v.log_end_offset for v in s.voters if v.replica_id == 2)
+                         >= final.response.high_watermark, cluster, WAIT_S)
+        report = compare_committed_prefixes(cluster, grown.response.high_watermark)
+        assert report.agree, report.mismatches
+        assert report.entries_compared >= 2 * hwm
+    finally:
+        cluster.stop()
+        assert not cluster.running(), "processes left behind"

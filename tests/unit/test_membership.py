@@ -1,0 +1,289 @@
+"""AddRaftVoter / RemoveRaftVoter on single RaftReplica cores (INVARIANTS rules 4-6): each bad
+request answers its named error and changes nothing; good ones put the new set in force on
+append, and a leader that removes itself resigns once the removal commits."""
+
+from __future__ import annotations
+
+import uuid
+
+from cluster.protocol.errors import Errors
+from cluster.protocol.raft_messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    BeginQuorumEpochRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.core.control_records import VotersRecord, iter_control_records
+from raft.core.memory_log import MemoryLog
+from raft.core.raft_replica import RaftConfig, RaftReplica, RaftResult
+from raft.core.replica_key import ReplicaKey
+from raft.core.replicated_log import ReplicatedLog
+from tests.unit.test_raft_replica import CONFIG, DIRS, elect, formatted_log, key, replica, reqs
+
+NEW_DISK = uuid.UUID(int=2222)  # node 2's replaced disk (seed 003)
+
+
+def fetch(leader: RaftReplica, node_id: int, directory_id: uuid.UUID, offset: int, now_ms: int,
+          endpoint: str = "") -> FetchResponse:
+    result = leader.handle_request(node_id, FetchRequest(
+        replica_id=node_id, replica_directory_id=directory_id, fetch_offset=offset,
+        last_fetched_epoch=leader.epoch if offset > 0 else 0,
+        current_leader_epoch=leader.epoch, cluster_id="c1", replica_endpoint=endpoint), now_ms)
+    response = result.response
+    assert isinstance(response, FetchResponse) and response.error_code == 0, response
+    return response
+
+
+def flush(node: RaftReplica, now_ms: int) -> RaftResult:
+    node._log.flush()
+    return node.handle_flushed(now_ms)
+
+
+def committed_leader(ids: tuple[int, ...] = (1, 2, 3), config: RaftConfig = CONFIG
+                     ) -> RaftReplica:
+    """Node 1 leads epoch 1 and has committed its LeaderChange (its first commit, rule 5)."""
+    leader = replica(1, formatted_log(ids), config=config)
+    elect(leader)
+    flush(leader, 2001)
+    if len(ids) > 1:
+        fetch(leader, 2, DIRS[2], leader._log.end_offset(), 2002)
+    assert leader.high_watermark == leader._log.end_offset()
+    return leader
+
+
+def add(node: RaftReplica, voter: ReplicaKey, now_ms: int, listeners: dict[str, str] | None = None
+        ) -> tuple[AddRaftVoterResponse, RaftResult]:
+    result = node.handle_request(-1, AddRaftVoterRequest(
+        voter.id, voter.directory_id, dict(listeners or {}), cluster_id="c1"), now_ms)
+    assert isinstance(result.response, AddRaftVoterResponse)
+    return result.response, result
+
+
+def remove(node: RaftReplica, voter: ReplicaKey, now_ms: int
+           ) -> tuple[RemoveRaftVoterResponse, RaftResult]:
+    result = node.handle_request(-1, RemoveRaftVoterRequest(voter.id, voter.directory_id,
+                                                            cluster_id="c1"), now_ms)
+    assert isinstance(result.response, RemoveRaftVoterResponse)
+    return result.response, result
+
+
+def voters_records(log: ReplicatedLog) -> list[tuple[int, VotersRecord]]:
+    raw = log.read(log.start_offset(), 1 << 30)
+    return [(offset, rec) for offset, _epoch, rec in iter_control_records(raw)
+            if isinstance(rec, VotersRecord)]
+
+
+def snapshot_of(node: RaftReplica) -> tuple[int, list[ReplicaKey], int]:
+    return node._log.end_offset(), node.voters.keys(), node.high_watermark
+
+
+# -- good changes -------------------------------------------------------------------------------
+
+def test_add_caught_up_observer_in_force_on_append_then_committed_by_new_majority() -> None:
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    fetch(leader, 4, DIRS[4], end, 2100, endpoint="h4:9093")
+    response, result = add(leader, key(4), 2101, {"CONTROLLER": "h4:9093"})
+    assert response.error_code == 0 and response.leader_id == 1
+    assert result.voters_record_offset == end and result.flush
+    # Rule 5: in force at once, before any commit; the new voter hears BeginQuorumEpoch (rule 4).
+    assert leader.voters.keys() == [key(1), key(2), key(3), key(4)]
+    assert leader.high_watermark == end
+    assert [o.dest_node_id for o in result.send
+            if isinstance(o.request, BeginQuorumEpochRequest)] == [4]
+    flush(leader, 2102)
+    fetch(leader, 2, DIRS[2], end + 1, 2103)
+    assert leader.high_watermark == end  # 2 of 4 is not a majority of the new set
+    fetch(leader, 4, DIRS[4], end + 1, 2104)
+    assert leader.high_watermark == end + 1
+    (offset, record), = voters_records(leader._log)
+    assert offset == end and record.voters[-1].endpoints == {"CONTROLLER": "h4:9093"}
+
+
+def test_add_voter_without_listeners_uses_the_endpoint_the_observer_fetched_with() -> None:
+    leader = committed_leader()
+    fetch(leader, 4, DIRS[4], leader._log.end_offset(), 2100, endpoint="h4:9093")
+    described = leader.describe_quorum(2100)
+    assert isinstance(described, DescribeQuorumResponse)
+    assert [(o.replica_id, o.replica_directory_id) for o in described.observers] == [(4, DIRS[4])]
+    assert described.observer_endpoints[0].endpoints == {"CONTROLLER": "h4:9093"}
+    response, _ = add(leader, key(4), 2101)
+    assert response.error_code == 0
+    assert dict(leader.voters.voters[key(4)]) == {"CONTROLLER": "h4:9093"}
+
+
+def test_disk_replacement_add_new_key_of_an_existing_id_then_remove_the_old_key() -> None:
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    fetch(leader, 2, NEW_DISK, end, 2100, endpoint="h2:9093")
+    response, _ = add(leader, ReplicaKey(2, NEW_DISK), 2101)
+    assert response.error_code == 0  # rule 5: the full key decides, not the id
+    assert leader.voters.keys() == [key(1), key(2), key(3), ReplicaKey(2, NEW_DISK)]
+    flush(leader, 2102)
+    fetch(leader, 3, DIRS[3], end + 1, 2103)
+    fetch(leader, 2, NEW_DISK, end + 1, 2104)
+    assert leader.high_watermark == end + 1
+    removal, _ = remove(leader, key(2), 2105)
+    assert removal.error_code == 0
+    assert leader.voters.keys() == [key(1), key(3), ReplicaKey(2, NEW_DISK)]
+
+
+def test_remove_then_add_back_with_a_new_directory_id() -> None:
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    removal, _ = remove(leader, key(2), 2100)
+    assert removal.error_code == 0 and leader.voters.keys() == [key(1), key(3)]
+    flush(leader, 2101)
+    fetch(leader, 3, DIRS[3], end + 1, 2102)
+    assert leader.high_watermark == end + 1
+    fetch(leader, 2, NEW_DISK, end + 1, 2103, endpoint="h2:9093")
+    response, _ = add(leader, ReplicaKey(2, NEW_DISK), 2104)
+    assert response.error_code == 0
+    assert leader.voters.keys() == [key(1), key(3), ReplicaKey(2, NEW_DISK)]
+
+
+# -- bad requests: the named error, nothing changed ------------------------------------------------
+
+def test_adding_an_existing_key_is_duplicate_voter() -> None:
+    leader = committed_leader()
+    before = snapshot_of(leader)
+    response, result = add(leader, key(2), 2100, {"CONTROLLER": "h2:9093"})
+    assert response.error_code == Errors.DUPLICATE_VOTER
+    assert result.voters_record_offset == -1 and snapshot_of(leader) == before
+    assert voters_records(leader._log) == []
+
+
+def test_removing_an_unknown_key_is_voter_not_found() -> None:
+    leader = committed_leader()
+    before = snapshot_of(leader)
+    for unknown in (ReplicaKey(2, NEW_DISK), ReplicaKey(9, DIRS[1])):
+        response, result = remove(leader, unknown, 2100)
+        assert response.error_code == Errors.VOTER_NOT_FOUND, unknown
+        assert result.voters_record_offset == -1
+    assert snapshot_of(leader) == before and voters_records(leader._log) == []
+
+
+def test_a_second_change_while_one_is_uncommitted_is_request_timed_out() -> None:
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    for node_id in (4, 5):
+        fetch(leader, node_id, DIRS[node_id], end, 2100, endpoint=f"h{node_id}:9093")
+    assert add(leader, key(4), 2101)[0].error_code == 0
+    before = snapshot_of(leader)
+    response, result = add(leader, key(5), 2102)
+    assert response.error_code == Errors.REQUEST_TIMED_OUT
+    assert "not committed" in response.error_message
+    removal, result2 = remove(leader, key(3), 2103)
+    assert removal.error_code == Errors.REQUEST_TIMED_OUT
+    assert result.voters_record_offset == result2.voters_record_offset == -1
+    assert snapshot_of(leader) == before and len(voters_records(leader._log)) == 1
+    # Once the first change commits, the next one goes through (one at a time, rule 5).
+    flush(leader, 2104)
+    fetch(leader, 2, DIRS[2], end + 1, 2105)
+    fetch(leader, 4, DIRS[4], end + 1, 2106)
+    fetch(leader, 5, DIRS[5], end + 1, 2106)
+    assert leader.high_watermark == end + 1
+    assert add(leader, key(5), 2107)[0].error_code == 0
+
+
+def test_removing_the_last_voter_is_refused() -> None:
+    leader = committed_leader(ids=(1,))
+    before = snapshot_of(leader)
+    response, result = remove(leader, key(1), 2100)
+    assert response.error_code == Errors.INVALID_REQUEST
+    assert result.voters_record_offset == -1 and snapshot_of(leader) == before
+
+
+def test_adding_a_voter_far_behind_or_not_fetching_is_request_timed_out() -> None:
+    leader = committed_leader(config=RaftConfig(cluster_id="c1", add_voter_max_lag_records=5))
+    for index in range(20):
+        leader.append([f"r{index}".encode()], 2100)
+    flush(leader, 2101)
+    fetch(leader, 2, DIRS[2], leader._log.end_offset(), 2102)
+    assert leader.high_watermark == leader._log.end_offset() == 21
+    before = snapshot_of(leader)
+    response, _ = add(leader, key(4), 2103, {"CONTROLLER": "h4:9093"})  # never fetched
+    assert response.error_code == Errors.REQUEST_TIMED_OUT and "not fetching" in (
+        response.error_message)
+    fetch(leader, 4, DIRS[4], 1, 2104, endpoint="h4:9093")  # 20 records behind
+    response, result = add(leader, key(4), 2105)
+    assert response.error_code == Errors.REQUEST_TIMED_OUT and "caught up" in (
+        response.error_message)
+    assert result.voters_record_offset == -1 and snapshot_of(leader) == before
+    fetch(leader, 4, DIRS[4], 17, 2106)  # within 5 of the log end now
+    assert add(leader, key(4), 2107)[0].error_code == 0
+
+
+def test_no_change_before_the_leader_commits_in_its_epoch() -> None:
+    leader = replica(1, formatted_log())
+    elect(leader)
+    fetch(leader, 4, DIRS[4], 0, 2001, endpoint="h4:9093")
+    response, result = add(leader, key(4), 2002)
+    assert response.error_code == Errors.REQUEST_TIMED_OUT and "committed in epoch" in (
+        response.error_message)
+    assert result.voters_record_offset == -1 and key(4) not in leader.voters
+
+
+def test_a_non_leader_answers_not_leader_with_the_leader_it_knows() -> None:
+    follower = replica(2)
+    follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2], "c1"), 100)
+    response, result = add(follower, key(4), 101, {"CONTROLLER": "h4:9093"})
+    assert response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert (response.leader_id, response.leader_epoch, response.leader_endpoint) == (
+        1, 1, "h1:9093")
+    response2, _ = remove(follower, key(3), 102)
+    assert response2.error_code == Errors.NOT_LEADER_OR_FOLLOWER and response2.leader_id == 1
+    assert result.voters_record_offset == -1 and follower.voters.keys() == [key(1), key(2), key(3)]
+
+
+# -- rule 6: the leader removes itself ------------------------------------------------------------
+
+def test_leader_removing_itself_stops_counting_serves_fetches_and_resigns_on_commit() -> None:
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    response, _ = remove(leader, key(1), 2100)
+    assert response.error_code == 0 and not leader.is_voter
+    flush(leader, 2101)
+    assert leader.high_watermark == end  # the leader's own flush does not count any more
+    served = fetch(leader, 2, DIRS[2], end + 1, 2102)  # still serves Fetch
+    assert served.leader_id == 1 and leader.role == "Leader"
+    assert leader.high_watermark == end  # 1 of the 2 remaining voters
+    result = leader.handle_request(3, FetchRequest(
+        replica_id=3, replica_directory_id=DIRS[3], fetch_offset=end + 1, last_fetched_epoch=1,
+        current_leader_epoch=1, cluster_id="c1"), 2103)
+    assert leader.high_watermark == end + 1
+    assert leader.role == "Resigned"  # the removal committed on a majority of the new set
+    ends = reqs(result, EndQuorumEpochRequest)
+    assert sorted(r.voter_id for r in ends) == [2, 3]
+    # Later it is an observer: it never campaigns again (rule 4).
+    leader.tick(10_000)
+    assert leader.role == "Observer"
+    assert reqs(leader.tick(20_000), VoteRequest) == []
+
+
+# -- rule 4: a replaced disk neither votes nor counts --------------------------------------------
+
+def test_a_replaced_disk_gets_invalid_voter_key_and_its_fetches_do_not_commit() -> None:
+    replaced = RaftReplica(2, NEW_DISK, MemoryLog(), None,
+                           RaftConfig(cluster_id="c1", bootstrap_servers=["h1:9093"]),
+                           lambda: 0.0, 0, "h2:9093")
+    assert replaced.role == "Observer"
+    result = replaced.handle_request(3, VoteRequest(5, 3, DIRS[3], 2, DIRS[2], 0, 0), 10)
+    vote = result.response
+    assert isinstance(vote, VoteResponse) and vote.error_code == Errors.INVALID_VOTER_KEY
+    assert not vote.vote_granted and replaced.election_state.voted_key is None
+    leader = committed_leader()
+    leader.append([b"x"], 2100)
+    flush(leader, 2101)
+    end = leader._log.end_offset()
+    fetch(leader, 2, NEW_DISK, end, 2102)
+    assert leader.high_watermark == end - 1  # the new disk's key is not a voter
+    fetch(leader, 3, DIRS[3], end, 2103)
+    assert leader.high_watermark == end

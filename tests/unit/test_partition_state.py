@@ -1,0 +1,386 @@
+"""broker.core.partition_state: the HWM rule (20), ISR changes with broker epochs (17, 18) and
+leader recovery (21), driven with explicit now_ms and no I/O."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from types import MappingProxyType
+
+from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated
+from broker.core.leader_epoch_cache import EpochEntry
+from broker.core.partition_state import (
+    ACKS_ALL,
+    CONSUMER_REPLICA_ID,
+    PartitionReady,
+    PartitionState,
+    ProposalKind,
+    Role,
+)
+from cluster.protocol.errors import Errors
+from controller.core.alter_partition import AlterPartitionPartitionResult, BrokerState
+from controller.core.metadata_image import BrokerRegistration, MetadataImage
+from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+
+LAG_MS = 10_000
+
+
+def image(epochs: dict[int, int], fenced: frozenset[int] = frozenset()) -> MetadataImage:
+    brokers = {
+        b: BrokerRegistration(b, e, uuid.UUID(int=b), fenced=b in fenced,
+                              in_controlled_shutdown=False)
+        for b, e in epochs.items()
+    }
+    return MetadataImage(brokers=MappingProxyType(brokers))
+
+
+EPOCHS = {1: 100, 2: 200, 3: 300}
+
+
+def reg(
+    isr: tuple[int, ...],
+    *,
+    leader: int = 1,
+    leader_epoch: int = 5,
+    partition_epoch: int = 10,
+    recovery: LeaderRecoveryState = LeaderRecoveryState.RECOVERED,
+) -> PartitionRegistration:
+    return PartitionRegistration(
+        replicas=(1, 2, 3),
+        isr=isr,
+        leader=leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=partition_epoch,
+        leader_recovery_state=recovery,
+    )
+
+
+def leader(
+    isr: tuple[int, ...] = (1, 2, 3),
+    min_isr: int = 2,
+    log_end_offset: int = 0,
+    brokers: MetadataImage | None = None,
+    **kwargs: object,
+) -> tuple[PartitionState, PartitionReady]:
+    state = PartitionState("foo", 0, 1, replica_lag_time_max_ms=LAG_MS,
+                           log_end_offset=log_end_offset, flushed_offset=log_end_offset)
+    ready = state.apply_registration(
+        reg(isr, **kwargs),  # type: ignore[arg-type]
+        min_isr,
+        brokers or image(EPOCHS),
+        now_ms=0,
+    )
+    return state, ready
+
+
+def committed(state: PartitionState, isr: tuple[int, ...], partition_epoch: int,
+              recovery: LeaderRecoveryState = LeaderRecoveryState.RECOVERED,
+              ) -> AlterPartitionPartitionResult:
+    return AlterPartitionPartitionResult(
+        partition_index=0, error=Errors.NONE, leader_id=1, leader_epoch=state.leader_epoch,
+        isr=isr, leader_recovery_state=int(recovery), partition_epoch=partition_epoch,
+    )
+
+
+def test_become_leader_assigns_the_epoch_at_the_log_end() -> None:
+    state, ready = leader(log_end_offset=42)
+    assert state.role is Role.LEADER
+    assert ready.assign_leader_epoch == EpochEntry(5, 42)
+    assert state.leader_epoch_start_offset == 42
+
+
+def test_hwm_is_the_minimum_log_end_over_the_isr() -> None:
+    state, _ = leader()
+    state.update_local_log(10, 10, now_ms=1)
+    state.on_follower_fetch(2, 10, 200, now_ms=2)
+    assert state.high_watermark == 0  # replica 3 has not fetched: it holds the HWM
+    ready = state.on_follower_fetch(3, 7, 300, now_ms=3)
+    assert state.high_watermark == 7
+    assert [e.new for e in ready.events if isinstance(e, HwmAdvanced)] == [7]
+
+
+def test_hwm_does_not_move_while_committed_isr_is_under_min_isr() -> None:
+    state, _ = leader(isr=(1,), min_isr=2)
+    state.update_local_log(10, 10, now_ms=1)
+    # Every replica has the data, but the controller has committed only ISR [1] (rule 20).
+    ready = state.on_follower_fetch(2, 10, 200, now_ms=2)
+    assert state.high_watermark == 0
+    assert not [e for e in ready.events if isinstance(e, HwmAdvanced)]
+    assert ready.alter_partition is not None
+    assert ready.alter_partition.isr == (1, 2)
+    state.on_follower_fetch(3, 10, 300, now_ms=3)
+    assert state.high_watermark == 0
+    # Only the committed expansion lets it move.
+    done = state.on_alter_partition_response(
+        ready.alter_partition.proposal_id, Errors.NONE, committed(state, (1, 2), 11), now_ms=4
+    )
+    assert state.committed_isr == (1, 2)
+    assert state.high_watermark == 10
+    event = next(e for e in done.events if isinstance(e, HwmAdvanced))
+    assert (event.isr_size, event.min_isr, event.old, event.new) == (2, 2, 0, 10)
+
+
+def test_acks_all_is_refused_under_min_isr_and_acks_1_is_not() -> None:
+    state, _ = leader(isr=(1,), min_isr=2)
+    assert state.check_produce(ACKS_ALL) is Errors.NOT_ENOUGH_REPLICAS
+    assert state.check_produce(1) is Errors.NONE
+    assert state.check_produce(0) is Errors.NONE
+    assert state.check_produce(2) is Errors.INVALID_REQUIRED_ACKS
+    # An acks=1 write is appended but stays above the HWM: consumers cannot see it.
+    state.update_local_log(3, 3, now_ms=1)
+    assert state.fetch_upper_bound(CONSUMER_REPLICA_ID) == 0
+    assert state.fetch_upper_bound(2) == 3
+
+
+def test_acks_all_completes_when_the_hwm_passes_the_batch() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    assert state.check_produce(ACKS_ALL) is Errors.NONE
+    state.update_local_log(5, 5, now_ms=1)
+    ready = state.await_high_watermark(ack_id=7, base_offset=0, last_offset=4, now_ms=1)
+    assert ready.completed_acks == ()
+    ready = state.on_follower_fetch(2, 4, 200, now_ms=2)
+    assert ready.completed_acks == ()  # HWM 4 does not cover offset 4
+    ready = state.on_follower_fetch(2, 5, 200, now_ms=3)
+    assert ready.completed_acks == (7,)
+    assert state.pending_ack_ids() == ()
+
+
+def test_pending_acks_fail_when_leadership_moves() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(5, 5, now_ms=1)
+    state.await_high_watermark(ack_id=1, base_offset=0, last_offset=4, now_ms=1)
+    ready = state.apply_registration(reg((2, 3), leader=2, leader_epoch=6, partition_epoch=11),
+                                     2, image(EPOCHS), now_ms=2)
+    assert state.role is Role.FOLLOWER
+    assert ready.failed_acks == ((1, Errors.NOT_LEADER_OR_FOLLOWER),)
+    assert state.check_produce(1) is Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_isr_expansion_carries_the_broker_epoch_the_follower_fetched_with() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    state.on_follower_fetch(2, 4, 200, now_ms=1)
+    ready = state.on_follower_fetch(3, 4, 300, now_ms=2)
+    proposal = ready.alter_partition
+    assert proposal is not None
+    assert proposal.kind is ProposalKind.EXPAND
+    assert proposal.new_isr_with_epochs == (
+        BrokerState(1, 100), BrokerState(2, 200), BrokerState(3, 300)
+    )
+    request = proposal.to_request(0)
+    assert (request.leader_epoch, request.partition_epoch) == (5, 10)
+    assert state.maximal_isr == (1, 2, 3)
+    # At most one AlterPartition in flight.
+    assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None
+
+
+def test_follower_fetching_with_a_stale_broker_epoch_is_not_proposed() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    # Broker 3 re-registered with epoch 301; it still fetches with 300 (rule 17, KIP-903).
+    state.update_metadata(2, image({1: 100, 2: 200, 3: 301}), now_ms=1)
+    ready = state.on_follower_fetch(3, 4, 300, now_ms=2)
+    assert ready.alter_partition is None
+    assert state.inflight is None
+    # Fenced followers are not proposed either.
+    state.update_metadata(2, image(EPOCHS, fenced=frozenset({3})), now_ms=3)
+    assert state.on_follower_fetch(3, 4, 300, now_ms=4).alter_partition is None
+    state.update_metadata(2, image(EPOCHS), now_ms=5)
+    assert state.on_follower_fetch(3, 4, 300, now_ms=6).alter_partition is not None
+
+
+def test_ineligible_replica_reverts_and_does_not_retry_blindly() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert proposal is not None
+    ready = state.on_alter_partition_response(
+        proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, now_ms=2
+    )
+    assert state.committed_isr == (1, 2)
+    assert state.maximal_isr == (1, 2)
+    assert state.inflight is None
+    assert ready.alter_partition is None
+    # Same follower epoch, same image: no new proposal (rule 18).
+    assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None
+    # The follower restarts and the leader's image learns its new epoch: propose again.
+    state.update_metadata(2, image({1: 100, 2: 200, 3: 302}), now_ms=4)
+    again = state.on_follower_fetch(3, 4, 302, now_ms=5).alter_partition
+    assert again is not None
+    assert again.new_isr_with_epochs[-1] == BrokerState(3, 302)
+
+
+def test_fenced_leader_epoch_reverts_until_new_metadata() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert proposal is not None
+    state.on_alter_partition_response(proposal.proposal_id, Errors.FENCED_LEADER_EPOCH, None, 2)
+    assert state.committed_isr == (1, 2)
+    assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None
+    state.apply_registration(reg((1, 2), partition_epoch=11), 2, image(EPOCHS), now_ms=4)
+    assert state.on_follower_fetch(3, 4, 300, now_ms=5).alter_partition is not None
+
+
+def test_retriable_errors_resend_the_same_proposal_and_stale_answers_are_ignored() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert proposal is not None
+    ready = state.on_alter_partition_response(proposal.proposal_id, Errors.NOT_CONTROLLER, None, 2)
+    assert ready.alter_partition == proposal
+    ignored = state.on_alter_partition_response(proposal.proposal_id + 99, Errors.NONE,
+                                                committed(state, (1, 2, 3), 11), 3)
+    assert ignored.empty
+    assert state.committed_isr == (1, 2)
+
+
+def test_replayed_change_commits_the_pending_expansion() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert proposal is not None
+    state.apply_registration(reg((1, 2, 3), partition_epoch=11), 2, image(EPOCHS), now_ms=2)
+    assert state.inflight is None
+    assert state.committed_isr == (1, 2, 3)
+    # The late response for the same proposal changes nothing.
+    late = state.on_alter_partition_response(proposal.proposal_id, Errors.NONE,
+                                             committed(state, (1, 2, 3), 11), 3)
+    assert late.empty
+
+
+def test_shrink_after_replica_lag_time() -> None:
+    state, _ = leader(isr=(1, 2, 3), min_isr=2)
+    state.update_local_log(10, 10, now_ms=0)
+    state.on_follower_fetch(2, 10, 200, now_ms=1)
+    state.on_follower_fetch(3, 2, 300, now_ms=1)
+    assert state.maybe_shrink_isr(now_ms=LAG_MS).alter_partition is None
+    state.on_follower_fetch(2, 10, 200, now_ms=LAG_MS)  # 2 keeps up, 3 stays at 2
+    ready = state.maybe_shrink_isr(now_ms=LAG_MS + 1)
+    proposal = ready.alter_partition
+    assert proposal is not None
+    assert proposal.kind is ProposalKind.SHRINK
+    assert proposal.isr == (1, 2)
+    assert state.maximal_isr == (1, 2, 3)  # a pending shrink still waits for 3
+    assert state.high_watermark == 2
+    state.on_alter_partition_response(proposal.proposal_id, Errors.NONE,
+                                      committed(state, (1, 2), 11), LAG_MS + 2)
+    assert state.high_watermark == 10
+
+
+def test_recovering_leader_refuses_until_recovered_is_committed() -> None:
+    state = PartitionState("foo", 0, 1, log_end_offset=8, flushed_offset=5)
+    ready = state.apply_registration(
+        reg((1,), recovery=LeaderRecoveryState.RECOVERING), 1, image(EPOCHS), now_ms=0
+    )
+    assert any(isinstance(e, RecoveryStateChanged) and e.new_state == 1 for e in ready.events)
+    assert ready.flush_wanted  # rule 21: flush to the log end first
+    assert ready.alter_partition is None
+    for error in (
+        state.check_fetch(2),
+        state.check_fetch(CONSUMER_REPLICA_ID),
+        state.check_produce(1),
+        state.check_leader_request(),
+    ):
+        assert error is Errors.NOT_LEADER_OR_FOLLOWER
+    assert state.on_follower_fetch(2, 8, 200, now_ms=1).alter_partition is None
+    ready = state.update_local_log(8, 8, now_ms=2)
+    proposal = ready.alter_partition
+    assert proposal is not None
+    assert proposal.kind is ProposalKind.RECOVERED
+    assert proposal.leader_recovery_state is LeaderRecoveryState.RECOVERED
+    assert proposal.isr == (1,)
+    assert state.check_fetch(2) is Errors.NOT_LEADER_OR_FOLLOWER  # sent, not yet committed
+    state.on_alter_partition_response(
+        proposal.proposal_id, Errors.NONE, committed(state, (1,), 11), now_ms=3
+    )
+    assert not state.is_recovering
+    assert state.check_fetch(2) is Errors.NONE
+    assert state.check_produce(1) is Errors.NONE
+    # Now it expands the ISR again.
+    assert state.on_follower_fetch(2, 8, 200, now_ms=4).alter_partition is not None
+
+
+def test_follower_of_a_recovering_partition_refuses_consumers() -> None:
+    state = PartitionState("foo", 0, 2)
+    state.apply_registration(
+        reg((1,), recovery=LeaderRecoveryState.RECOVERING), 1, image(EPOCHS), now_ms=0
+    )
+    assert state.role is Role.FOLLOWER
+    assert state.check_fetch(CONSUMER_REPLICA_ID) is Errors.NOT_LEADER_OR_FOLLOWER
+    assert state.truncation_pending
+
+
+def test_leader_epoch_checks_on_requests() -> None:
+    state, _ = leader()
+    assert state.check_fetch(2, current_leader_epoch=4) is Errors.FENCED_LEADER_EPOCH
+    assert state.check_fetch(2, current_leader_epoch=6) is Errors.UNKNOWN_LEADER_EPOCH
+    assert state.check_fetch(2, current_leader_epoch=5) is Errors.NONE
+    assert state.check_fetch(9) is Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_hwm_never_moves_backwards() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=1)
+    state.update_local_log(10, 10, now_ms=0)
+    state.on_follower_fetch(2, 10, 200, now_ms=1)
+    assert state.high_watermark == 10
+    # A new follower state with a lower offset (it restarted) cannot lower the HWM.
+    state.on_follower_fetch(2, 3, 200, now_ms=2)
+    assert state.high_watermark == 10
+    # Nor can an expansion that adds a lagging member's offset.
+    state.on_follower_fetch(3, 10, 300, now_ms=3)
+    assert state.high_watermark == 10
+
+
+def test_stale_registration_is_ignored() -> None:
+    state, _ = leader(isr=(1, 2), partition_epoch=10)
+    ready = state.apply_registration(reg((1,), partition_epoch=9), 2, image(EPOCHS), now_ms=1)
+    assert ready.empty
+    assert state.committed_isr == (1, 2)
+
+
+def test_follower_truncation_and_hwm() -> None:
+    state = PartitionState("foo", 0, 2, log_end_offset=20, flushed_offset=20, high_watermark=12)
+    state.apply_registration(reg((1, 2)), 2, image(EPOCHS), now_ms=0)
+    assert state.truncation_pending
+    ready = state.on_truncated(20, 15, 15, "epoch 5 ends at 15", now_ms=1)
+    assert not state.truncation_pending
+    assert [type(e) for e in ready.events] == [Truncated]
+    assert state.high_watermark == 12
+    state.on_fetch_response(leader_high_watermark=30, log_end_offset=18, flushed_offset=18,
+                            now_ms=2)
+    assert state.high_watermark == 18
+    state.on_fetch_response(leader_high_watermark=16, log_end_offset=18, flushed_offset=18,
+                            now_ms=3)
+    assert state.high_watermark == 18
+
+
+def test_truncation_below_the_hwm_is_journaled_as_such() -> None:
+    state = PartitionState("foo", 0, 2, log_end_offset=20, flushed_offset=20, high_watermark=12)
+    state.apply_registration(reg((1, 2)), 2, image(EPOCHS), now_ms=0)
+    ready = state.on_truncated(20, 10, 10, "unclean leader", now_ms=1)
+    event = ready.events[0]
+    assert isinstance(event, Truncated)
+    assert "below high watermark 12" in event.reason
+    assert state.high_watermark == 10
+
+
+def test_min_isr_change_lets_the_hwm_move() -> None:
+    state, _ = leader(isr=(1,), min_isr=2)
+    state.update_local_log(6, 6, now_ms=0)
+    assert state.high_watermark == 0
+    assert state.is_under_min_isr
+    state.update_metadata(1, image(EPOCHS), now_ms=1)
+    assert state.high_watermark == 6
+
+
+def test_becoming_leader_again_resets_follower_progress() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(6, 6, now_ms=0)
+    state.on_follower_fetch(2, 6, 200, now_ms=1)
+    state.apply_registration(replace(reg((1, 2)), leader_epoch=7, partition_epoch=12), 2,
+                             image(EPOCHS), now_ms=2)
+    progress = state.replica_progress(2)
+    assert progress is not None
+    assert progress.log_end_offset == -1
+    assert state.leader_epoch_start_offset == 6
