@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from cluster.config import NodeConfig
 from cluster.net.client import RpcClient
@@ -33,6 +36,40 @@ from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
 from raft.runtime.raft_workload import run_append_workload
 
 log = logging.getLogger("minikraft.controller")
+
+
+class _ControllerCollector(Collector):
+    """KIP-966's controller metrics, read from the committed image at scrape time. Only the
+    active controller reports them, as in Kafka (standbys report 0)."""
+
+    NAMES = {
+        "offline_partitions": ("kafka_controller_offline_partitions_count", "OfflinePartitionsCount"),
+        "under_min_isr_partitions": (
+            "kafka_controller_global_under_min_isr_partition_count",
+            "global_under_min_isr_partition_count",
+        ),
+        "fenced_broker_count": ("kafka_controller_fenced_broker_count", "FencedBrokerCount"),
+        "active_broker_count": ("kafka_controller_active_broker_count", "ActiveBrokerCount"),
+        "election_from_eligible_leader_replicas_total": (
+            "kafka_controller_election_from_eligible_leader_replicas_total",
+            "ElectionFromEligibleLeaderReplicasPerSec (as a counter)",
+        ),
+        "unclean_leader_elections_total": (
+            "kafka_controller_unclean_leader_elections_total",
+            "UncleanLeaderElectionsPerSec (as a counter)",
+        ),
+    }
+
+    def __init__(self, node: ControllerNode) -> None:
+        self.node = node
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        active = self.node.raft.replica.role == "Leader"
+        values = self.node.quorum_controller.metrics() if active else {}
+        yield GaugeMetricFamily("kafka_controller_active_controller_count", "ActiveControllerCount",
+                                value=1 if active else 0)
+        for key, (name, help_text) in self.NAMES.items():
+            yield GaugeMetricFamily(name, help_text, value=values.get(key, 0))
 
 
 class ControllerNode:
@@ -81,6 +118,7 @@ class ControllerNode:
         self._tasks: list[asyncio.Task[Any]] = []
 
     def _metrics(self) -> None:
+        self.registry.register(_ControllerCollector(self))
         replica = self.raft.replica
 
         Gauge("raft_current_leader", "current-leader (Raft)", registry=self.registry).set_function(

@@ -9,6 +9,7 @@ import asyncio
 import json
 import signal
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,13 @@ def test_session_expiry_fences_brokers_and_unclean_restart_recovers(tmp_path: Pa
             assert row["leader"] == -1 and row["isr"] == []
             assert row["elr"] and set(row["elr"]) <= {1, 2, 3}
             assert row["last_known_leader"] in row["replicas"]
+        # KIP-966's OfflinePartitionsCount on the active controller's /metrics.
+        active = cluster.node(f"controller-{quorum(cluster).leader_id}")
+        url = f"http://{active.host}:{active.http_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            metrics = response.read().decode()
+        assert "kafka_controller_offline_partitions_count 2.0" in metrics
+        assert "kafka_controller_fenced_broker_count 3.0" in metrics
         with FakeBrokers(cluster.bootstrap_controller, cluster.cluster_id, [1, 2, 3]) as again:
             again.wait_unfenced()
             recovered = describe_until(cluster, lambda r: all(row["leader"] >= 0 for row in r))

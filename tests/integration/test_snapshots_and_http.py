@@ -80,6 +80,8 @@ def test_metrics_health_and_status_over_http(cluster3: LocalCluster) -> None:
         metrics = response.read().decode()
     assert "raft_high_watermark" in metrics
     assert f"raft_current_leader {float(leader.node_id)}" in metrics
+    assert "kafka_controller_active_controller_count 1.0" in metrics
+    assert "kafka_controller_offline_partitions_count 0.0" in metrics
     with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
         assert response.status == 200
         assert json.loads(response.read())["leader_id"] == leader.node_id
