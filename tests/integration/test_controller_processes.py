@@ -291,3 +291,46 @@ def test_session_expiry_fences_brokers_and_unclean_restart_recovers(tmp_path: Pa
     finally:
         cluster.stop()
         assert not cluster.running(), "processes left behind"
+
+
+def test_configs_alter_and_leader_election_through_the_cli(
+    cluster_with_brokers: tuple[LocalCluster, FakeBrokers],
+) -> None:
+    """`configs alter` writes a ConfigRecord that a later min-ISR check uses; PREFERRED and
+    DESIGNATED elections on healthy partitions are refused as not needed (seed 004: a
+    designated election only touches a partition with no leader)."""
+    cluster, _brokers = cluster_with_brokers
+    assert create(cluster, "cfg", "1", "3", "min.insync.replicas=2").returncode == 0
+    describe_until(cluster, lambda r: any(row["topic"] == "cfg" for row in r))
+    altered = minikraft(
+        "configs", "--bootstrap-server", cluster.bootstrap_controller, "alter",
+        "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=3",
+    )
+    assert altered.returncode == 0, altered.stderr
+    # The committed log holds the ConfigRecord (read with the same decoder dump-log uses)...
+    segments = sorted(
+        str(p) for p in (Path(cluster.controllers[0].dir) / "metadata").glob("__cluster_metadata-0/*.log")
+    )
+    deadline = time.monotonic() + 10
+    configs: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not configs:
+        dumped = minikraft("dump-log", "--cluster-metadata-decoder", "--files", *segments)
+        lines = [json.loads(line) for line in dumped.stdout.splitlines()]
+        configs = [x["data"] for x in lines if x["type"] == "ConfigRecord"]
+        time.sleep(0.2)
+    assert any("min.insync.replicas" in json.dumps(c) and '"3"' in json.dumps(c) for c in configs), configs
+    # ...and an impossible value is refused with Kafka's name, nothing written.
+    bad = minikraft(
+        "configs", "--bootstrap-server", cluster.bootstrap_controller, "alter",
+        "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=-4",
+    )
+    assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
+    for election in (["--election-type", "PREFERRED"],
+                     ["--election-type", "DESIGNATED", "--designated-leader", "2"]):
+        result = minikraft(
+            "leader-election", "--bootstrap-server", cluster.bootstrap_controller, *election,
+            "--topic", "cfg", "--partition", "0", "--output", "json",
+        )
+        rows = json.loads(result.stdout)
+        assert rows[0]["topic"] == "cfg" and rows[0]["partition"] == 0
+        assert rows[0]["error"] == "ELECTION_NOT_NEEDED", rows
