@@ -32,6 +32,7 @@ from cluster.protocol.raft_messages import (
     VoteResponse,
 )
 from raft.core.control_records import (
+    KRaftVersionRecord,
     LeaderChangeRecord,
     VotersRecord,
     decode_control,
@@ -626,6 +627,16 @@ class RaftReplica:
         change = LeaderChangeRecord(self._node_id, tuple(voters), tuple(st.granted))
         # Rule 3: an entry of our own epoch, so the high watermark can move in this epoch.
         self._log.append_as_leader([encode_control(change)], st.epoch, now_ms, is_control=True)
+        if self._history.latest_offset() < 0:
+            # The set in force came only from the bootstrap checkpoint: write it into the log
+            # (KIP-853, as Kafka does) so observers and replicas that never saw the checkpoint
+            # learn it from the log (rule 7).
+            voters_record = VotersRecord(voters.to_record().voters)
+            last_offset, _epoch = self._log.append_as_leader(
+                [encode_control(KRaftVersionRecord(1)), encode_control(voters_record)],
+                st.epoch, now_ms, is_control=True,
+            )
+            self._history.add_at(last_offset, voters)
         self._out.flush = True
         self._out.became_leader = True
         leader.update_local(self._log.flushed_offset(), now_ms)

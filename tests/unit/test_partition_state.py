@@ -319,6 +319,15 @@ def test_leader_epoch_checks_on_requests() -> None:
     assert state.check_fetch(9) is Errors.NOT_LEADER_OR_FOLLOWER
 
 
+def test_fetch_past_the_leaders_end_is_not_counted() -> None:
+    state, _ = leader(isr=(1,), min_isr=1)
+    state.update_local_log(5, 5, now_ms=0)
+    ready = state.on_follower_fetch(2, 9, 200, now_ms=1)
+    assert ready.alter_partition is None
+    progress = state.replica_progress(2)
+    assert progress is not None and progress.log_end_offset == -1
+
+
 def test_hwm_never_moves_backwards() -> None:
     state, _ = leader(isr=(1, 2), min_isr=1)
     state.update_local_log(10, 10, now_ms=0)

@@ -44,6 +44,9 @@ DIRS = {i: uuid.UUID(int=1000 + i) for i in range(1, 6)}
 T = TypeVar("T")
 CONFIG = RaftConfig(cluster_id="c1", election_timeout_ms=1000, fetch_timeout_ms=2000)
 
+# A new leader of a bootstrapped log writes LeaderChange, KRaftVersion and Voters (rule 7).
+START_OF_EPOCH_RECORDS = 3
+
 
 def key(node_id: int) -> ReplicaKey:
     return ReplicaKey(node_id, DIRS[node_id])
@@ -135,12 +138,14 @@ def test_single_voter_elects_itself() -> None:
     assert result.became_leader and node.role == "Leader" and node.epoch == 1
     node._log.flush()
     result = node.handle_flushed(2001)
-    assert node.high_watermark == 1 and result.high_watermark_changed
+    # LeaderChange, then KRaftVersion + Voters copied from the bootstrap checkpoint (rule 7).
+    assert node.high_watermark == START_OF_EPOCH_RECORDS and result.high_watermark_changed
     result, last_offset = node.append([b"a", b"b"], 2002)
-    assert last_offset == 2 and result.flush and node.high_watermark == 1
+    assert last_offset == START_OF_EPOCH_RECORDS + 1
+    assert result.flush and node.high_watermark == START_OF_EPOCH_RECORDS
     node._log.flush()
     node.handle_flushed(2003)
-    assert node.high_watermark == 3  # rule 2: counts the leader's flushed offset only
+    assert node.high_watermark == START_OF_EPOCH_RECORDS + 2  # rule 2: the flushed offset only
 
 
 def test_prevote_refused_while_leader_is_alive() -> None:
@@ -295,22 +300,23 @@ def test_replication_and_high_watermark() -> None:
     leader, f2, f3 = leader_with_followers()
     assert leader.high_watermark == 0
     _result, last = leader.append([b"a"], 2100)
-    assert last == 1
+    assert last == START_OF_EPOCH_RECORDS
     leader._log.flush()
     leader.handle_flushed(2100)
     assert leader.high_watermark == 0  # no follower has acknowledged yet
-    result = pump_fetch(leader, f2, 2101)  # f2 appends offsets 0..1 and flushes
-    assert f2._log.end_offset() == 2 and result.flush
-    pump_fetch(leader, f2, 2102)  # reports fetch offset 2: a majority has it
-    assert leader.high_watermark == 2
+    end = START_OF_EPOCH_RECORDS + 1
+    result = pump_fetch(leader, f2, 2101)  # f2 appends everything up to `end` and flushes
+    assert f2._log.end_offset() == end and result.flush
+    pump_fetch(leader, f2, 2102)  # reports fetch offset `end`: a majority has it
+    assert leader.high_watermark == end
     pump_fetch(leader, f2, 2103)
-    assert f2.high_watermark == 2  # follower HWM = min(leader HWM, own end)
+    assert f2.high_watermark == end  # follower HWM = min(leader HWM, own end)
     assert f3.high_watermark == 0
     describe = leader.handle_request(99, DescribeQuorumRequest("c1"), 2104).response
     assert isinstance(describe, DescribeQuorumResponse)
-    assert describe.leader_id == 1 and describe.high_watermark == 2
+    assert describe.leader_id == 1 and describe.high_watermark == end
     ends = {s.replica_id: s.log_end_offset for s in describe.current_voters}
-    assert ends == {1: 2, 2: 2, 3: -1}
+    assert ends == {1: end, 2: end, 3: -1}
     assert [e.voter_id for e in describe.voter_endpoints] == [1, 2, 3]
 
 
@@ -324,7 +330,7 @@ def test_follower_fetches_again_only_after_flush() -> None:
     assert result.flush and sent(result, FetchRequest) == []  # rule 2: not before the fsync
     f2._log.flush()
     result = f2.handle_flushed(2102)
-    assert [r.fetch_offset for r in reqs(result, FetchRequest)] == [2]
+    assert [r.fetch_offset for r in reqs(result, FetchRequest)] == [START_OF_EPOCH_RECORDS + 1]
 
 
 def test_leader_hwm_waits_for_an_entry_of_its_epoch() -> None:
@@ -391,18 +397,19 @@ def test_follower_loads_snapshot_in_chunks() -> None:
     leader.handle_flushed(2001)
     leader.handle_request(2, FetchRequest(2, DIRS[2], leader_log.end_offset(), leader.epoch,
                                           leader.epoch), 2002)
-    assert leader.high_watermark == 3
-    snapshot_id = leader.create_snapshot(3, [b"state"], 2003)
-    assert snapshot_id == SnapshotId(3, leader.epoch)
+    assert leader.high_watermark == START_OF_EPOCH_RECORDS + 2
+    end = START_OF_EPOCH_RECORDS + 2
+    snapshot_id = leader.create_snapshot(end, [b"state"], 2003)
+    assert snapshot_id == SnapshotId(end, leader.epoch)
     leader_log.delete_before_snapshot()
-    assert leader_log.start_offset() == 3
+    assert leader_log.start_offset() == end
     follower = replica(3, MemoryLog(), ElectionState(leader.epoch, 1, None), config=config,
                        now_ms=2004)
     assert not follower.is_voter  # an empty disk knows no voters yet
     result = follower.tick(2004)
     fetch = reqs(result, FetchRequest)[0]
     response = leader.handle_request(3, fetch, 2005).response
-    assert isinstance(response, FetchResponse) and response.snapshot_end_offset == 3
+    assert isinstance(response, FetchResponse) and response.snapshot_end_offset == end
     result = follower.handle_response(1, fetch, response, 2005)
     chunks = 0
     while (out := sent(result, FetchSnapshotRequest)):
@@ -413,11 +420,11 @@ def test_follower_loads_snapshot_in_chunks() -> None:
         result = follower.handle_response(1, request, response, 2006)
     assert chunks > 1
     assert follower._log.latest_snapshot_id() == snapshot_id
-    assert follower._log.end_offset() == 3 and follower.high_watermark == 3
+    assert follower._log.end_offset() == end and follower.high_watermark == end
     assert follower.is_voter  # rule 7: the snapshot carries the voter set
     follower._log.flush()
     result = follower.handle_flushed(2007)
-    assert reqs(result, FetchRequest)[0].fetch_offset == 3
+    assert reqs(result, FetchRequest)[0].fetch_offset == end
 
 
 def test_fetch_snapshot_errors() -> None:

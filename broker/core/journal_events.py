@@ -1,0 +1,197 @@
+"""Broker event journal records: what the Spark audit reads to check rules 20-23.
+
+Each event is a frozen dataclass; `encode_event` packs it as one self-describing msgpack map
+`{"event": <class name>, "version": 0, <field>: <value>, ...}` so a reader needs no code of
+ours to decode it. Tuples travel as msgpack arrays and come back as tuples. `ts` is the
+broker's wall clock in milliseconds, passed in by the runtime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+EVENT_VERSION = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HwmAdvanced:
+    """The leader moved the high watermark; isr_size and min_isr are those in force (rule 20)."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    old: int
+    new: int
+    isr_size: int
+    min_isr: int
+    leader_epoch: int
+    ts: int
+    isr: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Truncated:
+    """The replica's log was cut from from_offset (its old end) down to to_offset (rule 22)."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    from_offset: int
+    to_offset: int
+    reason: str
+    leader_epoch: int
+    high_watermark: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class IsrProposed:
+    """The leader sent AlterPartition; broker_epochs pairs with proposed_isr (rule 17)."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    proposal_id: int
+    kind: str
+    leader_epoch: int
+    partition_epoch: int
+    committed_isr: tuple[int, ...]
+    proposed_isr: tuple[int, ...]
+    broker_epochs: tuple[int, ...]
+    leader_recovery_state: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class IsrResult:
+    """How an AlterPartition ended: committed, reverted (rule 18), pending or retried."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    proposal_id: int
+    error: str
+    outcome: str
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryStateChanged:
+    """KIP-704 transitions of the partition's leader recovery state as this broker saw them."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    leader_epoch: int
+    old_state: int
+    new_state: int
+    reason: str
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceAcked:
+    """A produce was acknowledged to the client (acks=all once the HWM passed it, rule 20)."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    acks: int
+    leader_epoch: int
+    high_watermark: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChanged:
+    """The replica became leader or follower (or stopped being a replica) at an epoch."""
+
+    broker_id: int
+    topic: str
+    partition: int
+    role: str
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    leader_recovery_state: int
+    log_end_offset: int
+    high_watermark: int
+    ts: int
+
+
+JournalEvent = (
+    HwmAdvanced
+    | Truncated
+    | IsrProposed
+    | IsrResult
+    | RecoveryStateChanged
+    | ProduceAcked
+    | RoleChanged
+)
+
+EVENT_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        HwmAdvanced,
+        Truncated,
+        IsrProposed,
+        IsrResult,
+        RecoveryStateChanged,
+        ProduceAcked,
+        RoleChanged,
+    )
+}
+
+
+class JournalDecodeError(ValueError):
+    """An entry that is not a known journal event."""
+
+
+def event_to_dict(event: JournalEvent) -> dict[str, Any]:
+    body: dict[str, Any] = {"event": type(event).__name__, "version": EVENT_VERSION}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        body[f.name] = list(value) if isinstance(value, tuple) else value
+    return body
+
+
+def event_from_dict(body: Any) -> JournalEvent:
+    if not isinstance(body, dict):
+        raise JournalDecodeError(f"journal entry is {type(body).__name__}, not a map")
+    cls = EVENT_TYPES.get(body.get("event"))  # type: ignore[arg-type]
+    if cls is None:
+        raise JournalDecodeError(f"unknown journal event {body.get('event')!r}")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in body:
+            if f.default is dataclasses.MISSING:
+                raise JournalDecodeError(f"{cls.__name__} entry lacks field {f.name!r}")
+            continue
+        value = body[f.name]
+        values[f.name] = tuple(value) if isinstance(value, list) else value
+    event: JournalEvent = cls(**values)
+    return event
+
+
+def encode_event(event: JournalEvent) -> bytes:
+    packed: bytes = msgpack.packb(event_to_dict(event), use_bin_type=True)
+    return packed
+
+
+def decode_event(raw: bytes) -> JournalEvent:
+    try:
+        body = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several types for garbage
+        raise JournalDecodeError(f"undecodable journal entry: {exc}") from exc
+    return event_from_dict(body)

@@ -1,0 +1,928 @@
+"""One partition replica on one broker: leader or follower, HWM, ISR changes, leader recovery.
+
+Pure, after Kafka's Partition.scala: the runtime feeds it metadata (`apply_registration`,
+`update_metadata`), local log progress (`update_local_log`), follower fetches
+(`on_follower_fetch`), AlterPartition outcomes and ticks, each with `now_ms`; every call returns
+a `PartitionReady` saying what to persist (leader epoch entry, flush), what to send
+(AlterPartition), which acks=all produces to complete or fail, and journal events to write.
+The runtime acts on a ready in order: persist the epoch entry, flush, write events, then send.
+
+Rules: 17 (expand only with the fetched broker epoch matching the image), 18 (revert on
+INELIGIBLE_REPLICA / FENCED_LEADER_EPOCH, no blind retry), 20 (HWM over the maximal ISR, only
+while the committed ISR >= min ISR), 21 (RECOVERING refuses requests until RECOVERED commits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from broker.core.journal_events import (
+    HwmAdvanced,
+    IsrProposed,
+    IsrResult,
+    JournalEvent,
+    ProduceAcked,
+    RecoveryStateChanged,
+    RoleChanged,
+    Truncated,
+)
+from broker.core.leader_epoch_cache import EpochEntry
+from cluster.protocol.errors import Errors
+from controller.core.alter_partition import (
+    NO_BROKER_EPOCH,
+    AlterPartitionPartition,
+    AlterPartitionPartitionResult,
+    BrokerState,
+)
+from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+
+ACKS_ALL = -1
+VALID_ACKS = frozenset({0, 1, ACKS_ALL})
+CONSUMER_REPLICA_ID = -1
+NO_LEADER_EPOCH = -1  # a request that does not name the leader epoch skips the check
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+UNKNOWN_OFFSET = -1
+
+_RETRY_ERRORS = frozenset(
+    {
+        Errors.NOT_CONTROLLER,
+        Errors.REQUEST_TIMED_OUT,
+        Errors.NETWORK_EXCEPTION,
+        Errors.STALE_BROKER_EPOCH,
+        Errors.UNKNOWN_SERVER_ERROR,
+        Errors.BROKER_NOT_AVAILABLE,
+    }
+)
+
+
+class BrokerView(Protocol):
+    """What the leader needs of its metadata image (controller.core MetadataImage fits)."""
+
+    def broker_epoch(self, broker_id: int) -> int | None: ...
+
+    def is_fenced(self, broker_id: int) -> bool: ...
+
+    def is_in_controlled_shutdown(self, broker_id: int) -> bool: ...
+
+
+class _NoBrokers:
+    def broker_epoch(self, broker_id: int) -> int | None:
+        return None
+
+    def is_fenced(self, broker_id: int) -> bool:
+        return True
+
+    def is_in_controlled_shutdown(self, broker_id: int) -> bool:
+        return False
+
+
+class Role(Enum):
+    NONE = "none"  # not a replica, or no metadata yet
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+class ProposalKind(Enum):
+    EXPAND = "expand"
+    SHRINK = "shrink"
+    RECOVERED = "recovered"
+
+
+@dataclass(frozen=True, slots=True)
+class IsrProposal:
+    """An AlterPartition for this partition; at most one is in flight."""
+
+    proposal_id: int
+    kind: ProposalKind
+    leader_epoch: int
+    partition_epoch: int
+    new_isr_with_epochs: tuple[BrokerState, ...]
+    leader_recovery_state: LeaderRecoveryState
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return tuple(b.broker_id for b in self.new_isr_with_epochs)
+
+    def to_request(self, partition_index: int) -> AlterPartitionPartition:
+        return AlterPartitionPartition(
+            partition_index=partition_index,
+            leader_epoch=self.leader_epoch,
+            new_isr_with_epochs=self.new_isr_with_epochs,
+            leader_recovery_state=int(self.leader_recovery_state),
+            partition_epoch=self.partition_epoch,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReady:
+    """What one input asks the runtime to do, in this order."""
+
+    high_watermark: int
+    assign_leader_epoch: EpochEntry | None = None  # persist to leader-epoch-checkpoint first
+    flush_wanted: bool = False  # leader recovery waits for the log to be flushed to its end
+    events: tuple[JournalEvent, ...] = ()
+    alter_partition: IsrProposal | None = None  # send (new, or a resend after a retriable error)
+    completed_acks: tuple[int, ...] = ()
+    failed_acks: tuple[tuple[int, Errors], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return (
+            self.assign_leader_epoch is None
+            and not self.flush_wanted
+            and not self.events
+            and self.alter_partition is None
+            and not self.completed_acks
+            and not self.failed_acks
+        )
+
+
+@dataclass(slots=True)
+class _Builder:
+    assign_leader_epoch: EpochEntry | None = None
+    flush_wanted: bool = False
+    events: list[JournalEvent] = field(default_factory=list)
+    alter_partition: IsrProposal | None = None
+    completed_acks: list[int] = field(default_factory=list)
+    failed_acks: list[tuple[int, Errors]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """The leader's view of one follower (Kafka's Replica state)."""
+
+    replica_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    broker_epoch: int = NO_BROKER_EPOCH  # the epoch it last fetched with (KIP-903)
+    fetched: bool = False
+    last_fetch_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0
+    last_caught_up_time_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingAck:
+    ack_id: int
+    base_offset: int
+    last_offset: int
+
+
+class PartitionState:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        local_broker_id: int,
+        *,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        log_end_offset: int = 0,
+        flushed_offset: int = 0,
+        high_watermark: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.local_broker_id = local_broker_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._role = Role.NONE
+        self._leader_id = -1
+        self._leader_epoch = -1
+        self._partition_epoch = -1
+        self._replicas: tuple[int, ...] = ()
+        self._committed_isr: tuple[int, ...] = ()
+        self._recovery_state = LeaderRecoveryState.RECOVERED
+        self._min_isr = 1
+        self._brokers: BrokerView = _NoBrokers()
+        self._log_end_offset = log_end_offset
+        self._flushed_offset = min(flushed_offset, log_end_offset)
+        # A checkpointed HWM past the recovered log end is capped (the tail was lost).
+        self._high_watermark = max(0, min(high_watermark, log_end_offset))
+        self._leader_epoch_start_offset = UNKNOWN_OFFSET
+        self._progress: dict[int, ReplicaProgress] = {}
+        self._inflight: IsrProposal | None = None
+        self._next_proposal_id = 1
+        # Rule 18: after FENCED_LEADER_EPOCH nothing is proposed until new metadata arrives;
+        # after INELIGIBLE_REPLICA the same proposal is not repeated until an input changes.
+        self._fenced_until_metadata = False
+        self._ineligible_signature: tuple[object, ...] | None = None
+        self._pending_acks: list[_PendingAck] = []
+        self._truncation_pending = False
+
+    # ---- views ----
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @property
+    def leader_id(self) -> int:
+        return self._leader_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self._partition_epoch
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self._replicas
+
+    @property
+    def committed_isr(self) -> tuple[int, ...]:
+        return self._committed_isr
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """Committed ISR plus a member being added; a pending shrink still counts everyone."""
+        proposal = self._inflight
+        if proposal is not None and proposal.kind is ProposalKind.EXPAND:
+            extra = tuple(r for r in proposal.isr if r not in self._committed_isr)
+            return self._committed_isr + extra
+        return self._committed_isr
+
+    @property
+    def leader_recovery_state(self) -> LeaderRecoveryState:
+        return self._recovery_state
+
+    @property
+    def is_recovering(self) -> bool:
+        return self._recovery_state is LeaderRecoveryState.RECOVERING
+
+    @property
+    def effective_min_isr(self) -> int:
+        return self._min_isr
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self._role is Role.LEADER and len(self._committed_isr) < self._min_isr
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    @property
+    def leader_epoch_start_offset(self) -> int:
+        return self._leader_epoch_start_offset
+
+    @property
+    def inflight(self) -> IsrProposal | None:
+        return self._inflight
+
+    @property
+    def truncation_pending(self) -> bool:
+        """A follower must truncate with OffsetsForLeaderEpoch before it fetches (rule 22)."""
+        return self._role is Role.FOLLOWER and self._truncation_pending
+
+    def replica_progress(self, replica_id: int) -> ReplicaProgress | None:
+        return self._progress.get(replica_id)
+
+    def pending_ack_ids(self) -> tuple[int, ...]:
+        return tuple(a.ack_id for a in self._pending_acks)
+
+    # ---- request admission ----
+
+    def check_produce(self, acks: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> Errors:
+        if acks not in VALID_ACKS:
+            return Errors.INVALID_REQUIRED_ACKS
+        error = self.check_leader_request(current_leader_epoch)
+        if error is not Errors.NONE:
+            return error
+        if acks == ACKS_ALL and len(self._committed_isr) < self._min_isr:
+            return Errors.NOT_ENOUGH_REPLICAS  # rule 20: judged on the committed ISR
+        return Errors.NONE
+
+    def check_fetch(self, replica_id: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> Errors:
+        """Follower fetch (replica_id >= 0) or consumer fetch (CONSUMER_REPLICA_ID)."""
+        error = self.check_leader_request(current_leader_epoch)
+        if error is not Errors.NONE:
+            return error
+        if replica_id >= 0 and replica_id not in self._replicas:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return Errors.NONE
+
+    def check_leader_request(self, current_leader_epoch: int = NO_LEADER_EPOCH) -> Errors:
+        """PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH (rule 21)."""
+        if self._role is Role.NONE:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch != NO_LEADER_EPOCH:
+            if current_leader_epoch < self._leader_epoch:
+                return Errors.FENCED_LEADER_EPOCH
+            if current_leader_epoch > self._leader_epoch:
+                return Errors.UNKNOWN_LEADER_EPOCH
+        if self.is_recovering:
+            return Errors.NOT_LEADER_OR_FOLLOWER  # KIP-704: leader and followers alike
+        if self._role is not Role.LEADER:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return Errors.NONE
+
+    def fetch_upper_bound(self, replica_id: int) -> int:
+        """Followers read to the log end, consumers only to the HWM (rule 20)."""
+        return self._log_end_offset if replica_id >= 0 else self._high_watermark
+
+    # ---- metadata ----
+
+    def apply_registration(
+        self,
+        registration: PartitionRegistration,
+        effective_min_isr: int,
+        brokers: BrokerView,
+        now_ms: int,
+    ) -> PartitionReady:
+        """A committed PartitionRecord / PartitionChangeRecord for this partition was replayed.
+
+        The runtime keeps `update_local_log` current first: a new leader starts its epoch at
+        the log end offset it knows."""
+        out = _Builder()
+        self._brokers = brokers
+        self._min_isr = effective_min_isr
+        if registration.leader_epoch < self._leader_epoch or (
+            registration.leader_epoch == self._leader_epoch
+            and registration.partition_epoch < self._partition_epoch
+        ):
+            return self._ready(out)  # older than what we hold (e.g. an AlterPartition answer)
+        local = self.local_broker_id
+        if registration.leader == local:
+            if self._role is not Role.LEADER or registration.leader_epoch > self._leader_epoch:
+                self._become_leader(registration, now_ms, out)
+            else:
+                self._update_leader(registration, now_ms, out)
+        elif local in registration.replicas:
+            if (
+                self._role is not Role.FOLLOWER
+                or registration.leader_epoch > self._leader_epoch
+                or registration.leader != self._leader_id
+            ):
+                self._become_follower(registration, now_ms, out)
+            else:
+                self._update_follower(registration, now_ms, out)
+        else:
+            self._stop(registration, now_ms, out)
+        return self._ready(out)
+
+    def update_metadata(
+        self, effective_min_isr: int, brokers: BrokerView, now_ms: int
+    ) -> PartitionReady:
+        """A new image without a change to this partition: broker epochs/fencing, min ISR."""
+        out = _Builder()
+        self._brokers = brokers
+        if effective_min_isr != self._min_isr:
+            self._min_isr = effective_min_isr
+            self._maybe_advance_hwm(now_ms, out)
+        self._maybe_propose_recovered(now_ms, out)
+        return self._ready(out)
+
+    def _become_leader(
+        self, registration: PartitionRegistration, now_ms: int, out: _Builder
+    ) -> None:
+        was_recovering = self._role is not Role.NONE and self.is_recovering
+        self._fail_pending_acks(Errors.NOT_LEADER_OR_FOLLOWER, out)
+        self._set_registration(registration)
+        self._role = Role.LEADER
+        self._inflight = None
+        self._fenced_until_metadata = False
+        self._ineligible_signature = None
+        self._truncation_pending = False
+        self._leader_epoch_start_offset = self._log_end_offset
+        out.assign_leader_epoch = EpochEntry(registration.leader_epoch, self._log_end_offset)
+        self._progress = {}
+        for replica in registration.replicas:
+            if replica == self.local_broker_id:
+                continue
+            # Kafka resetReplicaState: ISR members get a fresh lag clock, others none.
+            self._progress[replica] = ReplicaProgress(
+                replica_id=replica,
+                last_fetch_time_ms=now_ms,
+                last_fetch_leader_log_end_offset=self._leader_epoch_start_offset,
+                last_caught_up_time_ms=now_ms if replica in registration.isr else 0,
+            )
+        out.events.append(self._role_event("leader", now_ms))
+        if self.is_recovering and not was_recovering:
+            out.events.append(
+                self._recovery_event(
+                    LeaderRecoveryState.RECOVERED,
+                    LeaderRecoveryState.RECOVERING,
+                    "elected uncleanly",
+                    now_ms,
+                )
+            )
+        self._maybe_propose_recovered(now_ms, out)
+        self._maybe_advance_hwm(now_ms, out)
+
+    def _update_leader(
+        self, registration: PartitionRegistration, now_ms: int, out: _Builder
+    ) -> None:
+        old_recovery = self._recovery_state
+        newer = registration.partition_epoch > self._partition_epoch
+        self._set_registration(registration)
+        self._fenced_until_metadata = False
+        if newer and self._inflight is not None:
+            # The committed state overrides whatever was pending (Kafka: metadata wins).
+            proposal = self._inflight
+            matched = (
+                proposal.isr == registration.isr
+                and proposal.leader_recovery_state is registration.leader_recovery_state
+            )
+            outcome = "committed" if matched else "superseded"
+            out.events.append(self._result_event(proposal, Errors.NONE, outcome, now_ms))
+            self._inflight = None
+            self._ineligible_signature = None
+        for replica in registration.replicas:
+            if replica != self.local_broker_id and replica not in self._progress:
+                self._progress[replica] = ReplicaProgress(
+                    replica_id=replica,
+                    last_fetch_time_ms=now_ms,
+                    last_fetch_leader_log_end_offset=self._log_end_offset,
+                )
+        if old_recovery is not self._recovery_state:
+            out.events.append(
+                self._recovery_event(old_recovery, self._recovery_state, "metadata", now_ms)
+            )
+        self._maybe_propose_recovered(now_ms, out)
+        self._maybe_advance_hwm(now_ms, out)
+
+    def _become_follower(
+        self, registration: PartitionRegistration, now_ms: int, out: _Builder
+    ) -> None:
+        self._fail_pending_acks(Errors.NOT_LEADER_OR_FOLLOWER, out)
+        self._set_registration(registration)
+        self._role = Role.FOLLOWER
+        self._inflight = None
+        self._progress = {}
+        self._leader_epoch_start_offset = UNKNOWN_OFFSET
+        self._truncation_pending = True  # rule 22: truncate before the first fetch
+        out.events.append(self._role_event("follower", now_ms))
+
+    def _update_follower(
+        self, registration: PartitionRegistration, now_ms: int, out: _Builder
+    ) -> None:
+        old_recovery = self._recovery_state
+        self._set_registration(registration)
+        if old_recovery is not self._recovery_state:
+            out.events.append(
+                self._recovery_event(old_recovery, self._recovery_state, "metadata", now_ms)
+            )
+
+    def _stop(self, registration: PartitionRegistration, now_ms: int, out: _Builder) -> None:
+        self._fail_pending_acks(Errors.NOT_LEADER_OR_FOLLOWER, out)
+        was_replica = self._role is not Role.NONE
+        self._set_registration(registration)
+        self._role = Role.NONE
+        self._inflight = None
+        self._progress = {}
+        self._truncation_pending = False
+        if was_replica:
+            out.events.append(self._role_event("none", now_ms))
+
+    def _set_registration(self, registration: PartitionRegistration) -> None:
+        self._leader_id = registration.leader
+        self._leader_epoch = registration.leader_epoch
+        self._partition_epoch = registration.partition_epoch
+        self._replicas = registration.replicas
+        self._committed_isr = registration.isr
+        self._recovery_state = registration.leader_recovery_state
+
+    # ---- local log ----
+
+    def update_local_log(
+        self, log_end_offset: int, flushed_offset: int, now_ms: int
+    ) -> PartitionReady:
+        """After an append or a flush on this broker's log."""
+        out = _Builder()
+        self._log_end_offset = log_end_offset
+        self._flushed_offset = min(flushed_offset, log_end_offset)
+        if self._role is Role.LEADER:
+            self._maybe_propose_recovered(now_ms, out)
+            self._maybe_advance_hwm(now_ms, out)
+        return self._ready(out)
+
+    def on_truncated(
+        self, from_offset: int, to_offset: int, flushed_offset: int, reason: str, now_ms: int,
+        *, complete: bool = True,
+    ) -> PartitionReady:
+        """A follower cut its log at to_offset; `complete` False asks for another round."""
+        out = _Builder()
+        self._log_end_offset = to_offset
+        self._flushed_offset = min(flushed_offset, to_offset)
+        if to_offset < self._high_watermark:
+            # Only an unclean election can take committed data away; the audit attributes it.
+            reason = f"{reason}; below high watermark {self._high_watermark}"
+            self._high_watermark = to_offset
+        if to_offset < from_offset:
+            out.events.append(
+                Truncated(
+                    broker_id=self.local_broker_id,
+                    topic=self.topic,
+                    partition=self.partition,
+                    from_offset=from_offset,
+                    to_offset=to_offset,
+                    reason=reason,
+                    leader_epoch=self._leader_epoch,
+                    high_watermark=self._high_watermark,
+                    ts=now_ms,
+                )
+            )
+        if self._role is Role.FOLLOWER:
+            self._truncation_pending = not complete
+        return self._ready(out)
+
+    def on_fetch_response(
+        self, leader_high_watermark: int, log_end_offset: int, flushed_offset: int, now_ms: int
+    ) -> PartitionReady:
+        """A follower appended what it fetched; its HWM follows the leader's, capped at its log
+        end. It never moves back here: the data under it was committed (rule 20)."""
+        out = _Builder()
+        self._log_end_offset = log_end_offset
+        self._flushed_offset = min(flushed_offset, log_end_offset)
+        if self._role is Role.FOLLOWER:
+            self._high_watermark = max(
+                self._high_watermark, min(leader_high_watermark, log_end_offset)
+            )
+        return self._ready(out)
+
+    # ---- leader: followers, HWM, ISR ----
+
+    def on_follower_fetch(
+        self, replica_id: int, fetch_offset: int, broker_epoch: int, now_ms: int
+    ) -> PartitionReady:
+        """A follower fetched at fetch_offset (its log end) with broker_epoch. The runtime has
+        already checked `check_fetch` and that the follower does not diverge."""
+        out = _Builder()
+        progress = self._progress.get(replica_id)
+        if self._role is not Role.LEADER or self.is_recovering or progress is None:
+            return self._ready(out)
+        if fetch_offset > self._log_end_offset:
+            return self._ready(out)  # past our end: it diverged; it must truncate (rule 22)
+        leader_end = self._log_end_offset
+        # Kafka's Replica.updateFetchState: caught up if at the leader's end now, or at the
+        # end the leader had when this follower last fetched.
+        if fetch_offset >= leader_end:
+            progress.last_caught_up_time_ms = max(progress.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= progress.last_fetch_leader_log_end_offset:
+            progress.last_caught_up_time_ms = max(
+                progress.last_caught_up_time_ms, progress.last_fetch_time_ms
+            )
+        progress.last_fetch_leader_log_end_offset = leader_end
+        progress.last_fetch_time_ms = now_ms
+        progress.log_end_offset = fetch_offset
+        progress.broker_epoch = broker_epoch
+        progress.fetched = True
+        self._maybe_expand_isr(progress, now_ms, out)
+        self._maybe_advance_hwm(now_ms, out)
+        return self._ready(out)
+
+    def maybe_shrink_isr(self, now_ms: int) -> PartitionReady:
+        """Periodic: propose dropping followers not caught up for replica.lag.time.max.ms."""
+        out = _Builder()
+        if not self._may_propose():
+            return self._ready(out)
+        out_of_sync = [
+            replica
+            for replica in self._committed_isr
+            if replica != self.local_broker_id and self._is_out_of_sync(replica, now_ms)
+        ]
+        if out_of_sync:
+            new_isr = tuple(r for r in self._committed_isr if r not in out_of_sync)
+            self._propose(ProposalKind.SHRINK, new_isr, None, now_ms, out)
+        return self._ready(out)
+
+    def _is_out_of_sync(self, replica: int, now_ms: int) -> bool:
+        progress = self._progress.get(replica)
+        if progress is None:
+            return True
+        return (
+            progress.log_end_offset != self._log_end_offset
+            and now_ms - progress.last_caught_up_time_ms > self.replica_lag_time_max_ms
+        )
+
+    def _may_propose(self) -> bool:
+        return (
+            self._role is Role.LEADER
+            and self._inflight is None
+            and not self._fenced_until_metadata
+            and not self.is_recovering
+        )
+
+    def _maybe_expand_isr(self, progress: ReplicaProgress, now_ms: int, out: _Builder) -> None:
+        replica = progress.replica_id
+        if not self._may_propose() or replica in self._committed_isr:
+            return
+        # Kafka isFollowerInSync: at the HWM and past the start of this leader epoch.
+        if progress.log_end_offset < self._high_watermark:
+            return
+        if progress.log_end_offset < self._leader_epoch_start_offset:
+            return
+        if not self._isr_eligible(progress):
+            return
+        new_isr = (*self._committed_isr, replica)
+        self._propose(ProposalKind.EXPAND, new_isr, None, now_ms, out)
+
+    def _isr_eligible(self, progress: ReplicaProgress) -> bool:
+        """Rule 17 / KIP-903: unfenced, not shutting down, and fetched with the epoch the
+        image has for it (-1 from an old follower skips the epoch comparison)."""
+        replica = progress.replica_id
+        image_epoch = self._brokers.broker_epoch(replica)
+        if image_epoch is None or self._brokers.is_fenced(replica):
+            return False
+        if self._brokers.is_in_controlled_shutdown(replica):
+            return False
+        return progress.broker_epoch in (NO_BROKER_EPOCH, image_epoch)
+
+    def _maybe_propose_recovered(self, now_ms: int, out: _Builder) -> None:
+        """Rule 21: once the log is flushed to its end, report RECOVERED with ISR [leader]."""
+        if self._role is not Role.LEADER or not self.is_recovering:
+            return
+        if self._inflight is not None or self._fenced_until_metadata:
+            return
+        if self._flushed_offset < self._log_end_offset:
+            out.flush_wanted = True
+            return
+        self._propose(
+            ProposalKind.RECOVERED,
+            (self.local_broker_id,),
+            LeaderRecoveryState.RECOVERED,
+            now_ms,
+            out,
+        )
+
+    def _propose(
+        self,
+        kind: ProposalKind,
+        new_isr: tuple[int, ...],
+        recovery: LeaderRecoveryState | None,
+        now_ms: int,
+        out: _Builder,
+    ) -> None:
+        members = tuple(BrokerState(r, self._member_epoch(r)) for r in new_isr)
+        signature = self._signature(kind, members)
+        if signature == self._ineligible_signature:
+            return  # rule 18: the controller refused exactly this; wait for something to change
+        proposal = IsrProposal(
+            proposal_id=self._next_proposal_id,
+            kind=kind,
+            leader_epoch=self._leader_epoch,
+            partition_epoch=self._partition_epoch,
+            new_isr_with_epochs=members,
+            leader_recovery_state=recovery if recovery is not None else self._recovery_state,
+        )
+        self._next_proposal_id += 1
+        self._inflight = proposal
+        out.alter_partition = proposal
+        out.events.append(
+            IsrProposed(
+                broker_id=self.local_broker_id,
+                topic=self.topic,
+                partition=self.partition,
+                proposal_id=proposal.proposal_id,
+                kind=kind.value,
+                leader_epoch=proposal.leader_epoch,
+                partition_epoch=proposal.partition_epoch,
+                committed_isr=self._committed_isr,
+                proposed_isr=proposal.isr,
+                broker_epochs=tuple(b.broker_epoch for b in members),
+                leader_recovery_state=int(proposal.leader_recovery_state),
+                ts=now_ms,
+            )
+        )
+
+    def _member_epoch(self, replica: int) -> int:
+        """Kafka addBrokerEpochToIsr: our own registered epoch, a follower's fetched one, else
+        -1 (an existing member that has not fetched yet is not re-checked)."""
+        if replica == self.local_broker_id:
+            epoch = self._brokers.broker_epoch(replica)
+            return NO_BROKER_EPOCH if epoch is None else epoch
+        progress = self._progress.get(replica)
+        if progress is None or not progress.fetched:
+            return NO_BROKER_EPOCH
+        return progress.broker_epoch
+
+    def _signature(self, kind: ProposalKind, members: tuple[BrokerState, ...]) -> tuple[object, ...]:
+        view = tuple(
+            (
+                m.broker_id,
+                m.broker_epoch,
+                self._brokers.broker_epoch(m.broker_id),
+                self._brokers.is_fenced(m.broker_id),
+                self._brokers.is_in_controlled_shutdown(m.broker_id),
+            )
+            for m in members
+        )
+        return (kind, self._leader_epoch, self._partition_epoch, view)
+
+    def _maybe_advance_hwm(self, now_ms: int, out: _Builder) -> None:
+        """Rule 20: HWM = min log end over the maximal ISR, only while committed ISR >= min ISR,
+        and never backwards."""
+        if self._role is not Role.LEADER or self.is_recovering:
+            return
+        if len(self._committed_isr) < self._min_isr:
+            return
+        candidate = self._log_end_offset
+        for replica in self.maximal_isr:
+            if replica == self.local_broker_id:
+                continue
+            progress = self._progress.get(replica)
+            candidate = min(candidate, UNKNOWN_OFFSET if progress is None else progress.log_end_offset)
+        if candidate <= self._high_watermark:
+            return
+        old = self._high_watermark
+        self._high_watermark = candidate
+        out.events.append(
+            HwmAdvanced(
+                broker_id=self.local_broker_id,
+                topic=self.topic,
+                partition=self.partition,
+                old=old,
+                new=candidate,
+                isr_size=len(self._committed_isr),
+                min_isr=self._min_isr,
+                leader_epoch=self._leader_epoch,
+                ts=now_ms,
+                isr=self._committed_isr,
+            )
+        )
+        self._complete_acks(now_ms, out)
+
+    # ---- AlterPartition outcomes ----
+
+    def on_alter_partition_response(
+        self,
+        proposal_id: int,
+        error: Errors,
+        result: AlterPartitionPartitionResult | None,
+        now_ms: int,
+    ) -> PartitionReady:
+        """The outcome of proposal `proposal_id`: a request-level error (result None) or the
+        partition's result. Answers for a proposal no longer in flight are ignored."""
+        out = _Builder()
+        proposal = self._inflight
+        if proposal is None or proposal.proposal_id != proposal_id or self._role is not Role.LEADER:
+            return self._ready(out)
+        if result is not None and error is Errors.NONE:
+            error = result.error
+        if error is Errors.NONE and result is not None:
+            self._apply_success(proposal, result, now_ms, out)
+        elif error in (Errors.INELIGIBLE_REPLICA, Errors.FENCED_LEADER_EPOCH):
+            # Rule 18: back to the committed ISR; do not resend the same thing blindly.
+            self._inflight = None
+            if error is Errors.FENCED_LEADER_EPOCH:
+                self._fenced_until_metadata = True
+            else:
+                self._ineligible_signature = self._signature(
+                    proposal.kind, proposal.new_isr_with_epochs
+                )
+            out.events.append(self._result_event(proposal, error, "reverted", now_ms))
+            self._maybe_advance_hwm(now_ms, out)
+        elif error in _RETRY_ERRORS:
+            out.alter_partition = proposal
+            out.events.append(self._result_event(proposal, error, "retry", now_ms))
+        else:
+            # NEW_LEADER_ELECTED, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_*: the metadata that
+            # explains it is on its way and will reset the pending state (Kafka does the same).
+            out.events.append(self._result_event(proposal, error, "pending", now_ms))
+        return self._ready(out)
+
+    def _apply_success(
+        self,
+        proposal: IsrProposal,
+        result: AlterPartitionPartitionResult,
+        now_ms: int,
+        out: _Builder,
+    ) -> None:
+        if result.leader_epoch != self._leader_epoch or result.partition_epoch < self._partition_epoch:
+            out.events.append(self._result_event(proposal, Errors.NONE, "stale", now_ms))
+            return  # stays pending until metadata catches up
+        old_recovery = self._recovery_state
+        self._inflight = None
+        self._ineligible_signature = None
+        self._committed_isr = result.isr
+        self._partition_epoch = result.partition_epoch
+        self._recovery_state = LeaderRecoveryState(result.leader_recovery_state)
+        out.events.append(self._result_event(proposal, Errors.NONE, "committed", now_ms))
+        if old_recovery is not self._recovery_state:
+            out.events.append(
+                self._recovery_event(
+                    old_recovery, self._recovery_state, "AlterPartition committed", now_ms
+                )
+            )
+        self._maybe_advance_hwm(now_ms, out)
+
+    # ---- acks=all ----
+
+    def await_high_watermark(
+        self, ack_id: int, base_offset: int, last_offset: int, now_ms: int
+    ) -> PartitionReady:
+        """Complete `ack_id` once the HWM passes last_offset (acks=all, rule 20)."""
+        out = _Builder()
+        if self._role is not Role.LEADER:
+            out.failed_acks.append((ack_id, Errors.NOT_LEADER_OR_FOLLOWER))
+            return self._ready(out)
+        self._pending_acks.append(_PendingAck(ack_id, base_offset, last_offset))
+        self._complete_acks(now_ms, out)
+        return self._ready(out)
+
+    def cancel_ack(self, ack_id: int) -> bool:
+        """The runtime timed the produce out; True if it was still waiting."""
+        before = len(self._pending_acks)
+        self._pending_acks = [a for a in self._pending_acks if a.ack_id != ack_id]
+        return len(self._pending_acks) != before
+
+    def _complete_acks(self, now_ms: int, out: _Builder) -> None:
+        still: list[_PendingAck] = []
+        for ack in self._pending_acks:
+            if ack.last_offset < self._high_watermark:
+                out.completed_acks.append(ack.ack_id)
+                out.events.append(
+                    ProduceAcked(
+                        broker_id=self.local_broker_id,
+                        topic=self.topic,
+                        partition=self.partition,
+                        base_offset=ack.base_offset,
+                        last_offset=ack.last_offset,
+                        acks=ACKS_ALL,
+                        leader_epoch=self._leader_epoch,
+                        high_watermark=self._high_watermark,
+                        ts=now_ms,
+                    )
+                )
+            else:
+                still.append(ack)
+        self._pending_acks = still
+
+    def _fail_pending_acks(self, error: Errors, out: _Builder) -> None:
+        out.failed_acks.extend((a.ack_id, error) for a in self._pending_acks)
+        self._pending_acks = []
+
+    # ---- helpers ----
+
+    def _ready(self, out: _Builder) -> PartitionReady:
+        return PartitionReady(
+            high_watermark=self._high_watermark,
+            assign_leader_epoch=out.assign_leader_epoch,
+            flush_wanted=out.flush_wanted,
+            events=tuple(out.events),
+            alter_partition=out.alter_partition,
+            completed_acks=tuple(out.completed_acks),
+            failed_acks=tuple(out.failed_acks),
+        )
+
+    def _role_event(self, role: str, now_ms: int) -> RoleChanged:
+        return RoleChanged(
+            broker_id=self.local_broker_id,
+            topic=self.topic,
+            partition=self.partition,
+            role=role,
+            leader_id=self._leader_id,
+            leader_epoch=self._leader_epoch,
+            partition_epoch=self._partition_epoch,
+            isr=self._committed_isr,
+            leader_recovery_state=int(self._recovery_state),
+            log_end_offset=self._log_end_offset,
+            high_watermark=self._high_watermark,
+            ts=now_ms,
+        )
+
+    def _recovery_event(
+        self,
+        old: LeaderRecoveryState,
+        new: LeaderRecoveryState,
+        reason: str,
+        now_ms: int,
+    ) -> RecoveryStateChanged:
+        return RecoveryStateChanged(
+            broker_id=self.local_broker_id,
+            topic=self.topic,
+            partition=self.partition,
+            leader_epoch=self._leader_epoch,
+            old_state=int(old),
+            new_state=int(new),
+            reason=reason,
+            ts=now_ms,
+        )
+
+    def _result_event(
+        self, proposal: IsrProposal, error: Errors, outcome: str, now_ms: int
+    ) -> IsrResult:
+        return IsrResult(
+            broker_id=self.local_broker_id,
+            topic=self.topic,
+            partition=self.partition,
+            proposal_id=proposal.proposal_id,
+            error=error.name,
+            outcome=outcome,
+            isr=self._committed_isr,
+            leader_epoch=self._leader_epoch,
+            partition_epoch=self._partition_epoch,
+            leader_recovery_state=int(self._recovery_state),
+            ts=now_ms,
+        )

@@ -1,0 +1,423 @@
+"""A partition replica's storage: `<log.dir>/<topic>-<partition>/` (ARCHITECTURE.md "On disk").
+
+Segments are raft's DiskLog (CRC32C-checked batches of the one record batch format; opening
+cuts a torn or corrupt tail with a WARNING). Next to them, `leader-epoch-checkpoint` holds the
+leader epoch cache in Kafka's text format (version line, count line, `epoch start_offset`
+lines), rewritten atomically whenever the cache changes. Per log directory,
+`recovery-point-offset-checkpoint` and `replication-offset-checkpoint` (the HWM) use Kafka's
+format with `topic partition offset` lines; the runtime writes them with `write_offset_checkpoint`.
+
+Flush policy (`flush.messages`): None (the default) fsyncs every acks=all append and every
+follower append before the follower reports its new end in its next Fetch, so an acked acks=all
+write is durable on every ISR member that counted toward the HWM (rule 20); N > 0 fsyncs once N
+messages are unflushed, whatever the acks.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from broker.core.leader_epoch_cache import EpochEndOffset, EpochEntry, LeaderEpochCache
+from broker.core.partition_state import ACKS_ALL
+from cluster.protocol.errors import Errors, KafkaError
+from raft.core.record_batch import CorruptBatchError, Record, read_header
+from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
+from raft.runtime.fsutil import remove_stale_temp_files, storage_errors, write_atomic
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CHECKPOINT_VERSION = 0
+_SCAN_CHUNK_BYTES = 1 << 20
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+_log = logging.getLogger("minikraft.broker")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that does not parse; says which file and line."""
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    match = _PARTITION_DIR.match(name)
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+# ---- Kafka's checkpoint text files ----
+
+
+def _parse_checkpoint(path: Path, fields: int) -> list[list[str]]:
+    with storage_errors(f"read {path}"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: missing version or count line")
+    try:
+        version, count = int(lines[0]), int(lines[1])
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: bad header: {exc}") from exc
+    if version != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path}: unknown version {version}")
+    body = [line for line in lines[2:] if line.strip()]
+    if len(body) != count:
+        raise CheckpointError(f"{path}: {count} entries announced, {len(body)} found")
+    rows = []
+    for number, line in enumerate(body, start=3):
+        parts = line.split()
+        if len(parts) != fields:
+            raise CheckpointError(f"{path} line {number}: expected {fields} fields: {line!r}")
+        rows.append(parts)
+    return rows
+
+
+def _render_checkpoint(rows: Sequence[str]) -> bytes:
+    return ("\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n").encode("utf-8")
+
+
+def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry]:
+    """The entries in a leader-epoch-checkpoint; [] if the file does not exist."""
+    if not path.exists():
+        return []
+    entries = []
+    for epoch, offset in _parse_checkpoint(path, 2):
+        try:
+            entries.append(EpochEntry(int(epoch), int(offset)))
+        except ValueError as exc:
+            raise CheckpointError(f"{path}: bad entry {epoch} {offset}") from exc
+    return entries
+
+
+def write_leader_epoch_checkpoint(path: Path, entries: Sequence[EpochEntry]) -> None:
+    write_atomic(path, _render_checkpoint([f"{e.epoch} {e.start_offset}" for e in entries]))
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """`topic partition offset` lines (recovery points or HWMs); {} if the file is missing."""
+    if not path.exists():
+        return {}
+    offsets: dict[tuple[str, int], int] = {}
+    for topic, partition, offset in _parse_checkpoint(path, 3):
+        try:
+            offsets[(topic, int(partition))] = int(offset)
+        except ValueError as exc:
+            raise CheckpointError(f"{path}: bad entry {topic} {partition} {offset}") from exc
+    return offsets
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+    rows = [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    write_atomic(path, _render_checkpoint(rows))
+
+
+class LogDirCheckpoints:
+    """The two per-log-dir checkpoints. A file that does not parse is logged and read as empty:
+    HWMs are then relearned from the leaders, and recovery always CRC-checks every batch."""
+
+    def __init__(self, log_dir: Path, logger: logging.Logger | None = None) -> None:
+        self.log_dir = Path(log_dir)
+        self._logger = logger or _log
+
+    @property
+    def recovery_point_path(self) -> Path:
+        return self.log_dir / RECOVERY_POINT_CHECKPOINT
+
+    @property
+    def high_watermark_path(self) -> Path:
+        return self.log_dir / REPLICATION_OFFSET_CHECKPOINT
+
+    def _read(self, path: Path) -> dict[tuple[str, int], int]:
+        try:
+            return read_offset_checkpoint(path)
+        except CheckpointError as exc:
+            self._logger.warning("Ignoring corrupt checkpoint: %s", exc)
+            return {}
+
+    def read_recovery_points(self) -> dict[tuple[str, int], int]:
+        return self._read(self.recovery_point_path)
+
+    def read_high_watermarks(self) -> dict[tuple[str, int], int]:
+        return self._read(self.high_watermark_path)
+
+    def write_recovery_points(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        write_offset_checkpoint(self.recovery_point_path, offsets)
+
+    def write_high_watermarks(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        write_offset_checkpoint(self.high_watermark_path, offsets)
+
+
+# ---- the partition log ----
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    record_count: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def _stamp(raw: bytes, position: int, base_offset: int, leader_epoch: int) -> bytes:
+    """The batch at position with the leader's offset and epoch (neither is under the CRC)."""
+    header = bytearray(raw[position : position + 16])
+    struct.pack_into(">q", header, 0, base_offset)
+    struct.pack_into(">i", header, 12, leader_epoch)
+    return bytes(header)
+
+
+class PartitionLog:
+    """Segments plus the leader epoch cache of one partition replica. Single-threaded, except
+    that `flush()` may run in a worker thread while the event loop appends (DiskLog's rule)."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        topic: str,
+        partition: int,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        flush_messages: int | None = None,
+        recovery_point: int | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if flush_messages is not None and flush_messages < 1:
+            raise ValueError(f"flush.messages must be positive, got {flush_messages}")
+        self.topic = topic
+        self.partition = partition
+        self.name = partition_dir_name(topic, partition)
+        self.directory = Path(log_dir) / self.name
+        self.flush_messages = flush_messages
+        self._logger = logger or _log
+        self._log = DiskLog(self.directory, segment_bytes=segment_bytes, logger=self._logger)
+        self._unflushed_messages = 0
+        self.epoch_cache = LeaderEpochCache()
+        self._load_epoch_cache(recovery_point)
+
+    # ---- recovery ----
+
+    @property
+    def epoch_checkpoint_path(self) -> Path:
+        return self.directory / LEADER_EPOCH_CHECKPOINT
+
+    def _load_epoch_cache(self, recovery_point: int | None) -> None:
+        remove_stale_temp_files(self.directory, LEADER_EPOCH_CHECKPOINT)
+        scan_from = self._log.start_offset()
+        try:
+            entries = read_leader_epoch_checkpoint(self.epoch_checkpoint_path)
+            if entries and recovery_point is not None:
+                scan_from = max(scan_from, min(recovery_point, entries[-1].start_offset))
+            self.epoch_cache = LeaderEpochCache(entries)
+        except (CheckpointError, ValueError) as exc:
+            self._logger.warning(
+                "Partition %s: rebuilding the leader epoch cache from the log (%s)", self.name, exc
+            )
+            self.epoch_cache = LeaderEpochCache()
+        end = self._log.end_offset()
+        before = self.epoch_cache.entries()
+        # Recovery may have cut a torn tail: epochs that started past the end go (Kafka does too).
+        self.epoch_cache.truncate_from_end(end)
+        self.epoch_cache.truncate_from_start(self._log.start_offset())
+        self._scan_epochs(scan_from, end)
+        if self.epoch_cache.entries() != before:
+            self._logger.info(
+                "Partition %s: leader epoch cache %s -> %s after loading a log ending at %d",
+                self.name, list(before), list(self.epoch_cache.entries()), end,
+            )
+            self._write_epoch_checkpoint()
+
+    def _scan_epochs(self, start: int, end: int) -> None:
+        """Assign the epoch of every batch in [start, end) the cache does not know yet."""
+        offset = start
+        while offset < end:
+            raw = self._log.read(offset, _SCAN_CHUNK_BYTES)
+            if not raw:
+                return
+            position = 0
+            while position < len(raw):
+                header = read_header(raw, position)
+                if header.leader_epoch > self.epoch_cache.latest_epoch():
+                    self.epoch_cache.assign(header.leader_epoch, header.base_offset)
+                position += header.size
+                offset = header.last_offset + 1
+
+    def _write_epoch_checkpoint(self) -> None:
+        write_leader_epoch_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries())
+
+    # ---- views ----
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.start_offset()
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.end_offset()
+
+    @property
+    def flushed_offset(self) -> int:
+        """The recovery point: everything below is fsync'd."""
+        return self._log.flushed_offset()
+
+    def latest_epoch(self) -> int:
+        """The last leader epoch written to this log (-1 if none): GetReplicaLogInfo."""
+        return self.epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
+        """The OffsetsForLeaderEpoch answer for `epoch` (rule 22)."""
+        return self.epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
+
+    # ---- writes ----
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> bool:
+        """A new leader's epoch starts at its log end (checkpointed before it serves, rule 21)."""
+        changed = self.epoch_cache.assign(epoch, start_offset)
+        if changed:
+            self._write_epoch_checkpoint()
+        return changed
+
+    def append_as_leader(
+        self, raw_batches: bytes, leader_epoch: int, max_batch_bytes: int | None = None
+    ) -> AppendInfo:
+        """Validate a producer's batches (CRC), give them our offsets and epoch, append."""
+        if not raw_batches:
+            raise KafkaError(Errors.INVALID_RECORD, "produce request without record batches")
+        view = memoryview(raw_batches)
+        base_offset = self.log_end_offset
+        next_offset = base_offset
+        stamped: list[bytes] = []
+        position = 0
+        try:
+            while position < len(view):
+                header = read_header(view, position)
+                if max_batch_bytes is not None and header.size > max_batch_bytes:
+                    raise KafkaError(
+                        Errors.MESSAGE_TOO_LARGE,
+                        f"batch of {header.size} bytes exceeds {max_batch_bytes} bytes",
+                    )
+                if header.is_control:
+                    raise KafkaError(Errors.INVALID_RECORD, "producers may not send control batches")
+                count = header.last_offset - header.base_offset + 1
+                stamped.append(_stamp(raw_batches, position, next_offset, leader_epoch))
+                stamped.append(bytes(view[position + 16 : position + header.size]))
+                next_offset += count
+                position += header.size
+            self._log.append_as_follower(b"".join(stamped))  # decodes and CRC-checks each batch
+        except CorruptBatchError as exc:
+            raise KafkaError(Errors.CORRUPT_MESSAGE, str(exc)) from exc
+        if leader_epoch > self.epoch_cache.latest_epoch():
+            self.assign_leader_epoch(leader_epoch, base_offset)
+        count = next_offset - base_offset
+        self._unflushed_messages += count
+        return AppendInfo(base_offset, next_offset - 1, count)
+
+    def append_records_as_leader(
+        self, records: Sequence[Record] | Sequence[bytes], leader_epoch: int, timestamp_ms: int
+    ) -> AppendInfo:
+        base_offset = self.log_end_offset
+        last = self._log.append_as_leader(records, leader_epoch, timestamp_ms)
+        if leader_epoch > self.epoch_cache.latest_epoch():
+            self.assign_leader_epoch(leader_epoch, base_offset)
+        self._unflushed_messages += len(records)
+        return AppendInfo(base_offset, last.offset, len(records))
+
+    def append_as_follower(self, raw_batches: bytes) -> AppendInfo:
+        """Append fetched batches as they are; each new epoch enters the cache (Kafka)."""
+        base_offset = self.log_end_offset
+        try:
+            self._log.append_as_follower(raw_batches)
+        except CorruptBatchError as exc:
+            raise KafkaError(Errors.CORRUPT_MESSAGE, str(exc)) from exc
+        position = 0
+        changed = False
+        while position < len(raw_batches):
+            header = read_header(raw_batches, position)
+            if header.leader_epoch > self.epoch_cache.latest_epoch():
+                changed |= self.epoch_cache.assign(header.leader_epoch, header.base_offset)
+            position += header.size
+        if changed:
+            self._write_epoch_checkpoint()
+        count = self.log_end_offset - base_offset
+        self._unflushed_messages += count
+        return AppendInfo(base_offset, self.log_end_offset - 1, count)
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log at offset (rounded down to a batch start); returns the new log end."""
+        offset = max(self.log_start_offset, min(offset, self.log_end_offset))
+        if offset < self.log_end_offset:
+            raw = self._log.read(offset, 1)
+            if raw:
+                offset = min(offset, read_header(raw, 0).base_offset)
+        old_end = self.log_end_offset
+        self._log.truncate_to(offset)
+        if self.epoch_cache.truncate_from_end(offset):
+            self._write_epoch_checkpoint()
+        if offset < old_end:
+            self._logger.info(
+                "Partition %s: truncated from %d to %d", self.name, old_end, offset
+            )
+        self._unflushed_messages = max(0, self.log_end_offset - self.flushed_offset)
+        return self.log_end_offset
+
+    # ---- flush ----
+
+    def flush_due(self, acks: int | None) -> bool:
+        """Whether to fsync now: acks of the produce just appended, None for follower appends."""
+        if self._unflushed_messages == 0:
+            return False
+        if self.flush_messages is not None:
+            return self._unflushed_messages >= self.flush_messages
+        return acks is None or acks == ACKS_ALL
+
+    def flush(self) -> int:
+        """fsync everything appended; returns the new flushed offset."""
+        pending = self._unflushed_messages
+        self._log.flush()
+        self._unflushed_messages = max(0, self._unflushed_messages - pending)
+        return self.flushed_offset
+
+    # ---- reads ----
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int) -> bytes:
+        """Whole batches from the one holding fetch_offset, each ending below max_offset (the
+        HWM for consumers, the log end for followers); at least one if any qualifies."""
+        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+            raise KafkaError(
+                Errors.OFFSET_OUT_OF_RANGE,
+                f"offset {fetch_offset} outside [{self.log_start_offset}, {self.log_end_offset}]"
+                f" of {self.name}",
+            )
+        if fetch_offset >= max_offset:
+            return b""
+        raw = self._log.read(fetch_offset, max_bytes)
+        position = 0
+        while position < len(raw):
+            header = read_header(raw, position)
+            if header.last_offset >= max_offset:
+                break
+            position += header.size
+        return raw[:position]
+
+    def close(self) -> None:
+        self._log.close()
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
