@@ -163,6 +163,7 @@ class DescribeQuorumResponse:
     observers: list[ReplicaState] = field(default_factory=list)
     voter_endpoints: list[VoterEndpoint] = field(default_factory=list)
     observer_endpoints: list[VoterEndpoint] = field(default_factory=list)
+    cluster_id: str = ""  # minikraft's addition, for `describe --status` (CLI.md)
 
 
 @dataclass(frozen=True, slots=True)

@@ -269,6 +269,7 @@ class RaftReplica:
                                 p.last_caught_up_ms)
 
         return DescribeQuorumResponse(
+            cluster_id=self._config.cluster_id,
             leader_id=self._node_id, leader_epoch=st.epoch, high_watermark=self._high_watermark,
             current_voters=[state_of(p) for p in st.voter_progress(voters)],
             observers=[state_of(p) for p in st.observer_progress(voters)],

@@ -117,6 +117,7 @@ def test_cli_up_describe_down(tmp_path: Path) -> None:
         )
         assert described.returncode == 0, described.stderr
         status = json.loads(described.stdout)
+        assert status["cluster_id"] == summary["cluster_id"]
         assert len(status["current_voters"]) == 3
         assert status["leader_id"] in (1, 2, 3)
         replication = minikraft(
