@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
-EXTRAS ?= dev
+EXTRAS ?= dev,spark
 
 .PHONY: install test test-slow lint demo clean
 

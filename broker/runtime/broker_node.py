@@ -1,28 +1,52 @@
 """One broker process (ARCHITECTURE.md "Processes"): a Raft observer of `__cluster_metadata`
-replaying it into the MetadataImage, the broker's RPC listener and its HTTP side.
+replaying it into the MetadataImage, registration and heartbeats with the active controller, the
+partitions it hosts (ReplicaManager), replica fetchers, the broker's RPC listener (its own
+BROKER_REGISTRY) and its HTTP side.
 
 A broker never votes: it is not in the voter set, so its RaftReplica is an observer that
 fetches from the leader it finds through `controller.quorum.bootstrap.servers`.
+
+Start: read PreviousBrokerEpoch from the clean-shutdown file, load the logs, remove the file
+(rule 12), then serve. Stop (SIGTERM): controlled shutdown through the heartbeat, final flush,
+checkpoints, then the clean-shutdown file with the broker epoch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from broker.core.partition_state import Role
+from broker.runtime.clean_shutdown import (
+    NO_BROKER_EPOCH,
+    previous_broker_epoch,
+    remove_clean_shutdown,
+    write_clean_shutdown,
+)
+from broker.runtime.event_journal import EventJournal
+from broker.runtime.replica_fetcher import ReplicaFetcher
+from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from cluster.config import NodeConfig
 from cluster.net.client import RpcClient
 from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
 from cluster.net.server import RequestContext, RpcServer
+from cluster.protocol import broker_messages as bm
+from cluster.protocol import controller_messages as cm
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
+from controller.core.metadata_image import MetadataImage
 from controller.runtime.metadata_state import MetadataState
+from raft.core.record_batch import RecordBatch
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import ensure_formatted
 from raft.runtime.raft_manager import RaftManager
@@ -31,25 +55,98 @@ log = logging.getLogger("minikraft.broker")
 
 BrokerHandler = Callable[[ApiKey, Any, RequestContext], Awaitable[Any]]
 
+BROKER_DEFAULTS = {
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.backoff.ms": "200",
+    "message.max.bytes": "1048588",
+    "controlled.shutdown.timeout.ms": "8000",
+}
+JOURNAL_DIR_KEY = "minikraft.journal.dir"
+CONTROLLER_REQUEST_TIMEOUT_MS = 5000
+
+
+def journal_path(config: NodeConfig) -> Path:
+    """`minikraft.journal.dir`, else `journal/` next to the metadata dir (outside the data)."""
+    text = config.get(JOURNAL_DIR_KEY)
+    base = Path(text) if text else config.metadata_log_dir.parent.parent / "journal"
+    return base / f"broker-{config.node_id}.journal"
+
+
+class BrokerMetadataState(MetadataState):
+    """MetadataState that tells the broker after every applied commit or snapshot load."""
+
+    def __init__(
+        self, snapshot_interval_records: int, on_image: Callable[[MetadataImage], None]
+    ) -> None:
+        super().__init__(snapshot_interval_records)
+        self._on_image = on_image
+
+    def handle_commit(self, batches: Sequence[RecordBatch]) -> None:
+        super().handle_commit(batches)
+        self._on_image(self.image)
+
+    def handle_load_snapshot(
+        self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
+    ) -> None:
+        super().handle_load_snapshot(snapshot_end_offset, batches)
+        self._on_image(self.image)
+
 
 class BrokerNode:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
+        for key, value in BROKER_DEFAULTS.items():
+            config.props.setdefault(key, value)
         listener = config.broker_listener()
         if listener is None:
             raise ValueError("a broker needs a listener that is not a controller listener")
         self.listener = listener
+        self.broker_id = config.node_id
         # Every data directory must be formatted for this cluster before the broker serves.
         self.log_dir_metas = [ensure_formatted(d) for d in config.log_dirs]
         self.faults = FaultInjector()
-        self.metadata = MetadataState(
-            snapshot_interval_records=config.get_int("metadata.log.snapshot.interval.records")
+        self.broker_epoch = NO_BROKER_EPOCH
+        self.fenced = True
+        self.incarnation_id = uuid.uuid4()
+        self.previous_broker_epoch = NO_BROKER_EPOCH
+        self.metadata = BrokerMetadataState(
+            config.get_int("metadata.log.snapshot.interval.records"), self._on_image
         )
+        # Two clients: the global registry for Raft and the controller, BROKER_REGISTRY for
+        # partition data between brokers.
         self.client = RpcClient(f"node-{config.node_id}", cluster_id=None, faults=self.faults)
         self.raft = RaftManager(config, self.client, listener=self.metadata)
         self.client.cluster_id = self.raft.cluster_id
+        self.broker_client = RpcClient(
+            f"node-{config.node_id}",
+            cluster_id=self.raft.cluster_id,
+            faults=self.faults,
+            registry=bm.BROKER_REGISTRY,
+        )
         self.metadata.bind(self.raft)
-        self.handlers: dict[ApiKey, BrokerHandler] = {}
+        flush_text = config.get("flush.messages")
+        self.journal = EventJournal(journal_path(config))
+        self.replicas = ReplicaManager(
+            ReplicaSettings(
+                broker_id=self.broker_id,
+                log_dirs=list(config.log_dirs),
+                replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
+                max_message_bytes=config.get_int("message.max.bytes"),
+                flush_messages=int(flush_text) if flush_text else None,
+            ),
+            self.journal,
+            self._send_alter_partition,
+            lambda: self.broker_epoch,
+        )
+        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
+        self.handlers: dict[ApiKey, BrokerHandler] = {
+            ApiKey.PRODUCE: self._produce,
+            ApiKey.FETCH: self._fetch,
+            ApiKey.LIST_OFFSETS: self._list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
+            ApiKey.METADATA: self._metadata_request,
+            ApiKey.GET_REPLICA_LOG_INFO: self._replica_log_info,
+        }
         self.server = RpcServer(
             listener.host,
             listener.port,
@@ -58,11 +155,17 @@ class BrokerNode:
             node_id=config.node_id,
             max_frame_bytes=config.get_int("socket.request.max.bytes"),
             faults=self.faults,
+            registry=bm.BROKER_REGISTRY,
         )
         self.registry = CollectorRegistry()
         Gauge(
             "broker_metadata_offset", "applied metadata offset", registry=self.registry
         ).set_function(lambda: self.metadata.committed_offset)
+        Gauge(
+            "UnderMinIsrPartitionCount", "led partitions under min ISR", registry=self.registry
+        ).set_function(
+            lambda: sum(1 for h in self.replicas.partitions.values() if h.state.is_under_min_isr)
+        )
         http = config.http_listener
         self.http = (
             HttpStatusServer(
@@ -77,6 +180,11 @@ class BrokerNode:
             else None
         )
         self._stopped = asyncio.Event()
+        self._shutting_down = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping_fetchers: set[asyncio.Future[None]] = set()
+
+    # ---- lifecycle ----
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -89,24 +197,218 @@ class BrokerNode:
             await self.stop()
 
     async def start(self) -> None:
+        # Rule 12: read the epoch, load the logs, then remove the file, so a crash from now on
+        # counts as unclean.
+        self.previous_broker_epoch = previous_broker_epoch(self.config.log_dirs)
+        loaded = self.replicas.load_logs()
+        remove_clean_shutdown(self.config.log_dirs)
+        log.info(
+            "Broker %s loaded %d partition logs (previous broker epoch %d)",
+            self.broker_id, loaded, self.previous_broker_epoch,
+        )
         await self.server.start()
         log.info(
             "Broker %s listening on %s (cluster %s)",
-            self.config.node_id,
+            self.broker_id,
             self.listener.address,
             self.raft.cluster_id,
         )
         await self.raft.start()
         if self.http is not None:
             await self.http.start()
+        self._tasks = [
+            asyncio.ensure_future(self._lifecycle_loop()),
+            asyncio.ensure_future(self._tick_loop()),
+        ]
 
     async def stop(self) -> None:
-        log.info("Broker %s shutting down", self.config.node_id)
-        await self.raft.stop()
+        log.info("Broker %s shutting down", self.broker_id)
+        self._shutting_down = True
+        clean = False
+        try:
+            await self._controlled_shutdown()
+            clean = True
+        except Exception:
+            log.exception("Controlled shutdown failed")
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
         await self.server.stop()
         if self.http is not None:
             await self.http.stop()
+        self.replicas.flush_all()
+        self.replicas.write_checkpoints()
+        await self.replicas.close()
+        self.journal.close()
+        await self.raft.stop()
+        if clean:
+            # Written after the final flush (seed 001): the controller compares it at restart.
+            write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
         await self.client.close()
+        await self.broker_client.close()
+
+    async def _controlled_shutdown(self) -> None:
+        """Heartbeat want_shut_down until the controller moved our leaderships away."""
+        if self.broker_epoch < 0:
+            return
+        deadline = time.monotonic() + self.config.get_int("controlled.shutdown.timeout.ms") / 1000
+        unreachable = 0
+        # Give up early when no controller answers (the whole cluster is stopping).
+        while time.monotonic() < deadline and unreachable < 3:
+            try:
+                response = await self._controller_request(
+                    cm.BrokerHeartbeatRequest(
+                        self.broker_id,
+                        self.broker_epoch,
+                        self.metadata.committed_offset,
+                        want_shut_down=True,
+                    ),
+                    timeout_ms=1000,
+                )
+                if response.should_shut_down:
+                    log.info("Broker %s: controlled shutdown complete", self.broker_id)
+                    return
+            except KafkaError as exc:
+                log.info("Controlled shutdown heartbeat: %s", exc)
+                if exc.error in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT):
+                    unreachable += 1
+            await asyncio.sleep(0.1)
+        log.warning("Broker %s: controlled shutdown timed out", self.broker_id)
+
+    async def _lifecycle_loop(self) -> None:
+        interval_s = self.config.get_int("broker.heartbeat.interval.ms") / 1000
+        while not self._shutting_down:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                else:
+                    await self._heartbeat()
+            except KafkaError as exc:
+                log.info("Broker %s: controller request failed: %s", self.broker_id, exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("Broker lifecycle step failed")
+            await asyncio.sleep(interval_s if self.broker_epoch >= 0 else 0.2)
+
+    async def _register(self) -> None:
+        if self.raft.replica.leader_id is None:
+            return
+        response = await self._controller_request(
+            cm.BrokerRegistrationRequest(
+                self.broker_id,
+                self.raft.cluster_id,
+                self.incarnation_id,
+                [cm.BrokerListener(self.listener.name, self.listener.host, self.listener.port)],
+                log_dirs=[m.directory_id for m in self.log_dir_metas if m.directory_id],
+                previous_broker_epoch=self.previous_broker_epoch,
+            )
+        )
+        self.broker_epoch = response.broker_epoch
+        log.info(
+            "Broker %s registered with epoch %d (previous %d)",
+            self.broker_id, self.broker_epoch, self.previous_broker_epoch,
+        )
+
+    async def _heartbeat(self) -> None:
+        try:
+            response = await self._controller_request(
+                cm.BrokerHeartbeatRequest(
+                    self.broker_id, self.broker_epoch, self.metadata.committed_offset
+                )
+            )
+        except KafkaError as exc:
+            if exc.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+                # Not a restart: the old epoch is gone, so the next registration is unclean.
+                self.previous_broker_epoch = NO_BROKER_EPOCH
+                self.broker_epoch = NO_BROKER_EPOCH
+            raise
+        if response.is_fenced != self.fenced:
+            log.info("Broker %s is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
+        self.fenced = response.is_fenced
+
+    async def _controller_request(
+        self, request: Any, timeout_ms: int = CONTROLLER_REQUEST_TIMEOUT_MS
+    ) -> Any:
+        """Send to the active controller (the metadata Raft leader), else a bootstrap server."""
+        address = self.raft.replica.leader_endpoint
+        candidates = [address] if address else list(self.config.bootstrap_servers)
+        last = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
+        for candidate in candidates:
+            try:
+                response = await self.client.request(
+                    candidate, request, timeout_ms=timeout_ms
+                )
+            except KafkaError as exc:
+                last = exc
+                continue
+            error = Errors.of(response.error_code)
+            if error is not Errors.NONE:
+                raise KafkaError(error, response.error_message)
+            return response
+        raise last
+
+    async def _send_alter_partition(
+        self, request: cm.AlterPartitionRequest
+    ) -> cm.AlterPartitionResponse:
+        address = self.raft.replica.leader_endpoint
+        if address is None:
+            raise KafkaError(Errors.NOT_CONTROLLER, "no active controller known")
+        return await self.client.request(address, request, timeout_ms=CONTROLLER_REQUEST_TIMEOUT_MS)
+
+    async def _tick_loop(self) -> None:
+        lag_ms = self.config.get_int("replica.lag.time.max.ms")
+        interval_s = max(0.1, min(lag_ms / 2000, 2.0))
+        checkpoint_every = max(1, int(5 / interval_s))
+        ticks = 0
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.replicas.tick()
+                ticks += 1
+                if ticks % checkpoint_every == 0:
+                    self.replicas.write_checkpoints()
+            except Exception:
+                log.exception("Broker tick failed")
+
+    # ---- metadata ----
+
+    def _on_image(self, image: MetadataImage) -> None:
+        changed = self.replicas.apply_image(image)
+        for hosted in changed:
+            self._update_fetcher(hosted)
+
+    def _update_fetcher(self, hosted: HostedPartition) -> None:
+        key = (hosted.topic, hosted.partition)
+        old = self.fetchers.pop(key, None)
+        if old is not None:
+            self._stopping_fetchers.add(asyncio.ensure_future(old.stop()))
+            self._stopping_fetchers = {t for t in self._stopping_fetchers if not t.done()}
+        if hosted.state.role is Role.FOLLOWER and not self._shutting_down:
+            fetcher = ReplicaFetcher(
+                self.replicas,
+                hosted,
+                self.broker_client,
+                self._broker_address,
+                lambda: self.broker_epoch,
+                self.config.get_int("replica.fetch.backoff.ms"),
+            )
+            self.fetchers[key] = fetcher
+            fetcher.start()
+
+    def _broker_address(self, broker_id: int) -> str | None:
+        registration = self.metadata.image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        for endpoint in registration.endpoints:
+            if endpoint.name == self.listener.name:
+                return f"{endpoint.host}:{endpoint.port}"
+        return None
+
+    # ---- handlers ----
 
     async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
         handler = self.handlers.get(api_key)
@@ -114,10 +416,81 @@ class BrokerNode:
             raise KafkaError(Errors.UNSUPPORTED_VERSION, f"broker does not serve {api_key.name}")
         return await handler(api_key, request, ctx)
 
+    async def _produce(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
+        return await self.replicas.produce(request)
+
+    async def _fetch(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
+        return await self.replicas.fetch(request)
+
+    async def _list_offsets(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
+        return self.replicas.list_offsets(request)
+
+    async def _offset_for_leader_epoch(
+        self, _key: ApiKey, request: Any, _ctx: RequestContext
+    ) -> Any:
+        return self.replicas.offset_for_leader_epoch(request)
+
+    async def _replica_log_info(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
+        return self.replicas.replica_log_info(request)
+
+    async def _metadata_request(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
+        image = self.metadata.image
+        brokers = []
+        for reg in image.brokers.values():
+            endpoint = next((e for e in reg.endpoints if e.name == self.listener.name), None)
+            if endpoint is None:
+                continue
+            brokers.append(
+                bm.MetadataBroker(
+                    reg.broker_id, endpoint.host, endpoint.port, reg.fenced,
+                    reg.in_controlled_shutdown, reg.epoch,
+                )
+            )
+        topics = []
+        names = request.topics if request.topics is not None else sorted(image.topics_by_name)
+        for name in names:
+            topic = image.topics_by_name.get(name)
+            if topic is None:
+                topics.append(
+                    bm.MetadataTopic(name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                )
+                continue
+            partitions = [
+                bm.MetadataPartition(
+                    partition_id,
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=list(reg.replicas),
+                    isr_nodes=list(reg.isr),
+                    eligible_leader_replicas=list(reg.elr),
+                    leader_recovery_state=int(reg.leader_recovery_state),
+                )
+                for partition_id, reg in sorted(topic.partitions.items())
+            ]
+            topics.append(
+                bm.MetadataTopic(
+                    name,
+                    topic_id=topic.topic_id,
+                    min_insync_replicas=image.topic_min_insync_replicas(name),
+                    partitions=partitions,
+                )
+            )
+        leader = self.raft.replica.leader_id
+        return bm.MetadataResponse(
+            brokers=brokers,
+            topics=topics,
+            controller_bootstrap_servers=list(self.config.bootstrap_servers),
+            metadata_leader_id=-1 if leader is None else leader,
+            metadata_offset=self.metadata.committed_offset,
+            node_id=self.broker_id,
+        )
+
+    # ---- status ----
+
     def status(self) -> dict[str, Any]:
         replica = self.raft.replica
         return {
-            "node_id": self.config.node_id,
+            "node_id": self.broker_id,
             "role": "broker",
             "raft_role": replica.role,
             "metadata_leader_id": replica.leader_id,
@@ -126,8 +499,25 @@ class BrokerNode:
             "metadata_applied_offset": self.metadata.committed_offset,
             "metadata_directory_id": uuid_to_str(self.raft.meta.directory_id),
             "cluster_id": self.raft.cluster_id,
+            "broker_epoch": self.broker_epoch,
+            "fenced": self.fenced,
+            "partitions": {
+                f"{h.topic}-{h.partition}": {
+                    "role": h.state.role.value,
+                    "leader_epoch": h.state.leader_epoch,
+                    "high_watermark": h.state.high_watermark,
+                    "log_end_offset": h.log.log_end_offset,
+                    "isr": list(h.state.committed_isr),
+                }
+                for h in self.replicas.partitions.values()
+            },
         }
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         status = self.status()
-        return status["metadata_leader_id"] is not None, status
+        healthy = status["metadata_leader_id"] is not None and not self.fenced
+        with contextlib.suppress(Exception):
+            status["under_min_isr"] = sum(
+                1 for h in self.replicas.partitions.values() if h.state.is_under_min_isr
+            )
+        return healthy, status

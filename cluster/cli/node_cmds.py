@@ -1,5 +1,6 @@
 """`minikraft controller --config F`: run one node process in the foreground until SIGTERM
-(clean) or SIGKILL (not)."""
+(clean) or SIGKILL (not). Without --config the node reads Kafka-style KAFKA_* environment, and
+`--format-if-needed` formats its unformatted directories first (docker-compose.yml)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ import click
 from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, fail
 from cluster.config import ConfigError, NodeConfig
 from cluster.net.loop import run
-from raft.runtime.meta_properties import InconsistentClusterIdError, UnformattedError
+from raft.runtime.meta_properties import (
+    InconsistentClusterIdError,
+    StorageError,
+    UnformattedError,
+)
 
 
 def _setup_logging(config: NodeConfig, role: str) -> None:
@@ -29,22 +34,38 @@ def _setup_logging(config: NodeConfig, role: str) -> None:
     root.setLevel(level)
 
 
-def _load(config_path: str) -> NodeConfig:
+def _load(config_path: str | None, role: str, format_if_needed: bool = False) -> NodeConfig:
+    from cluster.launch import node_entrypoint
+
     try:
-        return NodeConfig.from_file(config_path)
+        config = node_entrypoint.load_node_config(config_path)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
+    if role not in config.roles:
+        fail(f"process.roles does not include {role}", EXIT_USAGE)
+    if format_if_needed:
+        try:
+            node_entrypoint.format_if_needed(config)
+        except ConfigError as exc:
+            fail(str(exc), EXIT_USAGE)
+        except StorageError as exc:
+            fail(str(exc), EXIT_FAILED)
+    return config
+
+
+_CONFIG_HELP = "properties file (default: KAFKA_* environment variables)"
+_FORMAT_HELP = "format unformatted directories first (CLUSTER_ID, KAFKA_INITIAL_CONTROLLERS)"
 
 
 @click.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
-def controller(config_path: str) -> None:
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help=_CONFIG_HELP)
+@click.option("--format-if-needed", is_flag=True, help=_FORMAT_HELP)
+def controller(config_path: str | None, format_if_needed: bool) -> None:
     """Run one controller process (a KRaft voter or observer) in the foreground."""
     from controller.runtime.controller_node import ControllerNode
 
-    config = _load(config_path)
-    if "controller" not in config.roles:
-        fail("process.roles does not include controller", EXIT_USAGE)
+    config = _load(config_path, "controller", format_if_needed)
     _setup_logging(config, "controller")
     try:
         node = ControllerNode(config)
@@ -54,14 +75,14 @@ def controller(config_path: str) -> None:
 
 
 @click.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
-def broker(config_path: str) -> None:
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help=_CONFIG_HELP)
+@click.option("--format-if-needed", is_flag=True, help=_FORMAT_HELP)
+def broker(config_path: str | None, format_if_needed: bool) -> None:
     """Run one broker process (a metadata observer hosting partitions) in the foreground."""
     from broker.runtime.broker_node import BrokerNode
 
-    config = _load(config_path)
-    if "broker" not in config.roles:
-        fail("process.roles does not include broker", EXIT_USAGE)
+    config = _load(config_path, "broker", format_if_needed)
     _setup_logging(config, "broker")
     try:
         node = BrokerNode(config)

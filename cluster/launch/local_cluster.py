@@ -158,6 +158,8 @@ class LocalCluster:
             props["listeners"] = f"PLAINTEXT://{spec.address}"
             props["log.dirs"] = str(Path(spec.dir) / "data")
             props["metadata.log.dir"] = str(Path(spec.dir) / "metadata")
+            # The event journal lives outside the node's data directory (a wiped disk keeps it).
+            props["minikraft.journal.dir"] = str(self.dir / "journal")
         props.update(spec.extra)
         return props
 

@@ -1,4 +1,5 @@
-"""Wait until a local cluster is ready: the quorum has a leader that every voter follows."""
+"""Wait until a local cluster is ready: the quorum has a leader that every voter follows, and
+every broker is registered and unfenced (asked of the brokers themselves through METADATA)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable
 
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import LocalCluster
+from cluster.net.client import RpcClient
+from cluster.protocol import broker_messages as bm
 from cluster.protocol.errors import KafkaError
 
 
@@ -20,15 +23,21 @@ async def wait_until_ready(
     last_error = "no answer yet"
     while time.monotonic() < deadline:
         dead = [
-            s.name for s in cluster.controllers if s.pid is not None and not _alive(cluster, s.name)
+            s.name
+            for s in cluster.controllers + cluster.brokers
+            if s.pid is not None and not _alive(cluster, s.name)
         ]
         if dead:
             raise TimeoutError(f"{', '.join(dead)} exited during start-up")
         try:
             status = await describe_quorum(cluster.bootstrap_controller, timeout_ms=1000)
             if status.leader_id is not None and len(status.voters) == len(cluster.controllers):
-                return status
-            last_error = f"leader {status.leader_id}, {len(status.voters)} voters"
+                waiting = await brokers_not_ready(cluster)
+                if not waiting:
+                    return status
+                last_error = f"brokers not registered and unfenced: {waiting}"
+            else:
+                last_error = f"leader {status.leader_id}, {len(status.voters)} voters"
         except KafkaError as exc:
             last_error = str(exc)
         if progress is not None:
@@ -39,3 +48,26 @@ async def wait_until_ready(
 
 def _alive(cluster: LocalCluster, name: str) -> bool:
     return any(s.name == name for s in cluster.running())
+
+
+async def brokers_not_ready(cluster: LocalCluster, timeout_ms: int = 1000) -> list[int]:
+    """Broker ids that are not yet registered and unfenced in every broker's metadata."""
+    if not cluster.brokers:
+        return []
+    wanted = {b.node_id for b in cluster.brokers}
+    client = RpcClient("minikraft-readiness", cluster_id=None, registry=bm.BROKER_REGISTRY)
+    not_ready: set[int] = set()
+    try:
+        for spec in cluster.brokers:
+            try:
+                response = await client.request(
+                    spec.address, bm.MetadataRequest(topics=[]), timeout_ms=timeout_ms
+                )
+            except KafkaError:
+                not_ready.add(spec.node_id)
+                continue
+            unfenced = {b.node_id for b in response.brokers if not b.fenced}
+            not_ready |= wanted - unfenced
+    finally:
+        await client.close()
+    return sorted(not_ready)

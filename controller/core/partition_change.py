@@ -77,6 +77,7 @@ class PartitionChangeBuilder:
         min_isr: int,
         elr_enabled: bool = True,
         unclean_allowed: bool = False,
+        recovery_manager: bool = False,
     ) -> None:
         self._reg = registration
         self._topic_id = topic_id
@@ -85,6 +86,9 @@ class PartitionChangeBuilder:
         self._min_isr = min_isr  # already effective (rule 9)
         self._elr_enabled = elr_enabled
         self._unclean_allowed = unclean_allowed
+        # Rule 14: with the recovery manager on, it replaces rule 13's LastKnownLeader and
+        # unclean steps for the controller's own elections.
+        self._recovery_manager = recovery_manager
         self._target_isr: tuple[int, ...] = registration.isr
         self._target_recovery: LeaderRecoveryState = registration.leader_recovery_state
         self._fenced_overrides: dict[int, bool] = {}
@@ -257,7 +261,10 @@ class PartitionChangeBuilder:
 
         if (
             election_type == ElectionType.DESIGNATED
-            and _designated_error(reg, self._designated_leader, self._is_fenced) is None
+            and _designated_error(
+                reg, self._designated_leader, self._is_fenced, self._brokers.is_in_controlled_shutdown
+            )
+            is None
         ):
             return _Election(self._designated_leader, ElectionKind.DESIGNATED)
         if election_type == ElectionType.PREFERRED and replicas:
@@ -276,7 +283,8 @@ class PartitionChangeBuilder:
                 if self._is_acceptable_leader(replica):
                     return _Election(replica, ElectionKind.ELR)
         # PREFERRED never falls back to unclean (rule 13); a refused DESIGNATED neither.
-        if election_type not in (ElectionType.PREFERRED, ElectionType.DESIGNATED):
+        manager_owns = self._recovery_manager and election_type == ElectionType.ONLINE
+        if election_type not in (ElectionType.PREFERRED, ElectionType.DESIGNATED) and not manager_owns:
             if (
                 self._elr_enabled
                 and not elr
@@ -319,16 +327,38 @@ def designated_election_error(
     registration: PartitionRegistration, designated_leader: int, brokers: BrokerView
 ) -> Errors | None:
     """Seed 004: only an offline partition, only an unfenced member of the replica set."""
-    return _designated_error(registration, designated_leader, brokers.is_fenced)
+    return _designated_error(
+        registration, designated_leader, brokers.is_fenced, brokers.is_in_controlled_shutdown
+    )
+
+
+def designated_election_reason(
+    registration: PartitionRegistration, designated_leader: int, brokers: BrokerView
+) -> str:
+    """Why a DESIGNATED election is refused, in words for the operator (seed 004)."""
+    if registration.leader != NO_LEADER:
+        return f"the partition is already online with leader {registration.leader}"
+    if designated_leader not in registration.replicas:
+        return (
+            f"broker {designated_leader} is not in the replica set {list(registration.replicas)}"
+        )
+    if brokers.is_fenced(designated_leader):
+        return f"broker {designated_leader} is fenced"
+    if brokers.is_in_controlled_shutdown(designated_leader):
+        return f"broker {designated_leader} is in controlled shutdown"
+    return ""
 
 
 def _designated_error(
     registration: PartitionRegistration,
     designated_leader: int,
     is_fenced: Callable[[int], bool],
+    in_controlled_shutdown: Callable[[int], bool],
 ) -> Errors | None:
     if registration.leader != NO_LEADER:
         return Errors.ELECTION_NOT_NEEDED
     if designated_leader not in registration.replicas or is_fenced(designated_leader):
         return Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    if in_controlled_shutdown(designated_leader):
+        return Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE  # it is leaving: leading would not last
     return None

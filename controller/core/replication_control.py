@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from cluster.protocol import controller_messages as msg
@@ -27,6 +28,7 @@ from controller.core.partition_change import (
     ElectionType,
     PartitionChangeBuilder,
     designated_election_error,
+    designated_election_reason,
 )
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
@@ -47,6 +49,9 @@ CLEANUP_POLICY = "cleanup.policy"
 MAX_TOPIC_NAME_LENGTH = 249
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 METADATA_TOPIC = "__cluster_metadata"
+# Rule 14: the controller sets this around each write while its recovery manager is enabled, so
+# every builder leaves LastKnownLeader and unclean steps to the manager (one synchronous compute).
+RECOVERY_MANAGER_ACTIVE: ContextVar[bool] = ContextVar("recovery_manager_active", default=False)
 
 
 # -- configs ---------------------------------------------------------------------------------
@@ -138,6 +143,7 @@ def builder_for(
         image.effective_min_isr(topic.topic_id, partition_id),  # rule 9
         elr_enabled=elr,
         unclean_allowed=unclean_allowed(image, topic.name) if unclean is None else unclean,
+        recovery_manager=RECOVERY_MANAGER_ACTIVE.get(),
     )
 
 
@@ -709,7 +715,8 @@ def _elect_one(
             return None, _election_result(
                 pid,
                 error,
-                f"cannot elect broker {target.designated_leader}",
+                f"cannot elect broker {target.designated_leader}: "
+                + designated_election_reason(registration, target.designated_leader, image),
                 registration.leader,
             )
         builder.set_election_type(ElectionType.DESIGNATED, target.designated_leader)

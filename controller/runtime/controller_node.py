@@ -54,6 +54,10 @@ class _ControllerCollector(Collector):
             "kafka_controller_election_from_eligible_leader_replicas_total",
             "ElectionFromEligibleLeaderReplicasPerSec (as a counter)",
         ),
+        "unclean_recovery_partitions_count": (
+            "kafka_controller_unclean_recovery_partitions_count",
+            "unclean_recovery_partitions_count (KIP-966 recovery manager)",
+        ),
         "unclean_leader_elections_total": (
             "kafka_controller_unclean_leader_elections_total",
             "UncleanLeaderElectionsPerSec (as a counter)",

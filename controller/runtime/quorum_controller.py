@@ -33,6 +33,7 @@ from controller.core.records import (
     encode_record,
 )
 from controller.runtime.metadata_state import MetadataState
+from controller.runtime.recovery_manager import RecoveryManager, build_recovery_manager
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.controller")
@@ -86,13 +87,21 @@ class QuorumController:
         # Counters behind the KIP-966 metrics (ElectionFromEligibleLeaderReplicasPerSec, ...).
         self.elections_from_elr = 0
         self.unclean_elections = 0
+        # -- unclean recovery manager (issue 7, rule 14): only with unclean.recovery.manager.enabled
+        self.recovery_manager: RecoveryManager | None = build_recovery_manager(
+            config, self, clock_ms
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._timer = asyncio.ensure_future(self._session_timer())
+        if self.recovery_manager is not None:  # issue 7: rule 14, off by default
+            await self.recovery_manager.start()
 
     async def stop(self) -> None:
+        if self.recovery_manager is not None:  # issue 7
+            await self.recovery_manager.stop()
         if self._timer is not None:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
@@ -112,6 +121,10 @@ class QuorumController:
             "active_broker_count": len(image.brokers) - fenced,
             "election_from_eligible_leader_replicas_total": self.elections_from_elr,
             "unclean_leader_elections_total": self.unclean_elections,
+            # issue 7: KIP-966's gauge, 0 while the recovery manager is off or idle
+            "unclean_recovery_partitions_count": (
+                self.recovery_manager.partitions_count() if self.recovery_manager else 0
+            ),
         }
 
     # -- requests ----------------------------------------------------------------------------
@@ -207,6 +220,13 @@ class QuorumController:
     def _elr(self, image: MetadataImage) -> bool:
         return replication_control.elr_enabled(image, self.elr_default)
 
+    # issue 7: the recovery manager writes through the single writer like a request does.
+    def elr_enabled_for(self, image: MetadataImage) -> bool:
+        return self._elr(image)
+
+    async def write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:
+        return await self._write(compute, what)
+
     async def _write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:
         response, _, _ = await self._write_result(compute, what)
         return response
@@ -217,7 +237,14 @@ class QuorumController:
         async with self._lock:
             await self._ensure_active()
             before = self.state.image
-            result = compute(before)
+            # issue 7, rule 14: builders leave LastKnownLeader/unclean steps to the manager
+            token = replication_control.RECOVERY_MANAGER_ACTIVE.set(
+                self.recovery_manager is not None
+            )
+            try:
+                result = compute(before)
+            finally:
+                replication_control.RECOVERY_MANAGER_ACTIVE.reset(token)
             if result.records:
                 await self._commit(result.records, what)
                 self._log_changes(before, result.records, what)

@@ -1,0 +1,282 @@
+"""The audit's checks as one single-process Python pass: the yardstick for `bench audit`.
+
+Same files, same rows (analytics.datasource.iter_file_rows), same rule definitions (rules 1, 2,
+5 written as loops over the rows; rules 8-19 through analytics.rules.replay_partition), same
+counts; no Spark. `python -m analytics.baseline --dir D` prints the audit.json-shaped document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from array import array
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analytics.datasource import (
+    COL,
+    KIND_SEGMENT,
+    KIND_SNAPSHOT,
+    FileSpec,
+    discover_files,
+    iter_file_rows,
+)
+from analytics.rules import (
+    ELR_FEATURE,
+    METADATA_PARTITION,
+    MIN_INSYNC_REPLICAS,
+    PARTITION_RULES,
+    POINT,
+    REPLAY_COLUMNS,
+    VIOLATION,
+    ZERO_DIRECTORY_ID,
+    ReplaySource,
+    RuleResult,
+    pick_replay_source,
+    rule_result,
+)
+from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from raft.core.record_batch import CorruptBatchError, decode_batch, read_header
+
+_PARTITION_TYPES = {"PartitionRecord", "PartitionChangeRecord"}
+
+
+@dataclass
+class BaselineResult:
+    rules: list[RuleResult]
+    inputs: dict[str, Any]
+    elapsed_s: float
+
+    @property
+    def verdict(self) -> str:
+        return "violations" if any(r.violation_count for r in self.rules) else "clean"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "rules": [r.to_json() for r in self.rules],
+                "inputs": self.inputs, "elapsed_s": round(self.elapsed_s, 3)}
+
+
+def _scan_replay_source(specs: Sequence[FileSpec]) -> ReplaySource | None:
+    """The replay log chosen from batch headers alone, as the Spark audit chooses it."""
+    logs: dict[tuple[int, str], list[int]] = {}
+    snapshots: list[tuple[int, str, int, bool]] = []
+    for spec in specs:
+        data = Path(spec.file).read_bytes()
+        position, first, last, corrupt = 0, None, None, False
+        while position < len(data):
+            try:
+                if spec.kind == KIND_SNAPSHOT:
+                    _batch, size = decode_batch(data, position)  # CRC-checked like the reader
+                else:
+                    header = read_header(data, position)
+                    size = header.size
+                    first = header.base_offset if first is None else first
+                    last = header.last_offset
+            except CorruptBatchError:
+                corrupt = True
+                break
+            position += size
+        if spec.kind == KIND_SNAPSHOT:
+            snapshots.append((spec.node, spec.file, spec.snapshot_end_offset or 0, corrupt))
+        elif first is not None and last is not None:
+            bounds = logs.setdefault((spec.node, spec.role), [first, last])
+            bounds[0], bounds[1] = min(bounds[0], first), max(bounds[1], last)
+    return pick_replay_source([(n, r, b[0], b[1]) for (n, r), b in logs.items()], snapshots)
+
+
+def _compare_logs(
+    logs: dict[int, tuple[array, array, array, str]],  # type: ignore[type-arg]
+) -> tuple[int, list[dict[str, Any]], int]:
+    """Rule 2 between every pair of nodes: a merge walk over their (sorted) offsets."""
+    checked, violations, count = 0, [], 0
+    nodes = sorted(logs)
+    for i, node in enumerate(nodes):
+        for other in nodes[i + 1:]:
+            offsets_a, epochs_a, hashes_a, file_a = logs[node]
+            offsets_b, epochs_b, hashes_b, file_b = logs[other]
+            common: list[tuple[int, int, int, bool]] = []  # (offset, epoch a, epoch b, match)
+            ia = ib = 0
+            while ia < len(offsets_a) and ib < len(offsets_b):
+                if offsets_a[ia] < offsets_b[ib]:
+                    ia += 1
+                elif offsets_a[ia] > offsets_b[ib]:
+                    ib += 1
+                else:
+                    match = epochs_a[ia] == epochs_b[ib] and hashes_a[ia] == hashes_b[ib]
+                    common.append((offsets_a[ia], epochs_a[ia], epochs_b[ib], match))
+                    ia += 1
+                    ib += 1
+            checked += len(common)
+            last_agreeing = max((o for o, _a, _b, m in common if m), default=None)
+            for offset, epoch_a, epoch_b, match in common:
+                below = last_agreeing is not None and offset < last_agreeing
+                if not match and (epoch_a == epoch_b or below):
+                    count += 1
+                    violations.append({
+                        "offset": offset, "node": node, "other_node": other, "file": file_a,
+                        "other_file": file_b, "epoch": epoch_a, "other_epoch": epoch_b,
+                        "last_agreeing_offset": last_agreeing, "partition": METADATA_PARTITION,
+                        "message": f"rule 2: offset {offset} differs between node {node} "
+                                   f"(epoch {epoch_a}) and node {other} (epoch {epoch_b}) "
+                                   f"below their agreeing offset {last_agreeing}"})
+    violations.sort(key=lambda v: (v["offset"], v["node"], v["other_node"]))
+    return checked, violations, count
+
+
+def run_baseline(directory: str | Path) -> BaselineResult:
+    started = time.monotonic()
+    specs = discover_files(directory)
+    source = _scan_replay_source(specs)
+    records = corrupt = 0
+    leaders: dict[int, set[int]] = defaultdict(set)
+    first_change: dict[int, tuple[int, str, int]] = {}
+    logs: dict[int, tuple[array, array, array, str]] = {}  # type: ignore[type-arg]
+    voters: dict[int, list[tuple[int, int, int, str, list[str]]]] = defaultdict(list)
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    shared_rows: list[dict[str, Any]] = []
+    topic_names: dict[str, str] = {}
+    kind, offset_i, rtype_i, corrupt_i = COL["kind"], COL["offset"], COL["record_type"], \
+        COL["corrupt"]
+    replay_index = [COL[c] for c in REPLAY_COLUMNS[2:]]
+    for spec in specs:
+        in_replay = source is not None and spec.node == source.node and (
+            spec.file == source.snapshot_file
+            or (spec.kind == KIND_SEGMENT))
+        if spec.kind == KIND_SEGMENT and spec.node not in logs:
+            logs[spec.node] = (array("q"), array("q"), array("q"), spec.file)
+        for row in iter_file_rows(spec):
+            if row[corrupt_i]:
+                corrupt += 1
+                continue
+            records += 1
+            offset, record_type = row[offset_i], row[rtype_i]
+            if row[kind] == KIND_SEGMENT:
+                offsets, epochs, hashes, _file = logs[spec.node]
+                offsets.append(offset)
+                epochs.append(row[COL["epoch"]])
+                hashes.append(row[COL["record_hash"]])
+            if record_type == "LeaderChangeRecord":
+                epoch = row[COL["epoch"]]
+                leaders[epoch].add(row[COL["leader_id"]])
+                first_change.setdefault(epoch, (spec.node, spec.file, offset))
+            elif record_type == "VotersRecord":
+                snapshot = row[kind] == KIND_SNAPSHOT
+                position = (spec.snapshot_end_offset or 0) - 1 if snapshot else offset
+                keys = sorted(f"{v['id']}:{v['directory_id']}" for v in row[COL["voters"]])
+                voters[spec.node].append((position, 0 if snapshot else 1, offset, spec.file,
+                                          keys))
+            if not in_replay or source is None:
+                continue
+            if row[kind] == KIND_SEGMENT and offset < source.from_offset:
+                continue
+            if record_type in _PARTITION_TYPES or record_type in (
+                    "ConfigRecord", "FeatureLevelRecord", "TopicRecord"):
+                snapshot = row[kind] == KIND_SNAPSHOT
+                item = dict(zip(REPLAY_COLUMNS[2:], (row[i] for i in replay_index), strict=True))
+                item["seq_major"], item["seq_minor"] = (-1, offset) if snapshot else (offset, 0)
+                if record_type in _PARTITION_TYPES:
+                    groups[(row[COL["topic_id"]], row[COL["partition_id"]])].append(item)
+                elif record_type == "TopicRecord":
+                    topic_names[row[COL["topic_name"]]] = row[COL["topic_id"]]
+                else:
+                    shared_rows.append(item)
+    rules = [_rule_1(leaders, first_change), _rule_2(logs), _rule_5(voters)]
+    rules += _partition_rules(groups, shared_rows, topic_names)
+    rules.sort(key=lambda r: r.rule)
+    inputs = {"files": len(specs), "records": records, "corrupt": corrupt,
+              "nodes": len({s.node for s in specs})}
+    return BaselineResult(rules, inputs, time.monotonic() - started)
+
+
+def _rule_1(leaders: dict[int, set[int]],
+            first_change: dict[int, tuple[int, str, int]]) -> RuleResult:
+    violations = []
+    for epoch in sorted(leaders):
+        if len(leaders[epoch]) > 1:
+            node, file, offset = first_change[epoch]
+            violations.append({"epoch": epoch, "leaders": sorted(leaders[epoch]), "node": node,
+                               "file": file, "offset": offset, "partition": METADATA_PARTITION,
+                               "message": f"rule 1: epoch {epoch} has leaders "
+                                          f"{sorted(leaders[epoch])}"})
+    return rule_result(1, len(leaders), violations)
+
+
+def _rule_2(logs: dict[int, tuple[array, array, array, str]]) -> RuleResult:  # type: ignore[type-arg]
+    checked, violations, count = _compare_logs(logs)
+    return rule_result(2, checked, violations, count)
+
+
+def _rule_5(voters: dict[int, list[tuple[int, int, int, str, list[str]]]]) -> RuleResult:
+    checked = 0
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for node in sorted(voters):
+        previous: list[str] | None = None
+        for position, kind_order, offset, file, keys in sorted(voters[node]):
+            checked += 1
+            for key in keys:
+                if key.split(":", 1)[1] in ("", ZERO_DIRECTORY_ID):
+                    entry = found.setdefault(("zero", position, kind_order, key), {
+                        "node": node, "nodes": [], "file": file, "offset": offset,
+                        "message": f"rule 5: voter {key.split(':', 1)[0]} has no directory id"})
+                    entry["nodes"].append(node)
+            if previous is not None:
+                changed = len(set(keys) ^ set(previous))
+                if changed > 1:
+                    entry = found.setdefault(("change", position, tuple(keys), tuple(previous)), {
+                        "node": node, "nodes": [], "file": file, "offset": offset,
+                        "message": f"rule 5: voter set changed by {changed} keys at once"})
+                    entry["nodes"].append(node)
+            previous = keys
+    violations = sorted(found.values(), key=lambda v: (v["offset"], v["node"], v["message"]))
+    for v in violations:
+        v["partition"] = METADATA_PARTITION
+    return rule_result(5, checked, violations)
+
+
+def _partition_rules(groups: dict[tuple[str, int], list[dict[str, Any]]],
+                     shared_rows: list[dict[str, Any]],
+                     topic_names: dict[str, str]) -> list[RuleResult]:
+    from analytics.rules import replay_partition
+
+    cluster_rows = [r for r in shared_rows if (
+        r["record_type"] == "ConfigRecord" and r["resource_type"] == CONFIG_RESOURCE_BROKER
+        and r["resource"] == "" and r["name"] == MIN_INSYNC_REPLICAS) or (
+        r["record_type"] == "FeatureLevelRecord" and r["name"] == ELR_FEATURE)]
+    topic_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in shared_rows:
+        if (r["record_type"] == "ConfigRecord" and r["resource_type"] == CONFIG_RESOURCE_TOPIC
+                and r["name"] == MIN_INSYNC_REPLICAS and r["resource"] in topic_names):
+            topic_rows[topic_names[r["resource"]]].append(r)
+    changes = states = 0
+    violations: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for (topic_id, _partition_id), rows in groups.items():
+        for out in replay_partition(rows + topic_rows.get(topic_id, []) + cluster_rows):
+            if out["kind"] == POINT:
+                states += 1
+                changes += out["record_type"] == "PartitionChangeRecord"
+            elif out["kind"] == VIOLATION:
+                out["partition"] = f"{out['topic_id']}-{out['partition_id']}"
+                violations[out["rule"]].append(out)
+    results = []
+    for rule in PARTITION_RULES:
+        found = sorted(violations.get(rule, []), key=lambda v: (v["offset"], v["topic_id"],
+                                                                 v["partition_id"]))
+        results.append(rule_result(rule, changes if rule == 8 else states, found))
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="single-process audit baseline")
+    parser.add_argument("--dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    result = run_baseline(args.dir)
+    print(json.dumps(result.to_json(), default=str))
+    return 0 if result.verdict == "clean" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,496 @@
+"""The audit's rules over the rows of analytics.datasource, each citing INVARIANTS.md.
+
+Set-wide rules (1, 2, 5) are DataFrame joins, aggregations and windows. Per-partition rules
+(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest), with
+`groupBy(topic_id, partition_id).applyInArrow`: the replay is `replay_partition`, plain Python
+over PartitionRegistration.merge and controller.core.invariants, which analytics.baseline runs
+too, so the simulator, the audit and the baseline share one definition of each rule.
+Every rule returns a RuleResult: how many things it checked and the violations with evidence
+(file, offset, node, partition). Only small aggregates reach the driver.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from analytics.rules_shared import check_leader_in_isr
+from controller.core.invariants import (
+    check_epochs_bumped,
+    check_isr_elr_disjoint,
+    check_last_known_elr,
+    check_recovering_isr,
+    effective_min_isr,
+)
+from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+from controller.core.records import (
+    CONFIG_RESOURCE_BROKER,
+    CONFIG_RESOURCE_TOPIC,
+    LAST_KNOWN_LEADER_UNCHANGED,
+    LEADER_RECOVERY_STATE_UNCHANGED,
+    NO_LEADER_CHANGE,
+    PartitionChangeRecord,
+    PartitionRecord,
+)
+from raft.core.replica_key import ZERO_UUID, uuid_from_str, uuid_to_str
+
+METADATA_PARTITION = "__cluster_metadata-0"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+DEFAULT_MIN_INSYNC_REPLICAS = 1
+ELR_FEATURE = "eligible.leader.replicas.version"  # controller.core.replication_control's name
+ZERO_DIRECTORY_ID = uuid_to_str(ZERO_UUID)
+MAX_EVIDENCE = 1000  # violations listed per rule; the count is always complete
+
+RULE_NAMES: dict[int, str] = {
+    1: "at most one leader per epoch",
+    2: "committed entries agree across replicas (log matching)",
+    5: "one voter change at a time; voters carry directory ids",
+    8: "partition epoch +1 per change; leader epoch bumps exactly on leader change",
+    10: "ISR and ELR disjoint; ELR empty while ISR >= min ISR",
+    11: "LastKnownELR / LastKnownLeader cleared when they must be",
+    13: "the leader is in the ISR unless RECOVERING",
+    19: "RECOVERING implies ISR == [leader]",
+}
+PARTITION_RULES = (8, 10, 11, 13, 19)
+_RULE_PREFIX = re.compile(r"^rule (\d+):")
+
+
+@dataclass
+class RuleResult:
+    rule: int
+    name: str
+    checked: int
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    violation_count: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "name": self.name, "checked": self.checked,
+                "violation_count": self.violation_count, "violations": self.violations}
+
+
+def rule_result(rule: int, checked: int, violations: list[dict[str, Any]],
+                violation_count: int | None = None) -> RuleResult:
+    count = len(violations) if violation_count is None else violation_count
+    return RuleResult(rule, RULE_NAMES[rule], checked, violations[:MAX_EVIDENCE], count)
+
+
+# -- per-partition replay: pure Python, shared with analytics.baseline ------------------------
+
+REPLAY_COLUMNS = (
+    "seq_major", "seq_minor", "node", "file", "offset", "batch_timestamp_ms", "record_type",
+    "topic_id", "partition_id", "leader", "leader_epoch", "partition_epoch", "replicas", "isr",
+    "elr", "last_known_elr", "last_known_leader", "leader_recovery_state", "adding_replicas",
+    "removing_replicas", "resource_type", "resource", "name", "value",
+)
+REPLAY_OUTPUT_SCHEMA = StructType([
+    StructField("kind", StringType()),
+    StructField("rule", IntegerType()),
+    StructField("message", StringType()),
+    StructField("node", IntegerType()),
+    StructField("file", StringType()),
+    StructField("offset", LongType()),
+    StructField("topic_id", StringType()),
+    StructField("partition_id", IntegerType()),
+    StructField("record_type", StringType()),
+    StructField("batch_timestamp_ms", LongType()),
+    StructField("leader", IntegerType()),
+    StructField("leader_epoch", IntegerType()),
+    StructField("partition_epoch", IntegerType()),
+    StructField("isr_size", IntegerType()),
+    StructField("elr_size", IntegerType()),
+    StructField("min_isr", IntegerType()),
+    StructField("recovering", BooleanType()),
+])
+POINT = "point"
+VIOLATION = "violation"
+
+
+def _tuple(values: Iterable[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(int(v) for v in values)
+
+
+def _change_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionChangeRecord:
+    """The PartitionChangeRecord a row was decoded from (null columns = "unchanged")."""
+    return PartitionChangeRecord(
+        partition_id=int(row["partition_id"]),
+        topic_id=topic_id,
+        isr=_tuple(row["isr"]),
+        leader=NO_LEADER_CHANGE if row["leader"] is None else int(row["leader"]),
+        replicas=_tuple(row["replicas"]),
+        removing_replicas=_tuple(row["removing_replicas"]),
+        adding_replicas=_tuple(row["adding_replicas"]),
+        leader_recovery_state=LEADER_RECOVERY_STATE_UNCHANGED
+        if row["leader_recovery_state"] is None else int(row["leader_recovery_state"]),
+        eligible_leader_replicas=_tuple(row["elr"]),
+        last_known_elr=_tuple(row["last_known_elr"]),
+        last_known_leader=LAST_KNOWN_LEADER_UNCHANGED
+        if row["last_known_leader"] is None else int(row["last_known_leader"]),
+    )
+
+
+def _full_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=int(row["partition_id"]),
+        topic_id=topic_id,
+        replicas=_tuple(row["replicas"]) or (),
+        isr=_tuple(row["isr"]) or (),
+        removing_replicas=_tuple(row["removing_replicas"]) or (),
+        adding_replicas=_tuple(row["adding_replicas"]) or (),
+        leader=int(row["leader"]),
+        leader_recovery_state=int(row["leader_recovery_state"]),
+        leader_epoch=int(row["leader_epoch"]),
+        partition_epoch=int(row["partition_epoch"]),
+        eligible_leader_replicas=_tuple(row["elr"]) or (),
+        last_known_elr=_tuple(row["last_known_elr"]) or (),
+        last_known_leader=int(row["last_known_leader"]),
+    )
+
+
+def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Replay one partition's records in log order; yield a timeline point per state and a
+    violation per broken rule (8, 10, 11, 13, 19). Config rows set the min ISR in force
+    (rule 9: min(min.insync.replicas, replication factor), default 1); a FeatureLevelRecord for
+    ELR switches rule 10's ELR-off checks."""
+    topic_min: int | None = None
+    cluster_min: int | None = None
+    elr_enabled = True
+    reg: PartitionRegistration | None = None
+    topic_uuid: uuid.UUID | None = None
+    for row in sorted(rows, key=lambda r: (r["seq_major"], r["seq_minor"])):
+        record_type = row["record_type"]
+        if record_type == "ConfigRecord":
+            value = None if row["value"] is None else int(row["value"])
+            if row["resource_type"] == CONFIG_RESOURCE_TOPIC:
+                topic_min = value
+            elif row["resource_type"] == CONFIG_RESOURCE_BROKER:
+                cluster_min = value
+            continue
+        if record_type == "FeatureLevelRecord":
+            elr_enabled = int(row["value"]) >= 1
+            continue
+        if topic_uuid is None:
+            topic_uuid = uuid_from_str(row["topic_id"])
+        evidence = {"node": row["node"], "file": row["file"], "offset": row["offset"],
+                    "topic_id": row["topic_id"], "partition_id": row["partition_id"],
+                    "record_type": record_type, "batch_timestamp_ms": row["batch_timestamp_ms"]}
+        messages: list[str] = []
+        if record_type == "PartitionRecord":
+            after = PartitionRegistration.from_record(_full_record(row, topic_uuid))
+            if reg is not None and row["seq_major"] >= 0:
+                messages += check_epochs_bumped(reg, after)  # rule 8: a re-sent full state
+        elif reg is None:
+            messages.append("rule 8: PartitionChangeRecord for a partition with no "
+                            "PartitionRecord before it")
+            yield {"kind": VIOLATION, "rule": 8, "message": messages[0], **evidence}
+            continue
+        else:
+            after = reg.merge(_change_record(row, topic_uuid))  # the one merge (STYLE.md)
+            messages += check_epochs_bumped(reg, after)  # rule 8
+        configured = topic_min if topic_min is not None else cluster_min
+        min_isr = effective_min_isr(
+            configured if configured is not None else DEFAULT_MIN_INSYNC_REPLICAS,
+            len(after.replicas))
+        messages += check_isr_elr_disjoint(after, min_isr, elr_enabled)  # rule 10
+        if elr_enabled:
+            messages += check_last_known_elr(after, min_isr)  # rule 11
+        messages += check_leader_in_isr(after)  # rule 13
+        messages += check_recovering_isr(after)  # rule 19
+        reg = after
+        for message in messages:
+            match = _RULE_PREFIX.match(message)
+            yield {"kind": VIOLATION, "rule": int(match.group(1)) if match else 0,
+                   "message": message, **evidence}
+        yield {"kind": POINT, "rule": None, "message": None, **evidence,
+               "leader": after.leader, "leader_epoch": after.leader_epoch,
+               "partition_epoch": after.partition_epoch, "isr_size": len(after.isr),
+               "elr_size": len(after.elr), "min_isr": min_isr,
+               "recovering": after.leader_recovery_state == LeaderRecoveryState.RECOVERING}
+
+
+def _replay_arrow(table: Any) -> Any:
+    """applyInArrow body: one partition's rows in, points and violations out."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(REPLAY_OUTPUT_SCHEMA)
+    out = list(replay_partition(table.to_pylist()))
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+# -- Spark rules -------------------------------------------------------------------------------
+
+def _evidence(bad: DataFrame, count: int, order: list[Any]) -> list[dict[str, Any]]:
+    """Up to MAX_EVIDENCE violation rows; no Spark job at all when there are none."""
+    if not count:
+        return []
+    return [r.asDict(recursive=True) for r in bad.orderBy(*order).limit(MAX_EVIDENCE).collect()]
+
+
+def _counts(df: DataFrame, violation: Any) -> tuple[int, int]:
+    """(rows checked, rows violating) in one job."""
+    row = df.agg(F.count(F.lit(1)).alias("checked"),
+                 F.sum(F.when(violation, 1).otherwise(0)).alias("bad")).collect()[0]
+    return int(row["checked"] or 0), int(row["bad"] or 0)
+
+
+def good_rows(df: DataFrame) -> DataFrame:
+    return df.filter(~F.col("corrupt") & (F.col("offset") >= 0))
+
+
+def rule_1_one_leader_per_epoch(df: DataFrame) -> RuleResult:
+    """Rule 1: every LeaderChange record of an epoch, on every node, names the same leader."""
+    changes = good_rows(df).filter(F.col("record_type") == "LeaderChangeRecord")
+    per_epoch = changes.groupBy("epoch").agg(
+        F.array_sort(F.collect_set("leader_id")).alias("leaders"),
+        F.sort_array(F.collect_list(F.struct("node", "file", "offset", "leader_id")))
+        .alias("records"))
+    checked, count = _counts(per_epoch, F.size("leaders") > 1)
+    bad = per_epoch.filter(F.size("leaders") > 1).select(
+        "epoch", "leaders", F.slice("records", 1, 20).alias("records"),
+        F.col("records")[0]["file"].alias("file"), F.col("records")[0]["offset"].alias("offset"),
+        F.col("records")[0]["node"].alias("node"), F.lit(METADATA_PARTITION).alias("partition"))
+    violations = _evidence(bad, count, ["epoch"])
+    for v in violations:
+        v["message"] = f"rule 1: epoch {v['epoch']} has leaders {v['leaders']}"
+    return rule_result(1, checked, violations, count)
+
+
+def rule_2_committed_prefix(df: DataFrame) -> RuleResult:
+    """Rule 2 (Raft's log matching): the same offset and epoch means the same bytes on every
+    replica, and two logs that agree at an offset agree at every offset below it. A
+    divergent tail past the last agreeing offset is an uncommitted suffix, not a violation."""
+    entries = good_rows(df).filter(F.col("kind") == "segment").select(
+        "node", "file", "offset", "epoch", "record_hash")
+    a, b = entries.alias("a"), entries.alias("b")
+    pairs = a.join(b, (F.col("a.offset") == F.col("b.offset")) & (F.col("a.node") < F.col("b.node")))
+    pairs = pairs.select(
+        F.col("a.offset").alias("offset"), F.col("a.node").alias("node"),
+        F.col("b.node").alias("other_node"), F.col("a.file").alias("file"),
+        F.col("b.file").alias("other_file"), F.col("a.epoch").alias("epoch"),
+        F.col("b.epoch").alias("other_epoch"),
+        ((F.col("a.epoch") == F.col("b.epoch"))
+         & (F.col("a.record_hash") == F.col("b.record_hash"))).alias("match"),
+        (F.col("a.epoch") == F.col("b.epoch")).alias("same_epoch"),
+    )
+    per_pair = pairs.groupBy("node", "other_node").agg(
+        F.count(F.lit(1)).alias("compared"),
+        F.max(F.when(F.col("match"), F.col("offset"))).alias("last_agreeing_offset"),
+        F.min(F.when(~F.col("match"), F.col("offset"))).alias("first_difference"),
+        F.max(F.when(~F.col("match") & F.col("same_epoch"), 1).otherwise(0)).alias("same_epoch_diff"),
+    ).collect()  # one row per pair of nodes
+    checked = sum(int(r["compared"]) for r in per_pair)
+    suspect = [r for r in per_pair if r["first_difference"] is not None and (
+        r["same_epoch_diff"] or (r["last_agreeing_offset"] is not None
+                                 and r["first_difference"] < r["last_agreeing_offset"]))]
+    if not suspect:
+        return rule_result(2, checked, [], 0)
+    last_match = df.sparkSession.createDataFrame(
+        [(r["node"], r["other_node"], r["last_agreeing_offset"]) for r in suspect],
+        "node INT, other_node INT, last_agreeing_offset BIGINT")
+    bad = (pairs.filter(~F.col("match"))
+           .join(F.broadcast(last_match), ["node", "other_node"])
+           .filter(F.col("same_epoch") | (F.col("offset") < F.col("last_agreeing_offset")))
+           .select("offset", "node", "other_node", "file", "other_file", "epoch", "other_epoch",
+                   "last_agreeing_offset", F.lit(METADATA_PARTITION).alias("partition")))
+    count = bad.count()
+    violations = _evidence(bad, count, ["offset", "node", "other_node"])
+    for v in violations:
+        v["message"] = (f"rule 2: offset {v['offset']} differs between node {v['node']} "
+                        f"(epoch {v['epoch']}) and node {v['other_node']} "
+                        f"(epoch {v['other_epoch']}) below their agreeing offset "
+                        f"{v['last_agreeing_offset']}")
+    return rule_result(2, checked, violations, count)
+
+
+def rule_5_voter_changes(df: DataFrame) -> RuleResult:
+    """Rule 5: each VotersRecord differs from the set before it (per node, snapshot then log
+    order) by at most one voter key, and every voter has a non-zero directory id (rule 4)."""
+    voters = good_rows(df).filter(F.col("record_type") == "VotersRecord").select(
+        "node", "file", "offset", "kind", "voters",
+        F.when(F.col("kind") == "snapshot", F.col("snapshot_end_offset") - 1)
+        .otherwise(F.col("offset")).alias("log_position"),
+        F.when(F.col("kind") == "snapshot", 0).otherwise(1).alias("kind_order"),
+        F.array_sort(F.transform(
+            "voters", lambda v: F.concat_ws(":", v["id"].cast("string"), v["directory_id"])))
+        .alias("keys"),
+    )
+    order = Window.partitionBy("node").orderBy("log_position", "kind_order", "offset")
+    with_prev = voters.withColumn("previous", F.lag("keys").over(order)).withColumn(
+        "changed", F.when(F.col("previous").isNull(), 0).otherwise(
+            F.size(F.array_except("keys", "previous")) + F.size(F.array_except("previous", "keys"))))
+    no_id = F.exists("voters", lambda v: v["directory_id"].isNull()
+                     | (v["directory_id"] == ZERO_DIRECTORY_ID))
+    checked, suspects = _counts(with_prev, (F.col("changed") > 1) | no_id)
+    if not suspects:
+        return rule_result(5, checked, [], 0)
+    too_many = with_prev.filter(F.col("changed") > 1).groupBy("log_position", "keys", "previous").agg(
+        F.min("node").alias("node"), F.first("file").alias("file"),
+        F.first("offset").alias("offset"), F.sort_array(F.collect_set("node")).alias("nodes"),
+        F.max("changed").alias("changed"))
+    too_many = too_many.select(
+        "node", "nodes", "file", "offset",
+        F.concat(F.lit("rule 5: voter set changed by "), F.col("changed").cast("string"),
+                 F.lit(" keys at once")).alias("message"))
+    zero_ids = (voters.select("node", "file", "offset", "log_position", "kind_order",
+                              F.explode("voters").alias("voter"))
+                .filter(F.col("voter.directory_id").isNull()
+                        | (F.col("voter.directory_id") == ZERO_DIRECTORY_ID))
+                .groupBy("log_position", "kind_order", "voter").agg(
+                    F.min("node").alias("node"), F.first("file").alias("file"),
+                    F.first("offset").alias("offset"),
+                    F.sort_array(F.collect_set("node")).alias("nodes")))
+    zero_ids = zero_ids.select(
+        "node", "nodes", "file", "offset",
+        F.concat(F.lit("rule 5: voter "), F.col("voter.id").cast("string"),
+                 F.lit(" has no directory id")).alias("message"))
+    bad = too_many.unionByName(zero_ids).withColumn("partition", F.lit(METADATA_PARTITION))
+    violations = [r.asDict(recursive=True) for r in bad.orderBy("offset", "node", "message")
+                  .limit(MAX_EVIDENCE).collect()]
+    return rule_result(5, checked, violations,
+                       len(violations) if len(violations) < MAX_EVIDENCE else bad.count())
+
+
+@dataclass(frozen=True)
+class ReplaySource:
+    """The one log each partition is replayed from: the longest controller log, starting at its
+    earliest snapshot that covers the log start (or at the log start)."""
+
+    node: int
+    snapshot_file: str | None
+    from_offset: int
+
+
+def pick_replay_source(
+    logs: Iterable[tuple[int, str, int, int]], snapshots: Iterable[tuple[int, str, int, bool]]
+) -> ReplaySource | None:
+    """From (node, role, log_start, log_end) and (node, file, end_offset, corrupt): the longest
+    controller log (lowest node id on a tie), from its earliest intact snapshot at or past the
+    log start, else from the log start; with no segments, the latest snapshot alone."""
+    log_list, snapshot_list = list(logs), list(snapshots)
+    if not log_list and not snapshot_list:
+        return None
+    if log_list:
+        node, _role, log_start, _end = min(
+            log_list, key=lambda r: (r[1] != "controller", -r[3], r[0]))
+    else:
+        node = min(s[0] for s in snapshot_list)
+    usable = sorted((s[2], s[1]) for s in snapshot_list if s[0] == node and not s[3])
+    if not log_list:
+        if not usable:
+            return None
+        return ReplaySource(node, usable[-1][1], usable[-1][0])
+    covering = [u for u in usable if u[0] >= log_start]
+    if covering:
+        return ReplaySource(node, covering[0][1], covering[0][0])
+    return ReplaySource(node, None, log_start)
+
+
+def file_summary(df: DataFrame) -> list[dict[str, Any]]:
+    """One small row per file: node, role, kind, first/last good offset, rows, corrupt rows."""
+    good = ~F.col("corrupt") & (F.col("offset") >= 0)
+    return [r.asDict() for r in df.groupBy("node", "role", "kind", "file", "snapshot_end_offset")
+            .agg(F.min(F.when(good, F.col("offset"))).alias("first_offset"),
+                 F.max(F.when(good, F.col("offset"))).alias("last_offset"),
+                 F.count(F.lit(1)).alias("rows"),
+                 F.sum(F.col("corrupt").cast("int")).alias("corrupt")).collect()]
+
+
+def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
+    logs: dict[tuple[int, str], list[int]] = {}
+    for r in summary:
+        if r["kind"] == "segment" and r["first_offset"] is not None:
+            bounds = logs.setdefault((r["node"], r["role"]), [r["first_offset"], r["last_offset"]])
+            bounds[0] = min(bounds[0], r["first_offset"])
+            bounds[1] = max(bounds[1], r["last_offset"])
+    return pick_replay_source(
+        [(node, role, b[0], b[1]) for (node, role), b in logs.items()],
+        [(r["node"], r["file"], r["snapshot_end_offset"], bool(r["corrupt"]))
+         for r in summary if r["kind"] == "snapshot"])
+
+
+def replay_rows(df: DataFrame, source: ReplaySource) -> DataFrame:
+    """Rows of the replay log with a log-order key (snapshot records first, then offsets)."""
+    rows = good_rows(df).filter(F.col("node") == source.node)
+    in_log = (F.col("kind") == "segment") & (F.col("offset") >= source.from_offset)
+    if source.snapshot_file is not None:
+        in_log = in_log | (F.col("file") == source.snapshot_file)
+    rows = rows.filter(in_log)
+    snapshot = F.col("kind") == "snapshot"
+    return rows.withColumn("seq_major", F.when(snapshot, F.lit(-1)).otherwise(F.col("offset"))) \
+        .withColumn("seq_minor", F.when(snapshot, F.col("offset")).otherwise(F.lit(0)))
+
+
+def replay_partitions(df: DataFrame, summary: list[dict[str, Any]] | None = None
+                      ) -> DataFrame | None:
+    """Points and violations of every partition: one applyInArrow group per partition, with the
+    min ISR config rows (topic and cluster default) and ELR feature rows joined in."""
+    source = choose_replay_source(file_summary(df) if summary is None else summary)
+    if source is None:
+        return None
+    log = replay_rows(df, source)
+    partition_rows = log.filter(F.col("record_type").isin("PartitionRecord",
+                                                          "PartitionChangeRecord"))
+    partitions = partition_rows.select("topic_id", "partition_id").distinct()
+    topics = log.filter(F.col("record_type") == "TopicRecord").select(
+        F.col("topic_id").alias("named_topic_id"), "topic_name").distinct()
+    configs = log.filter((F.col("record_type") == "ConfigRecord")
+                         & (F.col("name") == MIN_INSYNC_REPLICAS))
+    topic_configs = (configs.filter(F.col("resource_type") == CONFIG_RESOURCE_TOPIC)
+                     .drop("topic_id", "partition_id", "topic_name")
+                     .join(topics, F.col("resource") == F.col("topic_name"))
+                     .withColumnRenamed("named_topic_id", "topic_id")
+                     .join(partitions, "topic_id"))
+    cluster_rows = log.filter(
+        ((F.col("record_type") == "ConfigRecord")
+         & (F.col("resource_type") == CONFIG_RESOURCE_BROKER) & (F.col("resource") == "")
+         & (F.col("name") == MIN_INSYNC_REPLICAS))
+        | ((F.col("record_type") == "FeatureLevelRecord") & (F.col("name") == ELR_FEATURE)))
+    cluster_configs = cluster_rows.drop("topic_id", "partition_id").crossJoin(
+        F.broadcast(partitions))
+    columns = list(REPLAY_COLUMNS)
+    grouped = (partition_rows.select(*columns)
+               .unionByName(topic_configs.select(*columns))
+               .unionByName(cluster_configs.select(*columns)))
+    return grouped.groupBy("topic_id", "partition_id").applyInArrow(
+        _replay_arrow, schema=REPLAY_OUTPUT_SCHEMA)
+
+
+def partition_rule_results(replayed: DataFrame | None) -> list[RuleResult]:
+    """Rules 8, 10, 11, 13, 19 from the replay's output (which the caller should persist)."""
+    if replayed is None:
+        return [rule_result(rule, 0, []) for rule in PARTITION_RULES]
+    tallies = replayed.groupBy("kind", "record_type", "rule").count().collect()
+    changes = sum(r["count"] for r in tallies
+                  if r["kind"] == POINT and r["record_type"] == "PartitionChangeRecord")
+    states = sum(r["count"] for r in tallies if r["kind"] == POINT)
+    violation_counts: dict[int, int] = {}
+    for r in tallies:
+        if r["kind"] == VIOLATION:
+            violation_counts[r["rule"]] = violation_counts.get(r["rule"], 0) + r["count"]
+    results = []
+    for rule in PARTITION_RULES:
+        evidence: list[dict[str, Any]] = []
+        if violation_counts.get(rule):
+            bad = replayed.filter((F.col("kind") == VIOLATION) & (F.col("rule") == rule)).select(
+                "node", "file", "offset", "topic_id", "partition_id", "record_type", "message")
+            evidence = [r.asDict() for r in bad.orderBy("offset", "topic_id", "partition_id")
+                        .limit(MAX_EVIDENCE).collect()]
+            for v in evidence:
+                v["partition"] = f"{v['topic_id']}-{v['partition_id']}"
+        results.append(rule_result(rule, changes if rule == 8 else states, evidence,
+                                   violation_counts.get(rule, 0)))
+    return results

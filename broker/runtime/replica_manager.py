@@ -1,0 +1,531 @@
+"""The partitions a broker hosts: their logs, their PartitionState, and the data-path handlers
+(Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, GetReplicaLogInfo). After Kafka's
+ReplicaManager. Every PartitionReady from the core is acted on in order (`_apply`): persist the
+leader epoch entry, flush, journal, send AlterPartition, complete acks=all waiters.
+
+Rules: 17 (fetch carries the broker epoch), 18 (revert handled by the core), 20 (acks=all waits
+for the HWM; consumers read below it), 21 (RECOVERING refuses), 22 (diverging epoch answers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.core.leader_epoch_cache import diverging_epoch
+from broker.core.partition_state import (
+    ACKS_ALL,
+    IsrProposal,
+    PartitionReady,
+    PartitionState,
+    Role,
+)
+from broker.runtime.event_journal import EventJournal
+from broker.runtime.partition_log import (
+    LogDirCheckpoints,
+    PartitionLog,
+    parse_partition_dir_name,
+)
+from cluster.protocol import broker_messages as bm
+from cluster.protocol import controller_messages as cm
+from cluster.protocol.errors import Errors, KafkaError
+from controller.core.alter_partition import AlterPartitionPartitionResult
+from controller.core.metadata_image import MetadataImage
+from controller.core.partition_registration import PartitionRegistration
+
+log = logging.getLogger("minikraft.broker")
+
+AlterPartitionSender = Callable[[cm.AlterPartitionRequest], Awaitable[cm.AlterPartitionResponse]]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class HostedPartition:
+    topic: str
+    partition: int
+    log: PartitionLog
+    state: PartitionState
+    topic_id: uuid.UUID | None = None
+    registration: PartitionRegistration | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def notify(self) -> None:
+        """Wake long-polling fetches: new data or a new HWM."""
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSettings:
+    broker_id: int
+    log_dirs: list[Path]
+    replica_lag_time_max_ms: int = 30_000
+    max_message_bytes: int = 1_048_588
+    flush_messages: int | None = None
+    alter_partition_backoff_ms: int = 100
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        settings: ReplicaSettings,
+        journal: EventJournal | None,
+        send_alter_partition: AlterPartitionSender,
+        broker_epoch: Callable[[], int],
+    ) -> None:
+        self.settings = settings
+        self.broker_id = settings.broker_id
+        self.journal = journal
+        self._send_alter_partition = send_alter_partition
+        self._broker_epoch = broker_epoch
+        self.partitions: dict[tuple[str, int], HostedPartition] = {}
+        self.image = MetadataImage()
+        self._acks: dict[int, asyncio.Future[Errors]] = {}
+        self._ack_ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._checkpoints = [LogDirCheckpoints(d) for d in settings.log_dirs]
+        self.on_role_change: Callable[[HostedPartition], None] | None = None
+
+    # ---- loading and closing ----
+
+    def load_logs(self) -> int:
+        """Open every partition directory found in the log dirs (recovery cuts torn tails)."""
+        count = 0
+        for log_dir, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
+            recovery_points = checkpoints.read_recovery_points()
+            high_watermarks = checkpoints.read_high_watermarks()
+            if not log_dir.exists():
+                continue
+            for child in sorted(log_dir.iterdir()):
+                parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
+                if parsed is None:
+                    continue
+                topic, partition = parsed
+                hosted = self._open(
+                    log_dir,
+                    topic,
+                    partition,
+                    recovery_points.get(parsed),
+                    high_watermarks.get(parsed, 0),
+                )
+                self.partitions[parsed] = hosted
+                count += 1
+        return count
+
+    def _open(
+        self,
+        log_dir: Path,
+        topic: str,
+        partition: int,
+        recovery_point: int | None,
+        high_watermark: int,
+    ) -> HostedPartition:
+        plog = PartitionLog(
+            log_dir,
+            topic,
+            partition,
+            flush_messages=self.settings.flush_messages,
+            recovery_point=recovery_point,
+        )
+        state = PartitionState(
+            topic,
+            partition,
+            self.broker_id,
+            replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
+            log_end_offset=plog.log_end_offset,
+            flushed_offset=plog.flushed_offset,
+            high_watermark=high_watermark,
+        )
+        return HostedPartition(topic, partition, plog, state)
+
+    def write_checkpoints(self) -> None:
+        for log_dir, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
+            mine = [h for h in self.partitions.values() if h.log.directory.parent == log_dir]
+            checkpoints.write_recovery_points(
+                {(h.topic, h.partition): h.log.flushed_offset for h in mine}
+            )
+            checkpoints.write_high_watermarks(
+                {(h.topic, h.partition): h.state.high_watermark for h in mine}
+            )
+
+    def flush_all(self) -> None:
+        for hosted in self.partitions.values():
+            hosted.log.flush()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for future in self._acks.values():
+            if not future.done():
+                future.set_result(Errors.NOT_LEADER_OR_FOLLOWER)
+        for hosted in self.partitions.values():
+            hosted.log.close()
+
+    # ---- metadata ----
+
+    def apply_image(self, image: MetadataImage) -> list[HostedPartition]:
+        """Act on a new committed image; returns partitions whose leadership changed."""
+        self.image = image
+        ts = now_ms()
+        changed: list[HostedPartition] = []
+        seen: set[tuple[str, int]] = set()
+        for topic in image.topics.values():
+            for partition_id, registration in topic.partitions.items():
+                key = (topic.name, partition_id)
+                hosted = self.partitions.get(key)
+                if hosted is None and self.broker_id not in registration.replicas:
+                    continue
+                seen.add(key)
+                if hosted is None:
+                    hosted = self._open(self.settings.log_dirs[0], topic.name, partition_id, None, 0)
+                    self.partitions[key] = hosted
+                hosted.topic_id = topic.topic_id
+                min_isr = image.effective_min_isr(topic.topic_id, partition_id)
+                if registration != hosted.registration:
+                    before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+                    hosted.registration = registration
+                    self._sync_log(hosted, ts)
+                    self.apply_ready(hosted, hosted.state.apply_registration(registration, min_isr, image, ts))
+                    after = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+                    if before != after:
+                        changed.append(hosted)
+                else:
+                    self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+        for key, hosted in self.partitions.items():
+            if key not in seen and hosted.state.role is not Role.NONE:
+                # The topic is gone: stop serving (the data stays on disk).
+                stopped = PartitionRegistration(replicas=(), isr=(), leader_epoch=1 << 30)
+                self.apply_ready(hosted, hosted.state.apply_registration(stopped, 1, image, ts))
+                changed.append(hosted)
+        return changed
+
+    def _sync_log(self, hosted: HostedPartition, ts: int) -> None:
+        self.apply_ready(
+            hosted, hosted.state.update_local_log(hosted.log.log_end_offset, hosted.log.flushed_offset, ts)
+        )
+
+    # ---- acting on the core's answers ----
+
+    def apply_ready(self, hosted: HostedPartition, ready: PartitionReady) -> None:
+        if ready.assign_leader_epoch is not None:
+            entry = ready.assign_leader_epoch
+            hosted.log.assign_leader_epoch(entry.epoch, entry.start_offset)
+        if ready.flush_wanted:
+            hosted.log.flush()
+        if ready.events and self.journal is not None:
+            self.journal.append(ready.events)
+        for ack_id in ready.completed_acks:
+            self._finish_ack(ack_id, Errors.NONE)
+        for ack_id, error in ready.failed_acks:
+            self._finish_ack(ack_id, error)
+        if ready.alter_partition is not None:
+            self._spawn(self._alter_partition(hosted, ready.alter_partition))
+        if ready.events or ready.completed_acks:
+            hosted.notify()
+        if ready.flush_wanted:
+            # Recovery waits for the flush (rule 21): report the flushed log and go on.
+            self._sync_log(hosted, now_ms())
+
+    def _finish_ack(self, ack_id: int, error: Errors) -> None:
+        future = self._acks.pop(ack_id, None)
+        if future is not None and not future.done():
+            future.set_result(error)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alter_partition(self, hosted: HostedPartition, proposal: IsrProposal) -> None:
+        """Send one proposal to the active controller and feed the outcome back (rule 18)."""
+        wire = proposal.to_request(hosted.partition)
+        if hosted.topic_id is None:
+            return
+        request = cm.AlterPartitionRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self._broker_epoch(),
+            topics=[
+                cm.AlterPartitionTopicData(
+                    topic_id=hosted.topic_id,
+                    partitions=[
+                        cm.AlterPartitionPartitionData(
+                            partition_index=wire.partition_index,
+                            leader_epoch=wire.leader_epoch,
+                            new_isr_with_epochs=[
+                                cm.BrokerState(b.broker_id, b.broker_epoch)
+                                for b in wire.new_isr_with_epochs
+                            ],
+                            leader_recovery_state=wire.leader_recovery_state,
+                            partition_epoch=wire.partition_epoch,
+                        )
+                    ],
+                )
+            ],
+        )
+        error = Errors.NONE
+        result: AlterPartitionPartitionResult | None = None
+        try:
+            response = await self._send_alter_partition(request)
+            error = Errors.of(response.error_code)
+            if error is Errors.NONE:
+                for topic in response.topics:
+                    for part in topic.partitions:
+                        if part.partition_index == hosted.partition:
+                            result = AlterPartitionPartitionResult(
+                                partition_index=part.partition_index,
+                                error=Errors.of(part.error_code),
+                                leader_id=part.leader_id,
+                                leader_epoch=part.leader_epoch,
+                                isr=tuple(part.isr),
+                                leader_recovery_state=part.leader_recovery_state,
+                                partition_epoch=part.partition_epoch,
+                            )
+                if result is None:
+                    error = Errors.UNKNOWN_SERVER_ERROR
+        except KafkaError as exc:
+            error = exc.error
+        log.info(
+            "AlterPartition %s for %s-%d (isr %s): %s",
+            proposal.kind.value, hosted.topic, hosted.partition, list(proposal.isr),
+            (result.error if result is not None else error).name,
+        )
+        ready = hosted.state.on_alter_partition_response(
+            proposal.proposal_id, error, result, now_ms()
+        )
+        if ready.alter_partition is not None:
+            await asyncio.sleep(self.settings.alter_partition_backoff_ms / 1000)
+        self.apply_ready(hosted, ready)
+
+    def tick(self) -> None:
+        """Periodic: shrink the ISR of followers that fell behind (replica.lag.time.max.ms)."""
+        ts = now_ms()
+        for hosted in self.partitions.values():
+            if hosted.state.role is Role.LEADER:
+                self.apply_ready(hosted, hosted.state.maybe_shrink_isr(ts))
+
+    # ---- lookups ----
+
+    def _hosted(self, topic: str, partition: int) -> HostedPartition:
+        image_topic = self.image.topics_by_name.get(topic)
+        if image_topic is None or partition not in image_topic.partitions:
+            raise KafkaError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic or partition {topic}-{partition}"
+            )
+        hosted = self.partitions.get((topic, partition))
+        if hosted is None:
+            raise KafkaError(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.broker_id} does not host {topic}-{partition}",
+            )
+        return hosted
+
+    # ---- Produce ----
+
+    async def produce(self, request: bm.ProduceRequest) -> bm.ProduceResponse:
+        try:
+            hosted = self._hosted(request.topic, request.partition)
+        except KafkaError as exc:
+            return bm.ProduceResponse(int(exc.error), exc.message)
+        state = hosted.state
+        error = state.check_produce(request.acks)
+        if error is not Errors.NONE:
+            return self._produce_error(hosted, error, f"produce to {state.topic}-{state.partition}")
+        if len(request.records) > self.settings.max_message_bytes * 4:
+            return self._produce_error(
+                hosted,
+                Errors.RECORD_LIST_TOO_LARGE,
+                f"{len(request.records)} bytes of records exceed the request limit",
+            )
+        try:
+            info = hosted.log.append_as_leader(
+                request.records, state.leader_epoch, self.settings.max_message_bytes
+            )
+        except KafkaError as exc:
+            return self._produce_error(hosted, exc.error, exc.message)
+        if hosted.log.flush_due(request.acks):
+            hosted.log.flush()
+        ts = now_ms()
+        self._sync_log(hosted, ts)
+        hosted.notify()
+        if request.acks == ACKS_ALL:
+            ack_id = next(self._ack_ids)
+            future: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
+            self._acks[ack_id] = future
+            self.apply_ready(
+                hosted, state.await_high_watermark(ack_id, info.base_offset, info.last_offset, ts)
+            )
+            try:
+                error = await asyncio.wait_for(asyncio.shield(future), request.timeout_ms / 1000)
+            except TimeoutError:
+                state.cancel_ack(ack_id)
+                self._acks.pop(ack_id, None)
+                error = Errors.REQUEST_TIMED_OUT
+            if error is not Errors.NONE:
+                return self._produce_error(hosted, error, "acks=all not satisfied")
+        return bm.ProduceResponse(
+            base_offset=info.base_offset,
+            log_end_offset=hosted.log.log_end_offset,
+            high_watermark=state.high_watermark,
+            leader_id=state.leader_id,
+            leader_epoch=state.leader_epoch,
+        )
+
+    @staticmethod
+    def _produce_error(hosted: HostedPartition, error: Errors, message: str) -> bm.ProduceResponse:
+        return bm.ProduceResponse(
+            int(error),
+            message,
+            leader_id=hosted.state.leader_id,
+            leader_epoch=hosted.state.leader_epoch,
+        )
+
+    # ---- Fetch ----
+
+    async def fetch(self, request: bm.FetchRequest) -> bm.FetchResponse:
+        try:
+            hosted = self._hosted(request.topic, request.partition)
+        except KafkaError as exc:
+            return bm.FetchResponse(int(exc.error), exc.message)
+        deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+        first = True
+        while True:
+            response = self._fetch_once(hosted, request, first)
+            first = False
+            remaining = deadline - time.monotonic()
+            if response.error_code != 0 or response.records or remaining <= 0:
+                return response
+            if response.diverging_epoch != bm.NO_EPOCH:
+                return response
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hosted.changed.wait(), remaining)
+
+    def _fetch_once(
+        self, hosted: HostedPartition, request: bm.FetchRequest, record_progress: bool
+    ) -> bm.FetchResponse:
+        state = hosted.state
+        error = state.check_fetch(request.replica_id, request.current_leader_epoch)
+        if error is not Errors.NONE:
+            return bm.FetchResponse(
+                int(error),
+                f"fetch from {state.topic}-{state.partition} on broker {self.broker_id}",
+                leader_id=state.leader_id,
+                leader_epoch=state.leader_epoch,
+            )
+        plog = hosted.log
+        if request.replica_id >= 0:
+            diverging = diverging_epoch(
+                plog.epoch_cache, request.fetch_offset, request.last_fetched_epoch, plog.log_end_offset
+            )
+            if diverging is not None:
+                return bm.FetchResponse(
+                    high_watermark=state.high_watermark,
+                    log_start_offset=plog.log_start_offset,
+                    log_end_offset=plog.log_end_offset,
+                    diverging_epoch=diverging.leader_epoch,
+                    diverging_end_offset=diverging.end_offset,
+                    leader_id=state.leader_id,
+                    leader_epoch=state.leader_epoch,
+                )
+            if record_progress:
+                # Rule 17: the follower's fetched broker epoch is what an expansion carries.
+                self.apply_ready(
+                    hosted,
+                    state.on_follower_fetch(
+                        request.replica_id, request.fetch_offset, request.replica_epoch, now_ms()
+                    ),
+                )
+        upper = state.fetch_upper_bound(request.replica_id)
+        try:
+            records = plog.read(request.fetch_offset, request.max_bytes, upper)
+        except KafkaError as exc:
+            return bm.FetchResponse(int(exc.error), exc.message, high_watermark=state.high_watermark)
+        return bm.FetchResponse(
+            high_watermark=state.high_watermark,
+            log_start_offset=plog.log_start_offset,
+            log_end_offset=plog.log_end_offset,
+            records=records,
+            leader_id=state.leader_id,
+            leader_epoch=state.leader_epoch,
+        )
+
+    # ---- ListOffsets / OffsetForLeaderEpoch ----
+
+    def list_offsets(self, request: bm.ListOffsetsRequest) -> bm.ListOffsetsResponse:
+        hosted = self._hosted(request.topic, request.partition)
+        error = hosted.state.check_leader_request(request.current_leader_epoch)
+        if error is not Errors.NONE:
+            raise KafkaError(error, f"list offsets of {request.topic}-{request.partition}")
+        if request.timestamp == bm.EARLIEST_TIMESTAMP:
+            offset = hosted.log.log_start_offset
+        elif request.isolation_committed:
+            offset = hosted.state.high_watermark
+        else:
+            offset = hosted.log.log_end_offset
+        return bm.ListOffsetsResponse(offset=offset, leader_epoch=hosted.state.leader_epoch)
+
+    def offset_for_leader_epoch(
+        self, request: bm.OffsetForLeaderEpochRequest
+    ) -> bm.OffsetForLeaderEpochResponse:
+        hosted = self._hosted(request.topic, request.partition)
+        error = hosted.state.check_leader_request(request.current_leader_epoch)
+        if error is not Errors.NONE:
+            raise KafkaError(error, f"offset for leader epoch of {request.topic}-{request.partition}")
+        answer = hosted.log.end_offset_for_epoch(request.leader_epoch)
+        return bm.OffsetForLeaderEpochResponse(
+            leader_epoch=answer.leader_epoch, end_offset=answer.end_offset
+        )
+
+    # ---- GetReplicaLogInfo (seed 004) ----
+
+    def replica_log_info(self, request: bm.GetReplicaLogInfoRequest) -> bm.GetReplicaLogInfoResponse:
+        wanted: list[tuple[uuid.UUID, int]] = []
+        if request.topic_partitions is None:
+            for hosted in self.partitions.values():
+                if hosted.topic_id is not None:
+                    wanted.append((hosted.topic_id, hosted.partition))
+        else:
+            for tp in request.topic_partitions:
+                wanted.extend((tp.topic_id, p) for p in tp.partitions)
+        limit = bm.GET_REPLICA_LOG_INFO_MAX_PARTITIONS
+        has_more = len(wanted) > limit
+        by_topic: dict[uuid.UUID, list[bm.PartitionLogInfo]] = {}
+        for topic_id, partition in wanted[:limit]:
+            by_topic.setdefault(topic_id, []).append(self._log_info(topic_id, partition))
+        return bm.GetReplicaLogInfoResponse(
+            broker_epoch=self._broker_epoch(),
+            has_more_data=has_more,
+            topic_partition_log_info_list=[
+                bm.TopicPartitionLogInfo(topic_id, infos) for topic_id, infos in by_topic.items()
+            ],
+        )
+
+    def _log_info(self, topic_id: uuid.UUID, partition: int) -> bm.PartitionLogInfo:
+        topic = self.image.topics.get(topic_id)
+        registration = None if topic is None else topic.partitions.get(partition)
+        if topic is None or registration is None:
+            return bm.PartitionLogInfo(partition, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION))
+        hosted = self.partitions.get((topic.name, partition))
+        if hosted is None:
+            return bm.PartitionLogInfo(
+                partition,
+                partition_leader_epoch=registration.leader_epoch,
+                error_code=int(Errors.NOT_LEADER_OR_FOLLOWER),
+            )
+        return bm.PartitionLogInfo(
+            partition,
+            partition_leader_epoch=registration.leader_epoch,
+            last_written_leader_epoch=hosted.log.latest_epoch(),
+            log_end_offset=hosted.log.log_end_offset,
+        )

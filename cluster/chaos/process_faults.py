@@ -1,0 +1,146 @@
+"""Faults on the processes of a local cluster: kill, pause, terminate, restart and network cuts.
+
+Every signal goes to the pid recorded in cluster.json, and only while that pid still runs the
+node's config (LocalCluster.kill / is_running): never a name match. Network cuts go through each
+node's fault layer (POST /v1/faults on its HTTP port). Every fault is recorded as an event with
+the time it happened, so the summary can line faults up with unavailability windows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running
+
+log = logging.getLogger(__name__)
+
+SIGTERM_WAIT_S = 15.0
+
+
+@dataclass
+class ProcessFaults:
+    cluster: LocalCluster
+    events: list[dict[str, Any]] = field(default_factory=list)
+    paused: dict[str, int] = field(default_factory=dict)  # node name -> pid held by SIGSTOP
+    cut: set[str] = field(default_factory=set)  # nodes with fault-layer rules in force
+
+    def record(self, action: str, spec: NodeSpec | None = None, **extra: Any) -> None:
+        event = {"ts_ms": int(time.time() * 1000), "action": action, **extra}
+        if spec is not None:
+            event["node"] = spec.name
+            event["pid"] = spec.pid
+        self.events.append(event)
+        log.info("chaos: %s", event)
+
+    # -- signals --------------------------------------------------------------------------------
+
+    async def kill(self, spec: NodeSpec) -> None:
+        """SIGKILL: no flush, no controlled shutdown."""
+        if not is_running(spec):
+            return
+        self.record("kill", spec)
+        assert spec.pid is not None
+        os.kill(spec.pid, signal.SIGKILL)
+        await self.wait_exit(spec, 5.0)
+
+    async def terminate(self, spec: NodeSpec) -> bool:
+        """SIGTERM (clean shutdown); SIGKILL after SIGTERM_WAIT_S. True if it exited cleanly."""
+        if not is_running(spec):
+            return True
+        self.record("terminate", spec)
+        assert spec.pid is not None
+        os.kill(spec.pid, signal.SIGTERM)
+        if await self.wait_exit(spec, SIGTERM_WAIT_S):
+            return True
+        self.record("kill-after-terminate-timeout", spec)
+        os.kill(spec.pid, signal.SIGKILL)
+        await self.wait_exit(spec, 5.0)
+        return False
+
+    async def wait_exit(self, spec: NodeSpec, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not is_running(spec):
+                return True
+            await asyncio.sleep(0.05)
+        return not is_running(spec)
+
+    def pause(self, spec: NodeSpec) -> None:
+        """SIGSTOP: the process holds its sockets but answers nothing (a GC pause, a VM stall)."""
+        if spec.pid is None or not is_running(spec):
+            return
+        self.record("pause", spec)
+        os.kill(spec.pid, signal.SIGSTOP)
+        self.paused[spec.name] = spec.pid
+
+    def resume(self, spec: NodeSpec) -> None:
+        pid = self.paused.pop(spec.name, None)
+        if pid is not None and pid == spec.pid and is_running(spec):
+            os.kill(pid, signal.SIGCONT)
+            self.record("resume", spec)
+
+    def restart(self, spec: NodeSpec) -> int:
+        """Start the node again with its own config and data (a stopped node only)."""
+        if is_running(spec):
+            return spec.pid or 0
+        pid = self.cluster.start_node(spec)
+        self.cluster.write_cluster_file()
+        self.record("restart", spec)
+        return pid
+
+    # -- network --------------------------------------------------------------------------------
+
+    async def set_faults(self, spec: NodeSpec, rules: dict[str, Any]) -> None:
+        url = f"http://{spec.host}:{spec.http_port}/v1/faults"
+        timeout = aiohttp.ClientTimeout(total=3)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url, json=rules) as response,
+        ):
+            if response.status != 200:
+                raise RuntimeError(f"{spec.name}: POST /v1/faults -> {response.status}")
+
+    async def partition(self, spec: NodeSpec, peers: list[NodeSpec]) -> None:
+        """Cut spec off from peers, both ways (each side drops the other)."""
+        peer_ids = sorted(p.node_id for p in peers)
+        self.record("partition", spec, peers=peer_ids)
+        await self.set_faults(spec, {"partition": peer_ids})
+        self.cut.add(spec.name)
+        for peer in peers:
+            await self.set_faults(peer, {"partition": [spec.node_id]})
+            self.cut.add(peer.name)
+
+    async def heal_network(self) -> None:
+        """Clear every fault-layer rule this run set; a node that cannot be reached is skipped
+        (a restarted process starts with no rules)."""
+        for spec in self.cluster.all_nodes():
+            if spec.name not in self.cut or not is_running(spec):
+                continue
+            try:
+                await self.set_faults(spec, {})
+            except (aiohttp.ClientError, TimeoutError, RuntimeError) as exc:
+                log.warning("chaos: could not heal %s: %s", spec.name, exc)
+        if self.cut:
+            self.record("heal-network", nodes=sorted(self.cut))
+        self.cut.clear()
+
+    async def heal_all(self) -> list[str]:
+        """Resume what is paused, lift every network rule, and start what is not running."""
+        for spec in self.cluster.all_nodes():
+            if spec.name in self.paused:
+                self.resume(spec)
+        await self.heal_network()
+        restarted = []
+        for spec in self.cluster.all_nodes():
+            if not is_running(spec):
+                self.restart(spec)
+                restarted.append(spec.name)
+        return restarted

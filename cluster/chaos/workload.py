@@ -1,0 +1,268 @@
+"""The chaos workload: acks=all producers writing unique, sequenced values, every send and ack
+journaled, and a read-back at the end that counts what was lost and what was duplicated.
+
+One producer per partition, so a partition that is unavailable stalls only its own producer and
+its unavailability window is its own. A value is `<producer-id>-<seq>` (produce_cmd's format);
+a send is retried only on errors that say the record was not appended (so a retry never writes
+it twice); a timeout or a dropped connection ends that value's attempts, acked or not. Rule 23:
+a value acked with acks=all must be read back, unless an unclean election happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster.cli.broker_client import Leaders, new_client
+from cluster.cli.consume_cmd import consume_records
+from cluster.cli.produce_cmd import AckJournal, record_value
+from cluster.cli.topics_cmd import controller_request
+from cluster.protocol import broker_messages as bm
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.errors import Errors, KafkaError
+from raft.core.record_batch import Record, encode_batch
+
+ACKS_ALL = -1
+# Errors after which the leader did not append the record, so sending it again is safe.
+NOT_APPENDED = frozenset(
+    {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.UNKNOWN_LEADER_EPOCH,
+     Errors.FENCED_LEADER_EPOCH, Errors.NOT_ENOUGH_REPLICAS, Errors.UNKNOWN_TOPIC_OR_PARTITION}
+)
+MAX_ATTEMPTS = 4
+RECORD_SIZE = 24
+# A send slower than this counts as the partition being unavailable for that long.
+UNAVAILABLE_LATENCY_MS = 1000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def value_id(value: str | None) -> str | None:
+    """`<producer-id>-<seq>[:padding]` -> `<producer-id>-<seq>`."""
+    return None if value is None else value.split(":", 1)[0]
+
+
+@dataclass
+class ProducerStats:
+    producer_id: str
+    partition: int
+    sent: int = 0
+    last_ack_ms: int = 0
+    acked: list[str] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    _down_since_ms: int | None = None
+    _down_errors: Counter[str] = field(default_factory=Counter)
+
+    def outcome(self, sent_ms: int, done_ms: int, error: Errors) -> None:
+        slow = done_ms - sent_ms > UNAVAILABLE_LATENCY_MS
+        if error is not Errors.NONE:
+            self.errors[error.name] += 1
+            self._down_errors[error.name] += 1
+            if self._down_since_ms is None:
+                self._down_since_ms = sent_ms
+            return
+        start = self._down_since_ms if self._down_since_ms is not None else sent_ms
+        if self._down_since_ms is not None or slow:
+            self._close(start, done_ms, recovered=True)
+
+    def _close(self, start_ms: int, end_ms: int, recovered: bool) -> None:
+        self.windows.append(
+            {"partition": self.partition, "start_ms": start_ms, "end_ms": end_ms,
+             "duration_ms": end_ms - start_ms, "errors": dict(self._down_errors),
+             "recovered": recovered}
+        )
+        self._down_since_ms = None
+        self._down_errors = Counter()
+
+    def finish(self, end_ms: int) -> None:
+        if self._down_since_ms is not None:
+            self._close(self._down_since_ms, end_ms, recovered=False)
+
+
+class ChaosWorkload:
+    def __init__(
+        self,
+        *,
+        bootstrap_server: str,
+        bootstrap_controller: str,
+        topic: str,
+        journal_path: Path,
+        run_id: str,
+        partitions: int = 3,
+        replication_factor: int = 3,
+        min_insync_replicas: int = 2,
+        request_timeout_ms: int = 3000,
+    ) -> None:
+        self.bootstrap_server = bootstrap_server
+        self.bootstrap_controller = bootstrap_controller
+        self.topic = topic
+        self.journal_path = journal_path
+        self.run_id = run_id
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.min_insync_replicas = min_insync_replicas
+        self.request_timeout_ms = request_timeout_ms
+        self.producers: list[ProducerStats] = []
+
+    async def create_topic(self, timeout_s: float = 30.0) -> None:
+        """Create the run's topic and wait until every partition has a leader."""
+        request = msg.CreateTopicsRequest(
+            [msg.CreatableTopic(self.topic, self.partitions, self.replication_factor,
+                                {"min.insync.replicas": str(self.min_insync_replicas)})]
+        )
+        response = await controller_request(self.bootstrap_controller, request)
+        error = Errors.of(response.topics[0].error_code)
+        if error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+            raise KafkaError(error, response.topics[0].error_message)
+        client = new_client(f"chaos-{self.run_id}-setup")
+        leaders = Leaders(client, self.bootstrap_server, self.topic)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                with contextlib.suppress(KafkaError):
+                    await leaders.refresh()
+                    if len(leaders.partitions) == self.partitions and all(
+                        p.leader_id >= 0 for p in leaders.partitions.values()
+                    ):
+                        return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.topic}: partitions without a leader")
+                await asyncio.sleep(0.2)
+        finally:
+            await client.close()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """One acks=all producer per partition until stop is set."""
+        journal = AckJournal(self.journal_path)
+        self.producers = [
+            ProducerStats(f"{self.run_id}p{p}", p) for p in range(self.partitions)
+        ]
+        try:
+            await asyncio.gather(*(self._produce(s, stop, journal) for s in self.producers))
+        finally:
+            journal.close()
+            for stats in self.producers:
+                stats.finish(now_ms())
+
+    async def _produce(self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal) -> None:
+        client = new_client(f"chaos-{stats.producer_id}")
+        leaders = Leaders(client, self.bootstrap_server, self.topic)
+        try:
+            seq = 0
+            while not stop.is_set():
+                value = record_value(stats.producer_id, seq, RECORD_SIZE)
+                sent_ms = now_ms()
+                journal.write(
+                    {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
+                     "seq": seq, "topic": self.topic, "partition": stats.partition,
+                     "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
+                )
+                stats.sent += 1
+                error, response = await self._send(leaders, stats.partition, value)
+                done_ms = now_ms()
+                journal.write(
+                    {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
+                     "seq": seq, "topic": self.topic, "partition": stats.partition,
+                     "acks": ACKS_ALL, "error": error.name,
+                     "offset": -1 if response is None else response.base_offset,
+                     "leader_epoch": -1 if response is None else response.leader_epoch,
+                     "ts": done_ms}
+                )
+                stats.outcome(sent_ms, done_ms, error)
+                if error is Errors.NONE:
+                    stats.acked.append(f"{stats.producer_id}-{seq}")
+                    stats.last_ack_ms = done_ms
+                else:
+                    await asyncio.sleep(0.1)
+                seq += 1
+        finally:
+            await client.close()
+
+    async def wait_writes_flow(self, since_ms: int, timeout_s: float) -> bool:
+        """Until every producer has had a write acked after since_ms (bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.producers and all(s.last_ack_ms > since_ms for s in self.producers):
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async def _send(
+        self, leaders: Leaders, partition: int, value: bytes
+    ) -> tuple[Errors, bm.ProduceResponse | None]:
+        batch = encode_batch(0, 0, now_ms(), [Record(None, value)])
+        error = Errors.UNKNOWN_SERVER_ERROR
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt or not leaders.partitions:
+                await asyncio.sleep(0.1 * attempt)
+                with contextlib.suppress(KafkaError):
+                    await leaders.refresh()
+            try:
+                address = leaders.leader_address(partition)
+            except KafkaError as exc:
+                error = exc.error
+                continue
+            try:
+                response: bm.ProduceResponse = await leaders.client.request(
+                    address,
+                    bm.ProduceRequest(self.topic, partition, batch, acks=ACKS_ALL,
+                                      timeout_ms=self.request_timeout_ms),
+                    timeout_ms=self.request_timeout_ms + 1000,
+                )
+            except KafkaError as exc:
+                # It may have been appended (a timeout, a connection lost mid-request): never
+                # send it again, so the read-back can tell loss from duplication.
+                return exc.error, None
+            error = Errors.of(response.error_code)
+            if error is Errors.NONE or error not in NOT_APPENDED:
+                return error, response
+        return error, None
+
+    async def read_back(self, timeout_s: float = 30.0) -> Counter[str]:
+        """Every value in the topic, from the beginning, counted (retried until timeout_s)."""
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                result = await consume_records(
+                    self.bootstrap_server, self.topic, from_beginning=True, timeout_ms=1500
+                )
+                return Counter(
+                    v for v in (value_id(r["value"]) for r in result["records"]) if v is not None
+                )
+            except KafkaError as exc:
+                last = exc
+                await asyncio.sleep(0.5)
+        raise TimeoutError(f"read-back of {self.topic} failed: {last}")
+
+    def verify(self, read: Counter[str]) -> dict[str, Any]:
+        """Acked vs read back: lost (acked, not read), duplicated (read twice or more)."""
+        acked = [v for s in self.producers for v in s.acked]
+        lost = sorted(v for v in acked if read[v] == 0)
+        duplicated = sorted(v for v, n in read.items() if n > 1)
+        errors: Counter[str] = Counter()
+        for stats in self.producers:
+            errors.update(stats.errors)
+        windows = sorted(
+            (w for s in self.producers for w in s.windows), key=lambda w: w["start_ms"]
+        )
+        return {
+            "sent": sum(s.sent for s in self.producers),
+            "acked": len(acked),
+            "read_back": sum(read.values()),
+            "read_back_distinct": len(read),
+            "lost": len(lost),
+            "lost_values": lost[:100],
+            "duplicated": len(duplicated),
+            "duplicated_values": duplicated[:100],
+            "unacked_but_present": len(set(read) - set(acked)),
+            "errors": dict(errors),
+            "unavailability_windows": windows,
+        }

@@ -1,0 +1,60 @@
+"""`minikraft chaos --dir D --scenario NAME --seed N --duration-s S [--output json]` (CLI.md):
+an acks=all workload plus a seeded scenario of faults against the cluster under D; exit 1 when
+an acked acks=all write is lost (rule 23) or the cluster did not recover in time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from cluster.chaos.runner import run_chaos
+from cluster.chaos.scenarios import SCENARIOS
+from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
+from cluster.cli.output import stdout as console
+from cluster.launch.local_cluster import CLUSTER_FILE
+from cluster.protocol.errors import KafkaError
+
+
+@click.command()
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False))
+@click.option("--scenario", required=True, type=click.Choice(sorted(SCENARIOS)))
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--duration-s", default=10.0, show_default=True, type=click.FloatRange(0.5))
+@click.option("--recovery-timeout-s", default=60.0, show_default=True, type=click.FloatRange(1))
+@output_option
+def chaos(
+    directory: str, scenario: str, seed: int, duration_s: float, recovery_timeout_s: float,
+    output: str,
+) -> None:
+    """Break the cluster under --dir on purpose and check that no acked write was lost."""
+    root = Path(directory)
+    if not (root / CLUSTER_FILE).exists():
+        fail(f"no {CLUSTER_FILE} under {root} (minikraft up --dir {root} --brokers 3)", EXIT_USAGE)
+    logging.getLogger("cluster.chaos").setLevel(logging.INFO)
+    try:
+        summary = asyncio.run(
+            run_chaos(root, scenario, seed, duration_s, recovery_timeout_s=recovery_timeout_s)
+        )
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (KafkaError, TimeoutError) as exc:
+        fail(f"chaos run failed: {exc}", EXIT_FAILED)
+    if output == "json":
+        emit_json(summary)
+    else:
+        windows = summary["unavailability_windows"]
+        longest = max((w["duration_ms"] for w in windows), default=0)
+        console.print(
+            f"{scenario} seed {seed}: sent {summary['sent']}, acked {summary['acked']}, "
+            f"read back {summary['read_back']}, lost {summary['lost']}, "
+            f"duplicated {summary['duplicated']}, {len(windows)} unavailability windows "
+            f"(longest {longest} ms), recovered in {summary['recovery_s']} s"
+        )
+        for value in summary["lost_values"][:10]:
+            console.print(f"[red]lost acked write[/red] {value}")
+        console.print(f"summary: {summary['summary_file']}; journal: {summary['journal']}")
+    sys.exit(EXIT_OK if summary["ok"] else EXIT_FAILED)

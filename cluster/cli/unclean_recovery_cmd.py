@@ -1,0 +1,544 @@
+"""`minikraft unclean-recovery` (CLI.md "Unclean recovery tool", seed 004 KAFKA-20098).
+
+Asks every broker GetReplicaLogInfo for the partitions to recover until `--recovery-duration-ms`
+passes (or every replica answered), picks per partition the replica with the highest
+PartitionLeaderEpoch then the longest log (controller.core.unclean_recovery, shared with the
+controller's recovery manager), then shows the answers, writes the plan for
+`leader-election --election-type DESIGNATED`, or sends the DESIGNATED elections itself.
+`--bootstrap-server` names brokers (METADATA gives the brokers and the controllers); an address
+that does not answer METADATA is used as a controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cluster.cli.admin_client import split_bootstrap
+from cluster.cli.broker_client import new_client
+from cluster.cli.output import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    emit_json,
+    emit_table,
+    fail,
+    output_option,
+    stderr,
+)
+from cluster.cli.topics_cmd import controller_request, describe_all
+from cluster.net.client import RpcClient
+from cluster.protocol import broker_messages as bm
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.errors import Errors, KafkaError
+from controller.core.unclean_recovery import RankBy, ReplicaLogAnswer, select_leader, usable_answers
+
+DEFAULT_DURATION_MS = 30_000
+DEFAULT_ELECTION_ATTEMPTS = 3
+ASK_TIMEOUT_MS = 2000
+ROUND_PAUSE_S = 0.3
+ELECTION_BACKOFF_S = 1.0
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Target:
+    """One partition of the input set and what became of it."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID | None = None
+    replicas: tuple[int, ...] = ()
+    leader: int = -1
+    answers: dict[int, ReplicaLogAnswer] = field(default_factory=dict)
+    designated_leader: int | None = None
+    result: str = "pending"  # already_online, planned, elected, failed, interrupted
+    error: str | None = None
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def offline(self) -> bool:
+        return self.topic_id is not None and self.leader < 0
+
+
+def parse_partition_file(path: str) -> list[PartitionKey]:
+    """Seed 004's input: {"partitions":[{"topic":"foo","partitions":[0,3,5]}]}."""
+    data = json.loads(Path(path).read_text())
+    keys: list[PartitionKey] = []
+    for entry in data["partitions"]:
+        topic = entry["topic"]
+        if not isinstance(topic, str):
+            raise ValueError(f"topic {topic!r} is not a string")
+        for partition in entry["partitions"]:
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise ValueError(f"partition {partition!r} of {topic} is not an integer")
+            if (topic, partition) not in keys:
+                keys.append((topic, partition))
+    return keys
+
+
+def plan_document(targets: list[Target]) -> dict[str, Any]:
+    """The input of `leader-election --election-type DESIGNATED --path-to-json-file` (CLI.md)."""
+    return {
+        "partitions": [
+            {"topic": t.topic, "partition": t.partition, "designatedLeader": t.designated_leader}
+            for t in targets
+            if t.designated_leader is not None and t.offline
+        ]
+    }
+
+
+def answer_json(answer: ReplicaLogAnswer) -> dict[str, Any]:
+    return {
+        "broker_id": answer.broker_id,
+        "broker_epoch": answer.broker_epoch,
+        "partition_leader_epoch": answer.partition_leader_epoch,
+        "log_end_offset": answer.log_end_offset,
+        "error": None if answer.error == Errors.NONE else answer.error.name,
+    }
+
+
+def target_json(target: Target) -> dict[str, Any]:
+    """CLI.md's --show-replica-info row, plus what the tool did with the partition."""
+    return {
+        "topic": target.topic,
+        "partition": target.partition,
+        "replicas": [answer_json(target.answers[b]) for b in sorted(target.answers)],
+        "designated_leader": target.designated_leader,
+        "result": target.result,
+        "error": target.error,
+        "leader": target.leader,
+    }
+
+
+class RecoveryRun:
+    """One run of the tool; `stop` (SIGTERM) ends it early with what was done so far."""
+
+    def __init__(self, bootstrap: str, duration_ms: int, election_attempts: int) -> None:
+        self.bootstrap = bootstrap
+        self.duration_ms = duration_ms
+        self.election_attempts = max(1, election_attempts)
+        self.stop = asyncio.Event()
+        self.client: RpcClient = new_client("minikraft-unclean-recovery")
+        self.controllers = ""
+        self.brokers: dict[int, bm.MetadataBroker] = {}
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    # -- discovery -----------------------------------------------------------------------------
+
+    async def discover(self) -> None:
+        """Brokers (and their epochs) from METADATA; controllers from it and the bootstrap."""
+        metadata: bm.MetadataResponse | None = None
+        not_brokers: list[str] = []
+        for address in split_bootstrap(self.bootstrap):
+            try:
+                response = await self.client.request(
+                    address, bm.MetadataRequest(topics=[]), timeout_ms=ASK_TIMEOUT_MS
+                )
+            except KafkaError as exc:
+                if exc.error not in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT):
+                    not_brokers.append(address)  # it answered, but not METADATA: a controller
+                continue
+            if response.error_code != 0:
+                not_brokers.append(address)  # a controller answers UNSUPPORTED_VERSION
+            elif metadata is None:
+                metadata = response
+        if metadata is None and not not_brokers:
+            raise KafkaError(
+                Errors.NETWORK_EXCEPTION,
+                f"nothing answered at {self.bootstrap} (unclean-recovery needs broker addresses)",
+            )
+        if metadata is None:
+            # Only controllers answered: no broker can be asked, every partition stays unanswered.
+            stderr.print(
+                f"no broker answered METADATA at {self.bootstrap}: no replica can be asked",
+                highlight=False,
+            )
+            metadata = bm.MetadataResponse()
+        self.brokers = {b.node_id: b for b in metadata.brokers}
+        controllers = list(metadata.controller_bootstrap_servers) + not_brokers
+        self.controllers = ",".join(dict.fromkeys(controllers))
+
+    async def refresh_brokers(self) -> None:
+        for broker in list(self.brokers.values()):
+            try:
+                response = await self.client.request(
+                    f"{broker.host}:{broker.port}",
+                    bm.MetadataRequest(topics=[]),
+                    timeout_ms=ASK_TIMEOUT_MS,
+                )
+            except KafkaError:
+                continue
+            if response.error_code == 0:
+                self.brokers = {b.node_id: b for b in response.brokers}
+                return
+
+    async def resolve(self, keys: list[PartitionKey] | None) -> list[Target]:
+        """The input set against the controller's metadata (None: every offline partition)."""
+        topics = await describe_all(self.controllers, sorted({t for t, _ in keys or []}))
+        found: dict[PartitionKey, Target] = {}
+        for topic in topics:
+            if topic.error_code != 0:
+                continue
+            for p in topic.partitions:
+                found[(topic.name, p.partition_index)] = Target(
+                    topic.name,
+                    p.partition_index,
+                    topic.topic_id,
+                    tuple(p.replica_nodes),
+                    p.leader_id,
+                )
+        if keys is None:
+            return [found[k] for k in sorted(found) if found[k].offline]
+        targets = []
+        for topic_name, partition in keys:
+            target = found.get((topic_name, partition))
+            if target is None:
+                target = Target(topic_name, partition)
+                target.result = "failed"
+                target.error = Errors.UNKNOWN_TOPIC_OR_PARTITION.name
+                target.reason = "no such topic or partition"
+            elif not target.offline:
+                target.result = "already_online"
+            targets.append(target)
+        return targets
+
+    # -- GetReplicaLogInfo ---------------------------------------------------------------------
+
+    async def collect(self, targets: list[Target]) -> None:
+        """Ask until the duration passes, SIGTERM, or every replica answered without error."""
+        offline = [t for t in targets if t.offline]
+        deadline = time.monotonic() + self.duration_ms / 1000
+        while offline and not self.stop.is_set():
+            wanted: dict[int, list[Target]] = {}
+            for target in offline:
+                for replica in target.replicas:
+                    answer = target.answers.get(replica)
+                    if answer is None or answer.error != Errors.NONE:
+                        wanted.setdefault(replica, []).append(target)
+            if not wanted:
+                return
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                return
+            await asyncio.gather(
+                *(self._ask(b, ts, min(ASK_TIMEOUT_MS, remaining_ms)) for b, ts in wanted.items())
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self.stop.wait(), min(ROUND_PAUSE_S, max(0.0, deadline - time.monotonic()))
+                )
+
+    async def _ask(self, broker_id: int, targets: list[Target], timeout_ms: int) -> None:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            return
+        limit = bm.GET_REPLICA_LOG_INFO_MAX_PARTITIONS  # seed 004: more is HasMoreData
+        by_key = {(t.topic_id, t.partition): t for t in targets}
+        for start in range(0, len(targets), limit):
+            by_topic: dict[uuid.UUID, list[int]] = {}
+            for t in targets[start : start + limit]:
+                assert t.topic_id is not None  # only resolved partitions are asked about
+                by_topic.setdefault(t.topic_id, []).append(t.partition)
+            request = bm.GetReplicaLogInfoRequest(
+                [bm.ReplicaLogInfoTopicPartitions(tid, ps) for tid, ps in by_topic.items()]
+            )
+            try:
+                response = await self.client.request(
+                    f"{broker.host}:{broker.port}", request, timeout_ms=timeout_ms
+                )
+            except KafkaError:
+                return
+            if response.error_code != 0:
+                return
+            for topic_info in response.topic_partition_log_info_list:
+                for info in topic_info.partition_log_info:
+                    target = by_key.get((topic_info.topic_id, info.partition))
+                    if target is not None:
+                        target.answers[broker_id] = ReplicaLogAnswer(
+                            broker_id,
+                            response.broker_epoch,
+                            info.partition_leader_epoch,
+                            info.log_end_offset,
+                            info.last_written_leader_epoch,
+                            Errors.of(info.error_code),
+                        )
+
+    def choose(self, targets: list[Target]) -> None:
+        """Seed 004's pick per offline partition; a broker that re-registered since it
+        answered (a newer epoch in METADATA) is dropped."""
+        for target in targets:
+            if not target.offline or target.result != "pending":
+                continue
+            # A METADATA image may lag the answering broker: only a newer registration is stale.
+            epochs = {
+                a.broker_id: max(a.broker_epoch, self._epoch(a.broker_id))
+                for a in target.answers.values()
+            }
+            usable = usable_answers(target.answers.values(), target.replicas, epochs)
+            winner = select_leader(usable, RankBy.PARTITION_LEADER_EPOCH)
+            if winner is None:
+                target.result = "failed"
+                target.error = Errors.REQUEST_TIMED_OUT.name
+                target.reason = (
+                    f"no replica of {list(target.replicas)} answered GetReplicaLogInfo within "
+                    f"{self.duration_ms} ms"
+                )
+                continue
+            target.designated_leader = winner.broker_id
+            target.result = "planned"
+
+    def _epoch(self, broker_id: int) -> int:
+        broker = self.brokers.get(broker_id)
+        return -1 if broker is None else broker.epoch
+
+    # -- DESIGNATED elections ------------------------------------------------------------------
+
+    async def elect(self, targets: list[Target]) -> None:
+        """Send the planned elections, retrying transient failures up to the attempt count."""
+        pending = [t for t in targets if t.result == "planned"]
+        for attempt in range(self.election_attempts):
+            if not pending or self.stop.is_set():
+                break
+            if attempt > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), ELECTION_BACKOFF_S)
+                if self.stop.is_set():
+                    break
+            retry: list[Target] = []
+            for start in range(0, len(pending), msg.ELECT_LEADERS_MAX_PARTITIONS):
+                retry += await self._elect_batch(
+                    pending[start : start + msg.ELECT_LEADERS_MAX_PARTITIONS]
+                )
+            pending = retry
+        for target in pending:
+            if target.result == "planned":
+                target.result = "failed"
+
+    async def _elect_batch(self, batch: list[Target]) -> list[Target]:
+        by_topic: dict[str, list[Target]] = {}
+        for planned in batch:
+            by_topic.setdefault(planned.topic, []).append(planned)
+        request = msg.ElectLeadersRequest(
+            msg.ELECTION_DESIGNATED,
+            [
+                msg.ElectLeadersTopicPartitions(
+                    topic,
+                    [t.partition for t in ts],
+                    [t.designated_leader if t.designated_leader is not None else -1 for t in ts],
+                )
+                for topic, ts in by_topic.items()
+            ],
+        )
+        try:
+            response = await controller_request(self.controllers, request)
+        except KafkaError as exc:
+            for failed in batch:
+                failed.error, failed.reason = exc.error.name, exc.message
+            return batch if exc.error.retriable else []
+        by_key = {(t.topic, t.partition): t for t in batch}
+        retry = []
+        for topic_result in response.replica_election_results:
+            for p in topic_result.partition_result:
+                target = by_key.get((topic_result.topic, p.partition_id))
+                if target is None:
+                    continue
+                error = Errors.of(p.error_code)
+                if error == Errors.NONE:
+                    target.result, target.error, target.leader = "elected", None, p.leader_id
+                elif error == Errors.ELECTION_NOT_NEEDED:
+                    # Seed 004: it came back online meanwhile (idempotent elections).
+                    target.result, target.error, target.leader = "already_online", None, p.leader_id
+                else:
+                    target.error, target.reason = error.name, p.error_message
+                    if error.retriable:
+                        retry.append(target)
+                    else:
+                        target.result = "failed"
+        return retry
+
+
+def _interrupt(targets: list[Target]) -> None:
+    for target in targets:
+        if target.result in ("pending", "planned") and target.offline:
+            target.result = "failed"
+            target.error = target.error or "INTERRUPTED"
+            target.reason = target.reason or "stopped by SIGTERM"
+
+
+async def run_recovery(
+    bootstrap: str,
+    keys: list[PartitionKey] | None,
+    duration_ms: int,
+    election_attempts: int,
+    automated: bool,
+) -> tuple[list[Target], bool]:
+    """The whole run: (every partition of the input set with its outcome, stopped by SIGTERM)."""
+    run = RecoveryRun(bootstrap, duration_ms, election_attempts)
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGTERM, run.stop.set)
+    try:
+        await run.discover()
+        targets = await run.resolve(keys)
+        await run.collect(targets)
+        if run.stop.is_set():
+            _interrupt(targets)
+            return targets, True
+        await run.refresh_brokers()
+        run.choose(targets)
+        if automated:
+            await run.elect(targets)
+        if run.stop.is_set():
+            _interrupt(targets)
+        return targets, run.stop.is_set()
+    finally:
+        with contextlib.suppress(RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGTERM)
+        await run.close()
+
+
+def exit_code(targets: list[Target], automated: bool) -> int:
+    """CLI.md: with --automated-recovery 0 only if every partition of the input set has a leader
+    afterwards; show or plan only: 0 when every offline partition got answers and a plan."""
+    good = ("elected", "already_online") if automated else ("planned", "already_online")
+    return EXIT_OK if all(t.result in good for t in targets) else EXIT_FAILED
+
+
+def _show_table(targets: list[Target]) -> None:
+    rows: list[tuple[object, ...]] = []
+    for target in targets:
+        if not target.answers:
+            rows.append((target.topic, target.partition, "-", "", "", "", "no answer"))
+        for broker_id in sorted(target.answers):
+            a = target.answers[broker_id]
+            rows.append(
+                (
+                    target.topic,
+                    target.partition,
+                    broker_id,
+                    a.broker_epoch,
+                    a.partition_leader_epoch,
+                    a.log_end_offset,
+                    "" if a.error == Errors.NONE else a.error.name,
+                )
+            )
+    emit_table(
+        "Replica log info (GetReplicaLogInfo)",
+        ["topic", "partition", "broker", "broker epoch", "leader epoch", "log end offset", "error"],
+        rows,
+    )
+
+
+def _report_text(targets: list[Target], plan_file: str | None) -> None:
+    for result, text in (
+        ("elected", "Elected designated leaders (RECOVERING) for"),
+        ("already_online", "Already online (not changed):"),
+    ):
+        names = [f"{t.name} (leader {t.leader})" for t in targets if t.result == result]
+        if names:
+            click.echo(f"{text} " + ", ".join(names))
+    planned = [f"{t.name} -> {t.designated_leader}" for t in targets if t.result == "planned"]
+    if planned:
+        where = f" written to {plan_file}" if plan_file else ""
+        click.echo("Plan" + where + ": " + ", ".join(planned))
+
+
+@click.command("unclean-recovery")
+@click.option("--bootstrap-server", required=True, help="broker host:port[,host:port...]")
+@click.option("--show-replica-info", is_flag=True, help="print every GetReplicaLogInfo answer")
+@click.option("--manual-recovery-output-file", default=None, help="write the plan to a new file")
+@click.option("--automated-recovery", is_flag=True, help="send the DESIGNATED elections")
+@click.option("--path-to-json-file", default=None, help='{"partitions":[{"topic","partitions"}]}')
+@click.option("--all-offline-partitions", is_flag=True)
+@click.option("--recovery-duration-ms", type=int, default=DEFAULT_DURATION_MS, show_default=True)
+@click.option(
+    "--recovery-election-attempts", type=int, default=DEFAULT_ELECTION_ATTEMPTS, show_default=True
+)
+@output_option
+def unclean_recovery(
+    bootstrap_server: str,
+    show_replica_info: bool,
+    manual_recovery_output_file: str | None,
+    automated_recovery: bool,
+    path_to_json_file: str | None,
+    all_offline_partitions: bool,
+    recovery_duration_ms: int,
+    recovery_election_attempts: int,
+    output: str,
+) -> None:
+    """Recover offline partitions: the replica with the highest epoch, then the longest log."""
+    if not (show_replica_info or manual_recovery_output_file or automated_recovery):
+        fail(
+            "at least one of --show-replica-info, --manual-recovery-output-file, "
+            "--automated-recovery",
+            EXIT_USAGE,
+        )
+    if manual_recovery_output_file and automated_recovery:
+        fail("--manual-recovery-output-file and --automated-recovery exclude each other", EXIT_USAGE)
+    if (path_to_json_file is None) == (not all_offline_partitions):
+        fail("exactly one of --path-to-json-file, --all-offline-partitions", EXIT_USAGE)
+    if recovery_duration_ms < 0 or recovery_election_attempts < 1:
+        fail("--recovery-duration-ms >= 0 and --recovery-election-attempts >= 1", EXIT_USAGE)
+    if manual_recovery_output_file and Path(manual_recovery_output_file).exists():
+        fail(f"{manual_recovery_output_file} exists: the plan goes to a new file", EXIT_USAGE)
+    keys: list[PartitionKey] | None = None
+    if path_to_json_file is not None:
+        try:
+            keys = parse_partition_file(path_to_json_file)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            fail(f"cannot read {path_to_json_file}: {exc}", EXIT_USAGE)
+    try:
+        targets, interrupted = asyncio.run(
+            run_recovery(
+                bootstrap_server,
+                keys,
+                recovery_duration_ms,
+                recovery_election_attempts,
+                automated_recovery,
+            )
+        )
+    except KafkaError as exc:
+        code = EXIT_USAGE if exc.error in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT) else 1
+        fail(f"{exc.error.name}: {exc.message}", code)
+    if manual_recovery_output_file and not interrupted:
+        try:
+            with open(manual_recovery_output_file, "x") as plan:  # never overwrite (CLI.md)
+                json.dump(plan_document(targets), plan, indent=2)
+                plan.write("\n")
+        except OSError as exc:
+            fail(f"cannot create {manual_recovery_output_file}: {exc}", EXIT_USAGE)
+    if output == "json":
+        emit_json([target_json(t) for t in targets])
+    else:
+        if show_replica_info:
+            _show_table(targets)
+        if not targets:
+            click.echo("No offline partitions")
+        _report_text(targets, manual_recovery_output_file)
+    for target in targets:
+        if target.result not in ("elected", "already_online", "planned"):
+            stderr.print(
+                f"{target.name}: {target.error or 'FAILED'}: {target.reason}", highlight=False
+            )
+    if interrupted:
+        stderr.print("Stopped by SIGTERM: reported what was done so far", highlight=False)
+    code = exit_code(targets, automated_recovery)
+    if code != EXIT_OK:
+        raise SystemExit(code)

@@ -1,0 +1,218 @@
+"""Messages served on a broker's listener, in their own `BROKER_REGISTRY`.
+
+The global registry's FETCH is the Raft fetch (controllers serve it); a broker's listener speaks
+partition data instead, so its api keys map to these types. Brokers' replica fetchers and the CLI
+data commands (`produce`, `consume`, `health`) use `BROKER_REGISTRY` on their RpcClient.
+One partition per Produce/Fetch request keeps the shapes small; pipelining does the rest.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from cluster.protocol.api_keys import ApiKey
+from cluster.protocol.registry import Registry
+
+NO_EPOCH = -1
+ZERO_UUID = uuid.UUID(int=0)
+CONSUMER_REPLICA_ID = -1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+GET_REPLICA_LOG_INFO_MAX_PARTITIONS = 1000  # seed 004: then HasMoreData
+
+BROKER_REGISTRY = Registry()
+
+
+# ---- Produce ----
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    topic: str
+    partition: int
+    records: bytes  # one or more record batches (raft.core.record_batch format)
+    acks: int = -1
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    error_code: int = 0
+    error_message: str = ""
+    base_offset: int = -1
+    log_end_offset: int = -1
+    high_watermark: int = -1
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+# ---- Fetch (partition data; replica_epoch is the follower's broker epoch, KIP-903) ----
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    topic: str
+    partition: int
+    fetch_offset: int
+    replica_id: int = CONSUMER_REPLICA_ID
+    replica_epoch: int = NO_EPOCH
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+    max_wait_ms: int = 0
+    max_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: int = 0
+    error_message: str = ""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    records: bytes = b""
+    diverging_epoch: int = NO_EPOCH  # set when the follower must truncate (rule 22)
+    diverging_end_offset: int = -1
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+# ---- ListOffsets ----
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    topic: str
+    partition: int
+    timestamp: int = LATEST_TIMESTAMP
+    current_leader_epoch: int = NO_EPOCH
+    isolation_committed: bool = True  # latest = HWM (read committed) else the log end
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponse:
+    error_code: int = 0
+    error_message: str = ""
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+# ---- OffsetForLeaderEpoch ----
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochRequest:
+    topic: str
+    partition: int
+    leader_epoch: int
+    current_leader_epoch: int = NO_EPOCH
+    replica_id: int = CONSUMER_REPLICA_ID
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_epoch: int = NO_EPOCH
+    end_offset: int = -1
+
+
+# ---- Metadata (for clients) ----
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataBroker:
+    node_id: int
+    host: str
+    port: int
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
+    epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataPartition:
+    partition_index: int
+    error_code: int = 0
+    leader_id: int = -1
+    leader_epoch: int = -1
+    replica_nodes: list[int] = field(default_factory=list)
+    isr_nodes: list[int] = field(default_factory=list)
+    eligible_leader_replicas: list[int] = field(default_factory=list)
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataTopic:
+    name: str
+    error_code: int = 0
+    topic_id: uuid.UUID = ZERO_UUID
+    min_insync_replicas: int = 1
+    partitions: list[MetadataPartition] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    topics: list[str] | None = None  # None: every topic
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    error_code: int = 0
+    error_message: str = ""
+    brokers: list[MetadataBroker] = field(default_factory=list)
+    topics: list[MetadataTopic] = field(default_factory=list)
+    controller_bootstrap_servers: list[str] = field(default_factory=list)
+    metadata_leader_id: int = -1
+    metadata_offset: int = -1
+    node_id: int = -1
+
+
+# ---- GetReplicaLogInfo (seed 004) ----
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfoTopicPartitions:
+    topic_id: uuid.UUID
+    partitions: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoRequest:
+    topic_partitions: list[ReplicaLogInfoTopicPartitions] | None = None  # None: all hosted
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLogInfo:
+    partition: int
+    partition_leader_epoch: int = NO_EPOCH  # in this broker's metadata image
+    last_written_leader_epoch: int = NO_EPOCH
+    log_end_offset: int = -1
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionLogInfo:
+    topic_id: uuid.UUID
+    partition_log_info: list[PartitionLogInfo] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoResponse:
+    error_code: int = 0
+    error_message: str = ""
+    broker_epoch: int = -1
+    has_more_data: bool = False
+    topic_partition_log_info_list: list[TopicPartitionLogInfo] = field(default_factory=list)
+
+
+BROKER_REGISTRY.register(ApiKey.PRODUCE, ProduceRequest, ProduceResponse)
+BROKER_REGISTRY.register(ApiKey.FETCH, FetchRequest, FetchResponse)
+BROKER_REGISTRY.register(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse)
+BROKER_REGISTRY.register(
+    ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+)
+BROKER_REGISTRY.register(ApiKey.METADATA, MetadataRequest, MetadataResponse)
+BROKER_REGISTRY.register(
+    ApiKey.GET_REPLICA_LOG_INFO, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
+)

@@ -1,0 +1,279 @@
+"""Brokers as real processes (3 controllers + 3 brokers, ephemeral ports): acks=all durability at
+min ISR (rule 20), clean vs unclean restart seen by the controller (rule 12), bad input.
+One cluster per test; short session/lag timeouts keep the file under two minutes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.runtime.event_journal import read_journal_dicts
+from cluster.cli.broker_client import new_client
+from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
+from cluster.launch.readiness import wait_until_ready
+from cluster.protocol import broker_messages as bm
+from cluster.protocol.errors import Errors
+from raft.core.record_batch import encode_batch
+from tests.integration.conftest import minikraft
+
+OVERRIDES = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "300",
+    "replica.lag.time.max.ms": "3000",
+}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    c = LocalCluster.plan(
+        tmp_path / "c", controllers=3, brokers=3, base_port=0, overrides=dict(OVERRIDES)
+    )
+    c.format()
+    c.start()
+    try:
+        asyncio.run(wait_until_ready(c, 40))
+        yield c
+    finally:
+        c.stop()
+        assert not c.running(), "processes left behind"
+
+
+def bootstrap(c: LocalCluster) -> str:
+    return ",".join(b.address for b in c.brokers)
+
+
+def create_topic(c: LocalCluster, topic: str, min_isr: int) -> None:
+    result = minikraft(
+        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", topic,
+        "--partitions", "1", "--replication-factor", "3",
+        "--config", f"min.insync.replicas={min_isr}",
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
+    # A standby controller may answer before it replayed a just-created topic: ask again.
+    for _attempt in range(20):
+        result = minikraft(
+            "topics", "--bootstrap-server", c.bootstrap_controller, "describe", "--topic", topic,
+            "--output", "json",
+        )
+        if "UNKNOWN_TOPIC_OR_PARTITION" not in result.stderr:
+            break
+        time.sleep(0.1)
+    assert result.returncode == 0, result.stderr
+    partitions: list[dict[str, Any]] = json.loads(result.stdout)
+    return partitions[0]
+
+
+def wait_describe(
+    c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = describe(c, topic)
+        if predicate(last):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{topic} never matched; last {last}")
+
+
+def produce(c: LocalCluster, topic: str, acks: str, n: int, journal: Path) -> dict[str, Any]:
+    result = minikraft(
+        "produce", "--bootstrap-server", bootstrap(c), "--topic", topic, "--acks", acks,
+        "--num-records", str(n), "--timeout-ms", "3000", "--journal", str(journal),
+        "--output", "json",
+    )
+    summary: dict[str, Any] = json.loads(result.stdout)
+    return summary
+
+
+def consume(c: LocalCluster, topic: str) -> list[str]:
+    result = minikraft(
+        "consume", "--bootstrap-server", bootstrap(c), "--topic", topic, "--from-beginning",
+        "--timeout-ms", "800", "--output", "json",
+    )
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["count"] == len(body["records"])
+    offsets = [r["offset"] for r in body["records"]]
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+    return [r["value"].split(":")[0] for r in body["records"]]
+
+
+def acked_values(journal: Path) -> list[str]:
+    import msgpack
+
+    acked = []
+    with open(journal, "rb") as handle:
+        for entry in msgpack.Unpacker(handle, raw=False):
+            if entry["event"] == "ack" and entry["error"] == "NONE":
+                acked.append(f"{entry['producer_id']}-{entry['seq']}")
+    return acked
+
+
+def max_hwm(c: LocalCluster, broker_id: int, topic: str) -> int:
+    path = c.dir / "journal" / f"broker-{broker_id}.journal"
+    values = [
+        e["new"]
+        for e in read_journal_dicts(path)
+        if e.get("event") == "HwmAdvanced" and e.get("topic") == topic
+    ]
+    return max(values, default=0)
+
+
+def broker(c: LocalCluster, broker_id: int) -> NodeSpec:
+    return next(b for b in c.brokers if b.node_id == broker_id)
+
+
+def restart(c: LocalCluster, spec: NodeSpec) -> None:
+    c.start_node(spec)
+    c.write_cluster_file()
+
+
+def controller_log_lines(c: LocalCluster, needle: str) -> list[str]:
+    lines = []
+    for spec in c.controllers:
+        lines += [ln for ln in Path(spec.log_file).read_text().splitlines() if needle in ln]
+    return lines
+
+
+def wait_new_registration(c: LocalCluster, broker_id: int, before: int) -> str:
+    """The controller's log line for the registration after the first `before` ones."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        lines = controller_log_lines(c, f"Registered broker {broker_id} with epoch")
+        if len(lines) > before:
+            return lines[-1]
+        time.sleep(0.1)
+    raise AssertionError(f"broker {broker_id} did not register again")
+
+
+def test_acks_all_durable_at_min_isr_across_broker_crashes(cluster: LocalCluster, tmp_path: Path) -> None:
+    c = cluster
+    create_topic(c, "dur", min_isr=2)
+    journal = tmp_path / "acks.journal"
+    first = produce(c, "dur", "all", 30, journal)
+    assert first["acked"] == 30, first
+    leader = describe(c, "dur")["leader"]
+    others = [b for b in (101, 102, 103) if b != leader]
+    for broker_id in others:
+        c.kill(broker(c, broker_id), signal.SIGKILL)
+    wait_describe(c, "dur", lambda p: p["isr"] == [leader], 20)
+    hwm_before = max_hwm(c, leader, "dur")
+    assert hwm_before == 30
+
+    refused = produce(c, "dur", "all", 3, journal)
+    assert refused["acked"] == 0 and refused["errors"] == {"NOT_ENOUGH_REPLICAS": 3}, refused
+    accepted = produce(c, "dur", "1", 5, journal)
+    assert accepted["acked"] == 5, accepted
+    # Rule 20: acks=1 writes below min ISR are appended but stay invisible; the HWM holds.
+    assert len(consume(c, "dur")) == 30
+    assert max_hwm(c, leader, "dur") == hwm_before
+
+    for broker_id in others:
+        restart(c, broker(c, broker_id))
+    wait_describe(c, "dur", lambda p: sorted(p["isr"]) == [101, 102, 103], 30)
+    deadline = time.monotonic() + 10
+    while max_hwm(c, leader, "dur") < 35 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert max_hwm(c, leader, "dur") == 35
+    values = consume(c, "dur")
+    assert len(values) == 35 and len(set(values)) == 35
+    acked_all = [v for v in acked_values(journal) if v in set(values)]
+    assert acked_all == [v for v in values if v in set(acked_values(journal))]
+    # Every acks=all ack, exactly once and in order.
+    assert [v for v in values[:30]] == acked_values(journal)[:30]
+
+
+def test_clean_restart_keeps_elr_unclean_drops_it(cluster: LocalCluster) -> None:
+    c = cluster
+    create_topic(c, "elr", min_isr=3)
+    state = describe(c, "elr")
+    clean_id = state["leader"]
+    # SIGTERM: controlled shutdown moves the leadership, final flush, clean-shutdown file.
+    spec = broker(c, clean_id)
+    c.kill(spec, signal.SIGTERM)
+    assert spec.pid is not None and wait_exit(spec.pid, 15)
+    assert (Path(spec.dir) / "data" / ".kafka_cleanshutdown").exists()
+    state = wait_describe(c, "elr", lambda p: clean_id in p["elr"], 15)
+    assert state["leader"] != clean_id and clean_id not in state["isr"]
+    before = len(controller_log_lines(c, f"Registered broker {clean_id} with epoch"))
+    restart(c, spec)
+    registered = wait_new_registration(c, clean_id, before)
+    assert "(clean restart" in registered, registered
+    wait_describe(c, "elr", lambda p: sorted(p["isr"]) == [101, 102, 103] and not p["elr"], 30)
+
+    unclean_id = next(b for b in (101, 102, 103) if b != describe(c, "elr")["leader"])
+    spec = broker(c, unclean_id)
+    c.kill(spec, signal.SIGKILL)
+    wait_describe(c, "elr", lambda p: unclean_id in p["elr"], 20)
+    assert not (Path(spec.dir) / "data" / ".kafka_cleanshutdown").exists()
+    before = len(controller_log_lines(c, f"Registered broker {unclean_id} with epoch"))
+    restart(c, spec)
+    registered = wait_new_registration(c, unclean_id, before)
+    assert "(unclean restart" in registered, registered
+    # Rule 12: an unclean restart removes the broker from the ELR at registration.
+    assert unclean_id not in describe(c, "elr")["elr"]
+    wait_describe(c, "elr", lambda p: sorted(p["isr"]) == [101, 102, 103], 30)
+
+
+async def _raw(address: str, request: Any) -> Any:
+    client = new_client("bad-input-test")
+    try:
+        return await client.request(address, request, timeout_ms=5000)
+    finally:
+        await client.close()
+
+
+def test_bad_input_gets_named_errors_and_broker_keeps_serving(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    c = cluster
+    create_topic(c, "bad", min_isr=2)
+    journal = tmp_path / "bad.journal"
+    assert produce(c, "bad", "all", 5, journal)["acked"] == 5
+    unknown = produce(c, "nosuchtopic", "all", 1, journal)
+    assert unknown["errors"] == {"UNKNOWN_TOPIC_OR_PARTITION": 1}
+
+    state = describe(c, "bad")
+    address = broker(c, state["leader"]).address
+    batch = encode_batch(0, 0, 0, [b"v"])
+    response = asyncio.run(_raw(address, bm.ProduceRequest("bad", 7, batch)))
+    assert Errors.of(response.error_code) is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    big = encode_batch(0, 0, 0, [b"x" * 1_100_000])
+    response = asyncio.run(_raw(address, bm.ProduceRequest("bad", 0, big)))
+    assert Errors.of(response.error_code) is Errors.MESSAGE_TOO_LARGE
+    corrupt = bytearray(batch)
+    corrupt[-1] ^= 0xFF  # the payload is under the CRC32C
+    response = asyncio.run(_raw(address, bm.ProduceRequest("bad", 0, bytes(corrupt))))
+    assert Errors.of(response.error_code) is Errors.CORRUPT_MESSAGE
+    response = asyncio.run(
+        _raw(address, bm.FetchRequest("bad", 0, 0, current_leader_epoch=state["leader_epoch"] + 1))
+    )
+    assert Errors.of(response.error_code) is Errors.UNKNOWN_LEADER_EPOCH
+    # A new leader epoch, then a fetch naming the old one is fenced.
+    old_epoch = state["leader_epoch"]
+    leader_spec = broker(c, state["leader"])
+    c.kill(leader_spec, signal.SIGTERM)
+    assert leader_spec.pid is not None and wait_exit(leader_spec.pid, 15)
+    state = wait_describe(c, "bad", lambda p: p["leader_epoch"] > old_epoch and p["leader"] >= 0, 15)
+    address = broker(c, state["leader"]).address
+    response = asyncio.run(
+        _raw(address, bm.FetchRequest("bad", 0, 0, current_leader_epoch=old_epoch))
+    )
+    assert Errors.of(response.error_code) is Errors.FENCED_LEADER_EPOCH
+    # The brokers kept serving: acks=all still works with two of three and data is intact.
+    assert produce(c, "bad", "all", 2, journal)["acked"] == 2
+    assert len(consume(c, "bad")) == 7
+    health = minikraft("health", "--bootstrap-server", bootstrap(c), "--output", "json")
+    assert health.returncode == 1, health.stdout  # a broker is down: degraded
+    assert json.loads(health.stdout)["status"] == "degraded"

@@ -1,0 +1,142 @@
+"""ReplicaManager in process (no network): acks and HWM at min ISR (rule 20), follower fetch with
+broker epochs (rule 17), leader recovery refusal (rule 21), named errors, GetReplicaLogInfo."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from types import MappingProxyType
+
+from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
+from cluster.protocol import broker_messages as bm
+from cluster.protocol import controller_messages as cm
+from cluster.protocol.errors import Errors
+from controller.core.metadata_image import (
+    MIN_INSYNC_REPLICAS,
+    BrokerRegistration,
+    MetadataImage,
+    TopicImage,
+)
+from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+from controller.core.records import CONFIG_RESOURCE_TOPIC
+from raft.core.record_batch import encode_batch
+
+TOPIC_ID = uuid.UUID(int=7)
+
+
+def image(registration: PartitionRegistration, min_isr: int = 2) -> MetadataImage:
+    brokers = {
+        b: BrokerRegistration(b, epoch=10 * b, incarnation_id=uuid.uuid4(), fenced=False,
+                              in_controlled_shutdown=False)
+        for b in (1, 2, 3)
+    }
+    topic = TopicImage("t", TOPIC_ID, MappingProxyType({0: registration}))
+    return MetadataImage(
+        brokers=MappingProxyType(brokers),
+        topics=MappingProxyType({TOPIC_ID: topic}),
+        topics_by_name=MappingProxyType({"t": topic}),
+        configs=MappingProxyType(
+            {(CONFIG_RESOURCE_TOPIC, "t"): MappingProxyType({MIN_INSYNC_REPLICAS: str(min_isr)})}
+        ),
+    )
+
+
+class Controller:
+    def __init__(self) -> None:
+        self.requests: list[cm.AlterPartitionRequest] = []
+
+    async def __call__(self, request: cm.AlterPartitionRequest) -> cm.AlterPartitionResponse:
+        self.requests.append(request)
+        return cm.AlterPartitionResponse(error_code=int(Errors.NOT_CONTROLLER))
+
+
+def manager(tmp_path: Path, controller: Controller) -> ReplicaManager:
+    return ReplicaManager(
+        ReplicaSettings(broker_id=1, log_dirs=[tmp_path], max_message_bytes=1000),
+        None,
+        controller,
+        lambda: 10,
+    )
+
+
+def batch(value: bytes) -> bytes:
+    return encode_batch(0, 0, 0, [value])
+
+
+async def test_hwm_waits_for_min_isr_and_followers(tmp_path: Path) -> None:
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    produced = await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
+    assert produced.error_code == 0 and produced.base_offset == 0
+    # acks=1 is appended but invisible to consumers until a follower has it (rule 20).
+    consumer = await rm.fetch(bm.FetchRequest("t", 0, 0))
+    assert consumer.error_code == 0 and consumer.records == b"" and consumer.high_watermark == 0
+    follower = await rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20))
+    assert follower.records != b""
+    await rm.fetch(bm.FetchRequest("t", 0, 1, replica_id=2, replica_epoch=20))
+    consumer = await rm.fetch(bm.FetchRequest("t", 0, 0))
+    assert consumer.high_watermark == 1 and consumer.records != b""
+    # acks=all completes once the follower fetches past the batch.
+    waiting = asyncio.ensure_future(
+        rm.produce(bm.ProduceRequest("t", 0, batch(b"b"), acks=-1, timeout_ms=2000))
+    )
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    await rm.fetch(bm.FetchRequest("t", 0, 2, replica_id=2, replica_epoch=20))
+    response = await asyncio.wait_for(waiting, 1)
+    assert response.error_code == 0 and response.high_watermark == 2
+    await rm.close()
+
+
+async def test_named_errors(tmp_path: Path) -> None:
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1,
+                                               leader_epoch=3)))
+    under = await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=-1))
+    assert Errors.of(under.error_code) is Errors.NOT_ENOUGH_REPLICAS
+    unknown = await rm.produce(bm.ProduceRequest("t", 5, batch(b"a")))
+    assert Errors.of(unknown.error_code) is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    large = await rm.produce(bm.ProduceRequest("t", 0, batch(b"x" * 2000), acks=1))
+    assert Errors.of(large.error_code) is Errors.MESSAGE_TOO_LARGE
+    fenced = await rm.fetch(bm.FetchRequest("t", 0, 0, current_leader_epoch=2))
+    assert Errors.of(fenced.error_code) is Errors.FENCED_LEADER_EPOCH
+    ok = await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
+    assert ok.error_code == 0
+    await rm.close()
+
+
+async def test_recovering_leader_refuses_then_asks_recovered(tmp_path: Path) -> None:
+    controller = Controller()
+    rm = manager(tmp_path, controller)
+    rm.apply_image(image(PartitionRegistration(
+        replicas=(1, 2, 3), isr=(1,), leader=1, leader_epoch=4,
+        leader_recovery_state=LeaderRecoveryState.RECOVERING,
+    ), min_isr=1))
+    for response in (
+        await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1)),
+        await rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20)),
+        await rm.fetch(bm.FetchRequest("t", 0, 0)),
+    ):
+        assert Errors.of(response.error_code) is Errors.NOT_LEADER_OR_FOLLOWER
+    await asyncio.sleep(0.05)
+    sent = controller.requests[0].topics[0].partitions[0]
+    assert sent.leader_recovery_state == int(LeaderRecoveryState.RECOVERED)
+    assert [b.broker_id for b in sent.new_isr_with_epochs] == [1]
+    await rm.close()
+
+
+async def test_replica_log_info(tmp_path: Path) -> None:
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1,
+                                               leader_epoch=6)))
+    await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
+    response = rm.replica_log_info(bm.GetReplicaLogInfoRequest(
+        [bm.ReplicaLogInfoTopicPartitions(TOPIC_ID, [0, 9])]
+    ))
+    assert response.broker_epoch == 10 and not response.has_more_data
+    infos = {i.partition: i for i in response.topic_partition_log_info_list[0].partition_log_info}
+    assert (infos[0].partition_leader_epoch, infos[0].last_written_leader_epoch,
+            infos[0].log_end_offset) == (6, 6, 1)
+    assert Errors.of(infos[9].error_code) is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    await rm.close()
