@@ -1,9 +1,12 @@
 """`minikraft chaos`: workload + scenario against a cluster started by `minikraft up --dir D`.
 
-Order: create the run's topic; start the producers; run the scenario until its deadline; heal
-everything (resume, lift network rules, restart what is down); stop the producers; wait, bounded,
-for a healthy cluster; read everything back; write the summary. Rule 23: `ok` is false when an
-acks=all write that was acked is not read back (and no unclean election was seen to excuse it).
+Order: note the metadata log's committed prefix; create the run's topic; start the producers;
+run the scenario until its deadline; heal everything (resume, lift network rules, restart what
+is down); wait, bounded, for a healthy cluster and for writes to flow; stop the producers; read
+everything back; write the summary. Rule 23: an acked acks=all write that is not read back is
+ATTRIBUTED when a committed metadata record of this run set its partition RECOVERING (an
+unclean or designated election, cluster/chaos/attribution.py), and fails the run otherwise.
+Rule 2: the metadata log's committed prefix from the start of the run must survive it.
 """
 
 from __future__ import annotations
@@ -17,35 +20,86 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
+from cluster.chaos.attribution import (
+    attribute_losses,
+    metadata_log_dirs,
+    scan_recovering_elections,
+)
 from cluster.chaos.process_faults import ProcessFaults
 from cluster.chaos.scenarios import SCENARIOS, ChaosContext
 from cluster.chaos.workload import ChaosWorkload, now_ms
+from cluster.cli.admin_client import describe_quorum
 from cluster.cli.health_cmd import check_health
+from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import LocalCluster, is_running
+from cluster.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "chaos-acks.journal"
-UNCLEAN_METRIC = "kafka_controller_unclean_leader_elections_total"
+PREFIX_WAIT_S = 30.0
 
 
-async def _unclean_elections(cluster: LocalCluster) -> int:
-    """The active controller's unclean election counter (0 if no controller answers)."""
-    total = 0
-    timeout = aiohttp.ClientTimeout(total=2)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        for spec in cluster.controllers:
-            try:
-                async with session.get(f"http://{spec.host}:{spec.http_port}/metrics") as resp:
-                    text = await resp.text()
-            except (aiohttp.ClientError, TimeoutError):
-                continue
-            for line in text.splitlines():
-                if line.startswith(UNCLEAN_METRIC + " "):
-                    total = max(total, int(float(line.split()[1])))
-    return total
+async def metadata_high_watermark(cluster: LocalCluster, timeout_s: float = 30.0) -> int:
+    """The quorum's high watermark as its leader reports it (bounded retry)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            status = await describe_quorum(cluster.bootstrap_controller, timeout_ms=3000)
+            if status.leader_id is not None and status.response.high_watermark >= 0:
+                return int(status.response.high_watermark)
+        except KafkaError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError("no metadata quorum leader reported a high watermark")
+        await asyncio.sleep(0.3)
+
+
+def committed_prefix(cluster: LocalCluster, below: int) -> dict[int, tuple[int, bytes]]:
+    """Union of every controller's entries below `below` (they agree there, rule 2)."""
+    union: dict[int, tuple[int, bytes]] = {}
+    for directory in metadata_log_dirs([Path(c.dir) for c in cluster.controllers]):
+        if directory.is_dir():
+            for offset, entry in committed_entries(directory, below).items():
+                union.setdefault(offset, entry)
+    return union
+
+
+def check_prefix(
+    cluster: LocalCluster, reference: dict[int, tuple[int, bytes]]
+) -> tuple[bool, str]:
+    """Every controller's entries at the reference offsets equal the reference, and each offset
+    is held by a majority of the controllers (committed means replicated to a majority)."""
+    if not reference:
+        return True, ""
+    below = max(reference) + 1
+    holders = dict.fromkeys(reference, 0)
+    for spec, directory in zip(
+        cluster.controllers, metadata_log_dirs([Path(c.dir) for c in cluster.controllers]),
+        strict=True,
+    ):
+        entries = committed_entries(directory, below) if directory.is_dir() else {}
+        for offset, entry in entries.items():
+            if offset in reference:
+                if entry != reference[offset]:
+                    return False, f"{spec.name}: offset {offset} changed (epoch {entry[0]})"
+                holders[offset] += 1
+    majority = len(cluster.controllers) // 2 + 1
+    short = sorted(o for o, n in holders.items() if n < majority)
+    if short:
+        return False, f"offsets {short[0]}..{short[-1]} held by fewer than {majority} controllers"
+    return True, ""
+
+
+async def wait_prefix(
+    cluster: LocalCluster, reference: dict[int, tuple[int, bytes]], timeout_s: float
+) -> tuple[bool, str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ok, problem = check_prefix(cluster, reference)
+        if ok or time.monotonic() > deadline:
+            return ok, problem
+        await asyncio.sleep(0.5)
 
 
 async def wait_recovered(cluster: LocalCluster, timeout_s: float) -> tuple[bool, float, str]:
@@ -98,6 +152,8 @@ async def run_chaos(
         workload.min_insync_replicas,
     )
     started_ms = now_ms()
+    metadata_start = await metadata_high_watermark(cluster)
+    prefix = committed_prefix(cluster, metadata_start)
     await workload.create_topic()
     stop = asyncio.Event()
     producing = asyncio.create_task(workload.run(stop))
@@ -127,8 +183,19 @@ async def run_chaos(
     await producing
     read = await workload.read_back()
     result = workload.verify(read)
-    unclean = await _unclean_elections(cluster)
-    lost_excused = result["lost"] > 0 and unclean > 0
+    metadata_end = await metadata_high_watermark(cluster)
+    scan = scan_recovering_elections(
+        metadata_log_dirs([Path(c.dir) for c in cluster.controllers]), metadata_end,
+        since_offset=metadata_start,
+    )
+    attributed, unexplained = attribute_losses(result["lost_by_partition"], topic, scan.elections)
+    prefix_ok, prefix_problem = await wait_prefix(cluster, prefix, PREFIX_WAIT_S)
+    checks = {
+        **ctx.checks,
+        "metadata_committed_prefix": {
+            "ok": prefix_ok, "offsets": len(prefix), "problem": prefix_problem,
+        },
+    }
     summary = {
         "scenario": scenario,
         "seed": seed,
@@ -138,15 +205,23 @@ async def run_chaos(
         "started_ms": started_ms,
         "ended_ms": now_ms(),
         **result,
+        "lost_attributed": sum(a["lost"] for a in attributed.values()),
+        "attributed_losses": attributed,
+        "lost_unattributed": sum(len(v) for v in unexplained.values()),
+        "unattributed_values": sorted(v for vs in unexplained.values() for v in vs)[:100],
+        "recovering_elections": [
+            e.to_json() for e in scan.elections if e.topic == topic
+        ],
+        "metadata_offsets": {"start": metadata_start, "end": metadata_end},
         "recovered": recovered,
         "recovery_s": round(recovery_s, 2),
         "recovery_problem": problem,
-        "unclean_elections": unclean,
+        "checks": checks,
         "faults": faults.events,
         "notes": ctx.notes,
         "pids": {s.name: s.pid for s in cluster.all_nodes()},
         "journal": str(workload.journal_path),
-        "ok": recovered and (result["lost"] == 0 or lost_excused),
+        "ok": recovered and not unexplained and all(c["ok"] for c in checks.values()),
     }
     out = cluster.dir / "chaos" / f"{scenario}-s{seed}-{run_id}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

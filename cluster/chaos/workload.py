@@ -246,6 +246,9 @@ class ChaosWorkload:
         """Acked vs read back: lost (acked, not read), duplicated (read twice or more)."""
         acked = [v for s in self.producers for v in s.acked]
         lost = sorted(v for v in acked if read[v] == 0)
+        lost_by_partition = {
+            s.partition: [v for v in s.acked if read[v] == 0] for s in self.producers
+        }
         duplicated = sorted(v for v, n in read.items() if n > 1)
         errors: Counter[str] = Counter()
         for stats in self.producers:
@@ -260,6 +263,7 @@ class ChaosWorkload:
             "read_back_distinct": len(read),
             "lost": len(lost),
             "lost_values": lost[:100],
+            "lost_by_partition": {p: v for p, v in lost_by_partition.items() if v},
             "duplicated": len(duplicated),
             "duplicated_values": duplicated[:100],
             "unacked_but_present": len(set(read) - set(acked)),

@@ -1,6 +1,7 @@
 """`minikraft chaos --dir D --scenario NAME --seed N --duration-s S [--output json]` (CLI.md):
 an acks=all workload plus a seeded scenario of faults against the cluster under D; exit 1 when
-an acked acks=all write is lost (rule 23) or the cluster did not recover in time."""
+an acked acks=all write is lost without an unclean or designated election to attribute it to
+(rule 23), a scenario's own check fails, or the cluster did not recover in time."""
 
 from __future__ import annotations
 
@@ -54,7 +55,16 @@ def chaos(
             f"duplicated {summary['duplicated']}, {len(windows)} unavailability windows "
             f"(longest {longest} ms), recovered in {summary['recovery_s']} s"
         )
-        for value in summary["lost_values"][:10]:
+        for partition, loss in summary["attributed_losses"].items():
+            console.print(
+                f"[yellow]ATTRIBUTED[/yellow] {summary['topic']}-{partition}: {loss['lost']} "
+                f"acked writes lost to an unclean/designated election (RECOVERING at metadata "
+                f"offset {', '.join(str(o) for o in loss['metadata_offsets'])})"
+            )
+        for value in summary["unattributed_values"][:10]:
             console.print(f"[red]lost acked write[/red] {value}")
+        for name, check in summary["checks"].items():
+            if not check["ok"]:
+                console.print(f"[red]check failed[/red] {name}: {check}")
         console.print(f"summary: {summary['summary_file']}; journal: {summary['journal']}")
     sys.exit(EXIT_OK if summary["ok"] else EXIT_FAILED)

@@ -22,7 +22,7 @@ console = Console(stderr=True)
 @click.command()
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False))
 @click.option("--controllers", default=3, show_default=True, type=click.IntRange(1, 9))
-@click.option("--brokers", default=0, show_default=True, type=click.IntRange(0, 9))
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(0, 9))
 @click.option(
     "--base-port", default=19090, show_default=True, type=int, help="0 picks free ephemeral ports"
 )
@@ -69,6 +69,10 @@ def up(
     except TimeoutError as exc:
         killed = cluster.stop()
         fail(f"cluster not ready: {exc}; stopped it (killed: {killed}); logs in {root / 'logs'}")
+    except KeyboardInterrupt:
+        # Ctrl-C while waiting: the nodes run in their own sessions, so stop them by pid here.
+        killed = cluster.stop()
+        fail(f"interrupted; stopped the cluster (killed: {killed})")
     summary = {
         "cluster_id": cluster.cluster_id,
         "dir": str(cluster.dir),

@@ -21,6 +21,7 @@ from cluster.config import ConfigError, NodeConfig, parse_host_port
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str
 from raft.runtime.meta_properties import FormattedDirectory, format_directories
+from raft.runtime.power_loss import DISK_MODE_KEY, set_default_disk_mode
 
 CLUSTER_ID_ENV = "CLUSTER_ID"
 INITIAL_CONTROLLERS_KEY = "initial.controllers"
@@ -30,13 +31,20 @@ STANDALONE_KEY = "standalone"
 def load_node_config(
     config_path: str | Path | None, environ: Mapping[str, str] | None = None
 ) -> NodeConfig:
-    """The properties file when given, else the KAFKA_* environment (ConfigError if unusable)."""
+    """The properties file when given, else the KAFKA_* environment (ConfigError if unusable).
+    Also sets this process's disk mode (`minikraft.disk.mode`, raft/runtime/power_loss.py)."""
     if config_path is not None:
-        return NodeConfig.from_file(config_path)
-    env = os.environ if environ is None else environ
-    if "KAFKA_NODE_ID" not in env:
-        raise ConfigError("no --config and no KAFKA_NODE_ID in the environment")
-    return NodeConfig.from_env(env)
+        config = NodeConfig.from_file(config_path)
+    else:
+        env = os.environ if environ is None else environ
+        if "KAFKA_NODE_ID" not in env:
+            raise ConfigError("no --config and no KAFKA_NODE_ID in the environment")
+        config = NodeConfig.from_env(env)
+    try:
+        set_default_disk_mode(config.get(DISK_MODE_KEY))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return config
 
 
 def parse_voters(text: str) -> list[Voter]:

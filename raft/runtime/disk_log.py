@@ -8,6 +8,10 @@ backwards) the segment is cut there and later segments are deleted, with a WARNI
 file, byte position and reason. Everything that survives recovery is fsync'd and counts as
 flushed.
 
+Disk mode (`disk_mode`, default the process-wide `minikraft.disk.mode`): "power-loss-sim" keeps
+unflushed appends in the process (raft/runtime/power_loss.py), so kill -9 loses exactly what no
+fsync covered; the chaos scenario `power-loss` relies on it (rules 2 and 23).
+
 Log start offset: `start_offset()` is the first segment's base offset, raised to the latest
 snapshot's end offset once the log has been cleaned (`delete_before_snapshot`) or reopened with
 that snapshot. Batches below it may still sit in the first segment, but they are not served:
@@ -32,6 +36,12 @@ from raft.runtime.fsutil import (
     remove_stale_temp_files,
     storage_error_from,
     storage_errors,
+)
+from raft.runtime.power_loss import (
+    POWER_LOSS_SIM,
+    HeldSegment,
+    check_disk_mode,
+    default_disk_mode,
 )
 from raft.runtime.segment import BatchEntry, Segment, parse_segment_file_name
 from raft.runtime.snapshot_file import (
@@ -72,12 +82,15 @@ class DiskLog:
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         logger: logging.Logger | None = None,
+        disk_mode: str | None = None,
     ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
         self._logger = logger or _log
+        self.disk_mode = check_disk_mode(disk_mode or default_disk_mode())
+        self._segment_class = HeldSegment if self.disk_mode == POWER_LOSS_SIM else Segment
         self._segments: list[Segment] = []
         self._unflushed: set[Segment] = set()
         self._directory_dirty = False
@@ -101,7 +114,7 @@ class DiskLog:
         latest = self.latest_snapshot_id()
         if not self._segments:
             base_offset = latest.end_offset if latest is not None else 0
-            self._segments.append(Segment.create(self.directory, base_offset))
+            self._segments.append(self._segment_class.create(self.directory, base_offset))
             self._directory_dirty = True
         self._rebuild_epoch_cache()
         if latest is not None and self._snapshot_ahead_of_log(latest):
@@ -145,7 +158,7 @@ class DiskLog:
                 )
                 self._delete_files([p for _, p in found[index:]])
                 return
-            segment, problem = Segment.open(path, base_offset, previous_epoch)
+            segment, problem = self._segment_class.open(path, base_offset, previous_epoch)
             self._segments.append(segment)
             if problem is not None:
                 later = [p for _, p in found[index + 1 :]]
@@ -186,7 +199,7 @@ class DiskLog:
         """Delete every segment and start an empty log at offset (durably)."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [Segment.create(self.directory, offset)]
+        self._segments = [self._segment_class.create(self.directory, offset)]
         self._unflushed.clear()
         fsync_dir(self.directory)
         self._directory_dirty = False
@@ -407,7 +420,7 @@ class DiskLog:
                 self._epochs.append((entry.epoch, entry.base_offset))
 
     def _roll(self) -> Segment:
-        segment = Segment.create(self.directory, self.end_offset())
+        segment = self._segment_class.create(self.directory, self.end_offset())
         self._segments.append(segment)
         self._directory_dirty = True
         self._logger.debug("Rolled log %s to segment %s", self.directory, segment.path.name)

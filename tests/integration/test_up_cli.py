@@ -1,0 +1,87 @@
+"""`minikraft up` as a user runs it (CLI.md "Nodes and a local cluster"): 3 controllers and 3
+brokers by default; detached, then `minikraft health` exits 0 and `down` leaves no process; in
+the foreground it streams every node's log with the node's name in front and Ctrl-C (SIGINT)
+stops every node it started."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster, is_running
+from tests.integration.conftest import REPO, minikraft
+
+READY_TIMEOUT_S = 90
+
+
+def test_up_defaults_health_and_down_leaves_no_process(tmp_path: Path) -> None:
+    directory = tmp_path / "up"
+    up = minikraft("up", "--dir", str(directory), "--base-port", "0", "--detach",
+                   "--timeout-s", str(READY_TIMEOUT_S), "--output", "json",
+                   timeout=READY_TIMEOUT_S + 30)
+    cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None
+    try:
+        assert up.returncode == 0, up.stderr
+        summary = json.loads(up.stdout)
+        assert cluster is not None
+        assert [c.node_id for c in cluster.controllers] == [1, 2, 3]
+        assert [b.node_id for b in cluster.brokers] == [101, 102, 103]
+        assert set(summary["pids"]) == {s.name for s in cluster.all_nodes()}
+        deadline = time.monotonic() + 30
+        while True:
+            health = minikraft("health", "--bootstrap-server", summary["bootstrap_server"],
+                               "--output", "json")
+            if health.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert health.returncode == 0, health.stdout + health.stderr
+    finally:
+        down = minikraft("down", "--dir", str(directory), "--output", "json", timeout=60)
+    assert down.returncode == 0, down.stderr
+    assert json.loads(down.stdout)["still_running"] == []
+    assert sorted(json.loads(down.stdout)["stopped"]) == sorted(s.name for s in cluster.all_nodes())
+    assert not any(is_running(s) for s in LocalCluster.load(directory).all_nodes())
+
+
+def test_up_in_the_foreground_streams_logs_and_stops_all_on_ctrl_c(tmp_path: Path) -> None:
+    directory = tmp_path / "fg"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli.main", "up", "--dir", str(directory),
+         "--base-port", "0", "--timeout-s", str(READY_TIMEOUT_S)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
+                              daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S + 30
+        prefixes = {f"{name:>13} | " for name in
+                    ("controller-1", "controller-2", "controller-3",
+                     "broker-101", "broker-102", "broker-103")}
+        seen: set[str] = set()
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = {p for p in prefixes if any(line.startswith(p) for line in list(lines))}
+            if seen == prefixes:
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
+        assert seen == prefixes, sorted(prefixes - seen)
+        cluster = LocalCluster.load(directory)
+        assert len(cluster.running()) == 6
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        reader.join(timeout=5)
+        assert proc.returncode == 0, proc.stderr.read()  # type: ignore[union-attr]
+        assert not any(is_running(s) for s in cluster.all_nodes())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if (directory / CLUSTER_FILE).exists():
+            LocalCluster.load(directory).stop()
