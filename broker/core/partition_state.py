@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, cast
 
 from broker.core.journal_events import (
     HwmAdvanced,
@@ -346,6 +346,7 @@ class PartitionState:
         the log end offset it knows."""
         out = _Builder()
         self._brokers = brokers
+        self._forget_refusal_if_image_moved()
         self._min_isr = effective_min_isr
         if registration.leader_epoch < self._leader_epoch or (
             registration.leader_epoch == self._leader_epoch
@@ -377,6 +378,7 @@ class PartitionState:
         """A new image without a change to this partition: broker epochs/fencing, min ISR."""
         out = _Builder()
         self._brokers = brokers
+        self._forget_refusal_if_image_moved()
         if effective_min_isr != self._min_isr:
             self._min_isr = effective_min_isr
             self._maybe_advance_hwm(now_ms, out)
@@ -706,6 +708,18 @@ class PartitionState:
         if progress is None or not progress.fetched:
             return NO_BROKER_EPOCH
         return progress.broker_epoch
+
+    def _forget_refusal_if_image_moved(self) -> None:
+        """Rule 18: a refused proposal may go again once the image changed for one of its
+        members, checked at every image so a fence then unfence with the same epoch counts."""
+        refused = self._ineligible_signature
+        if refused is None:
+            return
+        kind = cast(ProposalKind, refused[0])
+        view = cast(tuple[tuple[int, int, object, object, object], ...], refused[3])
+        members = tuple(BrokerState(member[0], member[1]) for member in view)
+        if self._signature(kind, members) != refused:
+            self._ineligible_signature = None
 
     def _signature(self, kind: ProposalKind, members: tuple[BrokerState, ...]) -> tuple[object, ...]:
         view = tuple(

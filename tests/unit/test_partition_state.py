@@ -210,6 +210,23 @@ def test_ineligible_replica_reverts_and_does_not_retry_blindly() -> None:
     assert again.new_isr_with_epochs[-1] == BrokerState(3, 302)
 
 
+def test_ineligible_replica_is_proposed_again_after_a_fence_and_unfence() -> None:
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert proposal is not None
+    state.on_alter_partition_response(proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, 2)
+    assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None
+    # The image catches up: the follower was fenced, then unfenced with the same epoch (its
+    # heartbeats resumed). That is a change, so the same ISR may be proposed again (rule 18).
+    state.update_metadata(2, image(EPOCHS, fenced=frozenset({3})), now_ms=4)
+    assert state.on_follower_fetch(3, 4, 300, now_ms=5).alter_partition is None
+    state.update_metadata(2, image(EPOCHS), now_ms=6)
+    again = state.on_follower_fetch(3, 4, 300, now_ms=7).alter_partition
+    assert again is not None
+    assert again.new_isr_with_epochs[-1] == BrokerState(3, 300)
+
+
 def test_fenced_leader_epoch_reverts_until_new_metadata() -> None:
     state, _ = leader(isr=(1, 2), min_isr=2)
     state.update_local_log(4, 4, now_ms=1)

@@ -1,0 +1,220 @@
+"""`minikraft bench produce`: 3 controllers + 3 brokers (real processes, fsync on), a topic with
+RF=3 and min.insync.replicas=2, several concurrent producers sending acks=all batches of 1 KiB
+records over localhost. Reports records/s and p50/p99 ack latency (a record's latency is its
+batch's), plus the same load at one record per request to show what batching buys.
+
+The producers run in this process on their own connections; every ack is a real acks=all ack
+(rule 20: on at least min ISR logs, fsync'd per batch). Without `--compare`, `peer` and `ratio`
+are null (CLI.md `bench` JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster.cli.broker_client import Leaders, new_client
+from cluster.cli.produce_cmd import percentile
+from cluster.cli.topics_cmd import controller_request
+from cluster.launch.local_cluster import LocalCluster
+from cluster.launch.readiness import wait_until_ready
+from cluster.protocol import broker_messages as bm
+from cluster.protocol import controller_messages as cm
+from cluster.protocol.errors import Errors, KafkaError
+from raft.core.record_batch import Record, encode_batch
+
+BENCH_TOPIC = "bench-produce"
+ACKS_ALL = -1
+PRODUCE_TIMEOUT_MS = 30_000
+BENCH_PROPS = {
+    "metadata.log.snapshot.interval.records": "1000000",
+    "log.level": "WARNING",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceLoad:
+    producers: int
+    records_per_producer: int
+    records_per_batch: int
+    record_size: int = 1024
+
+
+@dataclass
+class LoadResult:
+    acked: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def records_per_s(self) -> float:
+        return self.acked / max(self.elapsed_s, 1e-9)
+
+
+async def _create_topic(bootstrap_controllers: str, partitions: int) -> None:
+    request = cm.CreateTopicsRequest(
+        [cm.CreatableTopic(BENCH_TOPIC, partitions, 3, {"min.insync.replicas": "2"})]
+    )
+    response = await controller_request(bootstrap_controllers, request)
+    code = Errors.of(response.topics[0].error_code)
+    if code not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+        raise KafkaError(code, f"create {BENCH_TOPIC}: {response.topics[0].error_message}")
+
+
+async def _wait_full_isr(leaders: Leaders, timeout_s: float) -> None:
+    """Every partition led with all three replicas in the ISR, so no run starts mid-expansion."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        await leaders.wait_ready(timeout_ms=int(timeout_s * 1000))
+        if leaders.partitions and all(
+            p.leader_id >= 0 and len(p.isr_nodes) == 3 for p in leaders.partitions.values()
+        ):
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"{BENCH_TOPIC}: ISR never reached 3 within {timeout_s:.0f}s")
+
+
+async def _producer(
+    producer_index: int, bootstrap: str, load: ProduceLoad, result: LoadResult
+) -> None:
+    client = new_client(f"bench-producer-{producer_index}")
+    leaders = Leaders(client, bootstrap, BENCH_TOPIC)
+    try:
+        await leaders.wait_ready()
+        partitions = sorted(leaders.partitions)
+        batches = load.records_per_producer // load.records_per_batch
+        for seq in range(batches):
+            partition = partitions[(producer_index + seq) % len(partitions)]
+            records = [
+                Record(None, _value(producer_index, seq, i, load.record_size))
+                for i in range(load.records_per_batch)
+            ]
+            batch = encode_batch(0, 0, int(time.time() * 1000), records)
+            sent_at = time.monotonic()
+            try:
+                response = await client.request(
+                    leaders.leader_address(partition),
+                    bm.ProduceRequest(
+                        BENCH_TOPIC, partition, batch, acks=ACKS_ALL, timeout_ms=PRODUCE_TIMEOUT_MS
+                    ),
+                    timeout_ms=PRODUCE_TIMEOUT_MS + 2000,
+                )
+                error = Errors.of(response.error_code)
+            except KafkaError as exc:
+                error = exc.error
+            latency_ms = (time.monotonic() - sent_at) * 1000
+            if error is Errors.NONE:
+                result.acked += load.records_per_batch
+                result.latencies_ms.extend([latency_ms] * load.records_per_batch)
+            else:
+                result.errors[error.name] = result.errors.get(error.name, 0) + load.records_per_batch
+    finally:
+        await client.close()
+
+
+def _value(producer_index: int, seq: int, index: int, size: int) -> bytes:
+    head = f"bench{producer_index}-{seq}-{index}:".encode()
+    return head + b"x" * max(0, size - len(head))
+
+
+async def run_load(bootstrap: str, load: ProduceLoad) -> LoadResult:
+    result = LoadResult()
+    started = time.monotonic()
+    await asyncio.gather(*(_producer(i, bootstrap, load, result) for i in range(load.producers)))
+    result.elapsed_s = time.monotonic() - started
+    result.latencies_ms.sort()
+    return result
+
+
+async def _bench(cluster: LocalCluster, loads: dict[str, ProduceLoad]) -> dict[str, LoadResult]:
+    bootstrap = ",".join(b.address for b in cluster.brokers)
+    await _create_topic(cluster.bootstrap_controller, partitions=3)
+    client = new_client("bench-admin")
+    try:
+        await _wait_full_isr(Leaders(client, bootstrap, BENCH_TOPIC), 60)
+    finally:
+        await client.close()
+    results = {}
+    for name, load in loads.items():
+        results[name] = await run_load(bootstrap, load)
+    return results
+
+
+def bench_loads(quick: bool) -> dict[str, ProduceLoad]:
+    if quick:
+        return {
+            "warmup": ProduceLoad(producers=2, records_per_producer=20, records_per_batch=10),
+            "batched": ProduceLoad(producers=2, records_per_producer=100, records_per_batch=10),
+            "single": ProduceLoad(producers=2, records_per_producer=20, records_per_batch=1),
+        }
+    return {
+        "warmup": ProduceLoad(producers=4, records_per_producer=2000, records_per_batch=100),
+        "batched": ProduceLoad(producers=8, records_per_producer=20_000, records_per_batch=100),
+        "single": ProduceLoad(producers=8, records_per_producer=250, records_per_batch=1),
+    }
+
+
+def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> dict[str, Any]:
+    loads = bench_loads(quick)
+    own_dir = workdir is None
+    directory = workdir or Path(tempfile.mkdtemp(prefix="minikraft-bench-produce-"))
+    cluster = LocalCluster.plan(
+        directory, controllers=3, brokers=3, base_port=0, overrides=dict(BENCH_PROPS)
+    )
+    cluster.format()
+    cluster.start()
+    try:
+        asyncio.run(wait_until_ready(cluster, 90))
+        runs = asyncio.run(_bench(cluster, loads))
+    finally:
+        cluster.stop()
+        if own_dir:
+            shutil.rmtree(directory, ignore_errors=True)
+    batched, single = runs["batched"], runs["single"]
+    failed = {k: v for run in runs.values() for k, v in run.errors.items()}
+    if failed:
+        raise RuntimeError(f"bench produce: acks=all errors {failed}")
+    load = loads["batched"]
+    results = [
+        _row("throughput, batched", "records/s", "higher", batched.records_per_s),
+        _row("ack latency p50, batched", "ms", "lower", percentile(batched.latencies_ms, 0.5)),
+        _row("ack latency p99, batched", "ms", "lower", percentile(batched.latencies_ms, 0.99)),
+        _row("throughput, 1 record per request", "records/s", "higher", single.records_per_s),
+        _row("ack latency p50, 1 record per request", "ms", "lower",
+             percentile(single.latencies_ms, 0.5)),
+        _row("ack latency p99, 1 record per request", "ms", "lower",
+             percentile(single.latencies_ms, 0.99)),
+    ]
+    return {
+        "bench": "produce",
+        "peer": None,
+        "workload": {
+            "brokers": 3,
+            "replication_factor": 3,
+            "min_insync_replicas": 2,
+            "partitions": 3,
+            "acks": "all",
+            "record_size": load.record_size,
+            "producers": load.producers,
+            "records_per_batch": load.records_per_batch,
+            "records": batched.acked,
+        },
+        "results": results,
+    }
+
+
+def _row(metric: str, unit: str, better: str, value: float) -> dict[str, Any]:
+    return {
+        "metric": metric,
+        "unit": unit,
+        "better": better,
+        "minikraft": round(value, 3),
+        "peer": None,
+        "ratio": None,
+    }
