@@ -2,7 +2,8 @@
 
 Asks every broker GetReplicaLogInfo for the partitions to recover until `--recovery-duration-ms`
 passes (or every replica answered), picks per partition the replica with the highest
-PartitionLeaderEpoch then the longest log (controller.core.unclean_recovery, shared with the
+PartitionLeaderEpoch, then the highest last written leader epoch (so a longer diverged log from an
+older epoch never wins), then the longest log (controller.core.unclean_recovery, shared with the
 controller's recovery manager), then shows the answers, writes the plan for
 `leader-election --election-type DESIGNATED`, or sends the DESIGNATED elections itself.
 `--bootstrap-server` names brokers (METADATA gives the brokers and the controllers); an address
@@ -107,6 +108,7 @@ def answer_json(answer: ReplicaLogAnswer) -> dict[str, Any]:
         "broker_id": answer.broker_id,
         "broker_epoch": answer.broker_epoch,
         "partition_leader_epoch": answer.partition_leader_epoch,
+        "last_written_leader_epoch": answer.last_written_leader_epoch,
         "log_end_offset": answer.log_end_offset,
         "error": None if answer.error == Errors.NONE else answer.error.name,
     }
@@ -425,7 +427,7 @@ def _show_table(targets: list[Target]) -> None:
     rows: list[tuple[object, ...]] = []
     for target in targets:
         if not target.answers:
-            rows.append((target.topic, target.partition, "-", "", "", "", "no answer"))
+            rows.append((target.topic, target.partition, "-", "", "", "", "", "no answer"))
         for broker_id in sorted(target.answers):
             a = target.answers[broker_id]
             rows.append(
@@ -435,13 +437,23 @@ def _show_table(targets: list[Target]) -> None:
                     broker_id,
                     a.broker_epoch,
                     a.partition_leader_epoch,
+                    a.last_written_leader_epoch,
                     a.log_end_offset,
                     "" if a.error == Errors.NONE else a.error.name,
                 )
             )
     emit_table(
         "Replica log info (GetReplicaLogInfo)",
-        ["topic", "partition", "broker", "broker epoch", "leader epoch", "log end offset", "error"],
+        [
+            "topic",
+            "partition",
+            "broker",
+            "broker epoch",
+            "leader epoch",
+            "last written epoch",
+            "log end offset",
+            "error",
+        ],
         rows,
     )
 

@@ -3,6 +3,20 @@
 One selection function serves both the `unclean-recovery` tool (ranking by the PartitionLeaderEpoch
 of GetReplicaLogInfo, seed 004) and the controller's recovery manager (ranking by the last written
 leader epoch, KIP-966); the epoch to rank by is a parameter (CLI.md, INVARIANTS rule 14).
+
+Ranking keys, best first:
+- RankBy.PARTITION_LEADER_EPOCH (the tool): PartitionLeaderEpoch, then the last written leader
+  epoch, then the log end offset, then the lowest broker id. PartitionLeaderEpoch is the broker's
+  metadata view of the partition, not a property of its log: for an offline partition every live,
+  caught-up broker reports the same value, so seed 004's "highest epoch, then longest log" would
+  let the length alone decide, and a longer log that stopped at an older leader epoch (a deposed
+  leader's diverged acks=1 suffix) would beat a shorter log that holds a later leader's writes.
+  The last written leader epoch (minikraft's GetReplicaLogInfo carries it, as KIP-966 did) breaks
+  that tie the way Raft compares logs (rule 22's truncation also trusts the later epoch), so the
+  tool still ranks by PartitionLeaderEpoch first (CLI.md) and never prefers a diverged older log.
+- RankBy.LAST_WRITTEN_LEADER_EPOCH (the manager, rule 14): the last written leader epoch, then the
+  log end offset, then the lowest broker id; answers with a stale PartitionLeaderEpoch are dropped
+  before ranking (`usable_answers`), so that epoch is equal on every ranked answer.
 The recovery manager's decision order (rule 14) is `recovery_decision`; time is passed in.
 """
 
@@ -89,7 +103,8 @@ def usable_answers(
 
 def select_leader(answers: Iterable[ReplicaLogAnswer], rank_by: RankBy) -> ReplicaLogAnswer | None:
     """Seed 004 / KIP-966: the highest epoch, then the longest log; ties to the lowest broker id
-    (deterministic). Pass answers through `usable_answers` first."""
+    (deterministic). With PARTITION_LEADER_EPOCH the last written leader epoch ranks between the
+    two (module docstring). Pass answers through `usable_answers` first."""
     best: ReplicaLogAnswer | None = None
     for answer in answers:
         if answer.error != Errors.NONE:
@@ -99,8 +114,14 @@ def select_leader(answers: Iterable[ReplicaLogAnswer], rank_by: RankBy) -> Repli
     return best
 
 
-def _rank(answer: ReplicaLogAnswer, rank_by: RankBy) -> tuple[int, int, int]:
-    return (-answer.epoch(rank_by), -answer.log_end_offset, answer.broker_id)
+def _rank(answer: ReplicaLogAnswer, rank_by: RankBy) -> tuple[int, int, int, int]:
+    # A later written epoch beats a longer log: that log's suffix diverged (rules 14, 22).
+    return (
+        -answer.epoch(rank_by),
+        -answer.last_written_leader_epoch,
+        -answer.log_end_offset,
+        answer.broker_id,
+    )
 
 
 # -- the recovery manager's policy (KIP-966, rule 14) ------------------------------------------

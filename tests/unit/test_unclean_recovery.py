@@ -70,12 +70,26 @@ def test_select_highest_epoch_then_longest_log_then_lowest_id() -> None:
 
 
 def test_rank_by_is_the_epoch_parameter() -> None:
-    # Same current leader epoch everywhere; broker 2's last write is from an older epoch.
-    answers = [answer(1, 90, epoch=6, written=5), answer(2, 120, epoch=6, written=3)]
+    # Broker 1's metadata view lags (epoch 5) but its last write is newer than broker 2's.
+    answers = [answer(1, 90, epoch=5, written=5), answer(2, 60, epoch=6, written=4)]
     tool = select_leader(answers, RankBy.PARTITION_LEADER_EPOCH)
     manager = select_leader(answers, RankBy.LAST_WRITTEN_LEADER_EPOCH)
     assert tool is not None and tool.broker_id == 2
     assert manager is not None and manager.broker_id == 1
+
+
+def test_tool_never_prefers_a_longer_log_from_an_older_written_epoch() -> None:
+    # Offline partition: every live broker reports the same PartitionLeaderEpoch (6). Broker 2
+    # is a deposed leader with a longer acks=1 suffix written at epoch 3; broker 1 holds the
+    # epoch-5 leader's writes. Length alone would pick 2 and drop epoch 5's writes.
+    answers = [answer(1, 90, epoch=6, written=5), answer(2, 120, epoch=6, written=3)]
+    for rank_by in RankBy:
+        winner = select_leader(answers, rank_by)
+        assert winner is not None and winner.broker_id == 1
+    # Same written epoch: the longest log wins, whatever order the answers came in.
+    same = [answer(3, 70, epoch=6, written=5), answer(1, 90, epoch=6, written=5)]
+    best = select_leader(same, RankBy.PARTITION_LEADER_EPOCH)
+    assert best is not None and best.broker_id == 1
 
 
 def test_usable_answers_drop_errors_non_replicas_and_stale_epochs() -> None:
