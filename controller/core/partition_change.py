@@ -92,6 +92,7 @@ class PartitionChangeBuilder:
         self._target_isr: tuple[int, ...] = registration.isr
         self._target_recovery: LeaderRecoveryState = registration.leader_recovery_state
         self._fenced_overrides: dict[int, bool] = {}
+        self._shutting_down: set[int] = set()
         self._unclean_restarted: set[int] = set()
         self._last_isr_member_removed: int | None = None
         self._election_type = ElectionType.ONLINE
@@ -106,6 +107,8 @@ class PartitionChangeBuilder:
         return self._brokers.is_fenced(broker_id)
 
     def _is_acceptable_leader(self, broker_id: int) -> bool:
+        if broker_id in self._shutting_down:
+            return False
         return not self._is_fenced(broker_id) and not self._brokers.is_in_controlled_shutdown(
             broker_id
         )
@@ -137,7 +140,9 @@ class PartitionChangeBuilder:
         return self
 
     def controlled_shutdown(self, broker_id: int) -> PartitionChangeBuilder:
-        """A broker shutting down leaves the ISR like a fenced one, and cannot lead."""
+        """A broker shutting down leaves the ISR like a fenced one, and cannot lead (even when
+        the image the change is computed from does not mark it as shutting down yet)."""
+        self._shutting_down.add(broker_id)
         self._remove_from_isr(broker_id)
         return self
 
@@ -200,8 +205,10 @@ class PartitionChangeBuilder:
             and leader != reg.leader
         ):
             isr = (leader,)  # rule 19: an election while RECOVERING keeps ISR = [new leader]
-        if self._elr_enabled and leader != NO_LEADER and leader != reg.leader:
-            last_known_leader = LAST_KNOWN_LEADER_NONE  # rule 11: cleared by a new leader
+        if self._elr_enabled and leader != NO_LEADER:
+            # Rule 11: LastKnownLeader names the last leader of a leaderless partition; a
+            # partition with a leader (a new one, or one that kept its leader) has none.
+            last_known_leader = LAST_KNOWN_LEADER_NONE
         if self._elr_enabled and len(isr) >= self._min_isr:
             elr, last_known_elr = (), ()  # rules 10-11, 15
 

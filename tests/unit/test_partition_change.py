@@ -233,3 +233,19 @@ def test_merge_null_fields_are_unchanged_and_every_record_bumps_partition_epoch(
     same_leader = r.merge(PartitionChangeRecord(0, TOPIC, leader=1))
     assert same_leader.leader_epoch == 3  # naming the leader is how a bump is requested
     assert PartitionChangeRecord(0, TOPIC).leader == NO_LEADER_CHANGE
+
+
+def test_rule_11_a_partition_that_keeps_its_leader_has_no_last_known_leader() -> None:
+    """Found by the Spark audit on a demo run: the sole ISR member in controlled shutdown with
+    every other replica fenced kept leadership (no one else can lead) while LastKnownLeader was
+    set to it. A partition with a leader has no LastKnownLeader (rule 11)."""
+    # The cluster stopping: 1 and 2 already in controlled shutdown, 2 in the ELR, 3 the last;
+    # the change is computed from the image before 3's own shutdown flag is written.
+    r = reg((1, 2, 3), (3,), 3, elr=(2,))
+    brokers = Brokers(shutdown={1, 2})
+    after = apply(r, builder(r, brokers, min_isr=2).controlled_shutdown(3))
+    assert after.leader == -1 and after.last_known_leader == 3  # it cannot lead any more
+    assert after.isr == () and 3 in after.elr
+    # ...and a leaderless partition still remembers its last leader.
+    fenced = apply(r, builder(r, Brokers(fenced={1, 2, 3}), min_isr=2).fence_broker(3))
+    assert fenced.leader == -1 and fenced.last_known_leader == 3
