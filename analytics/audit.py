@@ -16,6 +16,15 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from analytics.broker_rules import (
+    hwm_timelines,
+    read_broker_inputs,
+    recovering_partitions,
+    rule_20_hwm,
+    rule_22_replicas,
+    rule_22_result,
+    rule_23_acked,
+)
 from analytics.datasource import DATA_SOURCE_NAME, discover_files
 from analytics.rules import (
     POINT,
@@ -47,6 +56,7 @@ class AuditResult:
     rules: list[RuleResult]
     inputs: dict[str, Any]
     timelines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    hwm_timelines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     elapsed_s: float = 0.0
     report_dir: Path | None = None
 
@@ -102,6 +112,25 @@ def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _broker_rules(spark: SparkSession, directory: str | Path, metadata: DataFrame
+                  ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """Rules 20, 22, 23 and the HWM timelines; the journal and the rule-22 output are small and
+    read twice, so they are persisted, the partition logs are not."""
+    inputs = read_broker_inputs(spark, directory)
+    journal = inputs.journal.persist(StorageLevel.MEMORY_AND_DISK)
+    inputs.journal = journal
+    try:
+        rules = [rule_20_hwm(journal)]
+        replicas = rule_22_replicas(inputs).persist(StorageLevel.MEMORY_AND_DISK)
+        rules.append(rule_22_result(replicas))
+        rules.append(rule_23_acked(inputs, replicas, recovering_partitions(metadata, journal)))
+        replicas.unpersist()
+        points = hwm_timelines(journal)
+    finally:
+        journal.unpersist()
+    return rules, points, inputs.files
+
+
 def run_audit(
     directory: str | Path,
     master: str = DEFAULT_MASTER,
@@ -110,7 +139,8 @@ def run_audit(
     progress: Progress | None = None,
 ) -> AuditResult:
     """Audit every metadata segment and snapshot under directory (INVARIANTS rules 1, 2, 5, 8,
-    10, 11, 13, 19); writes audit.json and index.html to report_dir when given."""
+    10, 11, 13, 19) and the broker journals, ack journals and partition logs (rules 20, 22,
+    23); writes audit.json and index.html to report_dir when given."""
     started = time.monotonic()
     say = progress or (lambda _message: None)
     files = discover_files(directory)
@@ -141,12 +171,16 @@ def run_audit(
         timelines = _timelines(replayed) if replayed is not None else {}
         if replayed is not None:
             replayed.unpersist()
+        say("rules 20, 22, 23: broker journals, ack journals, partition logs")
+        broker_rules, hwm_points, broker_files = _broker_rules(spark, directory, df)
+        rules += broker_rules
+        inputs.update(broker_files)
         df.unpersist()
     finally:
         if own_session:
             spark.stop()
     rules.sort(key=lambda r: r.rule)
-    result = AuditResult(str(directory), rules, inputs, timelines,
+    result = AuditResult(str(directory), rules, inputs, timelines, hwm_points,
                          time.monotonic() - started)
     if report_dir is not None:
         from analytics.report import write_report

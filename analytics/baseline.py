@@ -17,6 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analytics import data_rules as dr
+from analytics.broker_inputs import (
+    ACK_COLUMNS,
+    JOURNAL_COLUMNS,
+    PARTITION_LOG_COLUMNS,
+    discover_journals,
+    discover_partition_logs,
+    iter_ack_rows,
+    iter_journal_rows,
+    iter_partition_log_rows,
+    names,
+)
 from analytics.datasource import (
     COL,
     KIND_SEGMENT,
@@ -27,6 +39,7 @@ from analytics.datasource import (
 )
 from analytics.rules import (
     ELR_FEATURE,
+    MAX_EVIDENCE,
     METADATA_PARTITION,
     MIN_INSYNC_REPLICAS,
     PARTITION_RULES,
@@ -139,6 +152,9 @@ def run_baseline(directory: str | Path) -> BaselineResult:
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     shared_rows: list[dict[str, Any]] = []
     topic_names: dict[str, str] = {}
+    names_by_id: dict[str, str] = {}
+    recovering_ids: set[tuple[str, int]] = set()
+    lrs_i = COL["leader_recovery_state"]
     kind, offset_i, rtype_i, corrupt_i = COL["kind"], COL["offset"], COL["record_type"], \
         COL["corrupt"]
     replay_index = [COL[c] for c in REPLAY_COLUMNS[2:]]
@@ -163,7 +179,11 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                 epoch = row[COL["epoch"]]
                 leaders[epoch].add(row[COL["leader_id"]])
                 first_change.setdefault(epoch, (spec.node, spec.file, offset))
-            elif record_type == "VotersRecord":
+            elif record_type == "TopicRecord":
+                names_by_id[row[COL["topic_id"]]] = row[COL["topic_name"]]
+            elif record_type in _PARTITION_TYPES and row[lrs_i] == dr.RECOVERING:
+                recovering_ids.add((row[COL["topic_id"]], row[COL["partition_id"]]))
+            if record_type == "VotersRecord":
                 snapshot = row[kind] == KIND_SNAPSHOT
                 position = (spec.snapshot_end_offset or 0) - 1 if snapshot else offset
                 keys = sorted(f"{v['id']}:{v['directory_id']}" for v in row[COL["voters"]])
@@ -186,9 +206,12 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                     shared_rows.append(item)
     rules = [_rule_1(leaders, first_change), _rule_2(logs), _rule_5(voters)]
     rules += _partition_rules(groups, shared_rows, topic_names)
+    recovering = {(names_by_id[t], p) for t, p in recovering_ids if t in names_by_id}
+    broker_rules, broker_files = _broker_rules(directory, recovering)
+    rules += broker_rules
     rules.sort(key=lambda r: r.rule)
     inputs = {"files": len(specs), "records": records, "corrupt": corrupt,
-              "nodes": len({s.node for s in specs})}
+              "nodes": len({s.node for s in specs}), **broker_files}
     return BaselineResult(rules, inputs, time.monotonic() - started)
 
 
@@ -267,6 +290,87 @@ def _partition_rules(groups: dict[tuple[str, int], list[dict[str, Any]]],
                                                                  v["partition_id"]))
         results.append(rule_result(rule, changes if rule == 8 else states, found))
     return results
+
+
+def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
+                  ) -> tuple[list[RuleResult], dict[str, int]]:
+    """Rules 20, 22, 23 with analytics.data_rules, as analytics.broker_rules runs them."""
+    broker_journals, ack_journals = discover_journals(directory)
+    log_files = discover_partition_logs(directory)
+    journal_names, ack_names, log_names = (names(JOURNAL_COLUMNS), names(ACK_COLUMNS),
+                                           names(PARTITION_LOG_COLUMNS))
+    checked20, bad20 = 0, []
+    roles: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for journal in broker_journals:
+        for raw in iter_journal_rows(journal):
+            row = dict(zip(journal_names, raw, strict=True))
+            if row["corrupt"]:
+                continue
+            key = (row["topic"], row["partition"])
+            if row["event"] == "HwmAdvanced":
+                checked20 += 1
+                if dr.hwm_violation(row["event"], row["old"], row["new"], row["isr_size"],
+                                    row["min_isr"]):
+                    bad20.append({**row, "message": dr.hwm_message(row), "node": row["broker_id"],
+                                  "partition": f"{row['topic']}-{row['partition']}",
+                                  "offset": row["new"]})
+            elif row["event"] == "RoleChanged":
+                roles[key].append(row)
+            elif row["event"] == "RecoveryStateChanged" and row["new_state"] == dr.RECOVERING:
+                recovering.add(key)
+    entries: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for log_file in log_files:
+        for raw in iter_partition_log_rows(log_file):
+            row = dict(zip(log_names, raw, strict=True))
+            entries[(row["topic"], row["partition"])].append(row)
+    checked22, bad22, unchecked = 0, [], 0
+    reference: dict[tuple[str, int], int] = {}
+    for key in sorted(set(entries) | set(roles), key=str):
+        for out in dr.check_partition_replicas(entries.get(key, []), roles.get(key, [])):
+            if out["kind"] == dr.REFERENCE:
+                reference[key] = out["node"]
+            elif out["kind"] == dr.CHECKED:
+                checked22 += out["count"]
+            elif out["kind"] == dr.UNCHECKED:
+                unchecked += 1
+            elif out["kind"] == dr.VIOLATION:
+                bad22.append({**out, "partition": f"{out['topic']}-{out['partition']}"})
+    in_leader_log: dict[tuple[str, int, str | None], int] = defaultdict(int)
+    for key, rows in entries.items():
+        for row in rows:
+            if not row["corrupt"] and row["offset"] >= 0 and reference.get(key) == row["node"]:
+                in_leader_log[(key[0], key[1], row["key"])] += 1
+    acked: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for ack_journal in ack_journals:
+        for raw in iter_ack_rows(ack_journal):
+            row = dict(zip(ack_names, raw, strict=True))
+            if (not row["corrupt"] and row["event"] == "ack" and row["acks"] == dr.ACKS_ALL
+                    and row["error"] == dr.ACK_OK and row["key"] is not None):
+                acked.setdefault((row["topic"], row["partition"], row["key"]), row)
+    bad23: list[dict[str, Any]] = []
+    attributed: list[dict[str, Any]] = []
+    for (topic, partition, write_key), row in acked.items():
+        count = in_leader_log.get((topic, partition, write_key), 0)
+        outcome = dr.classify_acked(count, (topic, partition) in recovering)
+        if outcome == dr.PRESENT:
+            continue
+        item = {"topic": topic, "partition": f"{topic}-{partition}", "partition_id": partition,
+                "key": write_key, "offset": row["offset"], "leader_epoch": row["leader_epoch"],
+                "file": row["file"], "count": count, "outcome": outcome}
+        item["message"] = dr.acked_message(outcome, {**item, "partition": partition})
+        (attributed if outcome == dr.ATTRIBUTED else bad23).append(item)
+    def order(v):
+        return ((v["topic"], v["partition_id"], v["offset"] or 0, v["key"]))
+    bad23.sort(key=order)
+    attributed.sort(key=order)
+    bad20.sort(key=lambda v: (v["ts"] or 0, v["broker_id"]))
+    rule22 = rule_result(22, checked22, bad22)
+    rule22.notes = {"unchecked_replicas": unchecked, "partitions": len(reference)}
+    rule23 = rule_result(23, len(acked), bad23)
+    rule23.attributed, rule23.attributed_count = attributed[:MAX_EVIDENCE], len(attributed)
+    files = {"broker_journals": len(broker_journals), "ack_journals": len(ack_journals),
+             "partition_log_segments": len(log_files)}
+    return [rule_result(20, checked20, bad20), rule22, rule23], files
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -157,6 +157,55 @@ def _timeline(partition: str, rows: list[dict[str, Any]]) -> str:
             f"epoch {last['partition_epoch']}</div>{leaders}{sizes}")
 
 
+def _hwm_timeline(partition: str, events: list[dict[str, Any]]) -> str:
+    """A data partition from the broker journals: HWM and ISR size against min ISR (rule 20) over
+    time; leader changes and truncations (the faults the journals show) marked in red,
+    RECOVERING (KIP-704, rule 21) shaded."""
+    advances = _thin([e for e in events if e["event"] == "HwmAdvanced"])
+    if not advances:
+        return ""
+    t0 = float(min(e["ts"] or 0 for e in events))
+    xs = [(float(e["ts"] or 0) - t0) / 1000.0 for e in advances]
+    marks = [(float(e["ts"] or 0) - t0) / 1000.0 for e in events
+             if e["event"] == "Truncated" or (e["event"] == "RoleChanged"
+                                              and e["role"] == "leader")]
+    spans: list[tuple[float, float]] = []
+    start: float | None = None
+    for e in events:
+        if e["event"] != "RecoveryStateChanged":
+            continue
+        at = (float(e["ts"] or 0) - t0) / 1000.0
+        if e["new_state"] == 1 and start is None:
+            start = at
+        elif e["new_state"] != 1 and start is not None:
+            spans.append((start, at))
+            start = None
+    if start is not None:
+        spans.append((start, xs[-1] if xs else start))
+    hwm = _chart("high watermark (seconds since the first event; red: leader change or "
+                 "truncation)", xs,
+                 [("HWM", "#0969da", [float(e["new"] or 0) for e in advances], False)],
+                 spans, marks)
+    sizes = _chart("committed ISR size at each HWM advance against min ISR (rule 20)", xs,
+                   [("ISR size", "#1a7f37", [float(e["isr_size"] or 0) for e in advances], False),
+                    ("min ISR", "#6e7781", [float(e["min_isr"] or 0) for e in advances], True)],
+                   spans, marks)
+    truncations = sum(e["event"] == "Truncated" for e in events)
+    return (f"<h3>{_esc(partition)}</h3><div class=small>{len(advances)} HWM advances shown, "
+            f"last HWM {advances[-1]['new']}, {truncations} truncation(s)</div>{hwm}{sizes}")
+
+
+def _attributed(result: AuditResult) -> str:
+    rows = [f"<tr><td>{_esc(v.get('message'))}</td><td>{_esc(v.get('partition'))}</td>"
+            f"<td>{_esc(v.get('offset'))}</td></tr>"
+            for rule in result.rules for v in rule.attributed[:_MAX_VIOLATIONS_SHOWN]]
+    if not rows:
+        return ""
+    return ("<h2>Losses attributed to unclean or designated elections (rule 23)</h2><table>"
+            "<tr><th>write</th><th>partition</th><th>acked offset</th></tr>"
+            + "".join(rows) + "</table>")
+
+
 def render_html(result: AuditResult) -> str:
     verdict_class = "ok" if result.clean else "bad"
     inputs = result.inputs
@@ -169,6 +218,8 @@ def render_html(result: AuditResult) -> str:
     timelines = "".join(_timeline(name, rows) for name, rows in sorted(
         result.timelines.items(),
         key=lambda item: (-sum(r["kind"] == "violation" for r in item[1]), item[0])))
+    hwm = "".join(_hwm_timeline(name, events) for name, events in
+                  sorted(getattr(result, "hwm_timelines", {}).items()))
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>minikraft audit</title>"
         f"<style>{_CSS}</style></head><body>"
@@ -177,6 +228,8 @@ def render_html(result: AuditResult) -> str:
         f"{inputs.get('records')} records, {inputs.get('corrupt')} corrupt, "
         f"{inputs.get('nodes')} nodes; {result.elapsed_s:.1f} s</p>"
         f"<h2>Rules (INVARIANTS.md)</h2>{_summary(result)}"
-        f"<h2>Violations</h2>{_violations(result)}{corrupt}"
+        f"<h2>Violations</h2>{_violations(result)}{_attributed(result)}{corrupt}"
         f"<h2>Partition timelines</h2>{timelines or '<p>no partitions</p>'}"
+        f"<h2>Data partitions: high watermark (broker journals)</h2>"
+        f"{hwm or '<p>no broker journals</p>'}"
         "</body></html>\n")

@@ -64,6 +64,9 @@ RULE_NAMES: dict[int, str] = {
     11: "LastKnownELR / LastKnownLeader cleared when they must be",
     13: "the leader is in the ISR unless RECOVERING",
     19: "RECOVERING implies ISR == [leader]",
+    20: "HWM advances only while the committed ISR >= min ISR (journals)",
+    22: "no follower keeps entries the final leader does not have",
+    23: "every acked acks=all write is in the final log exactly once, or attributed",
 }
 PARTITION_RULES = (8, 10, 11, 13, 19)
 _RULE_PREFIX = re.compile(r"^rule (\d+):")
@@ -76,10 +79,20 @@ class RuleResult:
     checked: int
     violations: list[dict[str, Any]] = field(default_factory=list)
     violation_count: int = 0
+    # rule 23: losses an unclean or designated election explains (reported, not violations)
+    attributed: list[dict[str, Any]] = field(default_factory=list)
+    attributed_count: int = 0
+    notes: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"rule": self.rule, "name": self.name, "checked": self.checked,
-                "violation_count": self.violation_count, "violations": self.violations}
+        out = {"rule": self.rule, "name": self.name, "checked": self.checked,
+               "violation_count": self.violation_count, "violations": self.violations}
+        if self.rule == 23:
+            out["attributed_count"] = self.attributed_count
+            out["attributed"] = self.attributed
+        if self.notes:
+            out["notes"] = self.notes
+        return out
 
 
 def rule_result(rule: int, checked: int, violations: list[dict[str, Any]],

@@ -10,6 +10,11 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from analytics.broker_inputs import (
+    AckJournalDataSource,
+    BrokerJournalDataSource,
+    PartitionLogDataSource,
+)
 from analytics.datasource import MetadataLogDataSource
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -73,4 +78,6 @@ def build_session(
 
 
 def register_data_sources(spark: SparkSession) -> None:
-    spark.dataSource.register(MetadataLogDataSource)
+    for source in (MetadataLogDataSource, BrokerJournalDataSource, AckJournalDataSource,
+                   PartitionLogDataSource):
+        spark.dataSource.register(source)

@@ -1,0 +1,356 @@
+"""Readers for what brokers and clients wrote, for rules 20, 22 and 23 (INVARIANTS.md).
+
+Three kinds of file, each read one input partition per file, each row a plain tuple in the
+column order below (shared by the Spark DataSources and analytics.baseline):
+- broker event journals `journal/broker-<id>.journal`: msgpack maps written back to back
+  (`{"event": "HwmAdvanced", "version": 0, ...}`); decoded as plain maps, never with broker code
+  (analytics may not import broker.*);
+- ack journals (any other `journal/*.journal`): the producer's `send` and `ack` entries;
+- partition data logs `<log.dir>/<topic>-<partition>/<offset>.log`: the one batch format
+  (raft.core.record_batch); a record's key for rule 23 is its value up to the first ':'
+  (`<producer>-<seq>`).
+A torn or garbled entry or batch becomes one row flagged corrupt with its byte position and the
+file's reading stops there; nothing here raises on bad input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from raft.core.record_batch import CorruptBatchError, decode_batch
+
+JOURNAL_DIR_NAME = "journal"
+BROKER_JOURNAL_SOURCE = "minikraft-broker-journal"
+ACK_JOURNAL_SOURCE = "minikraft-ack-journal"
+PARTITION_LOG_SOURCE = "minikraft-partition-log"
+_BROKER_JOURNAL_NAME = re.compile(r"^broker-(\d+)\.journal$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
+_NODE_DIR = re.compile(r"^(?:broker|controller)-(\d+)$")
+METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"
+ARROW_BATCH_ROWS = 8192
+
+JOURNAL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("file", "STRING"),
+    ("node", "INT"),
+    ("position", "BIGINT"),
+    ("event", "STRING"),
+    ("broker_id", "INT"),
+    ("topic", "STRING"),
+    ("partition", "INT"),
+    ("leader_epoch", "INT"),
+    ("ts", "BIGINT"),
+    ("old", "BIGINT"),
+    ("new", "BIGINT"),
+    ("isr_size", "INT"),
+    ("min_isr", "INT"),
+    ("isr", "ARRAY<INT>"),
+    ("role", "STRING"),
+    ("leader_id", "INT"),
+    ("from_offset", "BIGINT"),
+    ("to_offset", "BIGINT"),
+    ("old_state", "INT"),
+    ("new_state", "INT"),
+    ("reason", "STRING"),
+    ("corrupt", "BOOLEAN"),
+    ("corrupt_reason", "STRING"),
+)
+ACK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("file", "STRING"),
+    ("position", "BIGINT"),
+    ("event", "STRING"),
+    ("producer_id", "STRING"),
+    ("seq", "BIGINT"),
+    ("key", "STRING"),
+    ("topic", "STRING"),
+    ("partition", "INT"),
+    ("acks", "INT"),
+    ("error", "STRING"),
+    ("offset", "BIGINT"),
+    ("leader_epoch", "INT"),
+    ("ts", "BIGINT"),
+    ("corrupt", "BOOLEAN"),
+    ("corrupt_reason", "STRING"),
+)
+PARTITION_LOG_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("node", "INT"),
+    ("file", "STRING"),
+    ("topic", "STRING"),
+    ("partition", "INT"),
+    ("position", "BIGINT"),
+    ("offset", "BIGINT"),
+    ("leader_epoch", "INT"),
+    ("key", "STRING"),
+    ("corrupt", "BOOLEAN"),
+    ("corrupt_reason", "STRING"),
+)
+
+
+def ddl(columns: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"`{name}` {kind}" for name, kind in columns)
+
+
+def names(columns: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    return tuple(name for name, _ in columns)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalFile:
+    file: str
+    node: int | None  # the broker id for a broker journal, None for an ack journal
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLogFile:
+    node: int
+    topic: str
+    partition: int
+    file: str
+
+
+def discover_journals(root: str | Path) -> tuple[list[JournalFile], list[JournalFile]]:
+    """(broker event journals, ack journals) under every `journal/` directory below root."""
+    brokers: list[JournalFile] = []
+    acks: list[JournalFile] = []
+    base = Path(root)
+    dirs = [base] if base.name == JOURNAL_DIR_NAME else []
+    dirs += sorted(p for p in base.rglob(JOURNAL_DIR_NAME) if p.is_dir())
+    for journal_dir in dirs:
+        for path in sorted(journal_dir.glob("*.journal")):
+            match = _BROKER_JOURNAL_NAME.match(path.name)
+            if match:
+                brokers.append(JournalFile(str(path), int(match.group(1))))
+            else:
+                acks.append(JournalFile(str(path), None))
+    return brokers, acks
+
+
+def _node_id(partition_dir: Path) -> int:
+    """The broker owning a partition directory: its log dir's meta.properties, else the
+    nearest `broker-<id>` ancestor, else -1."""
+    props = partition_dir.parent / "meta.properties"
+    try:
+        for line in props.read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "node.id":
+                return int(value.strip())
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+    for parent in partition_dir.parents:
+        match = _NODE_DIR.match(parent.name)
+        if match:
+            return int(match.group(1))
+    return -1
+
+
+def discover_partition_logs(root: str | Path) -> list[PartitionLogFile]:
+    """Every data partition segment `<topic>-<partition>/<offset>.log` below root."""
+    out: list[PartitionLogFile] = []
+    for path in sorted(Path(root).rglob("*.log")):
+        parent = path.parent
+        match = _PARTITION_DIR.match(parent.name)
+        if (not _SEGMENT_NAME.match(path.name) or not match
+                or parent.name == METADATA_PARTITION_DIR_NAME or parent.parent.name == "logs"):
+            continue
+        out.append(PartitionLogFile(_node_id(parent), match.group(1), int(match.group(2)),
+                                    str(path)))
+    return out
+
+
+def _iter_maps(path: str) -> Iterator[tuple[int, Any, str | None]]:
+    """(byte position, entry, None) per whole entry, then (position, None, reason) once if the
+    file is unreadable, torn or garbled."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        yield 0, None, f"unreadable: {exc}"
+        return
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(data)
+    position = 0
+    while position < len(data):
+        try:
+            entry = unpacker.unpack()
+        except msgpack.OutOfData:
+            yield position, None, f"torn entry: {len(data) - position} trailing bytes"
+            return
+        except Exception as exc:  # msgpack raises several types for garbage
+            yield position, None, f"undecodable entry: {exc}"
+            return
+        if not isinstance(entry, dict):
+            yield position, None, f"entry is {type(entry).__name__}, not a map"
+            return
+        yield position, entry, None
+        position = unpacker.tell()
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if isinstance(value, (list, tuple)) and all(_int(v) is not None for v in value):
+        return list(value)
+    return None
+
+
+def iter_journal_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
+    """One row per broker journal event, in JOURNAL_COLUMNS order."""
+    for position, e, reason in _iter_maps(spec.file):
+        if e is None:
+            yield (spec.file, spec.node, position) + (None,) * 18 + (True, reason)
+            return
+        yield (spec.file, spec.node, position, _str(e.get("event")), _int(e.get("broker_id")),
+               _str(e.get("topic")), _int(e.get("partition")), _int(e.get("leader_epoch")),
+               _int(e.get("ts")), _int(e.get("old")), _int(e.get("new")),
+               _int(e.get("isr_size")), _int(e.get("min_isr")), _int_list(e.get("isr")),
+               _str(e.get("role")), _int(e.get("leader_id")), _int(e.get("from_offset")),
+               _int(e.get("to_offset")), _int(e.get("old_state")), _int(e.get("new_state")),
+               _str(e.get("reason")), False, None)
+
+
+def iter_ack_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
+    """One row per `send` / `ack` entry of an ack journal, in ACK_COLUMNS order."""
+    for position, e, reason in _iter_maps(spec.file):
+        if e is None:
+            yield (spec.file, position) + (None,) * 11 + (True, reason)
+            return
+        producer, seq = _str(e.get("producer_id")), _int(e.get("seq"))
+        key = f"{producer}-{seq}" if producer is not None and seq is not None else None
+        yield (spec.file, position, _str(e.get("event")), producer, seq, key,
+               _str(e.get("topic")), _int(e.get("partition")), _int(e.get("acks")),
+               _str(e.get("error")), _int(e.get("offset")), _int(e.get("leader_epoch")),
+               _int(e.get("ts")), False, None)
+
+
+def record_key(value: bytes | None) -> str | None:
+    """Rule 23's identity of a produced record: its value up to the first ':'."""
+    if value is None:
+        return None
+    head = value.split(b":", 1)[0]
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError:
+        return head.hex()
+
+
+def iter_partition_log_rows(spec: PartitionLogFile) -> Iterator[tuple[Any, ...]]:
+    """One row per record of a data partition segment, in PARTITION_LOG_COLUMNS order."""
+    head = (spec.node, spec.file, spec.topic, spec.partition)
+    try:
+        data = Path(spec.file).read_bytes()
+    except OSError as exc:
+        yield (*head, 0, -1, None, None, True, f"unreadable: {exc}")
+        return
+    position = 0
+    while position < len(data):
+        try:
+            batch, size = decode_batch(data, position)
+        except CorruptBatchError as exc:
+            yield (*head, exc.position, -1, None, None, True, exc.reason)
+            return
+        if not batch.is_control:
+            epoch = batch.leader_epoch
+            for index, record in enumerate(batch.records):
+                yield (*head, position, batch.base_offset + index, epoch, record_key(record.value), False, None)
+        position += size
+
+
+# -- Spark side: one DataSource per kind, each yielding pyarrow RecordBatches -----------------
+
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.types import StructType
+
+    class _FilePartition(InputPartition):
+        def __init__(self, spec: Any) -> None:
+            super().__init__(spec)
+            self.spec = spec
+
+    class _ArrowFileReader(DataSourceReader):
+        """Reads each file with a row generator and ships rows to Spark as Arrow batches."""
+
+        def __init__(self, specs: Sequence[Any], rows: Callable[[Any], Iterator[tuple[Any, ...]]],
+                     schema: StructType) -> None:
+            self.specs = list(specs)
+            self.rows = rows
+            self.schema = schema
+
+        def partitions(self) -> Sequence[InputPartition]:
+            return [_FilePartition(spec) for spec in self.specs]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            import pyarrow as pa
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            assert isinstance(partition, _FilePartition)
+            arrow_schema = to_arrow_schema(self.schema)
+            rows: list[tuple[Any, ...]] = []
+            for row in self.rows(partition.spec):
+                rows.append(row)
+                if len(rows) >= ARROW_BATCH_ROWS:
+                    yield rows_to_arrow(pa, rows, arrow_schema)
+                    rows = []
+            if rows:
+                yield rows_to_arrow(pa, rows, arrow_schema)
+
+    def rows_to_arrow(pa: Any, rows: list[tuple[Any, ...]], arrow_schema: Any) -> Any:
+        columns = list(zip(*rows, strict=True))
+        return pa.RecordBatch.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(columns, arrow_schema, strict=True)],
+            schema=arrow_schema)
+
+    def _path(options: Any, source: str) -> str:
+        path = options.get("path")
+        if not path:
+            raise ValueError(f"{source} needs a directory: .load(dir)")
+        return str(path)
+
+    class BrokerJournalDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return BROKER_JOURNAL_SOURCE
+
+        def schema(self) -> str:
+            return ddl(JOURNAL_COLUMNS)
+
+        def reader(self, schema: StructType) -> DataSourceReader:
+            specs = discover_journals(_path(self.options, BROKER_JOURNAL_SOURCE))[0]
+            return _ArrowFileReader(specs, iter_journal_rows, schema)
+
+    class AckJournalDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return ACK_JOURNAL_SOURCE
+
+        def schema(self) -> str:
+            return ddl(ACK_COLUMNS)
+
+        def reader(self, schema: StructType) -> DataSourceReader:
+            specs = discover_journals(_path(self.options, ACK_JOURNAL_SOURCE))[1]
+            return _ArrowFileReader(specs, iter_ack_rows, schema)
+
+    class PartitionLogDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return PARTITION_LOG_SOURCE
+
+        def schema(self) -> str:
+            return ddl(PARTITION_LOG_COLUMNS)
+
+        def reader(self, schema: StructType) -> DataSourceReader:
+            specs = discover_partition_logs(_path(self.options, PARTITION_LOG_SOURCE))
+            return _ArrowFileReader(specs, iter_partition_log_rows, schema)
+
+except ImportError:  # pragma: no cover - pyspark is the `spark` extra
+    pass

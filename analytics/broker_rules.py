@@ -1,0 +1,240 @@
+"""Rules 20, 22 and 23 on Spark, over the broker journals, ack journals and partition logs
+(analytics.broker_inputs). Every verdict comes from analytics.data_rules' plain functions
+(mapInArrow / cogroup applyInArrow), so analytics.baseline runs the same definitions; the
+set-wide parts (acked writes against the final leader's log, RECOVERING partitions) are joins.
+Only counts, capped evidence and a few partitions' HWM points reach the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from analytics import data_rules as dr
+from analytics.broker_inputs import (
+    ACK_COLUMNS,
+    ACK_JOURNAL_SOURCE,
+    BROKER_JOURNAL_SOURCE,
+    JOURNAL_COLUMNS,
+    PARTITION_LOG_COLUMNS,
+    PARTITION_LOG_SOURCE,
+    ddl,
+    discover_journals,
+    discover_partition_logs,
+)
+from analytics.rules import MAX_EVIDENCE, RuleResult, good_rows, rule_result
+
+HWM_TIMELINE_PARTITIONS = 12
+HWM_TIMELINE_POINTS = 2000
+TIMELINE_EVENTS = ("HwmAdvanced", "Truncated", "RecoveryStateChanged", "RoleChanged")
+
+R22_SCHEMA = ("topic STRING, partition INT, kind STRING, node INT, leader_epoch INT, "
+              "count BIGINT, file STRING, offset BIGINT, message STRING")
+R23_SCHEMA = ("topic STRING, partition INT, key STRING, offset BIGINT, leader_epoch INT, "
+              "file STRING, count BIGINT, outcome STRING")
+R20_SCHEMA = ("file STRING, broker_id INT, topic STRING, partition INT, leader_epoch INT, "
+              "old BIGINT, new BIGINT, isr_size INT, min_isr INT, ts BIGINT, bad BOOLEAN")
+
+
+@dataclass
+class BrokerInputs:
+    journal: DataFrame
+    acks: DataFrame
+    logs: DataFrame
+    files: dict[str, int]
+
+
+def read_broker_inputs(spark: SparkSession, directory: str | Path) -> BrokerInputs:
+    """The three readers; a kind with no file becomes an empty DataFrame of its schema (a
+    DataSource with no input partition is not worth a Spark job)."""
+    brokers, acks = discover_journals(directory)
+    logs = discover_partition_logs(directory)
+
+    def load(source: str, columns: Any, present: bool) -> DataFrame:
+        if present:
+            return spark.read.format(source).load(str(directory))
+        return spark.createDataFrame([], ddl(columns))
+
+    return BrokerInputs(
+        load(BROKER_JOURNAL_SOURCE, JOURNAL_COLUMNS, bool(brokers)),
+        load(ACK_JOURNAL_SOURCE, ACK_COLUMNS, bool(acks)),
+        load(PARTITION_LOG_SOURCE, PARTITION_LOG_COLUMNS, bool(logs)),
+        {"broker_journals": len(brokers), "ack_journals": len(acks),
+         "partition_log_segments": len(logs)})
+
+
+def _evidence(bad: DataFrame, count: int, order: list[str]) -> list[dict[str, Any]]:
+    if not count:
+        return []
+    return [r.asDict(recursive=True) for r in bad.orderBy(*order).limit(MAX_EVIDENCE).collect()]
+
+
+def _flag_hwm(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    for batch in batches:
+        rows = batch.to_pylist()
+        for row in rows:
+            row["bad"] = dr.hwm_violation("HwmAdvanced", row["old"], row["new"],
+                                          row["isr_size"], row["min_isr"])
+        yield pa.RecordBatch.from_pylist(rows, schema=batch.schema.append(
+            pa.field("bad", pa.bool_())))
+
+
+def rule_20_hwm(journal: DataFrame) -> RuleResult:
+    """Rule 20: no HwmAdvanced moved the HWM while the committed ISR was below min ISR."""
+    advances = journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")).select(
+        "file", "broker_id", "topic", "partition", "leader_epoch", "old", "new", "isr_size",
+        "min_isr", "ts")
+    flagged = advances.mapInArrow(_flag_hwm, R20_SCHEMA)
+    row = flagged.agg(F.count(F.lit(1)).alias("checked"),
+                      F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
+    checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
+    violations = _evidence(flagged.filter("bad").drop("bad"), count, ["ts", "broker_id"])
+    for v in violations:
+        v["message"] = dr.hwm_message(v)
+        v["node"] = v["broker_id"]
+        v["partition"] = f"{v['topic']}-{v['partition']}"
+        v["offset"] = v["new"]
+    return rule_result(20, checked, violations, count)
+
+
+def _rule_22_group(entries: Any, roles: Any) -> Any:
+    """cogroup applyInArrow body: one data partition's log entries and role events."""
+    import pyarrow as pa
+
+    out = list(dr.check_partition_replicas(entries.to_pylist(), roles.to_pylist()))
+    return pa.Table.from_pylist(out, schema=_arrow_schema(R22_SCHEMA))
+
+
+_ARROW_TYPES = {"STRING": "string", "INT": "int32", "BIGINT": "int64", "BOOLEAN": "bool_"}
+
+
+def _arrow_schema(schema_ddl: str) -> Any:
+    """The pyarrow schema of a flat DDL string (no SparkSession needed on executors)."""
+    import pyarrow as pa
+
+    fields = [part.strip().split() for part in schema_ddl.split(",")]
+    return pa.schema([pa.field(name, getattr(pa, _ARROW_TYPES[kind])()) for name, kind in fields])
+
+
+def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
+    """Rule 22 per data partition (analytics.data_rules.check_partition_replicas); its reference
+    rows name each partition's final leader, which rule 23 reads. The caller persists it."""
+    entries = inputs.logs.select("node", "file", "topic", "partition", "offset", "leader_epoch",
+                                 "key", "corrupt")
+    roles = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "RoleChanged")).select(
+        "event", "broker_id", "topic", "partition", "role", "leader_epoch", "ts")
+    out = entries.groupBy("topic", "partition").cogroup(roles.groupBy("topic", "partition")) \
+        .applyInArrow(_rule_22_group, schema=R22_SCHEMA)
+    return out
+
+
+def rule_22_result(out: DataFrame) -> RuleResult:
+    tallies = out.groupBy("kind").agg(F.count(F.lit(1)).alias("rows"),
+                                      F.sum("count").alias("entries")).collect()
+    by_kind = {r["kind"]: (int(r["rows"]), int(r["entries"] or 0)) for r in tallies}
+    checked = by_kind.get(dr.CHECKED, (0, 0))[1]
+    count = by_kind.get(dr.VIOLATION, (0, 0))[0]
+    violations = _evidence(out.filter(F.col("kind") == dr.VIOLATION), count,
+                           ["topic", "partition", "node"])
+    for v in violations:
+        v["partition"] = f"{v['topic']}-{v['partition']}"
+    result = rule_result(22, checked, violations, count)
+    result.notes = {"unchecked_replicas": by_kind.get(dr.UNCHECKED, (0, 0))[0],
+                    "partitions": by_kind.get(dr.REFERENCE, (0, 0))[0]}
+    return result
+
+
+def recovering_partitions(metadata: DataFrame | None, journal: DataFrame) -> DataFrame:
+    """(topic, partition) of every data partition that went RECOVERING (rule 23's excuse)."""
+    from_journal = journal.filter(~F.col("corrupt") & (F.col("event") == "RecoveryStateChanged")
+                                  & (F.col("new_state") == dr.RECOVERING)) \
+        .select("topic", "partition")
+    if metadata is None:
+        return from_journal.distinct()
+    rows = good_rows(metadata)
+    names = rows.filter(F.col("record_type") == "TopicRecord").select(
+        "topic_id", F.col("topic_name").alias("topic")).distinct()
+    recovering = rows.filter(
+        F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord")
+        & (F.col("leader_recovery_state") == dr.RECOVERING)).select(
+        "topic_id", F.col("partition_id").alias("partition")).distinct()
+    from_metadata = recovering.join(names, "topic_id").select("topic", "partition")
+    return from_metadata.unionByName(from_journal).distinct()
+
+
+def _classify(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    schema = _arrow_schema(R23_SCHEMA)
+    for batch in batches:
+        rows = batch.to_pylist()
+        out = [{"topic": r["topic"], "partition": r["partition"], "key": r["key"],
+                "offset": r["offset"], "leader_epoch": r["leader_epoch"], "file": r["file"],
+                "count": r["count"] or 0,
+                "outcome": dr.classify_acked(r["count"] or 0, bool(r["recovered"]))}
+               for r in rows]
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+
+def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
+                  recovering: DataFrame) -> RuleResult:
+    """Rule 23: each acked acks=all write is in its partition's final leader log exactly once;
+    a missing one on a RECOVERING partition is listed as attributed, not as a violation."""
+    acked = inputs.acks.filter(
+        ~F.col("corrupt") & (F.col("event") == "ack") & (F.col("acks") == dr.ACKS_ALL)
+        & (F.col("error") == dr.ACK_OK) & F.col("key").isNotNull()).select(
+        "topic", "partition", "key", "offset", "leader_epoch", "file") \
+        .dropDuplicates(["topic", "partition", "key"])
+    reference = replicas.filter(F.col("kind") == dr.REFERENCE).select("topic", "partition",
+                                                                      "node")
+    counts = (inputs.logs.filter(~F.col("corrupt") & (F.col("offset") >= 0))
+              .join(F.broadcast(reference), ["topic", "partition", "node"])
+              .groupBy("topic", "partition", "key").agg(F.count(F.lit(1)).alias("count")))
+    joined = (acked.join(counts, ["topic", "partition", "key"], "left")
+              .join(F.broadcast(recovering.withColumn("recovered", F.lit(True))),
+                    ["topic", "partition"], "left"))
+    classified = joined.mapInArrow(_classify, R23_SCHEMA)
+    tallies = {r["outcome"]: int(r["n"]) for r in
+               classified.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()}
+    count = tallies.get(dr.LOST, 0) + tallies.get(dr.DUPLICATED, 0)
+    bad = classified.filter(F.col("outcome").isin(dr.LOST, dr.DUPLICATED))
+    violations = _evidence(bad, count, ["topic", "partition", "offset", "key"])
+    attributed = _evidence(classified.filter(F.col("outcome") == dr.ATTRIBUTED),
+                           tallies.get(dr.ATTRIBUTED, 0), ["topic", "partition", "offset", "key"])
+    for v in violations + attributed:
+        v["message"] = dr.acked_message(v["outcome"], v)
+        v["partition_id"] = v["partition"]
+        v["partition"] = f"{v['topic']}-{v['partition']}"
+    result = rule_result(23, sum(tallies.values()), violations, count)
+    result.attributed = attributed
+    result.attributed_count = tallies.get(dr.ATTRIBUTED, 0)
+    return result
+
+
+def hwm_timelines(journal: DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """The last HWM_TIMELINE_POINTS journal events of the busiest data partitions."""
+    events = journal.filter(~F.col("corrupt") & F.col("event").isin(*TIMELINE_EVENTS)
+                            & F.col("topic").isNotNull())
+    busiest = (events.groupBy("topic", "partition").count()
+               .orderBy(F.desc("count"), "topic", "partition").limit(HWM_TIMELINE_PARTITIONS)
+               .select("topic", "partition"))
+    window = Window.partitionBy("topic", "partition").orderBy(F.desc("ts"))
+    rows = (events.join(F.broadcast(busiest), ["topic", "partition"])
+            .withColumn("n", F.row_number().over(window)).filter(F.col("n") <= HWM_TIMELINE_POINTS)
+            .select("topic", "partition", "event", "broker_id", "ts", "old", "new", "isr_size",
+                    "min_isr", "role", "leader_epoch", "from_offset", "to_offset", "new_state")
+            .collect())
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(f"{row['topic']}-{row['partition']}", []).append(row.asDict())
+    for points in out.values():
+        points.sort(key=lambda p: (p["ts"] or 0))
+    return out

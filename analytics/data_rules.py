@@ -1,0 +1,152 @@
+"""Rules 20, 22 and 23 (INVARIANTS.md) as plain Python over reader rows (analytics.broker_inputs):
+the Spark audit runs these functions per partition (applyInArrow) or as the same predicate in a
+DataFrame filter, and analytics.baseline calls them directly, so both share one definition.
+
+Rule 22, made precise for files: the reference log of a data partition is its final leader's
+(the broker of the highest-epoch `RoleChanged role=leader` journal event, latest first; without
+journals, the replica whose log ends at the highest (epoch, offset)). A follower is checked when
+its journal shows it following at that final leader epoch (or when there are no journals): it
+then fetched from the final leader, so it truncated first and its log must be a prefix of the
+leader's. Each of its entries at an offset where the leader has no entry, or an entry of another
+epoch, or of the same epoch with another key, is an entry the leader did not have. A replica that
+never followed the final leader (dead or fenced until the end) has not truncated yet, by design,
+and is counted as unchecked, not as a violation.
+
+Rule 23: every write acked with acks=all (`ack` entry, acks -1, error NONE) appears in the
+reference log exactly once. Missing is attributed (reported, not a violation) when the partition
+went RECOVERING (an unclean or designated election: a PartitionRecord/PartitionChangeRecord with
+leader_recovery_state 1, or a RecoveryStateChanged journal event to 1); otherwise a violation.
+Duplicated is always a violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+RECOVERING = 1
+ACKS_ALL = -1
+ACK_OK = "NONE"
+LEADER = "leader"
+FOLLOWER = "follower"
+
+# rule 22's per-partition output kinds
+REFERENCE = "reference"
+CHECKED = "checked"
+UNCHECKED = "unchecked"
+VIOLATION = "violation"
+
+# rule 23 outcomes
+PRESENT = "present"
+LOST = "lost"
+ATTRIBUTED = "attributed"
+DUPLICATED = "duplicated"
+
+
+def hwm_violation(event: str | None, old: int | None, new: int | None,
+                  isr_size: int | None, min_isr: int | None) -> bool:
+    """Rule 20: an HwmAdvanced that moved the HWM forward while the committed ISR was smaller
+    than the effective min ISR in force."""
+    return (event == "HwmAdvanced" and old is not None and new is not None and new > old
+            and isr_size is not None and min_isr is not None and isr_size < min_isr)
+
+
+def hwm_message(row: dict[str, Any]) -> str:
+    return (f"rule 20: broker {row['broker_id']} advanced the HWM of {row['topic']}-"
+            f"{row['partition']} {row['old']} -> {row['new']} with ISR size {row['isr_size']}"
+            f" < min ISR {row['min_isr']} (leader epoch {row['leader_epoch']})")
+
+
+def final_leader(roles: Iterable[dict[str, Any]],
+                 logs: dict[int, list[tuple[int, int, str | None, str]]]
+                 ) -> tuple[int | None, int | None, str]:
+    """(node, leader epoch, why) of the partition's reference log."""
+    leaders = [r for r in roles if r.get("event") == "RoleChanged" and r.get("role") == LEADER
+               and r.get("leader_epoch") is not None and r.get("broker_id") is not None]
+    if leaders:
+        best = max(leaders, key=lambda r: (r["leader_epoch"], r.get("ts") or 0))
+        return int(best["broker_id"]), int(best["leader_epoch"]), "journal"
+    ends = [(entries[-1][1], entries[-1][0], -node) for node, entries in logs.items() if entries]
+    if not ends:
+        return None, None, "none"
+    epoch, _offset, neg_node = max(ends)
+    return -neg_node, epoch, "longest log"
+
+
+def check_partition_replicas(entries: Iterable[dict[str, Any]],
+                             roles: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Rule 22 for one data partition. entries: partition-log rows (node, file, topic,
+    partition, offset, leader_epoch, key, corrupt); roles: that partition's RoleChanged journal
+    rows. Yields a REFERENCE row, one CHECKED/UNCHECKED row per other replica (count = entries),
+    and one VIOLATION per follower holding entries the leader does not have."""
+    logs: dict[int, list[tuple[int, int, str | None, str]]] = {}
+    topic: str | None = None
+    partition: int | None = None
+    for e in entries:
+        topic, partition = e["topic"], e["partition"]
+        if e["corrupt"] or e["offset"] is None or e["offset"] < 0:
+            continue
+        logs.setdefault(int(e["node"]), []).append(
+            (int(e["offset"]), int(e["leader_epoch"]), e["key"], e["file"]))
+    role_list = list(roles)
+    for r in role_list:
+        topic, partition = r["topic"], r["partition"]
+    for node_entries in logs.values():
+        node_entries.sort()
+    leader, epoch, why = final_leader(role_list, logs)
+    base = {"topic": topic, "partition": partition}
+    if leader is None:
+        return
+    leader_log = {o: (ep, key) for o, ep, key, _f in logs.get(leader, [])}
+    leader_end = max(leader_log, default=-1) + 1
+    yield {**base, "kind": REFERENCE, "node": leader, "leader_epoch": epoch,
+           "count": len(leader_log), "message": why, "file": None, "offset": leader_end}
+    followed = {int(r["broker_id"]) for r in role_list
+                if r.get("event") == "RoleChanged" and r.get("role") == FOLLOWER
+                and r.get("leader_epoch") is not None and epoch is not None
+                and r["leader_epoch"] >= epoch}
+    for node in sorted(logs):
+        if node == leader:
+            continue
+        node_entries = logs[node]
+        if role_list and node not in followed:
+            yield {**base, "kind": UNCHECKED, "node": node, "leader_epoch": None,
+                   "count": len(node_entries), "file": None, "offset": None,
+                   "message": f"replica {node} never followed leader {leader} at epoch {epoch}"}
+            continue
+        yield {**base, "kind": CHECKED, "node": node, "leader_epoch": None,
+               "count": len(node_entries), "file": None, "offset": None, "message": None}
+        bad = [(o, ep, key, f) for o, ep, key, f in node_entries
+               if o not in leader_log or leader_log[o] != (ep, key)]
+        if not bad:
+            continue
+        offset, bad_epoch, _key, file = bad[0]
+        leader_epoch_there = leader_log.get(offset, (None, None))[0]
+        yield {**base, "kind": VIOLATION, "node": node, "leader_epoch": bad_epoch,
+               "count": len(bad), "file": file, "offset": offset,
+               "message": f"rule 22: follower {node} of {topic}-{partition} kept {len(bad)} "
+                          f"entries the final leader {leader} (epoch {epoch}, log end "
+                          f"{leader_end}) does not have, from offset {offset} (epoch "
+                          f"{bad_epoch}; leader's epoch there: {leader_epoch_there})"}
+
+
+def classify_acked(count_in_leader_log: int, recovered: bool) -> str:
+    """Rule 23's verdict on one acked acks=all write."""
+    if count_in_leader_log == 1:
+        return PRESENT
+    if count_in_leader_log > 1:
+        return DUPLICATED
+    return ATTRIBUTED if recovered else LOST
+
+
+def acked_message(outcome: str, row: dict[str, Any]) -> str:
+    where = f"{row['topic']}-{row['partition']}"
+    if outcome == DUPLICATED:
+        return (f"rule 23: acked write {row['key']} appears {row['count']} times in the final "
+                f"leader's log of {where}")
+    if outcome == ATTRIBUTED:
+        return (f"rule 23: acked write {row['key']} (offset {row['offset']}) is not in the final "
+                f"log of {where}; attributed to its unclean/designated election (RECOVERING)")
+    return (f"rule 23: acked write {row['key']} (offset {row['offset']}, leader epoch "
+            f"{row['leader_epoch']}) is missing from the final leader's log of {where} and no "
+            f"unclean or designated election explains it")
