@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 EXTRAS ?= dev,spark
 
-.PHONY: install test test-slow lint demo clean
+.PHONY: install test test-slow lint demo clean bench-deps
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ lint: install
 
 demo: install
 	$(PY) -m cluster.launch.demo --dir demo-cluster
+
+# Peers for `minikraft bench --compare` (BENCHMARKS.md); never needed by `make test`.
+bench-deps: install
+	apt-get update
+	apt-get install -y etcd-server nats-server
+	$(PY) -m pip install -q pysyncobj nats-py pyinstrument
 
 clean:
 	rm -rf $(VENV) demo-cluster .pytest_cache .mypy_cache .ruff_cache

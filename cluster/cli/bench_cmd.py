@@ -1,10 +1,25 @@
-"""`minikraft bench raft|produce|failover|audit [--compare PEER] [--output json]` (CLI.md)."""
+"""`minikraft bench raft|produce|failover|audit [--compare PEER] [--output json]` (CLI.md).
+
+Peers run in the same run as minikraft with matched settings (BENCHMARKS.md): raft with etcd
+(fsync every commit) or PySyncObj (no fsync, minikraft then runs with minikraft.raft.fsync=false),
+failover with etcd at the same election timeout, produce with NATS JetStream R3; audit always
+compares Spark with the single-process baseline. The peers come from `make bench-deps`.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
+from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
+
+PEERS = {
+    "raft": (None, "etcd", "pysyncobj"),
+    "failover": (None, "etcd"),
+    "produce": (None, "nats"),
+    "audit": (None,),
+}
 
 
 @click.command()
@@ -14,21 +29,48 @@ from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_o
 @output_option
 def bench(which: str, compare: str | None, quick: bool, output: str) -> None:
     """Run a bounded benchmark on localhost and print its figures."""
-    if which != "raft":
-        fail(f"bench {which} is not built yet; `bench raft` is", EXIT_USAGE)
-    if compare is not None:
-        fail("--compare peers come with the benchmarks issue; run without it", EXIT_USAGE)
-    from cluster.bench.raft_bench import run_raft_bench
+    if compare not in PEERS[which]:
+        allowed = ", ".join(p for p in PEERS[which] if p) or "no peer"
+        fail(f"bench {which} compares with {allowed}, not {compare}", EXIT_USAGE)
+    from cluster.bench.peers.procs import PeerMissing
+    from cluster.bench.report import print_report
 
-    report = run_raft_bench(quick=quick)
+    try:
+        report, title = _run(which, compare, quick)
+    except PeerMissing as exc:
+        fail(str(exc), EXIT_USAGE)
     if output == "json":
         emit_json(report)
         return
-    emit_table(
-        f"bench {which} (3 voters on 127.0.0.1, {report['durability']})",
-        ["metric", "unit", "minikraft", "peer", "ratio"],
-        [
-            [r["metric"], r["unit"], r["minikraft"], r["peer"], r["ratio"]]
-            for r in report["results"]
-        ],
+    print_report(title, report)
+
+
+def _run(which: str, compare: str | None, quick: bool) -> tuple[dict[str, Any], str]:
+    if which == "raft":
+        from cluster.bench.raft_bench import run_raft_bench
+
+        report = run_raft_bench(quick=quick, compare=compare)
+        return report, f"bench raft (3 voters on 127.0.0.1, {report['durability']})"
+    if which == "failover":
+        from cluster.bench.failover_bench import run_failover_bench
+
+        report = run_failover_bench(quick=quick, compare=compare)
+        return report, f"bench failover ({report['kills']} kill -9 of the leader)"
+    if which == "audit":
+        from cluster.bench.audit_bench import run_audit_bench
+
+        report = run_audit_bench(quick=quick)
+        return report, f"bench audit ({report['records']:,} generated records)"
+    from cluster.bench.produce_bench import run_produce_bench
+
+    report = run_produce_bench(quick=quick)
+    if compare == "nats":
+        from cluster.bench.peers.nats import compare_produce_with_nats
+
+        report = compare_produce_with_nats(report, quick=quick)
+    load = report["workload"]
+    return report, (
+        f"bench produce (3 brokers on 127.0.0.1, RF=3, min ISR=2, acks=all, "
+        f"{load['record_size']} B records, {load['producers']} producers, "
+        f"{load['records_per_batch']} records per batch)"
     )

@@ -471,9 +471,14 @@ class DiskLog:
         self._rebuild_epoch_cache()
         self._logger.info("Truncated log %s to offset %d", self.directory, offset)
 
-    def flush(self) -> None:
+    def flush(self, *, sync: bool = True) -> None:
         self._check_usable()
         target = self.end_offset()
+        if not sync:
+            # minikraft.raft.fsync=false (benchmarks only): count the appends as flushed with no
+            # fsync, which gives up rule 2 on power loss; the next sync flush still fsyncs them.
+            self._flushed_offset = max(self._flushed_offset, target)
+            return
         if not self._unflushed and not self._directory_dirty and self._flushed_offset >= target:
             return  # nothing appended since the last fsync
         pending, self._unflushed = self._unflushed, set()

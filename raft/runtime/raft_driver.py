@@ -86,8 +86,11 @@ class RaftDriver:
         listener: RaftListener | None = None,
         request_timeout_ms: int = 2000,
         on_error: Callable[[BaseException], Awaitable[None]] | None = None,
+        fsync: bool = True,
     ) -> None:
         self.replica = replica
+        # minikraft.raft.fsync: false only to pair with peers that do not fsync (BENCHMARKS.md).
+        self.fsync = fsync
         self.log = log_
         self.state_file = state_file
         self.client = client
@@ -323,7 +326,7 @@ class RaftDriver:
         if result.persist is not None:
             self.state_file.write(result.persist)
         if result.flush:
-            self.log.flush()
+            self.log.flush(sync=self.fsync)
             self._apply(self.replica.handle_flushed(now_ms()))
         for outbound in result.send:
             self._spawn(self._send(outbound), name="raft-send")

@@ -79,6 +79,7 @@ class RaftManager:
             client,
             listener=listener,
             request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
+            fsync=config.get("minikraft.raft.fsync", "true") != "false",
         )
 
     @property

@@ -1,0 +1,1 @@
+"""Peer systems `minikraft bench --compare` runs beside minikraft, started and stopped by pid."""

@@ -1,0 +1,36 @@
+"""`minikraft bench produce --quick --output json` runs end to end (3 controllers + 3 brokers,
+acks=all) and reports CLI.md's JSON shape; figures are not asserted, only that they exist."""
+
+from __future__ import annotations
+
+import json
+
+from cluster.bench.produce_bench import bench_loads
+from tests.integration.conftest import minikraft
+
+
+def test_bench_produce_quick_reports_cli_json_shape() -> None:
+    result = minikraft("bench", "produce", "--quick", "--output", "json", timeout=180)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["bench"] == "produce" and report["peer"] is None
+    load = bench_loads(quick=True)["batched"]
+    # Every batched record got an acks=all ack (the bench raises on any error).
+    assert report["workload"]["records"] == load.producers * load.records_per_producer
+    assert report["workload"]["replication_factor"] == 3
+    assert report["workload"]["min_insync_replicas"] == 2
+    metrics = {r["metric"]: r for r in report["results"]}
+    assert set(metrics) == {
+        "throughput, batched",
+        "ack latency p50, batched",
+        "ack latency p99, batched",
+        "throughput, 1 record per request",
+        "ack latency p50, 1 record per request",
+        "ack latency p99, 1 record per request",
+    }
+    for row in report["results"]:
+        assert set(row) == {"metric", "unit", "better", "minikraft", "peer", "ratio"}
+        assert row["minikraft"] > 0 and row["peer"] is None and row["ratio"] is None
+        assert row["better"] == ("higher" if row["unit"] == "records/s" else "lower")
+    p50 = metrics["ack latency p50, batched"]["minikraft"]
+    assert metrics["ack latency p99, batched"]["minikraft"] >= p50
