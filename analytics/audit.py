@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from analytics.broker_rules import (
     hwm_timelines,
+    no_broker_inputs,
     read_broker_inputs,
     recovering_partitions,
     rule_20_hwm,
@@ -28,6 +29,8 @@ from analytics.broker_rules import (
 from analytics.datasource import DATA_SOURCE_NAME, discover_files
 from analytics.rules import (
     POINT,
+    TALLY,
+    TIMELINE_POINTS,
     VIOLATION,
     RuleResult,
     file_summary,
@@ -40,7 +43,6 @@ from analytics.rules import (
 from analytics.spark_session import DEFAULT_MASTER, build_session, register_data_sources
 
 TIMELINE_PARTITIONS = 12
-TIMELINE_POINTS = 2000
 MAX_CORRUPT_LISTED = 100
 
 Progress = Callable[[str], None]
@@ -92,18 +94,20 @@ def _inputs(df: DataFrame, summary: list[dict[str, Any]], files: int) -> dict[st
 
 
 def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
-    """Points of a few partitions for the report: those with violations first, then the busiest."""
-    key = F.concat_ws("-", "topic_id", F.col("partition_id").cast("string"))
+    """Points of a few partitions for the report: those with violations first, then the busiest
+    (by the replay's tally); the replay already kept only each partition's last points."""
     ranked = replayed.groupBy("topic_id", "partition_id").agg(
         F.sum(F.when(F.col("kind") == VIOLATION, 1).otherwise(0)).alias("violations"),
-        F.sum(F.when(F.col("kind") == POINT, 1).otherwise(0)).alias("points"))
-    chosen = ranked.orderBy(F.desc("violations"), F.desc("points"), "topic_id", "partition_id") \
+        F.sum(F.when(F.col("kind") == TALLY, F.col("states")).otherwise(0)).alias("states"))
+    chosen = ranked.orderBy(F.desc("violations"), F.desc("states"), "topic_id", "partition_id") \
         .limit(TIMELINE_PARTITIONS).select("topic_id", "partition_id")
-    rows = (replayed.join(F.broadcast(chosen), ["topic_id", "partition_id"])
-            .withColumn("partition", key)
+    rows = (replayed.filter(F.col("kind") != TALLY).join(F.broadcast(chosen),
+                                                         ["topic_id", "partition_id"])
+            .withColumn("partition", F.concat_ws("-", "topic_id",
+                                                 F.col("partition_id").cast("string")))
             .withColumn("n", F.row_number().over(
                 Window.partitionBy("partition", "kind").orderBy(F.desc("offset"))))
-            .filter(F.col("n") <= TIMELINE_POINTS).drop("n").collect())
+            .filter(F.col("n") <= TIMELINE_POINTS).drop("n", "states", "changes").collect())
     out: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         out.setdefault(row["partition"], []).append(row.asDict())
@@ -117,6 +121,8 @@ def _broker_rules(spark: SparkSession, directory: str | Path, metadata: DataFram
     """Rules 20, 22, 23 and the HWM timelines; the journal and the rule-22 output are small and
     read twice, so they are persisted, the partition logs are not."""
     inputs = read_broker_inputs(spark, directory)
+    if not any(inputs.files.values()):
+        return no_broker_inputs(), {}, inputs.files
     journal = inputs.journal.persist(StorageLevel.MEMORY_AND_DISK)
     inputs.journal = journal
     try:

@@ -135,6 +135,14 @@ def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
     return out
 
 
+def no_broker_inputs() -> list[RuleResult]:
+    """Rules 20, 22, 23 when there is no journal and no partition log (a metadata-only audit):
+    what the Spark path reports on empty inputs, without the Spark jobs that would say so."""
+    rule22 = rule_result(22, 0, [])
+    rule22.notes = {"unchecked_replicas": 0, "partitions": 0}
+    return [rule_result(20, 0, []), rule22, rule_result(23, 0, [])]
+
+
 def rule_22_result(out: DataFrame) -> RuleResult:
     tallies = out.groupBy("kind").agg(F.count(F.lit(1)).alias("rows"),
                                       F.sum("count").alias("entries")).collect()

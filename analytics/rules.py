@@ -1,8 +1,9 @@
 """The audit's rules over the rows of analytics.datasource, each citing INVARIANTS.md.
 
 Set-wide rules (1, 2, 5) are DataFrame joins, aggregations and windows. Per-partition rules
-(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest), with
-`groupBy(topic_id, partition_id).applyInArrow`: the replay is `replay_partition`, plain Python
+(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest): a
+shuffle by partition, a sort into log order and one streaming `mapInArrow` per Spark task (many
+partitions each, no per-group call). The replay is `replay_partition`, plain Python
 over PartitionRegistration.merge and controller.core.invariants, which analytics.baseline runs
 too, so the simulator, the audit and the baseline share one definition of each rule.
 Every rule returns a RuleResult: how many things it checked and the violations with evidence
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,6 +129,8 @@ REPLAY_OUTPUT_SCHEMA = StructType([
     StructField("elr_size", IntegerType()),
     StructField("min_isr", IntegerType()),
     StructField("recovering", BooleanType()),
+    StructField("states", LongType()),
+    StructField("changes", LongType()),
 ])
 POINT = "point"
 VIOLATION = "violation"
@@ -234,14 +238,78 @@ def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
                "recovering": after.leader_recovery_state == LeaderRecoveryState.RECOVERING}
 
 
-def _replay_arrow(table: Any) -> Any:
-    """applyInArrow body: one partition's rows in, points and violations out."""
+TALLY = "tally"  # one row per partition: how many states and changes its replay saw
+TIMELINE_POINTS = 2000  # the last points of a partition kept for the report's timeline
+ARROW_OUT_ROWS = 8192
+
+
+def replay_summary(rows: Iterable[dict[str, Any]], keep_points: int = TIMELINE_POINTS
+                   ) -> Iterator[dict[str, Any]]:
+    """replay_partition, reduced for the Spark audit: every violation, the last keep_points
+    points (what a timeline draws) and one TALLY row counting all states and changes, so the
+    output grows with the violations, not with the log."""
+    points: deque[dict[str, Any]] = deque(maxlen=keep_points)
+    states = changes = 0
+    last: dict[str, Any] | None = None
+    for out in replay_partition(rows):
+        if out["kind"] == POINT:
+            states += 1
+            changes += out["record_type"] == "PartitionChangeRecord"
+            points.append(out)
+            last = out
+        else:
+            yield out
+    yield from points
+    if last is not None:
+        yield {"kind": TALLY, "rule": None, "message": None, "node": last["node"],
+               "file": last["file"], "offset": last["offset"], "topic_id": last["topic_id"],
+               "partition_id": last["partition_id"], "states": states, "changes": changes}
+
+
+ARRAY_COLUMNS = ("replicas", "isr", "elr", "last_known_elr", "adding_replicas",
+                 "removing_replicas")
+_NULL_ARRAY = "-"
+
+
+def _packed_arrays() -> Any:
+    """The replica-list columns as one string, `1,2,3|1,2|-|...` (`-` = null, i.e. unchanged):
+    Spark's Arrow writer is several times slower on array columns than on a string, and
+    these cross to Python once per partition record."""
+    return F.concat_ws("|", *[F.coalesce(F.array_join(c, ","), F.lit(_NULL_ARRAY))
+                              for c in ARRAY_COLUMNS]).alias("arrays")
+
+
+def _unpack_arrays(row: dict[str, Any]) -> None:
+    for name, text in zip(ARRAY_COLUMNS, row.pop("arrays").split("|"), strict=True):
+        row[name] = None if text == _NULL_ARRAY else [int(v) for v in text.split(",") if v]
+
+
+def _replay_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow body over rows sorted by (topic_id, partition_id, seq_major, seq_minor): each
+    partition's rows are contiguous, so one streaming pass replays them all, with no per-group
+    call (a Spark task holds many partitions)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(REPLAY_OUTPUT_SCHEMA)
-    out = list(replay_partition(table.to_pylist()))
-    return pa.Table.from_pylist(out, schema=schema)
+    out: list[dict[str, Any]] = []
+    group: list[dict[str, Any]] = []
+    key: tuple[Any, Any] | None = None
+    for batch in batches:
+        for row in batch.to_pylist():
+            _unpack_arrays(row)
+            row_key = (row["topic_id"], row["partition_id"])
+            if row_key != key:
+                out.extend(replay_summary(group))
+                group, key = [], row_key
+            group.append(row)
+        if len(out) >= ARROW_OUT_ROWS:
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            out = []
+    out.extend(replay_summary(group))
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
 
 
 # -- Spark rules -------------------------------------------------------------------------------
@@ -449,8 +517,9 @@ def replay_rows(df: DataFrame, source: ReplaySource) -> DataFrame:
 
 def replay_partitions(df: DataFrame, summary: list[dict[str, Any]] | None = None
                       ) -> DataFrame | None:
-    """Points and violations of every partition: one applyInArrow group per partition, with the
-    min ISR config rows (topic and cluster default) and ELR feature rows joined in."""
+    """Violations, last points and a tally of every partition (replay_summary): the partition's
+    rows with the min ISR config rows (topic and cluster default) and ELR feature rows joined
+    in, brought together by a shuffle and replayed in log order by a streaming mapInArrow."""
     source = choose_replay_source(file_summary(df) if summary is None else summary)
     if source is None:
         return None
@@ -474,26 +543,25 @@ def replay_partitions(df: DataFrame, summary: list[dict[str, Any]] | None = None
         | ((F.col("record_type") == "FeatureLevelRecord") & (F.col("name") == ELR_FEATURE)))
     cluster_configs = cluster_rows.drop("topic_id", "partition_id").crossJoin(
         F.broadcast(partitions))
-    columns = list(REPLAY_COLUMNS)
+    columns = [c for c in REPLAY_COLUMNS if c not in ARRAY_COLUMNS] + [_packed_arrays()]
     grouped = (partition_rows.select(*columns)
                .unionByName(topic_configs.select(*columns))
                .unionByName(cluster_configs.select(*columns)))
-    return grouped.groupBy("topic_id", "partition_id").applyInArrow(
-        _replay_arrow, schema=REPLAY_OUTPUT_SCHEMA)
+    ordered = grouped.repartition("topic_id", "partition_id").sortWithinPartitions(
+        "topic_id", "partition_id", "seq_major", "seq_minor")
+    return ordered.mapInArrow(_replay_batches, schema=REPLAY_OUTPUT_SCHEMA)
 
 
 def partition_rule_results(replayed: DataFrame | None) -> list[RuleResult]:
     """Rules 8, 10, 11, 13, 19 from the replay's output (which the caller should persist)."""
     if replayed is None:
         return [rule_result(rule, 0, []) for rule in PARTITION_RULES]
-    tallies = replayed.groupBy("kind", "record_type", "rule").count().collect()
-    changes = sum(r["count"] for r in tallies
-                  if r["kind"] == POINT and r["record_type"] == "PartitionChangeRecord")
-    states = sum(r["count"] for r in tallies if r["kind"] == POINT)
-    violation_counts: dict[int, int] = {}
-    for r in tallies:
-        if r["kind"] == VIOLATION:
-            violation_counts[r["rule"]] = violation_counts.get(r["rule"], 0) + r["count"]
+    tallies = replayed.groupBy("kind", "rule").agg(
+        F.count(F.lit(1)).alias("rows"), F.sum("states").alias("states"),
+        F.sum("changes").alias("changes")).collect()
+    states = sum(int(r["states"] or 0) for r in tallies if r["kind"] == TALLY)
+    changes = sum(int(r["changes"] or 0) for r in tallies if r["kind"] == TALLY)
+    violation_counts = {r["rule"]: int(r["rows"]) for r in tallies if r["kind"] == VIOLATION}
     results = []
     for rule in PARTITION_RULES:
         evidence: list[dict[str, Any]] = []

@@ -17,7 +17,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analytics.audit import AuditResult, run_audit
+from analytics.baseline import run_baseline
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node
+from analytics.rules import RuleResult
 from controller.core.records import (
     MetadataRecord,
     NoOpRecord,
@@ -185,6 +187,7 @@ class BrokenLog:
     rule must report exactly its own place (one Spark audit serves all these tests)."""
 
     result: AuditResult
+    root: Path
     files: dict[int, Path]
     offsets: dict[object, int]
 
@@ -205,7 +208,7 @@ def broken(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Bro
     log.data(1, NoOpRecord())
     last_case = max(offsets[rule] for rule in PARTITION_CASES)
     files = write_cluster(root, {1: log, 2: log.copy(last_case), 3: log.copy()})
-    return BrokenLog(audit(spark, root), files, offsets)
+    return BrokenLog(audit(spark, root), root, files, offsets)
 
 
 def test_broken_log_flags_exactly_its_rules(broken: BrokenLog) -> None:
@@ -234,6 +237,26 @@ def test_partition_rule_violation(broken: BrokenLog, rule: int) -> None:
     for other in broken.result.rules:
         if other.rule != rule:
             assert all(v.get("partition") != partition for v in other.violations), other.rule
+
+
+def _verdicts(rules: list[RuleResult]) -> dict[int, tuple[int, int, list[tuple[str, str]]]]:
+    """Per rule: what was checked, how many violations, and where (offset, partition)."""
+    return {r.rule: (r.checked, r.violation_count,
+                     sorted((str(v.get("offset")), str(v.get("partition"))) for v in r.violations))
+            for r in rules}
+
+
+def test_baseline_agrees_with_the_spark_audit(spark: SparkSession, broken: BrokenLog,
+                                              tmp_path: Path) -> None:
+    """The single-process baseline (`bench audit`'s yardstick) and the Spark audit count the
+    same things and flag the same places, on a clean log with a snapshot and on the broken one."""
+    generate_cluster_dir(tmp_path / "clean", 2500, seed=11, topics=3, partitions_per_topic=4,
+                         segment_records=700, snapshot_at=900)
+    clean = audit(spark, tmp_path / "clean")
+    for root, result in ((tmp_path / "clean", clean), (broken.root, broken.result)):
+        expected = _verdicts(result.rules)
+        assert _verdicts(run_baseline(root).rules) == expected, root
+    assert clean.rule(8).checked > 100 and broken.result.rule(8).violation_count == 1
 
 
 def _run_cli(*args: str) -> subprocess.Popen[str]:
