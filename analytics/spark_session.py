@@ -19,6 +19,10 @@ from analytics.datasource import MetadataLogDataSource
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MASTER = "local[2]"
+# In local mode the executors live in the driver's JVM: Spark's 1g default makes the cached
+# rows of a million-record audit spill to disk. Still a bound: no data is collected to the
+# driver's Python side. Read at JVM start only (an already running session keeps its own).
+DEFAULT_DRIVER_MEMORY = "4g"
 # Spark's INFO/WARN chatter would drown the CLI's own output on stderr; errors still show.
 _LOG4J2_PROPERTIES = """\
 rootLogger.level = error
@@ -43,6 +47,7 @@ def build_session(
     app_name: str = "minikraft-audit",
     shuffle_partitions: int = 8,
     extra_conf: dict[str, str] | None = None,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
 ) -> SparkSession:
     """A session with the minikraft-metadata data source registered."""
     # Executors must run the same interpreter and see the same packages as the driver.
@@ -56,6 +61,7 @@ def build_session(
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
+        .config("spark.driver.memory", driver_memory)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))

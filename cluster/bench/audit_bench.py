@@ -1,6 +1,8 @@
 """`minikraft bench audit`: the PySpark audit (analytics/audit.py) against the single-process
-Python baseline (analytics/baseline.py) over the same generated metadata logs, in one run, at
-1M records (`--quick`: 100k). The peer here is the single-process pass, not another system."""
+Python baseline (analytics/baseline.py) over the same metadata logs, in one run: generated at
+`records` (1M by default, `--quick` 100k) in a temporary directory, or the files already under
+`--dir` (generated there first if it holds none, and kept). The peer here is the single-process
+pass, not another system."""
 
 from __future__ import annotations
 
@@ -12,29 +14,61 @@ from typing import Any
 
 from cluster.bench.report import make_report, row
 
-NOTE = "same generated files; Spark local[2] vs one Python process; wall time incl. start-up"
+NOTE = "same files; Spark local[2] vs one Python process; wall time incl. Spark start-up"
+
+
+def log_length(directory: Path) -> int:
+    """The longest controller log's end offset, read from batch headers of each node's last
+    segment (what `generate --records N` wrote, about N)."""
+    from analytics.datasource import KIND_SEGMENT, discover_files
+    from raft.core.record_batch import CorruptBatchError, read_header
+
+    last_segment: dict[int, str] = {}
+    for spec in discover_files(directory):
+        if spec.kind == KIND_SEGMENT:
+            last_segment[spec.node] = spec.file  # discover_files sorts by offset within a node
+    end = 0
+    for file in last_segment.values():
+        data = Path(file).read_bytes()
+        position = 0
+        while position < len(data):
+            try:
+                header = read_header(data, position)
+            except CorruptBatchError:
+                break
+            end = max(end, header.last_offset + 1)
+            position += header.size
+    return end
 
 
 def run_audit_bench(
-    *, records: int = 1_000_000, quick: bool = False, master: str = "local[2]"
+    *, records: int = 1_000_000, quick: bool = False, master: str = "local[2]",
+    directory: Path | None = None, spark: Any = None,
 ) -> dict[str, Any]:
     from analytics.audit import run_audit
     from analytics.baseline import run_baseline
+    from analytics.datasource import discover_files
     from analytics.generate import generate_cluster_dir
 
     if quick:
         records = 100_000
-    workdir = Path(tempfile.mkdtemp(prefix="minikraft-audit-bench-"))
+    workdir = None
+    if directory is None:
+        workdir = Path(tempfile.mkdtemp(prefix="minikraft-audit-bench-"))
+        directory = workdir / "cluster"
     try:
-        generate_cluster_dir(workdir / "cluster", records)
+        if not discover_files(directory):
+            generate_cluster_dir(directory, records)
+        records = log_length(directory)
         started = time.perf_counter()
-        audit = run_audit(workdir / "cluster", master=master)
+        audit = run_audit(directory, master=master, spark=spark)
         audit_s = time.perf_counter() - started
         started = time.perf_counter()
-        baseline = run_baseline(workdir / "cluster")
+        baseline = run_baseline(directory)
         baseline_s = time.perf_counter() - started
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     if audit.verdict != baseline.verdict:
         raise RuntimeError(
             f"audit ({audit.verdict}) and baseline ({baseline.verdict}) disagree on the same files"
@@ -43,7 +77,9 @@ def run_audit_bench(
         "audit",
         "single-process baseline",
         [row(f"audit wall time, {records:,} records", "s", "lower", audit_s, baseline_s)],
-        [NOTE],
+        [NOTE, f"{audit.inputs['records']:,} rows read from {audit.inputs['files']} files "
+               f"of {audit.inputs['nodes']} nodes"],
         records=records,
+        rows=audit.inputs["records"],
         verdict=audit.verdict,
     )

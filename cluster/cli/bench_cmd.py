@@ -8,6 +8,7 @@ compares Spark with the single-process baseline. The peers come from `make bench
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -26,17 +27,24 @@ PEERS = {
 @click.argument("which", type=click.Choice(["raft", "produce", "failover", "audit"]))
 @click.option("--compare", type=click.Choice(["etcd", "pysyncobj", "nats"]), default=None)
 @click.option("--quick", is_flag=True, help="a short run (smoke test), not for quoting")
+@click.option("--records", type=click.IntRange(min=1), default=None,
+              help="audit only: metadata records to generate (default 1,000,000)")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="audit only: audit the logs under DIR (generated there if none)")
 @output_option
-def bench(which: str, compare: str | None, quick: bool, output: str) -> None:
+def bench(which: str, compare: str | None, quick: bool, records: int | None,
+          directory: Path | None, output: str) -> None:
     """Run a bounded benchmark on localhost and print its figures."""
     if compare not in PEERS[which]:
         allowed = ", ".join(p for p in PEERS[which] if p) or "no peer"
         fail(f"bench {which} compares with {allowed}, not {compare}", EXIT_USAGE)
+    if which != "audit" and (records is not None or directory is not None):
+        fail("--records and --dir apply to bench audit only", EXIT_USAGE)
     from cluster.bench.peers.procs import PeerMissing
     from cluster.bench.report import print_report
 
     try:
-        report, title = _run(which, compare, quick)
+        report, title = _run(which, compare, quick, records, directory)
     except PeerMissing as exc:
         fail(str(exc), EXIT_USAGE)
     if output == "json":
@@ -45,7 +53,8 @@ def bench(which: str, compare: str | None, quick: bool, output: str) -> None:
     print_report(title, report)
 
 
-def _run(which: str, compare: str | None, quick: bool) -> tuple[dict[str, Any], str]:
+def _run(which: str, compare: str | None, quick: bool, records: int | None = None,
+         directory: Path | None = None) -> tuple[dict[str, Any], str]:
     if which == "raft":
         from cluster.bench.raft_bench import run_raft_bench
 
@@ -59,8 +68,9 @@ def _run(which: str, compare: str | None, quick: bool) -> tuple[dict[str, Any], 
     if which == "audit":
         from cluster.bench.audit_bench import run_audit_bench
 
-        report = run_audit_bench(quick=quick)
-        return report, f"bench audit ({report['records']:,} generated records)"
+        report = run_audit_bench(quick=quick, records=records or 1_000_000,
+                                 directory=directory)
+        return report, f"bench audit ({report['records']:,} metadata records)"
     from cluster.bench.produce_bench import run_produce_bench
 
     report = run_produce_bench(quick=quick)

@@ -75,6 +75,12 @@ def test_compare_is_refused_for_a_bench_without_that_peer() -> None:
     assert "bench audit compares with no peer" in result.stderr
 
 
+def test_audit_options_are_refused_for_other_benches() -> None:
+    result = minikraft("bench", "raft", "--records", "10", timeout=30)
+    assert result.returncode == 2
+    assert "--records and --dir apply to bench audit only" in result.stderr
+
+
 def test_etcd_members_commit_puts_and_stop_by_pid() -> None:
     _require("etcd", "etcd-server")
     from cluster.bench.peers.etcd import EtcdCluster, put_workload

@@ -259,6 +259,22 @@ def test_baseline_agrees_with_the_spark_audit(spark: SparkSession, broken: Broke
     assert clean.rule(8).checked > 100 and broken.result.rule(8).violation_count == 1
 
 
+def test_bench_audit_on_existing_files(spark: SparkSession, tmp_path: Path) -> None:
+    """`bench audit --dir`: audits the files already there, names the log's length, and keeps
+    them; both sides measured, ratio = Spark / baseline."""
+    from cluster.bench.audit_bench import log_length, run_audit_bench
+
+    generated = generate_cluster_dir(tmp_path / "logs", 1200, seed=5, topics=2,
+                                     partitions_per_topic=2, segment_records=500)
+    report = run_audit_bench(directory=tmp_path / "logs", spark=spark)
+    assert report["records"] == log_length(tmp_path / "logs") == generated.log_end_offset
+    assert report["verdict"] == "clean" and report["rows"] > 2 * generated.log_end_offset
+    (line,) = report["results"]
+    assert line["minikraft"] > 0 and line["peer"] > 0
+    assert line["ratio"] == pytest.approx(line["minikraft"] / line["peer"], rel=0.01)
+    assert (tmp_path / "logs" / "controller-1").is_dir()
+
+
 def _run_cli(*args: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen([sys.executable, "-m", "cluster.cli.audit_cmd", *args], cwd=REPO,
