@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,6 +38,7 @@ from cluster.config import NodeConfig
 from cluster.net.client import RpcClient
 from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
+from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
 from cluster.protocol import broker_messages as bm
 from cluster.protocol import controller_messages as cm
@@ -187,14 +187,7 @@ class BrokerNode:
     # ---- lifecycle ----
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stopped.set)
-        await self.start()
-        try:
-            await self._stopped.wait()
-        finally:
-            await self.stop()
+        await serve_until_signalled(self.start, self.stop, self._stopped)
 
     async def start(self) -> None:
         # Rule 12: read the epoch, load the logs, then remove the file, so a crash from now on

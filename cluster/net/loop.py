@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -36,3 +37,20 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     """
     with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
         return runner.run(main)
+
+
+async def serve_until_signalled(
+    start: Callable[[], Awaitable[None]],
+    stop: Callable[[], Awaitable[None]],
+    stopped: asyncio.Event,
+) -> None:
+    """A node process's life: start, serve until SIGTERM/SIGINT (or `stopped` is set another
+    way), then stop, which runs even when start or the wait fails (the clean-shutdown path)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    await start()
+    try:
+        await stopped.wait()
+    finally:
+        await stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from cluster.config import NodeConfig
 from cluster.net.client import RpcClient
 from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
+from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
@@ -147,14 +147,7 @@ class ControllerNode:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stopped.set)
-        await self.start()
-        try:
-            await self._stopped.wait()
-        finally:
-            await self.stop()
+        await serve_until_signalled(self.start, self.stop, self._stopped)
 
     async def start(self) -> None:
         port = await self.server.start()

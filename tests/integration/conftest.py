@@ -4,12 +4,14 @@ pid when the test ends, pass or fail."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +36,36 @@ def minikraft(
         cwd=REPO,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+
+
+def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
+    """`topics describe --topic T --output json`'s first partition (as CLI.md prints it)."""
+    # A standby controller may answer before it replayed a just-created topic: ask again.
+    for _attempt in range(20):
+        result = minikraft(
+            "topics", "--bootstrap-server", c.bootstrap_controller, "describe", "--topic", topic,
+            "--output", "json",
+        )
+        if "UNKNOWN_TOPIC_OR_PARTITION" not in result.stderr:
+            break
+        time.sleep(0.1)
+    assert result.returncode == 0, result.stderr
+    partitions: list[dict[str, Any]] = json.loads(result.stdout)
+    return partitions[0]
+
+
+def wait_describe(
+    c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float
+) -> dict[str, Any]:
+    """describe until predicate holds, bounded by timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = describe(c, topic)
+        if predicate(last):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{topic} never matched; last {last}")
 
 
 def start_cluster(directory: Path, controllers: int = 3, **overrides: str) -> LocalCluster:

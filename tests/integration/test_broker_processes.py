@@ -8,7 +8,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from cluster.launch.readiness import wait_until_ready
 from cluster.protocol import broker_messages as bm
 from cluster.protocol.errors import Errors
 from raft.core.record_batch import encode_batch
-from tests.integration.conftest import minikraft
+from tests.integration.conftest import describe, minikraft, wait_describe
 
 OVERRIDES = {
     "broker.session.timeout.ms": "3000",
@@ -56,34 +56,6 @@ def create_topic(c: LocalCluster, topic: str, min_isr: int) -> None:
         "--config", f"min.insync.replicas={min_isr}",
     )
     assert result.returncode == 0, result.stderr
-
-
-def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
-    # A standby controller may answer before it replayed a just-created topic: ask again.
-    for _attempt in range(20):
-        result = minikraft(
-            "topics", "--bootstrap-server", c.bootstrap_controller, "describe", "--topic", topic,
-            "--output", "json",
-        )
-        if "UNKNOWN_TOPIC_OR_PARTITION" not in result.stderr:
-            break
-        time.sleep(0.1)
-    assert result.returncode == 0, result.stderr
-    partitions: list[dict[str, Any]] = json.loads(result.stdout)
-    return partitions[0]
-
-
-def wait_describe(
-    c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    last: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        last = describe(c, topic)
-        if predicate(last):
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{topic} never matched; last {last}")
 
 
 def produce(c: LocalCluster, topic: str, acks: str, n: int, journal: Path) -> dict[str, Any]:

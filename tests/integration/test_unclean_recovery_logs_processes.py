@@ -33,7 +33,7 @@ from controller.core.records import PartitionChangeRecord, decode_record
 from raft.core.replica_key import uuid_from_str
 from raft.runtime.log_reader import read_batches
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
-from tests.integration.conftest import minikraft, quorum
+from tests.integration.conftest import describe, minikraft, quorum, wait_describe
 
 BASE = {
     "broker.heartbeat.interval.ms": "400",
@@ -99,29 +99,6 @@ def produce(c: LocalCluster, topic: str, acks: str, n: int) -> None:
     )
     assert produced.returncode == 0, produced.stdout + produced.stderr
     assert json.loads(produced.stdout)["acked"] == n
-
-
-def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
-    result = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "describe", "--topic", topic,
-        "--output", "json",
-    )
-    assert result.returncode == 0, result.stderr
-    rows: list[dict[str, Any]] = json.loads(result.stdout)
-    return rows[0]
-
-
-def wait_describe(
-    c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    last: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        last = describe(c, topic)
-        if predicate(last):
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"{topic} never matched; last {last}")
 
 
 def hold(c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], s: float) -> None:
