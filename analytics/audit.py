@@ -43,6 +43,10 @@ from analytics.rules import (
 from analytics.spark_session import DEFAULT_MASTER, build_session, register_data_sources
 
 TIMELINE_PARTITIONS = 12
+# Decoded rows take several times their size on disk once cached. Past this much input the
+# rows are cached on local disk only: with a 4g driver (spark_session.DEFAULT_DRIVER_MEMORY) a
+# 10M-record audit (5 GB of segments) kept in memory ran the JVM out of heap.
+MEMORY_CACHE_LIMIT_BYTES = 1 << 30
 MAX_CORRUPT_LISTED = 100
 
 Progress = Callable[[str], None]
@@ -143,6 +147,7 @@ def run_audit(
     report_dir: str | Path | None = None,
     spark: SparkSession | None = None,
     progress: Progress | None = None,
+    memory_cache_limit_bytes: int = MEMORY_CACHE_LIMIT_BYTES,
 ) -> AuditResult:
     """Audit every metadata segment and snapshot under directory (INVARIANTS rules 1, 2, 5, 8,
     10, 11, 13, 19) and the broker journals, ack journals and partition logs (rules 20, 22,
@@ -159,8 +164,11 @@ def run_audit(
     else:
         register_data_sources(spark)
     try:
-        say(f"reading {len(files)} files")
-        df = read_metadata(spark, directory).persist(StorageLevel.MEMORY_AND_DISK)
+        input_bytes = sum(Path(f.file).stat().st_size for f in files)
+        level = (StorageLevel.MEMORY_AND_DISK if input_bytes <= memory_cache_limit_bytes
+                 else StorageLevel.DISK_ONLY)
+        say(f"reading {len(files)} files ({input_bytes / 2**20:,.0f} MiB)")
+        df = read_metadata(spark, directory).persist(level)
         summary = file_summary(df)
         inputs = _inputs(df, summary, len(files))
         say(f"read {inputs['records']} records; rule 1: one leader per epoch")

@@ -256,6 +256,9 @@ def test_baseline_agrees_with_the_spark_audit(spark: SparkSession, broken: Broke
     for root, result in ((tmp_path / "clean", clean), (broken.root, broken.result)):
         expected = _verdicts(result.rules)
         assert _verdicts(run_baseline(root).rules) == expected, root
+    # Large inputs are cached on disk only (MEMORY_CACHE_LIMIT_BYTES): same verdicts.
+    on_disk = run_audit(broken.root, spark=spark, memory_cache_limit_bytes=0)
+    assert _verdicts(on_disk.rules) == _verdicts(broken.result.rules)
     assert clean.rule(8).checked > 100 and broken.result.rule(8).violation_count == 1
 
 
