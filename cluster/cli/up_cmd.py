@@ -98,6 +98,9 @@ def _follow_logs(cluster: LocalCluster) -> None:
     """Stream every node's log with its name in front until Ctrl-C, then stop them all."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Ctrl-C is how a foreground cluster stops, even when `up` inherited SIGINT ignored (a
+    # shell's background job, nohup, some CI runners): take it explicitly.
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     offsets = {spec.name: 0 for spec in cluster.all_nodes()}
     try:
         while not stop.is_set():

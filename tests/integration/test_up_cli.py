@@ -54,6 +54,9 @@ def test_up_in_the_foreground_streams_logs_and_stops_all_on_ctrl_c(tmp_path: Pat
         [sys.executable, "-m", "cluster.cli.main", "up", "--dir", str(directory),
          "--base-port", "0", "--timeout-s", str(READY_TIMEOUT_S)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Started as a shell's background job or under nohup would start it: SIGINT ignored.
+        # Ctrl-C must still stop the cluster (up takes SIGINT explicitly).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
