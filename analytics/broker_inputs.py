@@ -16,7 +16,7 @@ file's reading stops there; nothing here raises on bad input.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 _NODE_DIR = re.compile(r"^(?:broker|controller)-(\d+)$")
 METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"
-ARROW_BATCH_ROWS = 8192
 
 JOURNAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("file", "STRING"),
@@ -269,46 +268,10 @@ def iter_partition_log_rows(spec: PartitionLogFile) -> Iterator[tuple[Any, ...]]
 # -- Spark side: one DataSource per kind, each yielding pyarrow RecordBatches -----------------
 
 try:
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.datasource import DataSource, DataSourceReader
     from pyspark.sql.types import StructType
 
-    class _FilePartition(InputPartition):
-        def __init__(self, spec: Any) -> None:
-            super().__init__(spec)
-            self.spec = spec
-
-    class _ArrowFileReader(DataSourceReader):
-        """Reads each file with a row generator and ships rows to Spark as Arrow batches."""
-
-        def __init__(self, specs: Sequence[Any], rows: Callable[[Any], Iterator[tuple[Any, ...]]],
-                     schema: StructType) -> None:
-            self.specs = list(specs)
-            self.rows = rows
-            self.schema = schema
-
-        def partitions(self) -> Sequence[InputPartition]:
-            return [_FilePartition(spec) for spec in self.specs]
-
-        def read(self, partition: InputPartition) -> Iterator[Any]:
-            import pyarrow as pa
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            assert isinstance(partition, _FilePartition)
-            arrow_schema = to_arrow_schema(self.schema)
-            rows: list[tuple[Any, ...]] = []
-            for row in self.rows(partition.spec):
-                rows.append(row)
-                if len(rows) >= ARROW_BATCH_ROWS:
-                    yield rows_to_arrow(pa, rows, arrow_schema)
-                    rows = []
-            if rows:
-                yield rows_to_arrow(pa, rows, arrow_schema)
-
-    def rows_to_arrow(pa: Any, rows: list[tuple[Any, ...]], arrow_schema: Any) -> Any:
-        columns = list(zip(*rows, strict=True))
-        return pa.RecordBatch.from_arrays(
-            [pa.array(col, type=f.type) for col, f in zip(columns, arrow_schema, strict=True)],
-            schema=arrow_schema)
+    from analytics.datasource import ArrowFileReader
 
     def _path(options: Any, source: str) -> str:
         path = options.get("path")
@@ -326,7 +289,7 @@ try:
 
         def reader(self, schema: StructType) -> DataSourceReader:
             specs = discover_journals(_path(self.options, BROKER_JOURNAL_SOURCE))[0]
-            return _ArrowFileReader(specs, iter_journal_rows, schema)
+            return ArrowFileReader(specs, iter_journal_rows, schema)
 
     class AckJournalDataSource(DataSource):
         @classmethod
@@ -338,7 +301,7 @@ try:
 
         def reader(self, schema: StructType) -> DataSourceReader:
             specs = discover_journals(_path(self.options, ACK_JOURNAL_SOURCE))[1]
-            return _ArrowFileReader(specs, iter_ack_rows, schema)
+            return ArrowFileReader(specs, iter_ack_rows, schema)
 
     class PartitionLogDataSource(DataSource):
         @classmethod
@@ -350,7 +313,7 @@ try:
 
         def reader(self, schema: StructType) -> DataSourceReader:
             specs = discover_partition_logs(_path(self.options, PARTITION_LOG_SOURCE))
-            return _ArrowFileReader(specs, iter_partition_log_rows, schema)
+            return ArrowFileReader(specs, iter_partition_log_rows, schema)
 
 except ImportError:  # pragma: no cover - pyspark is the `spark` extra
     pass

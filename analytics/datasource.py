@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -327,17 +327,22 @@ try:
     class FilePartition(InputPartition):
         """One file: Spark reads files in parallel, never one file in two tasks."""
 
-        def __init__(self, spec: FileSpec) -> None:
+        def __init__(self, spec: Any) -> None:
             super().__init__(spec)
             self.spec = spec
 
-    class MetadataLogReader(DataSourceReader):
-        def __init__(self, path: str, schema: StructType) -> None:
-            self.path = path
+    class ArrowFileReader(DataSourceReader):
+        """One input partition per file spec; each file's rows (a row generator in schema
+        order) shipped to Spark as Arrow batches. Every minikraft data source reads this way."""
+
+        def __init__(self, specs: Sequence[Any], rows: Callable[[Any], Iterator[tuple[Any, ...]]],
+                     schema: StructType) -> None:
+            self.specs = list(specs)
+            self.rows = rows
             self.schema = schema
 
         def partitions(self) -> Sequence[InputPartition]:
-            return [FilePartition(spec) for spec in discover_files(self.path)]
+            return [FilePartition(spec) for spec in self.specs]
 
         def read(self, partition: InputPartition) -> Iterator[Any]:
             import pyarrow as pa
@@ -346,7 +351,7 @@ try:
             assert isinstance(partition, FilePartition)
             arrow_schema = to_arrow_schema(self.schema)
             rows: list[tuple[Any, ...]] = []
-            for row in iter_file_rows(partition.spec):
+            for row in self.rows(partition.spec):
                 rows.append(row)
                 if len(rows) >= ARROW_BATCH_ROWS:
                     yield _to_arrow(pa, rows, arrow_schema)
@@ -374,7 +379,7 @@ try:
             path = self.options.get("path")
             if not path:
                 raise ValueError("minikraft-metadata needs a directory: .load(dir)")
-            return MetadataLogReader(str(path), schema)
+            return ArrowFileReader(discover_files(str(path)), iter_file_rows, schema)
 
 except ImportError:  # pragma: no cover - pyspark is the `spark` extra
     pass
