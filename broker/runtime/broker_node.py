@@ -32,6 +32,7 @@ from broker.runtime.clean_shutdown import (
     write_clean_shutdown,
 )
 from broker.runtime.event_journal import EventJournal
+from broker.runtime.kafka_apis import KafkaApis
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from cluster.config import NodeConfig
@@ -157,6 +158,9 @@ class BrokerNode:
             faults=self.faults,
             registry=bm.BROKER_REGISTRY,
         )
+        # Kafka's wire protocol on the same listener, for real Kafka clients (issue 20).
+        self.kafka_apis = KafkaApis(self)
+        self.server.kafka_service = self.kafka_apis.service
         self.registry = CollectorRegistry()
         Gauge(
             "broker_metadata_offset", "applied metadata offset", registry=self.registry
