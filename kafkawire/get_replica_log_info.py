@@ -1,8 +1,8 @@
 """GetReplicaLogInfo (api key 93, v0, flexible): the one message kio lacks, declared once in kio's
 style from Apache Kafka trunk's GetReplicaLogInfoRequest.json / GetReplicaLogInfoResponse.json,
-so kio's entity_reader/entity_writer encode it like any generated schema (seed 004)."""
+so kio's entity_reader/entity_writer encode it like any generated schema (seed 004). No
+`from __future__ import annotations`: kio reads the field types at run time."""
 
-from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field

@@ -549,6 +549,10 @@ class KafkaApis:
 
     # ---- admin, forwarded to the active controller ----
 
+    async def forward(self, request: Any, timeout_ms: int | None = None) -> Any:
+        """An internal admin request from the msgpack listener (the CLI), forwarded."""
+        return await self._forward(request, timeout_ms or FORWARD_TIMEOUT_MS)
+
     async def _forward(self, request: Any, timeout_ms: int = FORWARD_TIMEOUT_MS) -> Any:
         """Send an internal admin request to the active controller; NOT_CONTROLLER and
         unreachable controllers are retried until the timeout, so a controller move is

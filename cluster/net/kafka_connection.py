@@ -172,3 +172,15 @@ class _Immediate:
 
     body: Any
     correlation_id: int
+
+
+def api_versions_only_service(table: Mapping[ApiKey, VersionRange]) -> KafkaService:
+    """A listener that answers ApiVersions and nothing else (the controller's, in this stage):
+    a client pointed at it learns what it serves instead of hanging on a msgpack node."""
+
+    async def handle(request: KafkaRequest, _ctx: KafkaRequestContext) -> Any:
+        return api_versions_response(table, request.header.api_version)
+
+    if set(table) != {ApiKey.API_VERSIONS}:
+        raise ValueError("api_versions_only_service serves ApiVersions only")
+    return KafkaService(table, handle)
