@@ -115,12 +115,17 @@ class _ServerConnection(asyncio.Protocol):
         assert transport is not None
         if not self._protocol_known:
             self._sniffed += data
-            if len(self._sniffed) < _SNIFF_BYTES:
+            # An empty or oversize first frame says nothing of its protocol: the msgpack path
+            # answers it (MESSAGE_TOO_LARGE) and closes, as before.
+            size = int.from_bytes(self._sniffed[:4], "big") if len(self._sniffed) >= 4 else None
+            undecidable = size is not None and (size == 0 or size > self._server.max_frame_bytes)
+            if len(self._sniffed) < _SNIFF_BYTES and not undecidable:
                 return
             data, self._sniffed = bytes(self._sniffed), bytearray()
             self._protocol_known = True
             service = self._server.kafka_service
-            if data[4] != _MSGPACK_REQUEST_FIRST_BYTE and service is not None:
+            kafka = not undecidable and data[4] != _MSGPACK_REQUEST_FIRST_BYTE
+            if kafka and service is not None:
                 self._kafka = KafkaConnection(
                     transport, service, self._server.max_frame_bytes, self.peer
                 )
