@@ -576,10 +576,14 @@ class KafkaApis:
             assignments = {
                 int(a.partition_index): [int(b) for b in a.broker_ids] for a in topic.assignments
             }
-            if assignments and (int(topic.num_partitions) != -1 or int(topic.replication_factor) != -1):
+            if assignments and (
+                int(topic.num_partitions) not in (-1, len(assignments))
+                or int(topic.replication_factor)
+                not in (-1, *(len(r) for r in assignments.values()))
+            ):
                 results[topic.name] = (
                     Errors.INVALID_REQUEST,
-                    "both a replica assignment and partitions/replication factor were given",
+                    "a replica assignment and different partitions/replication factor were given",
                     None,
                 )
                 continue
