@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,8 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from kafkawire.api_keys import ApiKey
+from kafkawire.errors import Errors
+from kafkawire.framing import frame
+from kafkawire.messages import decode_response, encode_request
 from tests.integration.conftest import minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -410,3 +419,108 @@ def test_kcat_lists_metadata_and_consumes(up: Up) -> None:
     )
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.split() == ["line-0", "line-1", "line-2"]
+
+
+# ---- bad input on Kafka's protocol: a clear answer or a closed connection, never a crash ----
+
+
+def _connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock.settimeout(10)
+    return sock
+
+
+def _read_frame(sock: socket.socket) -> bytes | None:
+    """One response payload, or None once the broker closed the connection."""
+    data = b""
+    try:
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+    except ConnectionResetError:
+        return None
+    return data[4:]
+
+
+def _api_versions_answered(address: str) -> None:
+    with _connect(address) as sock:
+        sock.sendall(
+            encode_request(
+                ApiVersionsRequest(client_software_name="probe", client_software_version="1"),
+                42,
+                "probe",
+            )
+        )
+        payload = _read_frame(sock)
+    assert payload is not None
+    correlation_id, body = decode_response(payload, int(ApiKey.API_VERSIONS), 3)
+    assert correlation_id == 42 and body.error_code == 0
+
+
+def _log_end_offsets(up: Up, topic: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": "unused"})
+    try:
+        consumer.list_topics(topic, timeout=10)  # learn the partitions' leaders first
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1]
+            for p in range(3)
+        ]
+    finally:
+        consumer.close()
+
+
+def test_bad_kafka_input_gets_an_answer_or_a_close_and_writes_nothing(up: Up) -> None:
+    admin = _admin(up)
+    if "guarded" not in admin.list_topics(timeout=10).topics:
+        _create(admin, NewTopic("guarded", 3, 3))
+    _wait_leaders(admin, "guarded", 3)
+    before = _log_end_offsets(up, "guarded")
+    address = up.cluster.brokers[0].address
+
+    # ApiVersions of a version above ours: v0, UNSUPPORTED_VERSION and our table (KIP-511).
+    with _connect(address) as sock:
+        sock.sendall(frame(struct.pack(">hhih", 18, 99, 5, -1) + b"\x00\x00"))
+        payload = _read_frame(sock)
+    assert payload is not None
+    correlation_id, body = decode_response(payload, int(ApiKey.API_VERSIONS), 0)
+    assert (correlation_id, body.error_code) == (5, Errors.UNSUPPORTED_VERSION)
+    produce = next(a for a in body.api_keys if a.api_key == ApiKey.PRODUCE)
+    assert (produce.min_version, produce.max_version) == (3, 12)
+
+    closing = [
+        struct.pack(">hhih", 0, 2, 1, -1) + b"\x00" * 12,  # Produce v2: below KIP-896's floor
+        struct.pack(">hhih", 3, 14, 1, -1) + b"\x00" * 4,  # Metadata v14: above ours
+        struct.pack(">hhih", 99, 0, 1, -1),  # an api key no listener serves
+        struct.pack(">hhih", 3, 12, 1, 3) + b"ab",  # a header cut short
+        struct.pack(">hhih", 0, 9, 1, -1) + b"\xff" * 40,  # a Produce body that does not parse
+    ]
+    for payload in closing:
+        with _connect(address) as sock:
+            sock.sendall(frame(payload))
+            assert _read_frame(sock) is None, payload
+    # A frame cut off mid-way, then the client gives up: the broker drops the connection.
+    with _connect(address) as sock:
+        sock.sendall(struct.pack(">I", 100) + b"\x00\x03" + b"\x00" * 8)
+        sock.shutdown(socket.SHUT_WR)
+        assert _read_frame(sock) is None
+    # A length above socket.request.max.bytes: answered and closed before a byte is buffered.
+    with _connect(address) as sock:
+        sock.sendall(struct.pack(">I", 200 * 1024 * 1024) + b"\x00" * 16)
+        while _read_frame(sock) is not None:
+            pass
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.binary(min_size=1, max_size=300))
+    def garbage(data: bytes) -> None:
+        with _connect(address) as sock:
+            sock.sendall(frame(b"\x00" + data))  # a leading 0x00 takes the Kafka path
+            sock.shutdown(socket.SHUT_WR)
+            while _read_frame(sock) is not None:  # answers (if any) until the close
+                pass
+
+    garbage()
+    _api_versions_answered(address)
+    assert _log_end_offsets(up, "guarded") == before
