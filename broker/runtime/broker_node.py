@@ -35,7 +35,7 @@ from broker.runtime.event_journal import EventJournal
 from broker.runtime.kafka_apis import KafkaApis
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
-from cluster.config import NodeConfig
+from cluster.config import NodeConfig, parse_listeners
 from cluster.net.client import RpcClient
 from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
@@ -294,12 +294,21 @@ class BrokerNode:
     async def _register(self) -> None:
         if self.raft.replica.leader_id is None:
             return
+        # Clients learn host and port from Metadata: Kafka's advertised.listeners, else listeners.
+        advertised = next(
+            (
+                a
+                for a in parse_listeners(self.config.get("advertised.listeners") or "")
+                if a.name == self.listener.name
+            ),
+            self.listener,
+        )
         response = await self._controller_request(
             cm.BrokerRegistrationRequest(
                 self.broker_id,
                 self.raft.cluster_id,
                 self.incarnation_id,
-                [cm.BrokerListener(self.listener.name, self.listener.host, self.listener.port)],
+                [cm.BrokerListener(advertised.name, advertised.host, advertised.port)],
                 log_dirs=[m.directory_id for m in self.log_dir_metas if m.directory_id],
                 previous_broker_epoch=self.previous_broker_epoch,
             )

@@ -524,3 +524,45 @@ def test_bad_kafka_input_gets_an_answer_or_a_close_and_writes_nothing(up: Up) ->
     garbage()
     _api_versions_answered(address)
     assert _log_end_offsets(up, "guarded") == before
+
+
+# ---- the minikraft CLI's admin commands with broker addresses (brokers forward them) ----
+
+
+def test_cli_admin_commands_take_broker_addresses(up: Up) -> None:
+    brokers = up.bootstrap
+    created = minikraft(
+        "topics", "--bootstrap-server", brokers, "create", "--topic", "via-brokers",
+        "--partitions", "2", "--replication-factor", "3", "--config", "min.insync.replicas=2",
+    )
+    assert created.returncode == 0, created.stderr
+    deadline = time.monotonic() + 20
+    while True:
+        described = minikraft(
+            "topics", "--bootstrap-server", brokers, "describe", "--topic", "via-brokers",
+            "--output", "json",
+        )
+        if described.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert described.returncode == 0, described.stderr
+    rows = json.loads(described.stdout)
+    assert [r["partition"] for r in rows] == [0, 1]
+    assert all(len(r["isr"]) == 3 for r in rows)
+    altered = minikraft(
+        "configs", "--bootstrap-server", brokers, "alter", "--entity-type", "topics",
+        "--entity-name", "via-brokers", "--add-config", "min.insync.replicas=3",
+    )
+    assert altered.returncode == 0, altered.stderr
+    elected = minikraft(
+        "leader-election", "--bootstrap-server", brokers, "--election-type", "PREFERRED",
+        "--topic", "via-brokers", "--partition", "0", "--output", "json",
+    )
+    # The preferred replica already leads: Kafka's ELECTION_NOT_NEEDED, as one line.
+    assert "ELECTION_NOT_NEEDED" in elected.stdout + elected.stderr, elected
+    assert "Traceback" not in elected.stderr
+    again = minikraft(
+        "topics", "--bootstrap-server", brokers, "create", "--topic", "via-brokers",
+        "--partitions", "1", "--replication-factor", "1",
+    )
+    assert again.returncode != 0 and "TOPIC_ALREADY_EXISTS" in again.stderr
