@@ -96,6 +96,7 @@ class KafkaApis:
             raise RuntimeError(f"advertised but not handled: {sorted(missing)}")
         self.service = KafkaService(BROKER_API_VERSIONS, self.handle)
         self._background: set[asyncio.Future[None]] = set()
+        self._creating: set[str] = set()
 
     async def handle(self, request: KafkaRequest, _ctx: KafkaRequestContext) -> Any | None:
         header = request.header
@@ -224,6 +225,16 @@ class KafkaApis:
         return self.broker.config.get("auto.create.topics.enable") == "true"
 
     async def _auto_create(self, names: list[str]) -> None:
+        names = [n for n in names if n not in self._creating]
+        if not names:
+            return  # a request for these is already on its way to the controller
+        self._creating.update(names)
+        try:
+            await self._auto_create_now(names)
+        finally:
+            self._creating.difference_update(names)
+
+    async def _auto_create_now(self, names: list[str]) -> None:
         config = self.broker.config
         request = cm.CreateTopicsRequest(
             [
@@ -238,9 +249,11 @@ class KafkaApis:
         try:
             response = await self._forward(request)
             for result in response.topics:
-                log.info(
-                    "Auto-created topic %s: %s", result.name, Errors.of(result.error_code).name
-                )
+                error = Errors.of(result.error_code)
+                if error is Errors.NONE:
+                    log.info("Auto-created topic %s for a client's Metadata request", result.name)
+                elif error is not Errors.TOPIC_ALREADY_EXISTS:  # a race with its creation
+                    log.info("Auto-creating topic %s failed: %s", result.name, error.name)
         except KafkaError as exc:
             log.info("Auto-creating %s failed: %s", names, exc)
 
