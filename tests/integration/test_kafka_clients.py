@@ -8,6 +8,7 @@ The clients are the judge: none of their code is ours, and nothing here mocks th
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import shutil
 import socket
@@ -463,12 +464,19 @@ def _api_versions_answered(address: str) -> None:
 
 
 def _log_end_offsets(up: Up, topic: str) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    return _log_end_offsets_of(up, topic, 3)
+
+
+def _log_end_offsets_of(up: Up, topic: str, partitions: int) -> list[int]:
+    """Each partition's high watermark, as a consumer sees it (ListOffsets latest)."""
+    consumer = Consumer(
+        {"bootstrap.servers": up.bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
     try:
         consumer.list_topics(topic, timeout=10)  # learn the partitions' leaders first
         return [
             consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1]
-            for p in range(3)
+            for p in range(partitions)
         ]
     finally:
         consumer.close()
@@ -568,6 +576,72 @@ def test_cli_admin_commands_take_broker_addresses(up: Up) -> None:
         "--partitions", "1", "--replication-factor", "1",
     )
     assert again.returncode != 0 and "TOPIC_ALREADY_EXISTS" in again.stderr
+
+
+# ---- Produce validation and acks=0, with raw requests ----
+
+
+def _produce_request(topic: str, records: bytes, acks: int) -> Any:
+    from kio.schema.produce.v9 import request as produce_v9
+
+    return produce_v9.ProduceRequest(
+        transactional_id=None,
+        acks=acks,  # type: ignore[arg-type]
+        timeout=datetime.timedelta(seconds=10),  # type: ignore[arg-type]
+        topic_data=(
+            produce_v9.TopicProduceData(
+                name=topic,  # type: ignore[arg-type]
+                partition_data=(
+                    produce_v9.PartitionProduceData(index=0, records=records),  # type: ignore[arg-type]
+                ),
+            ),
+        ),
+    )
+
+
+def _produce_error(address: str, topic: str, records: bytes) -> int:
+    with _connect(address) as sock:
+        sock.sendall(encode_request(_produce_request(topic, records, -1), 11, "raw"))
+        payload = _read_frame(sock)
+    assert payload is not None
+    _cid, body = decode_response(payload, int(ApiKey.PRODUCE), 9)
+    return int(body.responses[0].partition_responses[0].error_code)
+
+
+def test_produce_validates_batches_and_acks_0_gets_no_response(up: Up) -> None:
+    from raft.core.record_batch import Record, encode_batch
+
+    admin = _admin(up)
+    _create(admin, NewTopic("validated", 1, 3))
+    metadata = _wait_leaders(admin, "validated", 1)
+    leader = next(b for b in up.cluster.brokers if b.node_id == metadata.partitions[0].leader)
+    good = encode_batch(0, 0, BASE_TS_MS, [Record(b"k", b"v")])
+
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF  # a record byte under the CRC
+    assert _produce_error(leader.address, "validated", bytes(corrupt)) == Errors.CORRUPT_MESSAGE
+    old_magic = bytearray(good)
+    old_magic[16] = 1  # magic byte: message format v1
+    assert (
+        _produce_error(leader.address, "validated", bytes(old_magic))
+        == Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    )
+    huge = encode_batch(0, 0, BASE_TS_MS, [Record(None, b"x" * 2_000_000)])
+    assert _produce_error(leader.address, "validated", huge) == Errors.MESSAGE_TOO_LARGE
+    assert _log_end_offsets_of(up, "validated", 1) == [0]  # nothing written
+
+    with _connect(leader.address) as sock:
+        sock.sendall(encode_request(_produce_request("validated", good, 0), 12, "raw"))
+        probe = ApiVersionsRequest(client_software_name="probe", client_software_version="1")
+        sock.sendall(encode_request(probe, 13, "raw"))
+        payload = _read_frame(sock)
+    assert payload is not None
+    correlation_id, _body = decode_response(payload, int(ApiKey.API_VERSIONS), 3)
+    assert correlation_id == 13  # acks=0: the produce got no response
+    deadline = time.monotonic() + 10
+    while _log_end_offsets_of(up, "validated", 1) != [1] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _log_end_offsets_of(up, "validated", 1) == [1]
 
 
 # ---- kill -9 of the partition leader while librdkafka produces (runs last: it kills a broker) --
