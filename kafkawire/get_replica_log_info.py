@@ -3,7 +3,6 @@ style from Apache Kafka trunk's GetReplicaLogInfoRequest.json / GetReplicaLogInf
 so kio's entity_reader/entity_writer encode it like any generated schema (seed 004). No
 `from __future__ import annotations`: kio reads the field types at run time."""
 
-
 import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar

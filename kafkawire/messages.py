@@ -185,7 +185,9 @@ def encode_response(body: Any, correlation_id: int) -> bytes:
 
 def decode_response(payload: bytes, api_key: int, version: int) -> tuple[int, Any]:
     """(correlation id, kio body) of one response payload to a request of (api key, version)."""
-    header_cls: Any = ResponseHeaderV1 if response_header_is_v1(api_key, version) else ResponseHeaderV0
+    header_cls: Any = (
+        ResponseHeaderV1 if response_header_is_v1(api_key, version) else ResponseHeaderV0
+    )
     header: Any
     body: Any
     header, offset = entity_reader(header_cls)(payload, 0)

@@ -420,7 +420,7 @@ class BrokerNode:
         if api_key in bm.FORWARDED_ADMIN_KEYS:
             # The CLI's admin commands against broker addresses (Kafka's forwarding).
             timeout_ms = int(getattr(request, "timeout_ms", 0)) or None
-            return await self.kafka_apis.forward(request, timeout_ms)
+            return await self.kafka_apis.admin.forward(request, timeout_ms)
         handler = self.handlers.get(api_key)
         if handler is None:
             raise KafkaError(Errors.UNSUPPORTED_VERSION, f"broker does not serve {api_key.name}")

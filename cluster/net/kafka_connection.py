@@ -135,7 +135,9 @@ class KafkaConnection:
             except Exception:
                 logger.exception(
                     "Kafka handler for api key %s v%s from %s failed; closing the connection",
-                    header.api_key, header.api_version, header.client_id,
+                    header.api_key,
+                    header.api_version,
+                    header.client_id,
                 )
                 self.close("handler failed")
                 return

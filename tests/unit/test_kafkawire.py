@@ -151,9 +151,9 @@ def test_api_versions_lists_the_table_in_every_version() -> None:
         correlation_id, body = decode_response(wire[4:], int(ApiKey.API_VERSIONS), version)
         assert correlation_id == 7
         assert body.error_code == Errors.NONE
-        assert {(int(a.api_key), int(a.min_version), int(a.max_version)) for a in body.api_keys} == {
-            (int(k), r.min_version, r.max_version) for k, r in BROKER_API_VERSIONS.items()
-        }
+        assert {
+            (int(a.api_key), int(a.min_version), int(a.max_version)) for a in body.api_keys
+        } == {(int(k), r.min_version, r.max_version) for k, r in BROKER_API_VERSIONS.items()}
 
 
 def test_api_versions_response_header_is_always_v0() -> None:
