@@ -42,6 +42,7 @@ from controller.core.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from controller.core.unclean_recovery import Strategy, manual_election_required
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 ELR_FEATURE = "eligible.leader.replicas.version"
@@ -498,15 +499,35 @@ def broker_controlled_shutdown_changes(
     )
 
 
-def partition_counts(image: MetadataImage) -> dict[str, int]:
-    """OfflinePartitionsCount and global_under_min_isr_partition_count (rule 9's min ISR)."""
-    offline = under_min_isr = 0
+def partition_counts(
+    image: MetadataImage, strategy_for: Callable[[str], Strategy | None] = lambda _: None
+) -> dict[str, int]:
+    """OfflinePartitionsCount, global_under_min_isr_partition_count (rule 9's min ISR) and
+    manual_leader_election_required_partition_count (KIP-966); `strategy_for(topic)` is the
+    recovery manager's strategy, None while the manager is off."""
+    offline = under_min_isr = manual = 0
     for topic, partition_id, reg in _partitions(image):
         if reg.leader == NO_LEADER:
             offline += 1
+            if manual_election_required(
+                reg, unclean_allowed(image, topic.name), strategy_for(topic.name)
+            ):
+                manual += 1
         if len(reg.isr) < image.effective_min_isr(topic.topic_id, partition_id):
             under_min_isr += 1
-    return {"offline_partitions": offline, "under_min_isr_partitions": under_min_isr}
+    return {
+        "offline_partitions": offline,
+        "under_min_isr_partitions": under_min_isr,
+        "manual_leader_election_required_partitions": manual,
+    }
+
+
+def electable_leaders(image: MetadataImage) -> list[tuple[str, int, int]]:
+    """KIP-966's electable leaders metric: (topic, partition, size of ISR + ELR) per partition."""
+    return [
+        (topic.name, partition_id, len(reg.isr) + len(reg.elr))
+        for topic, partition_id, reg in _partitions(image)
+    ]
 
 
 def leaderships(image: MetadataImage, broker_id: int) -> int:
