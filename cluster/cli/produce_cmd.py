@@ -17,17 +17,13 @@ from typing import Any
 import click
 import msgpack
 
-from cluster.cli.broker_client import Leaders, new_client
+from cluster.cli.broker_client import RETRIABLE_ERRORS, Leaders, new_client
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
 from cluster.protocol import broker_messages as bm
 from cluster.protocol.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
-_RETRIABLE = frozenset(
-    {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.NETWORK_EXCEPTION,
-     Errors.UNKNOWN_LEADER_EPOCH, Errors.FENCED_LEADER_EPOCH}
-)
 MAX_ATTEMPTS = 3
 
 
@@ -141,7 +137,7 @@ async def _send(
             error, response = exc.error, None
             if error is Errors.REQUEST_TIMED_OUT:
                 return error, None  # it may have been appended: never resend (no duplicates)
-        if error not in _RETRIABLE or attempt == MAX_ATTEMPTS - 1:
+        if error not in RETRIABLE_ERRORS or attempt == MAX_ATTEMPTS - 1:
             return error, response
         await asyncio.sleep(0.2 * (attempt + 1))
         with contextlib.suppress(KafkaError):
