@@ -88,7 +88,7 @@ async def produce_records(
                  "partition": target, "acks": acks, "value": value[:64].decode(), "ts": now_ms}
             )
             sent_at = time.monotonic()
-            error, response = await _send(leaders, topic, target, batch, acks, timeout_ms)
+            error, response = await send_batch(leaders, topic, target, batch, acks, timeout_ms)
             latency_ms = (time.monotonic() - sent_at) * 1000
             if error is Errors.NONE:
                 acked += 1
@@ -117,9 +117,11 @@ async def produce_records(
     }
 
 
-async def _send(
+async def send_batch(
     leaders: Leaders, topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int
 ) -> tuple[Errors, bm.ProduceResponse | None]:
+    """One batch to the partition's leader: retriable errors refresh metadata and resend, up to
+    MAX_ATTEMPTS; a REQUEST_TIMED_OUT is never resent (it may have been appended)."""
     error = Errors.UNKNOWN_SERVER_ERROR
     response: bm.ProduceResponse | None = None
     for attempt in range(MAX_ATTEMPTS):
