@@ -7,6 +7,7 @@ import uuid
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from cluster.cli.admin_client import QuorumStatus
 from cluster.cli.election_cmd import leader_election
@@ -41,3 +42,17 @@ def test_could_be_voters_lists_observers_with_an_endpoint_only() -> None:
     data = QuorumStatus(response, "127.0.0.1:9093").status_json(None)
     assert data["could_be_voters"] == [{"id": 2, "directory_id": uuid_to_str(new_disk)}]
     assert [o["id"] for o in data["current_observers"]] == [2, 101]
+
+
+def test_a_failed_bench_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cluster.cli import bench_cmd
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("bench produce: acks=all errors {'UNKNOWN_TOPIC_OR_PARTITION': 100}")
+
+    monkeypatch.setattr(bench_cmd, "_run", failing)
+    result = CliRunner().invoke(bench_cmd.bench, ["produce", "--quick"])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in lines[0], result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
