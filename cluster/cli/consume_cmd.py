@@ -19,6 +19,8 @@ from raft.core.record_batch import Record, iter_batches
 
 POLL_WAIT_MS = 200
 RETRY_BACKOFF_S = 0.1
+# Reads are idempotent, so a timed-out one is simply asked again.
+_RETRY = RETRIABLE_ERRORS | {Errors.REQUEST_TIMED_OUT}
 
 
 def _text(raw: bytes | None) -> str | None:
@@ -57,7 +59,7 @@ async def consume_records(
                         continue
                     batch_records = await _fetch(leaders, topic, p, positions[p])
                 except KafkaError as exc:
-                    if exc.error not in RETRIABLE_ERRORS:
+                    if exc.error not in _RETRY:
                         raise
                     stale = True
                     continue
