@@ -49,7 +49,7 @@ from controller.core.metadata_image import MetadataImage
 from controller.runtime.metadata_state import MetadataState
 from raft.core.record_batch import RecordBatch
 from raft.core.replica_key import uuid_to_str
-from raft.runtime.meta_properties import ensure_formatted
+from raft.runtime.meta_properties import ensure_storage_identity
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.broker")
@@ -104,7 +104,10 @@ class BrokerNode:
         self.listener = listener
         self.broker_id = config.node_id
         # Every data directory must be formatted for this cluster before the broker serves.
-        self.log_dir_metas = [ensure_formatted(d) for d in config.log_dirs]
+        # Seed 003: each names this node and the metadata directory's cluster, else no start.
+        _, self.log_dir_metas = ensure_storage_identity(
+            config.metadata_log_dir, config.log_dirs, config.node_id
+        )
         self.faults = FaultInjector()
         self.broker_epoch = NO_BROKER_EPOCH
         self.fenced = True

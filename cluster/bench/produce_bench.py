@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.cli.broker_client import Leaders, new_client
-from cluster.cli.produce_cmd import percentile
+from cluster.cli.broker_client import Leaders, fetch_metadata, new_client
+from cluster.cli.produce_cmd import percentile, send_batch
 from cluster.cli.topics_cmd import controller_request
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol import broker_messages as bm
+from cluster.net.client import RpcClient
 from cluster.protocol import controller_messages as cm
 from cluster.protocol.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
@@ -67,17 +67,30 @@ async def _create_topic(bootstrap_controllers: str, partitions: int) -> None:
         raise KafkaError(code, f"create {BENCH_TOPIC}: {response.topics[0].error_message}")
 
 
-async def _wait_full_isr(leaders: Leaders, timeout_s: float) -> None:
-    """Every partition led with all three replicas in the ISR, so no run starts mid-expansion."""
+async def _wait_full_isr(client: RpcClient, brokers: list[str], timeout_s: float) -> None:
+    """Every broker knows the topic with every partition led and all three replicas in the ISR,
+    so no producer meets a leader that has not replayed the topic yet (a new topic is created
+    with a full ISR, so one broker's view proves nothing about the others')."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        await leaders.wait_ready(timeout_ms=int(timeout_s * 1000))
-        if leaders.partitions and all(
-            p.leader_id >= 0 and len(p.isr_nodes) == 3 for p in leaders.partitions.values()
-        ):
+        if all([await _full_isr_at(client, address) for address in brokers]):
             return
         await asyncio.sleep(0.2)
-    raise TimeoutError(f"{BENCH_TOPIC}: ISR never reached 3 within {timeout_s:.0f}s")
+    raise TimeoutError(f"{BENCH_TOPIC}: not led with a full ISR on every broker within {timeout_s:.0f}s")
+
+
+async def _full_isr_at(client: RpcClient, address: str) -> bool:
+    try:
+        response = await fetch_metadata(client, address, [BENCH_TOPIC])
+    except KafkaError:
+        return False
+    topic = response.topics[0] if response.topics else None
+    return (
+        topic is not None
+        and topic.error_code == 0
+        and bool(topic.partitions)
+        and all(p.leader_id >= 0 and len(p.isr_nodes) == 3 for p in topic.partitions)
+    )
 
 
 async def _producer(
@@ -97,17 +110,10 @@ async def _producer(
             ]
             batch = encode_batch(0, 0, int(time.time() * 1000), records)
             sent_at = time.monotonic()
-            try:
-                response = await client.request(
-                    leaders.leader_address(partition),
-                    bm.ProduceRequest(
-                        BENCH_TOPIC, partition, batch, acks=ACKS_ALL, timeout_ms=PRODUCE_TIMEOUT_MS
-                    ),
-                    timeout_ms=PRODUCE_TIMEOUT_MS + 2000,
-                )
-                error = Errors.of(response.error_code)
-            except KafkaError as exc:
-                error = exc.error
+            # A real producer's path: a moved leader refreshes metadata and resends.
+            error, _ = await send_batch(
+                leaders, BENCH_TOPIC, partition, batch, ACKS_ALL, PRODUCE_TIMEOUT_MS
+            )
             latency_ms = (time.monotonic() - sent_at) * 1000
             if error is Errors.NONE:
                 result.acked += load.records_per_batch
@@ -137,7 +143,7 @@ async def _bench(cluster: LocalCluster, loads: dict[str, ProduceLoad]) -> dict[s
     await _create_topic(cluster.bootstrap_controller, partitions=3)
     client = new_client("bench-admin")
     try:
-        await _wait_full_isr(Leaders(client, bootstrap, BENCH_TOPIC), 60)
+        await _wait_full_isr(client, [b.address for b in cluster.brokers], 60)
     finally:
         await client.close()
     results = {}

@@ -101,14 +101,16 @@ class QuorumStatus:
                 }
                 for o in r.observers
             ],
-            # Seed 003: an observer with an id and a directory id can be added (rule 5: the
-            # full key decides, so a replaced disk of a voter id is listed too).
+            # Seed 003: an observer with an id, a directory id and an endpoint can be added
+            # (AddVoter needs the endpoint: controllers fetch with one, brokers do not); rule 5:
+            # the full key decides, so a replaced disk of a voter id is listed too.
             "could_be_voters": [
                 {"id": o.replica_id, "directory_id": uuid_to_str(o.replica_directory_id)}
                 for o in r.observers
                 if o.replica_id >= 0
                 and o.replica_directory_id.int != 0
                 and key_of(o) not in voter_keys
+                and endpoints.get(key_of(o))
             ],
         }
 

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
+from cluster.protocol.errors import KafkaError
 
 PEERS = {
     "raft": (None, "etcd", "pysyncobj"),
@@ -47,6 +48,10 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
         report, title = _run(which, compare, quick, records, directory)
     except PeerMissing as exc:
         fail(str(exc), EXIT_USAGE)
+    except KafkaError as exc:  # CLI.md: one line with the Kafka error name, never a traceback
+        fail(f"bench {which}: {exc.error.name}: {exc.message}")
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        fail(f"bench {which}: {exc}")
     if output == "json":
         emit_json(report)
         return

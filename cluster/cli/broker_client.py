@@ -13,6 +13,13 @@ from cluster.protocol import broker_messages as bm
 from cluster.protocol.errors import Errors, KafkaError
 
 REQUEST_TIMEOUT_MS = 10_000
+# Errors a data client refreshes metadata on and retries, as Kafka's clients do: the leader
+# moved, is being elected, or is RECOVERING (rule 21 answers NOT_LEADER_OR_FOLLOWER until the
+# recovery commits), or the leader has not replayed a just-created topic yet.
+RETRIABLE_ERRORS = frozenset(
+    {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.NETWORK_EXCEPTION,
+     Errors.UNKNOWN_LEADER_EPOCH, Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION}
+)
 
 
 def new_client(client_id: str) -> RpcClient:

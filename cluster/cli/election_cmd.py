@@ -105,7 +105,9 @@ def run_elections(
 
 @click.command("leader-election")
 @click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
-@click.option("--election-type", type=click.Choice(sorted(_TYPES)), required=True)
+@click.option(
+    "--election-type", type=click.Choice(sorted(_TYPES), case_sensitive=False), required=True
+)
 @click.option("--topic", default=None)
 @click.option("--partition", type=int, default=None)
 @click.option("--designated-leader", type=int, default=None, help="DESIGNATED: the new leader")

@@ -13,9 +13,7 @@ from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, fail
 from cluster.config import ConfigError, NodeConfig
 from cluster.net.loop import run
 from raft.runtime.meta_properties import (
-    InconsistentClusterIdError,
     StorageError,
-    UnformattedError,
 )
 
 
@@ -69,7 +67,7 @@ def controller(config_path: str | None, format_if_needed: bool) -> None:
     _setup_logging(config, "controller")
     try:
         node = ControllerNode(config)
-    except (UnformattedError, InconsistentClusterIdError) as exc:
+    except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
         fail(str(exc), EXIT_FAILED)
     run(node.run())
 
@@ -86,6 +84,6 @@ def broker(config_path: str | None, format_if_needed: bool) -> None:
     _setup_logging(config, "broker")
     try:
         node = BrokerNode(config)
-    except (UnformattedError, InconsistentClusterIdError) as exc:
+    except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
         fail(str(exc), EXIT_FAILED)
     run(node.run())

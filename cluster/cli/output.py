@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 EXIT_OK = 0
@@ -44,5 +45,6 @@ def emit_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    stderr.print(f"[red]error:[/red] {message}", highlight=False)
+    # CLI.md: one line, never wrapped at the terminal width; the message is text, not markup.
+    stderr.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)

@@ -17,17 +17,13 @@ from typing import Any
 import click
 import msgpack
 
-from cluster.cli.broker_client import Leaders, new_client
+from cluster.cli.broker_client import RETRIABLE_ERRORS, Leaders, new_client
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
 from cluster.protocol import broker_messages as bm
 from cluster.protocol.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
-_RETRIABLE = frozenset(
-    {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.NETWORK_EXCEPTION,
-     Errors.UNKNOWN_LEADER_EPOCH, Errors.FENCED_LEADER_EPOCH}
-)
 MAX_ATTEMPTS = 3
 
 
@@ -92,7 +88,7 @@ async def produce_records(
                  "partition": target, "acks": acks, "value": value[:64].decode(), "ts": now_ms}
             )
             sent_at = time.monotonic()
-            error, response = await _send(leaders, topic, target, batch, acks, timeout_ms)
+            error, response = await send_batch(leaders, topic, target, batch, acks, timeout_ms)
             latency_ms = (time.monotonic() - sent_at) * 1000
             if error is Errors.NONE:
                 acked += 1
@@ -121,9 +117,11 @@ async def produce_records(
     }
 
 
-async def _send(
+async def send_batch(
     leaders: Leaders, topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int
 ) -> tuple[Errors, bm.ProduceResponse | None]:
+    """One batch to the partition's leader: retriable errors refresh metadata and resend, up to
+    MAX_ATTEMPTS; a REQUEST_TIMED_OUT is never resent (it may have been appended)."""
     error = Errors.UNKNOWN_SERVER_ERROR
     response: bm.ProduceResponse | None = None
     for attempt in range(MAX_ATTEMPTS):
@@ -141,7 +139,7 @@ async def _send(
             error, response = exc.error, None
             if error is Errors.REQUEST_TIMED_OUT:
                 return error, None  # it may have been appended: never resend (no duplicates)
-        if error not in _RETRIABLE or attempt == MAX_ATTEMPTS - 1:
+        if error not in RETRIABLE_ERRORS or attempt == MAX_ATTEMPTS - 1:
             return error, response
         await asyncio.sleep(0.2 * (attempt + 1))
         with contextlib.suppress(KafkaError):

@@ -64,6 +64,10 @@ def describe(ctx: click.Context, mode: str | None, output: str) -> None:
                 "CurrentObservers",
                 ", ".join(f"{o['id']}@{o['directory_id']}" for o in data["current_observers"]),
             ],
+            [
+                "CouldBeVoters",
+                ", ".join(f"{o['id']}@{o['directory_id']}" for o in data["could_be_voters"]),
+            ],
         ]
         emit_table("metadata quorum", ["", ""], rows)
         return

@@ -44,7 +44,7 @@ from cluster.protocol.errors import Errors, KafkaError
 from controller.core.unclean_recovery import RankBy, ReplicaLogAnswer, select_leader, usable_answers
 
 DEFAULT_DURATION_MS = 30_000
-DEFAULT_ELECTION_ATTEMPTS = 3
+DEFAULT_ELECTION_ATTEMPTS = 3  # seed 004: retries of transient failures, after the first try
 ASK_TIMEOUT_MS = 2000
 ROUND_PAUSE_S = 0.3
 ELECTION_BACKOFF_S = 1.0
@@ -130,10 +130,11 @@ def target_json(target: Target) -> dict[str, Any]:
 class RecoveryRun:
     """One run of the tool; `stop` (SIGTERM) ends it early with what was done so far."""
 
-    def __init__(self, bootstrap: str, duration_ms: int, election_attempts: int) -> None:
+    def __init__(self, bootstrap: str, duration_ms: int, election_retries: int) -> None:
         self.bootstrap = bootstrap
         self.duration_ms = duration_ms
-        self.election_attempts = max(1, election_attempts)
+        # Seed 004's --recovery-election-attempts counts retries: N allows N + 1 sends.
+        self.election_retries = max(0, election_retries)
         self.stop = asyncio.Event()
         self.client: RpcClient = new_client("minikraft-unclean-recovery")
         self.controllers = ""
@@ -313,9 +314,9 @@ class RecoveryRun:
     # -- DESIGNATED elections ------------------------------------------------------------------
 
     async def elect(self, targets: list[Target]) -> None:
-        """Send the planned elections, retrying transient failures up to the attempt count."""
+        """Send the planned elections, then retry transient failures up to the retry count."""
         pending = [t for t in targets if t.result == "planned"]
-        for attempt in range(self.election_attempts):
+        for attempt in range(1 + self.election_retries):
             if not pending or self.stop.is_set():
                 break
             if attempt > 0:
@@ -388,11 +389,11 @@ async def run_recovery(
     bootstrap: str,
     keys: list[PartitionKey] | None,
     duration_ms: int,
-    election_attempts: int,
+    election_retries: int,
     automated: bool,
 ) -> tuple[list[Target], bool]:
     """The whole run: (every partition of the input set with its outcome, stopped by SIGTERM)."""
-    run = RecoveryRun(bootstrap, duration_ms, election_attempts)
+    run = RecoveryRun(bootstrap, duration_ms, election_retries)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGTERM, run.stop.set)
@@ -481,7 +482,11 @@ def _report_text(targets: list[Target], plan_file: str | None) -> None:
 @click.option("--all-offline-partitions", is_flag=True)
 @click.option("--recovery-duration-ms", type=int, default=DEFAULT_DURATION_MS, show_default=True)
 @click.option(
-    "--recovery-election-attempts", type=int, default=DEFAULT_ELECTION_ATTEMPTS, show_default=True
+    "--recovery-election-attempts",
+    type=int,
+    default=DEFAULT_ELECTION_ATTEMPTS,
+    show_default=True,
+    help="retries of transient election failures (seed 004): N allows N + 1 sends",
 )
 @output_option
 def unclean_recovery(
@@ -506,8 +511,8 @@ def unclean_recovery(
         fail("--manual-recovery-output-file and --automated-recovery exclude each other", EXIT_USAGE)
     if (path_to_json_file is None) == (not all_offline_partitions):
         fail("exactly one of --path-to-json-file, --all-offline-partitions", EXIT_USAGE)
-    if recovery_duration_ms < 0 or recovery_election_attempts < 1:
-        fail("--recovery-duration-ms >= 0 and --recovery-election-attempts >= 1", EXIT_USAGE)
+    if recovery_duration_ms < 0 or recovery_election_attempts < 0:
+        fail("--recovery-duration-ms >= 0 and --recovery-election-attempts >= 0", EXIT_USAGE)
     if manual_recovery_output_file and Path(manual_recovery_output_file).exists():
         fail(f"{manual_recovery_output_file} exists: the plan goes to a new file", EXIT_USAGE)
     keys: list[PartitionKey] | None = None

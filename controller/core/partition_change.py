@@ -221,8 +221,7 @@ class PartitionChangeBuilder:
             if recovery != reg.leader_recovery_state
             else LEADER_RECOVERY_STATE_UNCHANGED,
         )
-        if self._elr_enabled:
-            record = _with_elr_fields(record, reg, elr, last_known_elr, last_known_leader)
+        record = _with_elr_fields(record, reg, elr, last_known_elr, last_known_leader)
         if record == PartitionChangeRecord(self._partition_id, self._topic_id):
             return None
         return record
@@ -231,7 +230,9 @@ class PartitionChangeBuilder:
         """ELR, LastKnownELR and LastKnownLeader for the target ISR, before the election."""
         reg = self._reg
         if not self._elr_enabled:
-            return reg.elr, reg.last_known_elr, reg.last_known_leader
+            # Rule 10: with ELR off no ELR state is kept; every change wipes what was written
+            # while it was on (Kafka's PartitionChangeBuilder.maybeUpdateRecordElr).
+            return (), (), LAST_KNOWN_LEADER_NONE
         unclean = self._unclean_restarted
         in_isr = set(isr)
         elr: tuple[int, ...] = ()

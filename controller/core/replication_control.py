@@ -42,6 +42,7 @@ from controller.core.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from controller.core.unclean_recovery import Strategy, manual_election_required
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 ELR_FEATURE = "eligible.leader.replicas.version"
@@ -329,7 +330,7 @@ def incremental_alter_configs(
     config_records: list[ConfigRecord] = []
     results = []
     for resource in request.resources:
-        error, message, changes = _config_changes(image, resource)
+        error, message, changes = _config_changes(image, resource, elr)
         results.append(
             msg.AlterConfigsResourceResponse(
                 resource.resource_type, resource.resource_name, error, message
@@ -345,7 +346,7 @@ def incremental_alter_configs(
 
 
 def _config_changes(
-    image: MetadataImage, resource: msg.AlterConfigsResource
+    image: MetadataImage, resource: msg.AlterConfigsResource, elr: bool = True
 ) -> tuple[int, str, list[ConfigRecord]]:
     if resource.resource_type == msg.RESOURCE_TYPE_TOPIC:
         if resource.resource_name not in image.topics_by_name:
@@ -371,6 +372,10 @@ def _config_changes(
     current = dict(image.configs.get((resource_type, resource.resource_name), {}))
     updated = dict(current)
     for config in resource.configs:
+        if resource_type == CONFIG_RESOURCE_BROKER:
+            refusal = _broker_config_refusal(resource.resource_name, config, elr)
+            if refusal is not None:
+                return Errors.INVALID_CONFIG, refusal, []
         if config.config_operation == msg.OP_DELETE:
             if config.name not in known:
                 return Errors.INVALID_CONFIG, f"unknown config {config.name!r}", []
@@ -399,6 +404,29 @@ def _config_changes(
         if current.get(key) != updated.get(key)
     ]
     return Errors.NONE, "", records
+
+
+def _broker_config_refusal(
+    resource_name: str, config: msg.AlterableConfig, elr: bool
+) -> str | None:
+    """Why a broker-resource change is refused (INVALID_CONFIG), or None.
+
+    Rule 15: while ELR is enabled it relies on the cluster-level min.insync.replicas, so a
+    broker-level set or delete and a cluster-level delete are refused (Kafka's messages). A key
+    is accepted only at a level where it is honoured: the controller reads the topic, then the
+    cluster-level value, never a single broker's, so broker-level keys are refused too."""
+    if config.name not in BROKER_CONFIGS:
+        return None  # config_error names an unknown key
+    if resource_name != CLUSTER_DEFAULT_RESOURCE:
+        if config.name == MIN_INSYNC_REPLICAS and elr:
+            return f"Broker-level {MIN_INSYNC_REPLICAS} cannot be altered while ELR is enabled."
+        return (
+            f"Broker-level {config.name} is not supported: it is honoured per topic or "
+            f"cluster-wide (the cluster-level broker resource)."
+        )
+    if config.name == MIN_INSYNC_REPLICAS and elr and config.config_operation == msg.OP_DELETE:
+        return f"Cluster-level {MIN_INSYNC_REPLICAS} cannot be removed while ELR is enabled."
+    return None
 
 
 def _list_op(current: str, config: msg.AlterableConfig) -> str | None:
@@ -492,15 +520,35 @@ def broker_controlled_shutdown_changes(
     )
 
 
-def partition_counts(image: MetadataImage) -> dict[str, int]:
-    """OfflinePartitionsCount and global_under_min_isr_partition_count (rule 9's min ISR)."""
-    offline = under_min_isr = 0
+def partition_counts(
+    image: MetadataImage, strategy_for: Callable[[str], Strategy | None] = lambda _: None
+) -> dict[str, int]:
+    """OfflinePartitionsCount, global_under_min_isr_partition_count (rule 9's min ISR) and
+    manual_leader_election_required_partition_count (KIP-966); `strategy_for(topic)` is the
+    recovery manager's strategy, None while the manager is off."""
+    offline = under_min_isr = manual = 0
     for topic, partition_id, reg in _partitions(image):
         if reg.leader == NO_LEADER:
             offline += 1
+            if manual_election_required(
+                reg, unclean_allowed(image, topic.name), strategy_for(topic.name)
+            ):
+                manual += 1
         if len(reg.isr) < image.effective_min_isr(topic.topic_id, partition_id):
             under_min_isr += 1
-    return {"offline_partitions": offline, "under_min_isr_partitions": under_min_isr}
+    return {
+        "offline_partitions": offline,
+        "under_min_isr_partitions": under_min_isr,
+        "manual_leader_election_required_partitions": manual,
+    }
+
+
+def electable_leaders(image: MetadataImage) -> list[tuple[str, int, int]]:
+    """KIP-966's electable leaders metric: (topic, partition, size of ISR + ELR) per partition."""
+    return [
+        (topic.name, partition_id, len(reg.isr) + len(reg.elr))
+        for topic, partition_id, reg in _partitions(image)
+    ]
 
 
 def leaderships(image: MetadataImage, broker_id: int) -> int:
@@ -633,6 +681,7 @@ def elect_leaders(
     records: list[MetadataRecord] = []
     by_topic: dict[str, list[msg.ElectLeadersPartitionResult]] = {}
     served = 0
+    every_partition = request.topic_partitions is None
     for target in _election_targets(image, request):
         results = by_topic.setdefault(target.topic, [])
         if target.error != Errors.NONE:
@@ -652,10 +701,14 @@ def elect_leaders(
         change, result = _elect_one(image, topic, target, election_type, elr)
         if change is not None:
             records.append(change)
+        if every_partition and result.error_code == Errors.ELECTION_NOT_NEEDED:
+            continue  # Kafka leaves partitions that already have their leader out of "all"
         results.append(result)
     response = msg.ElectLeadersResponse(
         replica_election_results=[
-            msg.ElectLeadersTopicResult(topic, results) for topic, results in by_topic.items()
+            msg.ElectLeadersTopicResult(topic, results)
+            for topic, results in by_topic.items()
+            if results
         ]
     )
     return ControllerResult(tuple(records), response)

@@ -28,7 +28,7 @@ from enum import Enum
 
 from cluster.protocol.errors import Errors
 from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import NO_LEADER
+from controller.core.records import LAST_KNOWN_LEADER_NONE, NO_LEADER
 
 RECOVERY_MANAGER_ENABLED = "unclean.recovery.manager.enabled"
 RECOVERY_STRATEGY = "unclean.recovery.strategy"
@@ -162,6 +162,20 @@ def recovery_decision(
             return Decision.RECOVER
         return Decision.WAIT
     return Decision.WAIT
+
+
+def manual_election_required(
+    registration: PartitionRegistration, unclean_allowed: bool, strategy: Strategy | None
+) -> bool:
+    """KIP-966's manual_leader_election_required_partition_count: leaderless, no ISR or ELR
+    member left to come back, and nothing automatic will elect a leader. With the recovery
+    manager (`strategy` given) only None waits for the operator (rule 14); without it (rule 13)
+    a LastKnownLeader or an allowed unclean election still elects once a broker returns."""
+    if registration.leader != NO_LEADER or registration.isr or registration.elr:
+        return False
+    if strategy is not None:
+        return strategy is Strategy.NONE
+    return not unclean_allowed and registration.last_known_leader == LAST_KNOWN_LEADER_NONE
 
 
 def ready_to_elect(

@@ -29,10 +29,12 @@ from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
+from controller.core import replication_control
 from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
+from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
 from raft.runtime.raft_workload import run_append_workload
@@ -64,6 +66,14 @@ class _ControllerCollector(Collector):
             "kafka_controller_unclean_leader_elections_total",
             "UncleanLeaderElectionsPerSec (as a counter)",
         ),
+        "manual_leader_election_required_partitions": (
+            "kafka_controller_manual_leader_election_required_partition_count",
+            "manual_leader_election_required_partition_count (KIP-966)",
+        ),
+        "unclean_recovery_finished_count": (
+            "kafka_controller_unclean_recovery_finished_count",
+            "unclean_recovery_finished_count (KIP-966, a counter reset by a restart)",
+        ),
     }
 
     def __init__(self, node: ControllerNode) -> None:
@@ -76,6 +86,36 @@ class _ControllerCollector(Collector):
                                 value=1 if active else 0)
         for key, (name, help_text) in self.NAMES.items():
             yield GaugeMetricFamily(name, help_text, value=values.get(key, 0))
+        electable = GaugeMetricFamily(
+            "kafka_controller_electable_leaders",
+            "Electable leaders (ISR + ELR) per partition (KIP-966)",
+            labels=["topic", "partition"],
+        )
+        if active:
+            for topic, partition_id, count in replication_control.electable_leaders(
+                self.node.state.image
+            ):
+                electable.add_metric([topic, str(partition_id)], count)
+        yield electable
+        membership = membership_metrics(self.node.raft.replica)  # seed 003's raft-metrics
+        for name, help_text, value in (
+            (
+                "raft_number_of_possible_voters",
+                "number-of-possible-voters (Raft): observers that could be added",
+                membership.number_of_possible_voters,
+            ),
+            (
+                "raft_pending_add_voter",
+                "pending-add-voter (Raft): 1 while an added voter is not committed",
+                membership.pending_add_voter,
+            ),
+            (
+                "raft_pending_remove_voter",
+                "pending-remove-voter (Raft): 1 while a removal is not committed",
+                membership.pending_remove_voter,
+            ),
+        ):
+            yield GaugeMetricFamily(name, help_text, value=value)
 
 
 class ControllerNode:

@@ -115,16 +115,20 @@ class QuorumController:
         """Controller metrics (KIP-966 names in ARCHITECTURE.md) from the committed image."""
         image = self.state.image
         fenced = sum(1 for b in image.brokers.values() if b.fenced)
+        manager = self.recovery_manager
         return {
-            **replication_control.partition_counts(image),
+            **replication_control.partition_counts(
+                image,
+                (lambda topic: manager.strategy_for(image, topic)) if manager else lambda _: None,
+            ),
             "fenced_broker_count": fenced,
             "active_broker_count": len(image.brokers) - fenced,
             "election_from_eligible_leader_replicas_total": self.elections_from_elr,
             "unclean_leader_elections_total": self.unclean_elections,
             # issue 7: KIP-966's gauge, 0 while the recovery manager is off or idle
-            "unclean_recovery_partitions_count": (
-                self.recovery_manager.partitions_count() if self.recovery_manager else 0
-            ),
+            "unclean_recovery_partitions_count": manager.partitions_count() if manager else 0,
+            # KIP-966's counter of finished recoveries, 0 again after a restart
+            "unclean_recovery_finished_count": manager.finished_count if manager else 0,
         }
 
     # -- requests ----------------------------------------------------------------------------

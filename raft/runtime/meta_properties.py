@@ -271,6 +271,7 @@ def ensure_formatted(
     expected_cluster_id: str | None = None,
     *,
     expected_node_id: int | None = None,
+    cluster_id_source: str = "this node",
 ) -> MetaProperties:
     """The start-up check: refuse an unformatted directory, another cluster's, or another
     node's (seed 003: never silently start on a wiped metadata directory)."""
@@ -279,13 +280,27 @@ def ensure_formatted(
         raise UnformattedError(Path(directory))
     if expected_cluster_id is not None and props.cluster_id != expected_cluster_id:
         raise InconsistentClusterIdError(
-            f"{meta_properties_path(directory)} has cluster id {props.cluster_id}, expected "
-            f"{expected_cluster_id}"
+            f"{meta_properties_path(directory)} has cluster id {props.cluster_id}, but "
+            f"{cluster_id_source} has cluster id {expected_cluster_id}: refusing to start"
         )
     if expected_node_id is not None and props.node_id != expected_node_id:
         raise StorageError(
             f"{meta_properties_path(directory)} has node id {props.node_id}, but this node is "
-            f"{expected_node_id}"
+            f"{expected_node_id} (node.id): refusing to start"
         )
     return props
 
+
+def ensure_storage_identity(
+    metadata_log_dir: Path, log_dirs: list[Path], node_id: int
+) -> tuple[MetaProperties, list[MetaProperties]]:
+    """Seed 003: every meta.properties a process opens, the metadata directory's and each log
+    directory's, is formatted, names this node's id and one cluster id (the metadata
+    directory's); a mismatch names the directory and both ids. Returns (metadata, log dirs)."""
+    metadata = ensure_formatted(metadata_log_dir, expected_node_id=node_id)
+    source = str(meta_properties_path(metadata_log_dir))
+    log_metas = [
+        ensure_formatted(d, metadata.cluster_id, expected_node_id=node_id, cluster_id_source=source)
+        for d in log_dirs
+    ]
+    return metadata, log_metas

@@ -15,7 +15,7 @@ from cluster.protocol.api_keys import ApiKey
 from raft.core.raft_replica import RaftConfig, RaftReplica
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.disk_log import DiskLog
-from raft.runtime.meta_properties import MetaProperties, ensure_formatted
+from raft.runtime.meta_properties import MetaProperties, ensure_storage_identity
 from raft.runtime.quorum_state_file import ElectionStateFile
 from raft.runtime.raft_driver import RaftDriver, RaftListener, now_ms
 
@@ -49,7 +49,10 @@ class RaftManager:
         seed: int | None = None,
     ) -> None:
         self.config = config
-        self.meta: MetaProperties = ensure_formatted(config.metadata_log_dir)
+        # Seed 003: the metadata directory and every log directory name this node and cluster.
+        self.meta: MetaProperties = ensure_storage_identity(
+            config.metadata_log_dir, config.log_dirs, config.node_id
+        )[0]
         self.partition_dir: Path = config.metadata_log_dir / METADATA_PARTITION_DIR
         self.partition_dir.mkdir(parents=True, exist_ok=True)
         self.log = DiskLog(

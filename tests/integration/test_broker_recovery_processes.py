@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -222,12 +224,29 @@ def test_unclean_election_recovers_before_serving_followers(
     )
     assert Errors.of(fetched.error_code) is Errors.NOT_LEADER_OR_FOLLOWER
     assert Errors.of(produced.error_code) is Errors.NOT_LEADER_OR_FOLLOWER
+    # A consumer started now is refused too, refreshes metadata and retries until RECOVERED
+    # (issue 14: it used to fail on NOT_LEADER_OR_FOLLOWER).
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli.main", "consume", "--bootstrap-server", address,
+         "--topic", topic, "--from-beginning", "--max-messages", "10", "--timeout-ms", "30000",
+         "--output", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        consumed_out, consumed_err = consumer.communicate(timeout=60)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    assert consumer.returncode == 0, consumed_err
 
     recovered = wait_journal(
         c, stale, "RecoveryStateChanged", topic,
         lambda e: e["old_state"] == RECOVERING and e["new_state"] == RECOVERED, 30,
     )
     assert recovered["ts"] >= refused_at_ms  # the refusals above came before RECOVERED
+    consumed = json.loads(consumed_out)
+    assert [r["value"].split(":")[0] for r in consumed["records"]] == acked_values(acks)[:10]
     proposals = journal(c, stale, "IsrProposed", topic)
     assert any(p["kind"] == "recovered" and p["proposed_isr"] == [stale] for p in proposals)
     wait_describe(

@@ -1,0 +1,58 @@
+"""Operator paths of issue 14 that need no cluster: `--election-type` in any case, and the
+quorum status's CouldBeVoters (seed 003) in text and JSON, controllers only."""
+
+from __future__ import annotations
+
+import uuid
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from cluster.cli.admin_client import QuorumStatus
+from cluster.cli.election_cmd import leader_election
+from cluster.protocol.raft_messages import DescribeQuorumResponse, ReplicaState, VoterEndpoint
+from raft.core.replica_key import uuid_to_str
+
+
+def test_election_type_accepts_any_case() -> None:
+    option = next(p for p in leader_election.params if p.name == "election_type")
+    for spelling, expected in (
+        ("unclean", "UNCLEAN"),
+        ("Preferred", "PREFERRED"),
+        ("DESIGNATED", "DESIGNATED"),
+    ):
+        assert option.type.convert(spelling, option, None) == expected
+    with pytest.raises(click.BadParameter):
+        option.type.convert("longest_log", option, None)
+
+
+def test_could_be_voters_lists_observers_with_an_endpoint_only() -> None:
+    voter, new_disk, broker = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
+    response = DescribeQuorumResponse(
+        leader_id=1,
+        leader_epoch=4,
+        high_watermark=10,
+        current_voters=[ReplicaState(1, voter, 10)],
+        observers=[ReplicaState(2, new_disk, 10), ReplicaState(101, broker, 10)],
+        voter_endpoints=[VoterEndpoint(1, voter, {"CONTROLLER": "127.0.0.1:9093"})],
+        # A controller fetches with its endpoint; a broker (101) does not.
+        observer_endpoints=[VoterEndpoint(2, new_disk, {"CONTROLLER": "127.0.0.1:9094"})],
+    )
+    data = QuorumStatus(response, "127.0.0.1:9093").status_json(None)
+    assert data["could_be_voters"] == [{"id": 2, "directory_id": uuid_to_str(new_disk)}]
+    assert [o["id"] for o in data["current_observers"]] == [2, 101]
+
+
+def test_a_failed_bench_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cluster.cli import bench_cmd
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("bench produce: acks=all errors {'UNKNOWN_TOPIC_OR_PARTITION': 100}")
+
+    monkeypatch.setattr(bench_cmd, "_run", failing)
+    result = CliRunner().invoke(bench_cmd.bench, ["produce", "--quick"])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in lines[0], result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -1,0 +1,207 @@
+"""Issue 14 through the production controller code (replication_control, cluster_control):
+ELR turned off wipes ELR state (rule 10), min.insync.replicas guards while ELR is on (rule 15),
+and ElectLeaders for all partitions leaves ELECTION_NOT_NEEDED out (Kafka's electLeaders)."""
+
+from __future__ import annotations
+
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.errors import Errors
+from controller.core import cluster_control
+from controller.core import replication_control as rc
+from controller.core.invariants import check_partition
+from controller.core.metadata_image import MetadataImage
+from controller.core.records import (
+    CONFIG_RESOURCE_BROKER,
+    LAST_KNOWN_LEADER_NONE,
+    ConfigRecord,
+    PartitionRecord,
+    TopicRecord,
+)
+from tests.unit.test_replication_control import (
+    FOO,
+    alter,
+    apply,
+    brokers,
+    fence,
+    foo0,
+    run,
+    with_foo,
+)
+
+BAR = FOO.__class__(int=200)
+
+
+def alter_isr(image: MetadataImage, isr: tuple[int, ...], elr: bool) -> MetadataImage:
+    """The leader (broker 1, epoch 0) proposes `isr` for foo-0 at its current epochs; `elr`
+    is the controller's eligible.leader.replicas.enabled."""
+    reg = foo0(image)
+    data = msg.AlterPartitionPartitionData(
+        0,
+        reg.leader_epoch,
+        [msg.BrokerState(b, image.brokers[b].epoch) for b in isr],
+        0,
+        reg.partition_epoch,
+    )
+    request = msg.AlterPartitionRequest(1, 0, [msg.AlterPartitionTopicData(FOO, [data])])
+    result = rc.alter_partition(image, request, elr)
+    assert result.response.topics[0].partitions[0].error_code == Errors.NONE
+    return run(image, result)
+
+
+# -- rule 10: ELR off -----------------------------------------------------------------------
+
+
+def test_isr_expansion_with_elr_off_wipes_elr_written_while_on() -> None:
+    # The issue's case: ELR [3] written while ELR was on (ISR [1, 2] below min ISR 3), then the
+    # controller runs with eligible.leader.replicas.enabled=false; the leader expands the ISR.
+    image = with_foo(brokers(3), (1, 2), min_isr=3, elr=(3,))
+    image = alter_isr(image, (1, 2, 3), elr=False)
+    reg = foo0(image)
+    assert reg.isr == (1, 2, 3)
+    assert reg.elr == () and reg.last_known_elr == ()
+    assert check_partition(reg, image, 3, elr_enabled=False) == []
+
+
+def test_isr_shrink_with_elr_off_wipes_elr_and_last_known_elr() -> None:
+    # ELR state written by the controller while ELR was on: ISR [1,2,3,4], min ISR 4; fencing 3
+    # then 4 gives ELR [3, 4]; 4 restarting uncleanly moves it to LastKnownELR (rules 10-11).
+    image = with_foo(brokers(4), (1, 2, 3, 4), min_isr=4, replicas=(1, 2, 3, 4))
+    image = fence(fence(image, 3), 4)
+    image = apply(image, rc.broker_restart_changes(image, 4, clean=False))
+    assert (foo0(image).elr, foo0(image).last_known_elr) == ((3,), (4,))
+    image = image
+    image = alter_isr(image, (1,), elr=False)
+    reg = foo0(image)
+    assert reg.isr == (1,) and reg.elr == () and reg.last_known_elr == ()
+    assert check_partition(reg, image, 4, elr_enabled=False) == []
+
+
+def test_fencing_the_sole_isr_member_with_elr_off_keeps_it_and_writes_no_elr_state() -> None:
+    # ELR state from when it was on, then the sole ISR member's session expires: the ISR never
+    # empties with ELR off, ELR/LastKnownELR are wiped and no LastKnownLeader is written.
+    image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2, elr=(2, 3))
+    tracker = cluster_control.BrokerHeartbeatTracker({1: 0})
+    result = cluster_control.fence_expired_brokers(image, tracker, 10_000, 1_000, elr=False)
+    assert [b.broker_id for b in result.response] == [1]
+    image = run(image, result)
+    reg = foo0(image)
+    assert reg.isr == (1,) and reg.leader == -1
+    assert reg.elr == () and reg.last_known_elr == ()
+    assert reg.last_known_leader == LAST_KNOWN_LEADER_NONE
+    assert check_partition(reg, image, 2, elr_enabled=False) == []
+
+
+# -- rule 15: min.insync.replicas while ELR is on -------------------------------------------
+
+
+def alter_broker(
+    image: MetadataImage, name: str, key: str, value: str | None, op: int, elr: bool
+) -> tuple[int, str, int]:
+    resource = msg.AlterConfigsResource(
+        msg.RESOURCE_TYPE_BROKER, name, [msg.AlterableConfig(key, op, value)]
+    )
+    result = rc.incremental_alter_configs(
+        image, msg.IncrementalAlterConfigsRequest([resource]), elr
+    )
+    answer = result.response.responses[0]
+    return answer.error_code, answer.error_message, len(result.records)
+
+
+def test_broker_level_min_isr_set_or_delete_refused_while_elr_on() -> None:
+    image = with_foo(brokers(3), (1, 2, 3))
+    for op, value in ((msg.OP_SET, "2"), (msg.OP_DELETE, None)):
+        error, message, written = alter_broker(image, "1", "min.insync.replicas", value, op, True)
+        assert error == Errors.INVALID_CONFIG
+        assert message == "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+        assert written == 0
+
+
+def test_cluster_level_min_isr_delete_refused_while_elr_on_set_accepted() -> None:
+    image = apply(
+        with_foo(brokers(3), (1, 2, 3)),
+        [ConfigRecord(CONFIG_RESOURCE_BROKER, "", "min.insync.replicas", "2")],
+    )
+    error, message, written = alter_broker(
+        image, "", "min.insync.replicas", None, msg.OP_DELETE, True
+    )
+    assert error == Errors.INVALID_CONFIG and written == 0
+    assert message == "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
+    error, _, written = alter_broker(image, "", "min.insync.replicas", "3", msg.OP_SET, True)
+    assert error == Errors.NONE and written >= 1
+    # With ELR off the cluster-level delete goes through (the effective min ISR drops to 1).
+    error, _, written = alter_broker(image, "", "min.insync.replicas", None, msg.OP_DELETE, False)
+    assert error == Errors.NONE and written == 1
+
+
+def test_broker_level_keys_the_controller_does_not_honour_are_refused() -> None:
+    # The controller reads unclean.leader.election.enable per topic then cluster-wide, never
+    # per broker; min.insync.replicas likewise (ELR off): refused rather than silently ignored.
+    image = with_foo(brokers(3), (1, 2, 3))
+    for key, value in (("unclean.leader.election.enable", "true"), ("min.insync.replicas", "2")):
+        for elr in (True, False):
+            error, message, written = alter_broker(image, "2", key, value, msg.OP_SET, elr)
+            assert error == Errors.INVALID_CONFIG and written == 0, (key, elr)
+            assert message.startswith(f"Broker-level {key} ")
+    # Cluster-wide, unclean.leader.election.enable is honoured: a leaderless partition elects.
+    image = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1, min_isr=2)
+    resource = msg.AlterConfigsResource(
+        msg.RESOURCE_TYPE_BROKER,
+        "",
+        [msg.AlterableConfig("unclean.leader.election.enable", msg.OP_SET, "true")],
+    )
+    after = run(
+        image, rc.incremental_alter_configs(image, msg.IncrementalAlterConfigsRequest([resource]))
+    )
+    assert foo0(after).leader == 2
+
+
+# -- ElectLeaders for every partition -------------------------------------------------------
+
+
+def two_topics() -> MetadataImage:
+    image = with_foo(brokers(3), (1, 2, 3), leader=2)  # foo-0: not on its preferred leader
+    return apply(
+        image,
+        [
+            TopicRecord("bar", BAR),
+            PartitionRecord(0, BAR, (1, 2, 3), (1, 2, 3), leader=1),  # already preferred
+        ],
+    )
+
+
+def test_elect_all_partitions_leaves_election_not_needed_out() -> None:
+    image = two_topics()
+    result = rc.elect_leaders(image, msg.ElectLeadersRequest(msg.ELECTION_PREFERRED, None))
+    answered = {
+        (t.topic, p.partition_id): p.error_code
+        for t in result.response.replica_election_results
+        for p in t.partition_result
+    }
+    assert answered == {("foo", 0): Errors.NONE}
+    assert foo0(run(image, result)).leader == 1
+
+
+def test_elect_listed_partitions_still_report_election_not_needed() -> None:
+    image = two_topics()
+    request = msg.ElectLeadersRequest(
+        msg.ELECTION_PREFERRED, [msg.ElectLeadersTopicPartitions("bar", [0])]
+    )
+    result = rc.elect_leaders(image, request)
+    codes = [p.error_code for p in result.response.replica_election_results[0].partition_result]
+    assert codes == [Errors.ELECTION_NOT_NEEDED]
+    assert result.records == ()
+
+
+def test_refused_cluster_level_delete_keeps_the_effective_min_isr() -> None:
+    # The silent drop the refusal prevents: foo's effective min ISR stays 2, not Kafka's 1.
+    image = apply(
+        brokers(3),
+        [
+            ConfigRecord(CONFIG_RESOURCE_BROKER, "", "min.insync.replicas", "2"),
+            TopicRecord("foo", FOO),
+            PartitionRecord(0, FOO, (1, 2, 3), (1, 2, 3), leader=1),
+        ],
+    )
+    result = alter(image, "", "min.insync.replicas", None, msg.OP_DELETE, msg.RESOURCE_TYPE_BROKER)
+    assert result.response.responses[0].error_code == Errors.INVALID_CONFIG
+    assert run(image, result).effective_min_isr(FOO, 0) == 2

@@ -1,0 +1,57 @@
+"""Seed 004's --recovery-election-attempts counts retries of transient failures: N retries allow
+N + 1 ElectLeaders sends for a partition that keeps failing with a retriable error."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cluster.cli import unclean_recovery_cmd as tool
+from cluster.protocol import controller_messages as msg
+from cluster.protocol.errors import Errors
+
+
+def _run_elect(monkeypatch: pytest.MonkeyPatch, retries: int, error: Errors) -> tuple[int, str]:
+    """The tool's elect step against a controller answer that is always `error`."""
+    sent: list[msg.ElectLeadersRequest] = []
+
+    async def answer(
+        _controllers: str, request: msg.ElectLeadersRequest
+    ) -> msg.ElectLeadersResponse:
+        sent.append(request)
+        return msg.ElectLeadersResponse(
+            replica_election_results=[
+                msg.ElectLeadersTopicResult(
+                    "foo", [msg.ElectLeadersPartitionResult(0, int(error), "busy", -1)]
+                )
+            ]
+        )
+
+    monkeypatch.setattr(tool, "controller_request", answer)
+    monkeypatch.setattr(tool, "ELECTION_BACKOFF_S", 0.0)
+
+    async def main() -> str:
+        run = tool.RecoveryRun("127.0.0.1:1", 0, retries)
+        target = tool.Target("foo", 0, designated_leader=2, result="planned")
+        try:
+            await run.elect([target])
+        finally:
+            await run.client.close()
+        return target.result
+
+    result = asyncio.run(main())
+    return len(sent), result
+
+
+def test_election_attempts_count_retries_of_transient_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Errors.NOT_CONTROLLER.retriable
+    assert _run_elect(monkeypatch, 0, Errors.NOT_CONTROLLER) == (1, "failed")
+    assert _run_elect(monkeypatch, 3, Errors.NOT_CONTROLLER) == (4, "failed")
+
+
+def test_a_non_transient_failure_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not Errors.INVALID_REQUEST.retriable
+    assert _run_elect(monkeypatch, 3, Errors.INVALID_REQUEST) == (1, "failed")
