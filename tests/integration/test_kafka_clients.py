@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.errors import Errors
 from kafkawire.framing import frame
@@ -171,6 +173,44 @@ def test_create_topics_validate_only_exists_and_manual_assignment(up: Up) -> Non
     with pytest.raises(confluent_kafka.KafkaException) as info:
         _create(admin, NewTopic("placed", 1, 1))
     assert info.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
+
+    for future in admin.delete_topics(["placed"], operation_timeout=20).values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 10
+    while "placed" in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "placed" not in admin.list_topics(timeout=10).topics
+
+
+def test_get_replica_log_info_on_kafkas_protocol(up: Up) -> None:
+    """The one custom message (api key 93): a broker's log end and epochs per hosted partition."""
+    admin = _admin(up)
+    _create(admin, NewTopic("infoed", 1, 3))
+    _wait_leaders(admin, "infoed", 1)
+    kafka_id = admin.describe_topics(TopicCollection(["infoed"]))["infoed"].result(20).topic_id
+    topic_id = uuid.UUID(
+        int=(kafka_id.get_most_significant_bits() % 2**64) << 64
+        | (kafka_id.get_least_significant_bits() % 2**64)
+    )
+    request = grli.GetReplicaLogInfoRequest(
+        topic_partitions=(grli.TopicPartitions(topic_id=topic_id, partitions=(0,)),)  # type: ignore[arg-type]
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        with _connect(up.cluster.brokers[0].address) as sock:
+            sock.sendall(encode_request(request, 31, "grli"))
+            payload = _read_frame(sock)
+        assert payload is not None
+        correlation_id, body = decode_response(payload, int(ApiKey.GET_REPLICA_LOG_INFO), 0)
+        infos = [p for t in body.topic_partition_log_info_list for p in t.partition_log_info]
+        assert [t.topic_id for t in body.topic_partition_log_info_list] == [topic_id]
+        if infos[0].error_code == Errors.NONE or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert correlation_id == 31 and body.broker_epoch > 0 and not body.truncated
+    [info] = infos
+    assert (info.partition, info.error_code, info.current_leader_epoch) == (0, Errors.NONE, 0)
+    assert info.log_end_offset == 0  # nothing produced yet
 
 
 def test_kafka_python_admin_lists_topics(up: Up) -> None:
