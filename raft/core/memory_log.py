@@ -189,4 +189,4 @@ class MemoryLog:
         if self._batches and batch.leader_epoch < self._batches[-1].epoch:
             raise ValueError(f"batch epoch {batch.leader_epoch} below {self._batches[-1].epoch}")
         self._batches.append(_Batch(batch.base_offset, batch.last_offset, batch.leader_epoch,
-                                    bytes(raw), tuple(r.value for r in batch.records)))
+                                    bytes(raw), tuple(r.value or b"" for r in batch.records)))
