@@ -44,6 +44,7 @@ from raft.core.control_records import (
     ControlRecordError,
     LeaderChangeRecord,
     VotersRecord,
+    control_version,
     decode_control,
 )
 from raft.core.record_batch import CorruptBatchError, Record, decode_batch
@@ -308,7 +309,8 @@ def iter_file_rows(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
             row[COL["batch_timestamp_ms"]] = batch.timestamp_ms
             row[COL["is_control"]] = batch.is_control
             value = record.value or b""  # a null value cannot decode: reported corrupt
-            row[COL["version"]] = _envelope_version(value)
+            row[COL["version"]] = (control_version(value) if batch.is_control
+                                   else _envelope_version(value))
             row[COL["record_hash"]] = _hash64(value)
             try:
                 if batch.is_control:

@@ -72,7 +72,7 @@ async def consume_records(
                     continue
                 for batch, _size in iter_batches(response.records):
                     for index, record in enumerate(batch.records):
-                        offset = batch.base_offset + index
+                        offset = batch.offset_of(index)
                         if offset < positions[p]:
                             continue
                         records.append(

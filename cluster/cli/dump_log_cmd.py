@@ -21,7 +21,7 @@ from controller.core.records import (
     decode_record,
     record_to_json,
 )
-from raft.core.control_records import decode_control
+from raft.core.control_records import control_version, decode_control
 from raft.core.record_batch import CorruptBatchError, Record, decode_batch
 from raft.core.replica_key import uuid_to_str
 
@@ -43,7 +43,7 @@ def _jsonable(value: Any) -> Any:
 def _decode(raw: Record, is_control: bool) -> tuple[str, int | None, Any]:
     if is_control:
         record = decode_control(raw)
-        return type(record).__name__, getattr(record, "VERSION", 0), _jsonable(record)
+        return type(record).__name__, control_version(raw.value), _jsonable(record)
     decoded = decode_record(raw.value or b"")
     return type(decoded).__name__, type(decoded).VERSION, record_to_json(decoded)
 

@@ -165,6 +165,13 @@ def control_type(key: bytes | None) -> int:
     return int(type_id)
 
 
+def control_version(value: bytes | None) -> int | None:
+    """The Version field every Raft control message starts with (int16), None if absent."""
+    if value is None or len(value) < 2:
+        return None
+    return int(struct.unpack_from(">h", value)[0])
+
+
 def encode_control(rec: ControlRecord) -> Record:
     """The control record (key and value) to put in a control batch."""
     buffer = io.BytesIO()

@@ -210,28 +210,34 @@ def _nullable_bytes(value: bytes | None) -> bytes:
 
 def _encode_records(records: Sequence[Record], base_ts: int) -> tuple[bytes, int, int]:
     """The records section; returns it, lastOffsetDelta and maxTimestamp."""
-    out = bytearray()
+    parts: list[bytes] = []
+    extend = parts.extend
+    varint = _varint
     max_ts = base_ts
-    last_delta = -1
-    for index, rec in enumerate(records):
-        key, value, headers, ts, delta = rec
-        body = bytearray(b"\x00")  # record attributes: unused in v2
-        if ts is None:
-            body += b"\x00"
+    delta = -1
+    for index, (key, value, headers, ts, offset_delta) in enumerate(records):
+        delta = index if offset_delta is None else offset_delta
+        if ts is None:  # attributes 0 (unused in v2), timestampDelta 0, offsetDelta
+            head = b"\x00\x00" + varint(delta)
         else:
-            body += _varint(ts - base_ts)
+            head = b"\x00" + varint(ts - base_ts) + varint(delta)
             max_ts = max(max_ts, ts)
-        last_delta = index if delta is None else delta
-        body += _varint(last_delta)
-        body += _nullable_bytes(key)
-        body += _nullable_bytes(value)
-        body += _varint(len(headers))
-        for header_key, header_value in headers:
-            body += _nullable_bytes(header_key.encode())
-            body += _nullable_bytes(header_value)
-        out += _varint(len(body))
-        out += body
-    return bytes(out), last_delta, max_ts
+        key_length = _NULL_LENGTH if key is None else varint(len(key))
+        value_length = _NULL_LENGTH if value is None else varint(len(value))
+        key = key or b""
+        value = value or b""
+        tail = b"\x00" if not headers else _encode_headers(headers)
+        size = len(head) + len(key_length) + len(key) + len(value_length) + len(value) + len(tail)
+        extend((varint(size), head, key_length, key, value_length, value, tail))
+    return b"".join(parts), delta, max_ts
+
+
+def _encode_headers(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
+    out = bytearray(_varint(len(headers)))
+    for header_key, header_value in headers:
+        out += _nullable_bytes(header_key.encode())
+        out += _nullable_bytes(header_value)
+    return bytes(out)
 
 
 def encode_batch(
@@ -301,78 +307,88 @@ def _checked_size(buf: bytes | memoryview, position: int, limit: int = MAX_BATCH
 
 
 def _decode_records(data: bytes, count: int, base_ts: int) -> list[Record]:
-    """The records section (uncompressed); IndexError/ValueError on malformed input."""
+    """The records section (uncompressed); IndexError/ValueError on malformed input.
+
+    The hot path of log replay and the audit, so the one- and two-byte varint cases are inlined
+    (lengths below 8 KiB, deltas below 8192) and each record's end is checked once, against its
+    length prefix, instead of bounds-checking every field: a field that runs past the data
+    raises IndexError or leaves `pos` off the record's end."""
     records: list[Record] = []
     append = records.append
     unzigzag = _UNZIGZAG
     read = _read_varint
     new = tuple.__new__  # skips NamedTuple's Python-level __new__: a third of the cost
-    end = len(data)
     pos = 0
     for index in range(count):
         n = data[pos]
         if n < 0x80:
             length = unzigzag[n]
             pos += 1
-        elif data[pos + 1] < 0x80:  # two bytes: records of 64..8191 bytes
+        elif data[pos + 1] < 0x80:
             n = (n & 0x7F) | (data[pos + 1] << 7)
             length = (n >> 1) ^ -(n & 1)
             pos += 2
         else:
             length, pos = read(data, pos)
         record_end = pos + length
-        if length < 0 or record_end > end:
-            raise ValueError(f"record {index} length {length} runs past the batch")
-        pos += 1  # record attributes: unused in v2
-        n = data[pos]
+        n = data[pos + 1]  # timestampDelta, after the (unused) record attributes byte
         if n == 0:
             ts = None
-            pos += 1
+            pos += 2
         elif n < 0x80:
             ts = base_ts + unzigzag[n]
-            pos += 1
+            pos += 2
         else:
-            ts_delta, pos = read(data, pos)
+            ts_delta, pos = read(data, pos + 1)
             ts = base_ts + ts_delta if ts_delta else None
         n = data[pos]
         if n < 0x80:
             delta: int | None = unzigzag[n]
             pos += 1
+        elif data[pos + 1] < 0x80:
+            n = (n & 0x7F) | (data[pos + 1] << 7)
+            delta = (n >> 1) ^ -(n & 1)
+            pos += 2
         else:
             delta, pos = read(data, pos)
         if delta == index:
             delta = None
         n = data[pos]
-        if n < 0x80:
-            size = unzigzag[n]
+        if n == 1:  # zigzag(-1): null key, the metadata log's case
+            key = None
             pos += 1
         else:
             size, pos = read(data, pos)
-        if size < 0:
-            key = None
-        else:
-            key = data[pos : pos + size]
-            pos += size
+            if size < 0:
+                key = None
+            else:
+                key = data[pos : pos + size]
+                pos += size
         n = data[pos]
         if n < 0x80:
-            size = unzigzag[n]
-            pos += 1
+            if n == 1:
+                value = None
+                pos += 1
+            else:
+                pos += 1
+                value = data[pos : pos + unzigzag[n]]
+                pos += unzigzag[n]
         elif data[pos + 1] < 0x80:
             n = (n & 0x7F) | (data[pos + 1] << 7)
-            size = (n >> 1) ^ -(n & 1)
             pos += 2
+            value = data[pos : pos + (n >> 1)]  # even n: a positive length
+            pos += n >> 1
+            if n & 1:
+                raise ValueError(f"record {index} has a negative value length")
         else:
             size, pos = read(data, pos)
-        if size < 0:
-            value = None
-        else:
-            value = data[pos : pos + size]
-            pos += size
-        n = data[pos]
-        if n == 0:
-            pos += 1
-            if pos != record_end:
-                raise ValueError(f"record {index} is not {length} bytes long")
+            if size < 0:
+                value = None
+            else:
+                value = data[pos : pos + size]
+                pos += size
+        if data[pos] == 0 and pos + 1 == record_end:  # no headers
+            pos = record_end
             append(new(Record, (key, value, (), ts, delta)))
             continue
         count_headers, pos = read(data, pos)
@@ -392,8 +408,8 @@ def _decode_records(data: bytes, count: int, base_ts: int) -> list[Record]:
         if pos != record_end:
             raise ValueError(f"record {index} is not {length} bytes long")
         append(new(Record, (key, value, tuple(headers), ts, delta)))
-    if pos != end:
-        raise ValueError(f"{end - pos} bytes after the last record")
+    if pos != len(data):
+        raise ValueError(f"{len(data) - pos} bytes after the last record")
     return records
 
 
