@@ -526,6 +526,10 @@ def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[RecordBatch, int]]:
         position += size
 
 
-def rebase(raw: bytes, base_offset: int) -> bytes:
-    """The same encoded batch with a new base offset (the CRC does not cover the offset)."""
-    return struct.pack(">q", base_offset) + raw[8:]
+def rebase(raw: bytes, base_offset: int, leader_epoch: int | None = None) -> bytes:
+    """The same encoded batch with a new base offset and, if given, partition leader epoch:
+    what a leader assigns on append (Kafka's LogValidator). Neither is under the CRC, so the
+    producer's bytes from attributes on are kept as sent."""
+    if leader_epoch is None:
+        return struct.pack(">q", base_offset) + raw[8:]
+    return struct.pack(">q", base_offset) + raw[8:12] + struct.pack(">i", leader_epoch) + raw[16:]

@@ -210,6 +210,10 @@ def test_rebase_keeps_the_crc_valid() -> None:
     batch, _ = decode_batch(moved)
     assert (batch.base_offset, batch.last_offset, batch.producer_id) == (1234, 1235, 9)
     assert validate_batch(moved).base_offset == 1234
+    stamped = rebase(raw, 99, leader_epoch=12)
+    assert stamped[16:] == raw[16:]
+    header = validate_batch(stamped)
+    assert (header.base_offset, header.leader_epoch, header.size) == (99, 12, len(raw))
 
 
 def _kio_batch(recs: tuple[KioRecord, ...]) -> bytes:
