@@ -76,6 +76,7 @@ __all__ = [
     "read_header",
     "rebase",
     "validate_batch",
+    "verify_batch",
 ]
 
 
@@ -306,7 +307,7 @@ def _checked_size(buf: bytes | memoryview, position: int, limit: int = MAX_BATCH
     return size
 
 
-def _decode_records(data: bytes, count: int, base_ts: int) -> list[Record]:
+def _decode_records(data: bytes, pos: int, count: int, base_ts: int) -> list[Record]:
     """The records section (uncompressed); IndexError/ValueError on malformed input.
 
     The hot path of log replay and the audit, so the one- and two-byte varint cases are inlined
@@ -318,7 +319,6 @@ def _decode_records(data: bytes, count: int, base_ts: int) -> list[Record]:
     unzigzag = _UNZIGZAG
     read = _read_varint
     new = tuple.__new__  # skips NamedTuple's Python-level __new__: a third of the cost
-    pos = 0
     for index in range(count):
         n = data[pos]
         if n < 0x80:
@@ -376,8 +376,9 @@ def _decode_records(data: bytes, count: int, base_ts: int) -> list[Record]:
         elif data[pos + 1] < 0x80:
             n = (n & 0x7F) | (data[pos + 1] << 7)
             pos += 2
-            value = data[pos : pos + (n >> 1)]  # even n: a positive length
-            pos += n >> 1
+            size = n >> 1  # even n: a positive length
+            value = data[pos : pos + size]
+            pos += size
             if n & 1:
                 raise ValueError(f"record {index} has a negative value length")
         else:
@@ -428,12 +429,13 @@ def decode_batch(buf: bytes | memoryview, position: int = 0) -> tuple[RecordBatc
         raise CorruptBatchError(position, "CRC32C mismatch")
     if count < 0:
         raise CorruptBatchError(position, f"negative record count {count}")
-    section = body[HEADER_SIZE - _CRC_START :]
     codec = attributes & CODEC_MASK
     try:
-        if codec != NONE:
-            section = decompress(codec, section)
-        records = _decode_records(section, count, base_ts)
+        if codec == NONE:  # the records section starts after the header, in `body`
+            records = _decode_records(body, HEADER_SIZE - _CRC_START, count, base_ts)
+        else:
+            section = decompress(codec, body[HEADER_SIZE - _CRC_START :])
+            records = _decode_records(section, 0, count, base_ts)
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         if isinstance(exc, UnsupportedCompressionError):
             raise
@@ -496,6 +498,17 @@ def read_header(buf: bytes | memoryview, position: int) -> BatchHeader:
         bool(attributes & CONTROL_FLAG), crc, attributes, max_ts, producer_id, producer_epoch,
         base_sequence, count,
     )
+
+
+def verify_batch(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """The header of a batch whose length, magic and CRC check out, records left undecoded:
+    what log recovery and a follower's append need (Kafka's RecordBatch.ensureValid), at a
+    fraction of decode_batch's cost. Raises CorruptBatchError / UnsupportedMagicError."""
+    header = read_header(buf, position)
+    body = buf[position + _CRC_START : position + header.size]
+    if crc32c.crc32c(body) != header.crc:
+        raise CorruptBatchError(position, "CRC32C mismatch")
+    return header
 
 
 def validate_batch(

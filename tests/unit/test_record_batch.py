@@ -30,6 +30,7 @@ from raft.core.record_batch import (
     read_header,
     rebase,
     validate_batch,
+    verify_batch,
 )
 
 
@@ -135,6 +136,10 @@ def test_crc_flip_is_corrupt_everywhere_after_the_crc() -> None:
             decode_batch(bytes(flipped))
         with pytest.raises(CorruptBatchError, match="CRC32C"):
             validate_batch(bytes(flipped))
+        with pytest.raises(CorruptBatchError, match="CRC32C"):
+            verify_batch(memoryview(bytes(flipped)))
+    header = verify_batch(memoryview(raw))
+    assert (header.size, header.record_count, header.last_offset) == (len(raw), 1, 0)
 
 
 def test_torn_tail_stops_iteration_at_the_cut() -> None:
