@@ -185,6 +185,11 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_CACHED = 1 << 14  # lengths and offset deltas below this use precomputed encodings
+_LENGTHS = [_varint(n) for n in range(_CACHED)]
+_PLAIN_HEADS = [b"\x00\x00" + _varint(n) for n in range(_CACHED)]  # attributes, tsDelta 0, delta
+
+
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     """The multi-byte path; callers inline the one-byte case (most lengths and deltas)."""
     result = 0
@@ -210,26 +215,34 @@ def _nullable_bytes(value: bytes | None) -> bytes:
 
 
 def _encode_records(records: Sequence[Record], base_ts: int) -> tuple[bytes, int, int]:
-    """The records section; returns it, lastOffsetDelta and maxTimestamp."""
+    """The records section; returns it, lastOffsetDelta and maxTimestamp. Varints of small
+    lengths and deltas come from tables: this runs for every append of the metadata log."""
     parts: list[bytes] = []
     extend = parts.extend
+    lengths = _LENGTHS
     varint = _varint
     max_ts = base_ts
     delta = -1
     for index, (key, value, headers, ts, offset_delta) in enumerate(records):
         delta = index if offset_delta is None else offset_delta
-        if ts is None:  # attributes 0 (unused in v2), timestampDelta 0, offsetDelta
-            head = b"\x00\x00" + varint(delta)
+        if ts is None and 0 <= delta < _CACHED:
+            head = _PLAIN_HEADS[delta]
         else:
-            head = b"\x00" + varint(ts - base_ts) + varint(delta)
-            max_ts = max(max_ts, ts)
-        key_length = _NULL_LENGTH if key is None else varint(len(key))
-        value_length = _NULL_LENGTH if value is None else varint(len(value))
-        key = key or b""
-        value = value or b""
-        tail = b"\x00" if not headers else _encode_headers(headers)
+            head = b"\x00" + varint(0 if ts is None else ts - base_ts) + varint(delta)
+            if ts is not None:
+                max_ts = max(max_ts, ts)
+        if key is None:
+            key_length, key = _NULL_LENGTH, b""
+        else:
+            key_length = lengths[len(key)] if len(key) < _CACHED else varint(len(key))
+        if value is None:
+            value_length, value = _NULL_LENGTH, b""
+        else:
+            value_length = lengths[len(value)] if len(value) < _CACHED else varint(len(value))
+        tail = _encode_headers(headers) if headers else b"\x00"
         size = len(head) + len(key_length) + len(key) + len(value_length) + len(value) + len(tail)
-        extend((varint(size), head, key_length, key, value_length, value, tail))
+        extend((lengths[size] if size < _CACHED else varint(size), head, key_length, key,
+                value_length, value, tail))
     return b"".join(parts), delta, max_ts
 
 
