@@ -261,7 +261,7 @@ def iter_partition_log_rows(spec: PartitionLogFile) -> Iterator[tuple[Any, ...]]
         if not batch.is_control:
             epoch = batch.leader_epoch
             for index, record in enumerate(batch.records):
-                yield (*head, position, batch.base_offset + index, epoch, record_key(record.value), False, None)
+                yield (*head, position, batch.offset_of(index), epoch, record_key(record.value), False, None)
         position += size
 
 

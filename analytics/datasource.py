@@ -44,9 +44,10 @@ from raft.core.control_records import (
     ControlRecordError,
     LeaderChangeRecord,
     VotersRecord,
+    control_version,
     decode_control,
 )
-from raft.core.record_batch import CorruptBatchError, decode_batch
+from raft.core.record_batch import CorruptBatchError, Record, decode_batch
 from raft.core.replica_key import uuid_to_str
 
 DATA_SOURCE_NAME = "minikraft-metadata"
@@ -259,8 +260,8 @@ def _fill_metadata(row: list[Any], value: bytes) -> None:
         row[COL["value"]] = str(record.feature_level)
 
 
-def _fill_control(row: list[Any], value: bytes) -> None:
-    record = decode_control(value)
+def _fill_control(row: list[Any], control: Record) -> None:
+    record = decode_control(control)
     row[COL["record_type"]] = type(record).__name__
     if isinstance(record, LeaderChangeRecord):
         row[COL["leader_id"]] = record.leader_id
@@ -300,18 +301,22 @@ def iter_file_rows(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
             row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, exc.reason
             yield tuple(row)
             return
-        fill = _fill_control if batch.is_control else _fill_metadata
         for index, record in enumerate(batch.records):
             row = template.copy()
             row[COL["position"]] = position
-            row[COL["offset"]] = batch.base_offset + index
+            row[COL["offset"]] = batch.offset_of(index)
             row[COL["epoch"]] = batch.leader_epoch
             row[COL["batch_timestamp_ms"]] = batch.timestamp_ms
             row[COL["is_control"]] = batch.is_control
-            row[COL["version"]] = _envelope_version(record.value)
-            row[COL["record_hash"]] = _hash64(record.value)
+            value = record.value or b""  # a null value cannot decode: reported corrupt
+            row[COL["version"]] = (control_version(value) if batch.is_control
+                                   else _envelope_version(value))
+            row[COL["record_hash"]] = _hash64(value)
             try:
-                fill(row, record.value)
+                if batch.is_control:
+                    _fill_control(row, record)
+                else:
+                    _fill_metadata(row, value)
             except (CorruptRecordError, UnknownRecordError, ControlRecordError) as exc:
                 row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, str(exc)
             yield tuple(row)

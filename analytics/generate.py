@@ -44,7 +44,7 @@ from raft.core.control_records import (
     encode_control,
     snapshot_batches,
 )
-from raft.core.record_batch import encode_batch
+from raft.core.record_batch import Record, encode_batch
 from raft.core.replica_key import ReplicaKey, uuid_to_str
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
@@ -132,10 +132,10 @@ class LogBuilder:
 
     # -- appending ---------------------------------------------------------------------------
 
-    def append(self, values: Sequence[bytes], is_control: bool = False) -> int:
+    def append(self, values: Sequence[bytes] | Sequence[Record], is_control: bool = False) -> int:
         self.timestamp_ms += self.rng.randint(1, 20)
         base = self.next_offset
-        raw = encode_batch(base, self.epoch, self.timestamp_ms, list(values), is_control)
+        raw = encode_batch(base, self.epoch, self.timestamp_ms, values, is_control)
         self.batches.append((base, raw, len(values)))
         self.next_offset += len(values)
         return base

@@ -110,7 +110,7 @@ async def _fetch(
     out = []
     for batch, _size in iter_batches(response.records):
         for index, record in enumerate(batch.records):
-            offset = batch.base_offset + index
+            offset = batch.offset_of(index)
             if offset >= position:
                 out.append((offset, record))
     return out

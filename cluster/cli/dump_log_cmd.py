@@ -21,8 +21,8 @@ from controller.core.records import (
     decode_record,
     record_to_json,
 )
-from raft.core.control_records import decode_control
-from raft.core.record_batch import CorruptBatchError, decode_batch
+from raft.core.control_records import control_version, decode_control
+from raft.core.record_batch import CorruptBatchError, Record, decode_batch
 from raft.core.replica_key import uuid_to_str
 
 
@@ -40,11 +40,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _decode(value: bytes, is_control: bool) -> tuple[str, int | None, Any]:
+def _decode(raw: Record, is_control: bool) -> tuple[str, int | None, Any]:
     if is_control:
-        record = decode_control(value)
-        return type(record).__name__, getattr(record, "VERSION", 0), _jsonable(record)
-    decoded = decode_record(value)
+        record = decode_control(raw)
+        return type(record).__name__, control_version(raw.value), _jsonable(record)
+    decoded = decode_record(raw.value or b"")
     return type(decoded).__name__, type(decoded).VERSION, record_to_json(decoded)
 
 
@@ -56,14 +56,14 @@ def dump_file(path: Path, decode: bool) -> Iterator[dict[str, Any]]:
         batch, size = decode_batch(data, position)
         for index, record in enumerate(batch.records):
             line: dict[str, Any] = {
-                "offset": batch.base_offset + index,
+                "offset": batch.offset_of(index),
                 "epoch": batch.leader_epoch,
                 "timestamp_ms": batch.timestamp_ms,
             }
             if decode:
                 try:
                     line["type"], line["version"], line["data"] = _decode(
-                        record.value, batch.is_control
+                        record, batch.is_control
                     )
                 except (CorruptRecordError, UnknownRecordError, ValueError) as exc:
                     line["type"], line["version"] = "Undecodable", None
@@ -71,7 +71,8 @@ def dump_file(path: Path, decode: bool) -> Iterator[dict[str, Any]]:
             else:
                 line["type"] = "control" if batch.is_control else "data"
                 line["version"] = None
-                line["data"] = base64.b64encode(record.value).decode("ascii")
+                line["data"] = (None if record.value is None
+                                else base64.b64encode(record.value).decode("ascii"))
             yield line
         position += size
 

@@ -29,9 +29,9 @@ def committed_entries(directory: Path, below: int) -> dict[int, tuple[int, bytes
         if batch.base_offset >= below:
             break
         for index, record in enumerate(batch.records):
-            offset = batch.base_offset + index
+            offset = batch.offset_of(index)
             if offset < below:
-                entries[offset] = (batch.leader_epoch, record.value)
+                entries[offset] = (batch.leader_epoch, record.value or b"")
     return entries
 
 

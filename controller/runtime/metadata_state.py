@@ -25,7 +25,7 @@ def replay_batches(image: MetadataImage, batches: Sequence[RecordBatch]) -> Meta
         if batch.is_control:
             continue
         for index, record in enumerate(batch.records):
-            delta.replay(decode_record(record.value), batch.base_offset + index)
+            delta.replay(decode_record(record.value or b""), batch.offset_of(index))
     return delta.image()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raft.core.record_batch import Record, decode_batch, encode_batch
+from raft.core.record_batch import Record, decode_batch, encode_batch, read_header, verify_batch
 from raft.core.replicated_log import OffsetAndEpoch, SnapshotId
 
 
@@ -88,11 +88,10 @@ class MemoryLog:
     def append_as_follower(self, raw_batches: bytes) -> int:
         position = 0
         while position < len(raw_batches):
-            _batch, size = decode_batch(raw_batches, position)  # CRC check before any change
-            position += size
+            position += verify_batch(raw_batches, position).size  # CRC check before any change
         position = 0
         while position < len(raw_batches):
-            _batch, size = decode_batch(raw_batches, position)
+            size = read_header(raw_batches, position).size
             self._append_raw(raw_batches[position:position + size])
             position += size
         return self.end_offset()
@@ -189,4 +188,4 @@ class MemoryLog:
         if self._batches and batch.leader_epoch < self._batches[-1].epoch:
             raise ValueError(f"batch epoch {batch.leader_epoch} below {self._batches[-1].epoch}")
         self._batches.append(_Batch(batch.base_offset, batch.last_offset, batch.leader_epoch,
-                                    bytes(raw), tuple(r.value for r in batch.records)))
+                                    bytes(raw), tuple(r.value or b"" for r in batch.records)))

@@ -493,10 +493,10 @@ class RaftReplica:
             if header.is_control and header.last_offset >= from_offset:
                 batch, _size = decode_batch(raw, position)
                 for index, record in enumerate(batch.records):
-                    offset = batch.base_offset + index
+                    offset = batch.offset_of(index)
                     if offset < from_offset or offset <= history.latest_offset():
                         continue
-                    rec = decode_control(record.value)
+                    rec = decode_control(record)
                     if isinstance(rec, VotersRecord):
                         history.add_at(offset, VoterSet.from_record(rec))
             next_offset = header.last_offset + 1

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from raft.core.record_batch import CorruptBatchError, decode_batch
+from raft.core.record_batch import CorruptBatchError, verify_batch
 from raft.runtime.fsutil import storage_errors, write_all
 
 SEGMENT_SUFFIX = ".log"
@@ -79,7 +79,7 @@ class Segment:
         epoch = previous_epoch
         while position < len(data):
             try:
-                batch, batch_size = decode_batch(data, position)
+                batch = verify_batch(data, position)  # CRC'd header: records not needed
             except CorruptBatchError as exc:
                 problem = exc
                 break
@@ -94,12 +94,12 @@ class Segment:
                 )
                 break
             entries.append(
-                BatchEntry(batch.base_offset, batch.last_offset, position, batch_size,
+                BatchEntry(batch.base_offset, batch.last_offset, position, batch.size,
                            batch.leader_epoch)
             )
             epoch = batch.leader_epoch
             next_offset = batch.next_offset
-            position += batch_size
+            position += batch.size
         return cls(path, base_offset, fd, entries), problem
 
     @property

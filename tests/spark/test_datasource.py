@@ -61,7 +61,8 @@ def test_typed_columns(rows: list[dict[str, Any]]) -> None:
     log = [r for r in rows if r["node"] == 1 and r["kind"] == "segment"]
     first_change = _first(log, record_type="LeaderChangeRecord")
     assert (first_change["offset"], first_change["epoch"], first_change["leader_id"]) == (0, 1, 1)
-    assert first_change["is_control"] and first_change["version"] == 0
+    # LeaderChangeMessage v1: the version with VoterDirectoryId (KIP-853).
+    assert first_change["is_control"] and first_change["version"] == 1
     voters = _first(log, record_type="VotersRecord")
     assert [v["id"] for v in voters["voters"]] == [1, 2, 3]
     assert all(len(v["directory_id"]) == 22 for v in voters["voters"])

@@ -128,7 +128,7 @@ def test_election_prevote_then_vote_then_leader() -> None:
     # Rule 3: the leader's first entry in its epoch is a LeaderChange control record.
     batch, _ = decode_batch(node._log.read(0, 1 << 20))
     assert batch.is_control and batch.leader_epoch == 1
-    change = decode_control(batch.records[0].value)
+    change = decode_control(batch.records[0])
     assert isinstance(change, LeaderChangeRecord) and change.leader_id == 1
 
 
