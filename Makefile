@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 EXTRAS ?= dev,spark
 
-.PHONY: install test test-slow lint demo clean bench-deps
+.PHONY: install test test-slow lint demo clean bench-deps interop-deps
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,14 +16,14 @@ install: $(VENV)/.installed-$(EXTRAS)
 
 test: install
 	$(PY) -m pytest
-	$(VENV)/bin/ruff check cluster controller broker raft analytics tests
+	$(VENV)/bin/ruff check kafkawire cluster controller broker raft analytics tests
 	$(VENV)/bin/mypy
 
 test-slow: install
 	$(PY) -m pytest -m slow
 
 lint: install
-	$(VENV)/bin/ruff check cluster controller broker raft analytics tests
+	$(VENV)/bin/ruff check kafkawire cluster controller broker raft analytics tests
 	$(VENV)/bin/mypy
 
 demo: install
@@ -34,6 +34,11 @@ bench-deps: install
 	apt-get update
 	apt-get install -y etcd-server nats-server
 	$(PY) -m pip install -q pysyncobj nats-py pyinstrument
+
+# kcat for the real-client suite's kcat tests (skipped with a reason where it is missing).
+interop-deps: install
+	apt-get update
+	apt-get install -y kcat
 
 clean:
 	rm -rf $(VENV) demo-cluster .pytest_cache .mypy_cache .ruff_cache

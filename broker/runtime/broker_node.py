@@ -32,9 +32,10 @@ from broker.runtime.clean_shutdown import (
     write_clean_shutdown,
 )
 from broker.runtime.event_journal import EventJournal
+from broker.runtime.kafka_apis import KafkaApis
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
-from cluster.config import NodeConfig
+from cluster.config import NodeConfig, parse_listeners
 from cluster.net.client import RpcClient
 from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
@@ -160,6 +161,9 @@ class BrokerNode:
             faults=self.faults,
             registry=bm.BROKER_REGISTRY,
         )
+        # Kafka's wire protocol on the same listener, for real Kafka clients (issue 20).
+        self.kafka_apis = KafkaApis(self)
+        self.server.kafka_service = self.kafka_apis.service
         self.registry = CollectorRegistry()
         Gauge(
             "broker_metadata_offset", "applied metadata offset", registry=self.registry
@@ -293,12 +297,21 @@ class BrokerNode:
     async def _register(self) -> None:
         if self.raft.replica.leader_id is None:
             return
+        # Clients learn host and port from Metadata: Kafka's advertised.listeners, else listeners.
+        advertised = next(
+            (
+                a
+                for a in parse_listeners(self.config.get("advertised.listeners") or "")
+                if a.name == self.listener.name
+            ),
+            self.listener,
+        )
         response = await self._controller_request(
             cm.BrokerRegistrationRequest(
                 self.broker_id,
                 self.raft.cluster_id,
                 self.incarnation_id,
-                [cm.BrokerListener(self.listener.name, self.listener.host, self.listener.port)],
+                [cm.BrokerListener(advertised.name, advertised.host, advertised.port)],
                 log_dirs=[m.directory_id for m in self.log_dir_metas if m.directory_id],
                 previous_broker_epoch=self.previous_broker_epoch,
             )
@@ -407,6 +420,10 @@ class BrokerNode:
     # ---- handlers ----
 
     async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
+        if api_key in bm.FORWARDED_ADMIN_KEYS:
+            # The CLI's admin commands against broker addresses (Kafka's forwarding).
+            timeout_ms = int(getattr(request, "timeout_ms", 0)) or None
+            return await self.kafka_apis.admin.forward(request, timeout_ms)
         handler = self.handlers.get(api_key)
         if handler is None:
             raise KafkaError(Errors.UNSUPPORTED_VERSION, f"broker does not serve {api_key.name}")

@@ -26,7 +26,15 @@ from types import TracebackType
 from broker.core.leader_epoch_cache import EpochEndOffset, EpochEntry, LeaderEpochCache
 from broker.core.partition_state import ACKS_ALL
 from cluster.protocol.errors import Errors, KafkaError
-from raft.core.record_batch import CorruptBatchError, Record, read_header
+from raft.core.compression import UnsupportedCompressionError
+from raft.core.record_batch import (
+    CorruptBatchError,
+    MessageTooLargeError,
+    Record,
+    UnsupportedMagicError,
+    read_header,
+    validate_batch,
+)
 from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
 from raft.runtime.fsutil import remove_stale_temp_files, storage_errors, write_atomic
 
@@ -299,12 +307,12 @@ class PartitionLog:
         position = 0
         try:
             while position < len(view):
-                header = read_header(view, position)
-                if max_batch_bytes is not None and header.size > max_batch_bytes:
-                    raise KafkaError(
-                        Errors.MESSAGE_TOO_LARGE,
-                        f"batch of {header.size} bytes exceeds {max_batch_bytes} bytes",
-                    )
+                # Kafka's LogValidator for v2: magic, size, CRC, records, a codec we can read.
+                header = (
+                    validate_batch(view, position, max_batch_bytes)
+                    if max_batch_bytes is not None
+                    else validate_batch(view, position)
+                )
                 if header.is_control:
                     raise KafkaError(Errors.INVALID_RECORD, "producers may not send control batches")
                 count = header.last_offset - header.base_offset + 1
@@ -313,8 +321,14 @@ class PartitionLog:
                 next_offset += count
                 position += header.size
             self._log.append_as_follower(b"".join(stamped))  # decodes and CRC-checks each batch
+        except UnsupportedMagicError as exc:
+            raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, str(exc)) from exc
         except CorruptBatchError as exc:
             raise KafkaError(Errors.CORRUPT_MESSAGE, str(exc)) from exc
+        except MessageTooLargeError as exc:
+            raise KafkaError(Errors.MESSAGE_TOO_LARGE, str(exc)) from exc
+        except UnsupportedCompressionError as exc:
+            raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from exc
         if leader_epoch > self.epoch_cache.latest_epoch():
             self.assign_leader_epoch(leader_epoch, base_offset)
         count = next_offset - base_offset

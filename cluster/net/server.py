@@ -1,4 +1,7 @@
-"""The RPC server: persistent, pipelined connections speaking the framed msgpack protocol.
+"""The RPC server: persistent, pipelined connections speaking the framed msgpack protocol, and,
+on the same port, Kafka's wire protocol for real Kafka clients (transitional, issue 20 stage 1):
+the first request of a connection says which. A msgpack request payload starts with 0x95 (a
+fixarray of 5), a Kafka request's with 0x00 (the high byte of an int16 api key below 256).
 
 Each request runs as its own task and its response is written when it finishes, matched by
 correlation id. No request, however malformed, takes the process down: bad bodies get an error
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from cluster.net.faults import FaultInjector
+from cluster.net.kafka_connection import KafkaConnection, KafkaService
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from cluster.protocol.frame import (
@@ -34,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 _NODE_CLIENT_ID = re.compile(r"node-(\d+)")
 DEFAULT_MAX_INFLIGHT_PER_CONNECTION = 1000
+_SNIFF_BYTES = 5  # the size prefix and the payload's first byte
+_MSGPACK_REQUEST_FIRST_BYTE = 0x95
 
 
 def client_id_for_node(node_id: int) -> str:
@@ -73,6 +79,9 @@ class _ServerConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        self._sniffed = bytearray()  # bytes held until the first request says its protocol
+        self._protocol_known = False
+        self._kafka: KafkaConnection | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
@@ -89,6 +98,8 @@ class _ServerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._server.connections.discard(self)
+        if self._kafka is not None:
+            self._kafka.connection_lost()
         self._wake_writers()
         # In-flight handlers finish (they may be mid-commit); their responses are discarded.
 
@@ -102,6 +113,27 @@ class _ServerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         transport = self._transport
         assert transport is not None
+        if not self._protocol_known:
+            self._sniffed += data
+            # An empty or oversize first frame says nothing of its protocol: the msgpack path
+            # answers it (MESSAGE_TOO_LARGE) and closes, as before.
+            size = int.from_bytes(self._sniffed[:4], "big") if len(self._sniffed) >= 4 else None
+            undecidable = size is not None and (size == 0 or size > self._server.max_frame_bytes)
+            if len(self._sniffed) < _SNIFF_BYTES and not undecidable:
+                return
+            data, self._sniffed = bytes(self._sniffed), bytearray()
+            self._protocol_known = True
+            service = self._server.kafka_service
+            kafka = not undecidable and data[4] != _MSGPACK_REQUEST_FIRST_BYTE
+            if kafka and service is not None:
+                self._kafka = KafkaConnection(
+                    transport, service, self._server.max_frame_bytes, self.peer
+                )
+                self.tasks.add(self._kafka.task)
+                self._kafka.task.add_done_callback(self.tasks.discard)
+        if self._kafka is not None:
+            self._kafka.data_received(data)
+            return
         try:
             for payload in self._decoder.feed(data):
                 self._dispatch(decode_request(payload))
@@ -204,6 +236,7 @@ class RpcServer:
         faults: FaultInjector | None = None,
         registry: Registry | None = None,
         max_inflight_per_connection: int = DEFAULT_MAX_INFLIGHT_PER_CONNECTION,
+        kafka_service: KafkaService | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -214,6 +247,7 @@ class RpcServer:
         self.faults = faults
         self.registry = registry if registry is not None else default_registry()
         self.max_inflight_per_connection = max_inflight_per_connection
+        self.kafka_service = kafka_service  # Kafka's protocol on this port too, when set
         self.connections: set[_ServerConnection] = set()
         self._server: asyncio.Server | None = None
 

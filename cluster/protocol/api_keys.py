@@ -1,35 +1,6 @@
-"""API keys, with Kafka's numbers (GET_REPLICA_LOG_INFO: seed 004 leaves it open; ours is 93)."""
+"""Kafka's api keys live in the foundation package (`kafkawire.api_keys`); this name stays for
+the modules that import them from here."""
 
-from __future__ import annotations
+from kafkawire.api_keys import ApiKey
 
-from enum import IntEnum
-
-
-class ApiKey(IntEnum):
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    DELETE_RECORDS = 21
-    OFFSET_FOR_LEADER_EPOCH = 23
-    DESCRIBE_CONFIGS = 32
-    API_VERSIONS = 18
-    ELECT_LEADERS = 43
-    INCREMENTAL_ALTER_CONFIGS = 44
-    VOTE = 52
-    BEGIN_QUORUM_EPOCH = 53
-    END_QUORUM_EPOCH = 54
-    DESCRIBE_QUORUM = 55
-    ALTER_PARTITION = 56
-    FETCH_SNAPSHOT = 59
-    DESCRIBE_CLUSTER = 60
-    BROKER_REGISTRATION = 62
-    BROKER_HEARTBEAT = 63
-    UNREGISTER_BROKER = 64
-    DESCRIBE_TOPIC_PARTITIONS = 75
-    ADD_RAFT_VOTER = 80
-    REMOVE_RAFT_VOTER = 81
-    UPDATE_RAFT_VOTER = 82
-    GET_REPLICA_LOG_INFO = 93
+__all__ = ["ApiKey"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from cluster.protocol import controller_messages as cm
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.registry import Registry
 
@@ -215,4 +216,32 @@ BROKER_REGISTRY.register(
 BROKER_REGISTRY.register(ApiKey.METADATA, MetadataRequest, MetadataResponse)
 BROKER_REGISTRY.register(
     ApiKey.GET_REPLICA_LOG_INFO, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
+)
+
+# Admin requests a broker forwards to the active controller (as Kafka brokers do), so the CLI's
+# `--bootstrap-server` takes broker addresses: the same message types as the controller's.
+for _key, _request, _response in (
+    (ApiKey.CREATE_TOPICS, cm.CreateTopicsRequest, cm.CreateTopicsResponse),
+    (ApiKey.DELETE_TOPICS, cm.DeleteTopicsRequest, cm.DeleteTopicsResponse),
+    (
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        cm.IncrementalAlterConfigsRequest,
+        cm.IncrementalAlterConfigsResponse,
+    ),
+    (
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        cm.DescribeTopicPartitionsRequest,
+        cm.DescribeTopicPartitionsResponse,
+    ),
+    (ApiKey.ELECT_LEADERS, cm.ElectLeadersRequest, cm.ElectLeadersResponse),
+):
+    BROKER_REGISTRY.register(_key, _request, _response)
+FORWARDED_ADMIN_KEYS = frozenset(
+    {
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        ApiKey.ELECT_LEADERS,
+    }
 )

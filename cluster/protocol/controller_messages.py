@@ -91,6 +91,8 @@ class CreatableTopic:
     num_partitions: int
     replication_factor: int
     configs: dict[str, str] = field(default_factory=dict)
+    # Kafka's manual replica assignment: replicas of partition i at index i (empty: placed).
+    assignments: list[list[int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

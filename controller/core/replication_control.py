@@ -210,7 +210,11 @@ def create_topics(
             )
             continue
         topic_id = new_topic_id()
-        assignment = place_replicas(brokers, topic.num_partitions, topic.replication_factor, placed)
+        assignment = (
+            [tuple(replicas) for replicas in topic.assignments]
+            if topic.assignments
+            else place_replicas(brokers, topic.num_partitions, topic.replication_factor, placed)
+        )
         placed += topic.num_partitions
         results.append(
             msg.CreatableTopicResult(
@@ -260,6 +264,23 @@ def _create_topic_error(
             f"replication factor {topic.replication_factor} is larger than the "
             f"{len(brokers)} available broker(s)",
         )
+    for partition_id, replicas in enumerate(topic.assignments):
+        # Kafka's checks of a manual assignment: one replica set per partition, same size,
+        # no broker twice, every broker registered.
+        if len(replicas) != topic.replication_factor or len(set(replicas)) != len(replicas):
+            return (
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"partition {partition_id}: replicas {replicas} are not "
+                f"{topic.replication_factor} distinct brokers",
+            )
+        unknown = [b for b in replicas if b not in image.brokers]
+        if unknown:
+            return (
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"partition {partition_id}: brokers {unknown} are not registered",
+            )
+    if topic.assignments and len(topic.assignments) != topic.num_partitions:
+        return Errors.INVALID_REPLICA_ASSIGNMENT, "one replica set per partition is needed"
     for key, value in sorted(topic.configs.items()):
         reason = config_error(TOPIC_CONFIGS, key, value)
         if reason is not None:

@@ -24,6 +24,7 @@ from cluster.config import NodeConfig
 from cluster.net.client import RpcClient
 from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
+from cluster.net.kafka_connection import api_versions_only_service
 from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
 from cluster.protocol.api_keys import ApiKey
@@ -32,6 +33,7 @@ from controller.core import replication_control
 from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
+from kafkawire.api_versions import CONTROLLER_API_VERSIONS
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
@@ -141,6 +143,7 @@ class ControllerNode:
             node_id=node_id,
             max_frame_bytes=config.get_int("socket.request.max.bytes"),
             faults=self.faults,
+            kafka_service=api_versions_only_service(CONTROLLER_API_VERSIONS),
         )
         self.registry = CollectorRegistry()
         self._metrics()

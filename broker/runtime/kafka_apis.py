@@ -1,0 +1,535 @@
+"""The broker's client-facing APIs on Kafka's wire protocol (after Kafka's KafkaApis).
+
+Each handler translates a kio request into the broker's existing internals (ReplicaManager's
+produce/fetch/list-offsets/offset-for-leader-epoch/replica-log-info, the metadata image) and
+the answer back into the kio response of the same version. The admin APIs live in
+kafka_admin_apis (forwarded to the active controller, as Kafka does). Versions: kafkawire's
+BROKER_API_VERSIONS (KIP-896's baseline), every one built with `kafkawire.entities.build`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from broker.runtime.kafka_admin_apis import KafkaAdminApis, live_brokers
+from broker.runtime.replica_manager import HostedPartition
+from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
+from cluster.net.kafka_connection import KafkaRequestContext, KafkaService
+from cluster.protocol import broker_messages as bm
+from cluster.protocol import controller_messages as cm
+from controller.core.metadata_image import MetadataImage
+from kafkawire import get_replica_log_info as grli
+from kafkawire.api_keys import ApiKey
+from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
+from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
+from kafkawire.errors import Errors, KafkaError
+from kafkawire.messages import KafkaRequest, error_code, response_schema
+
+if TYPE_CHECKING:
+    from broker.runtime.broker_node import BrokerNode
+
+log = logging.getLogger("minikraft.broker.kafka")
+
+ACKS_NONE = 0
+# Kafka's broker defaults for topic auto-creation (Metadata with allow_auto_topic_creation).
+AUTO_CREATE_DEFAULTS = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+}
+
+Handler = Callable[[Any, int], Awaitable[Any | None]]
+
+
+def _response(api_key: ApiKey, version: int) -> type:
+    return response_schema(int(api_key), version)
+
+
+class KafkaApis:
+    """Serves BROKER_API_VERSIONS for one BrokerNode; `service` plugs into the RpcServer."""
+
+    def __init__(self, broker: BrokerNode) -> None:
+        self.broker = broker
+        for key, value in AUTO_CREATE_DEFAULTS.items():
+            broker.config.props.setdefault(key, value)
+        self.admin = KafkaAdminApis(broker)
+        self._handlers: dict[ApiKey, Handler] = {
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.METADATA: self._metadata,
+            ApiKey.PRODUCE: self._produce,
+            ApiKey.FETCH: self._fetch,
+            ApiKey.LIST_OFFSETS: self._list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
+            ApiKey.CREATE_TOPICS: self.admin.create_topics,
+            ApiKey.DELETE_TOPICS: self.admin.delete_topics,
+            ApiKey.DESCRIBE_CONFIGS: self.admin.describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
+            ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
+            ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.admin.describe_topic_partitions,
+            ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
+        }
+        missing = set(BROKER_API_VERSIONS) - set(self._handlers)
+        if missing:  # the table advertises exactly what is implemented
+            raise RuntimeError(f"advertised but not handled: {sorted(missing)}")
+        self.service = KafkaService(BROKER_API_VERSIONS, self.handle)
+        self._background: set[asyncio.Future[None]] = set()
+        self._creating: set[str] = set()
+
+    async def handle(self, request: KafkaRequest, _ctx: KafkaRequestContext) -> Any | None:
+        header = request.header
+        return await self._handlers[ApiKey(header.api_key)](request.body, header.api_version)
+
+    @property
+    def _image(self) -> MetadataImage:
+        return self.broker.metadata.image
+
+    # ---- ApiVersions ----
+
+    async def _api_versions(self, _body: Any, version: int) -> Any:
+        return api_versions_response(BROKER_API_VERSIONS, version)
+
+    # ---- Metadata ----
+
+    async def _metadata(self, body: Any, version: int) -> Any:
+        schema = _response(ApiKey.METADATA, version)
+        broker_cls = item_type(schema, "brokers")
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        image = self._image
+        requested: list[tuple[str | None, uuid.UUID | None]] | None
+        if body.topics is None or (version == 0 and not body.topics):
+            requested = None  # every topic (v0: an empty list meant all)
+        else:
+            requested = [(t.name, getattr(t, "topic_id", None) or None) for t in body.topics]
+        allow_auto = getattr(body, "allow_auto_topic_creation", True)
+        topics = []
+        to_create: list[str] = []
+        names: list[tuple[str | None, uuid.UUID | None]] = (
+            [(name, None) for name in sorted(image.topics_by_name)]
+            if requested is None
+            else requested
+        )
+        for name, topic_id in names:
+            topic = (
+                image.topics_by_name.get(name)
+                if name
+                else image.topics.get(topic_id)
+                if topic_id
+                else None
+            )
+            if topic is None:
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                if name and not topic_id and allow_auto and self._auto_create_enabled():
+                    to_create.append(name)
+                    error = Errors.LEADER_NOT_AVAILABLE  # Kafka: being created, retry
+                elif topic_id and not name:
+                    error = Errors.UNKNOWN_TOPIC_ID
+                topics.append(
+                    build(
+                        topic_cls,
+                        error_code=error_code(error),
+                        name=name,
+                        topic_id=topic_id or uuid.UUID(int=0),
+                        is_internal=False,
+                        partitions=(),
+                    )
+                )
+                continue
+            partitions = []
+            for partition_id, reg in sorted(topic.partitions.items()):
+                offline = tuple(b for b in reg.replicas if image.is_fenced(b))
+                leader_error = Errors.LEADER_NOT_AVAILABLE if reg.leader < 0 else Errors.NONE
+                partitions.append(
+                    build(
+                        partition_cls,
+                        error_code=error_code(leader_error),
+                        partition_index=partition_id,
+                        leader_id=reg.leader,
+                        leader_epoch=reg.leader_epoch,
+                        replica_nodes=tuple(reg.replicas),
+                        isr_nodes=tuple(reg.isr),
+                        offline_replicas=offline,
+                    )
+                )
+            topics.append(
+                build(
+                    topic_cls,
+                    error_code=error_code(Errors.NONE),
+                    name=topic.name,
+                    topic_id=topic.topic_id,
+                    is_internal=False,
+                    partitions=tuple(partitions),
+                )
+            )
+        if to_create:
+            task = asyncio.ensure_future(self._auto_create(to_create))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        brokers = tuple(
+            build(broker_cls, node_id=b, host=host, port=port, rack=rack)
+            for b, host, port, rack in live_brokers(self._image, self.broker.listener.name)
+        )
+        return build(
+            schema,
+            throttle_time=NO_THROTTLE,
+            brokers=brokers,
+            cluster_id=self.broker.raft.cluster_id,
+            # KRaft brokers name a live broker as "controller": admin requests sent to it are
+            # forwarded to the active controller.
+            controller_id=self.broker.broker_id,
+            topics=tuple(topics),
+        )
+
+    def _auto_create_enabled(self) -> bool:
+        return self.broker.config.get("auto.create.topics.enable") == "true"
+
+    async def _auto_create(self, names: list[str]) -> None:
+        names = [n for n in names if n not in self._creating]
+        if not names:
+            return  # a request for these is already on its way to the controller
+        self._creating.update(names)
+        try:
+            await self._auto_create_now(names)
+        finally:
+            self._creating.difference_update(names)
+
+    async def _auto_create_now(self, names: list[str]) -> None:
+        config = self.broker.config
+        request = cm.CreateTopicsRequest(
+            [
+                cm.CreatableTopic(
+                    name,
+                    config.get_int("num.partitions"),
+                    config.get_int("default.replication.factor"),
+                )
+                for name in names
+            ]
+        )
+        try:
+            response = await self.admin.forward(request)
+            for result in response.topics:
+                error = Errors.of(result.error_code)
+                if error is Errors.NONE:
+                    log.info("Auto-created topic %s for a client's Metadata request", result.name)
+                elif error is not Errors.TOPIC_ALREADY_EXISTS:  # a race with its creation
+                    log.info("Auto-creating topic %s failed: %s", result.name, error.name)
+        except KafkaError as exc:
+            log.info("Auto-creating %s failed: %s", names, exc)
+
+    # ---- Produce ----
+
+    async def _produce(self, body: Any, version: int) -> Any | None:
+        acks = int(body.acks)
+        timeout_ms = int(body.timeout.total_seconds() * 1000)
+        if acks not in (-1, 0, 1):
+            error: Errors | None = Errors.INVALID_REQUIRED_ACKS
+        else:
+            error = None
+        calls: list[tuple[str, int, Awaitable[bm.ProduceResponse]]] = []
+        for topic in body.topic_data:
+            for partition in topic.partition_data:
+                records = bytes(partition.records or b"")
+                if error is not None:
+                    calls.append((topic.name, int(partition.index), _failed(error)))
+                    continue
+                # Each produce appends before its first await, so order on a partition holds.
+                coroutine = self.broker.replicas.produce(
+                    bm.ProduceRequest(topic.name, int(partition.index), records, acks, timeout_ms)
+                )
+                calls.append((topic.name, int(partition.index), asyncio.ensure_future(coroutine)))
+        results = [await call for _t, _p, call in calls]
+        if acks == ACKS_NONE:
+            return None  # Kafka sends no response to acks=0
+        schema = _response(ApiKey.PRODUCE, version)
+        topic_cls = item_type(schema, "responses")
+        partition_cls = item_type(topic_cls, "partition_responses")
+        by_topic: dict[str, list[Any]] = {}
+        for (name, index, _call), result in zip(calls, results, strict=True):
+            extra: dict[str, Any] = {}
+            if has_field(partition_cls, "current_leader") and result.error_code:
+                leader_cls = item_type(partition_cls, "current_leader")
+                extra["current_leader"] = leader_cls(
+                    leader_id=result.leader_id, leader_epoch=result.leader_epoch
+                )
+            by_topic.setdefault(name, []).append(
+                build(
+                    partition_cls,
+                    index=index,
+                    error_code=error_code(result.error_code),
+                    base_offset=result.base_offset,
+                    log_append_time=None,
+                    log_start_offset=0 if result.error_code == 0 else -1,
+                    record_errors=(),
+                    error_message=result.error_message or None,
+                    **extra,
+                )
+            )
+        return build(
+            schema,
+            responses=tuple(
+                topic_cls(name=name, partition_responses=tuple(parts))
+                for name, parts in by_topic.items()
+            ),
+            throttle_time=NO_THROTTLE,
+        )
+
+    # ---- Fetch ----
+
+    def _topic_name(self, topic: Any) -> str | None:
+        name = getattr(topic, "topic", None)
+        if name is not None:
+            return str(name)
+        found = self._image.topics.get(topic.topic_id)
+        return None if found is None else found.name
+
+    async def _fetch(self, body: Any, version: int) -> Any:
+        replica_id = int(getattr(body, "replica_id", -1))
+        replica_state = getattr(body, "replica_state", None)
+        if replica_state is not None and int(replica_state.replica_id) >= 0:
+            replica_id = int(replica_state.replica_id)
+        if replica_id >= 0:
+            raise KafkaError(Errors.INVALID_REQUEST, "replica fetches use the broker RPC")
+        deadline = time.monotonic() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
+        min_bytes = max(0, int(body.min_bytes))
+        max_bytes = int(body.max_bytes)
+        wanted: list[tuple[Any, Any, str | None]] = [
+            (topic, partition, self._topic_name(topic))
+            for topic in body.topics
+            for partition in topic.partitions
+        ]
+        while True:
+            results = []
+            total = 0
+            errors = False
+            for _topic, partition, name in wanted:
+                if name is None:
+                    result = bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id")
+                else:
+                    budget = max(0, max_bytes - total)
+                    result = await self.broker.replicas.fetch(
+                        bm.FetchRequest(
+                            name,
+                            int(partition.partition),
+                            int(partition.fetch_offset),
+                            current_leader_epoch=int(partition.current_leader_epoch),
+                            max_bytes=min(int(partition.partition_max_bytes), budget)
+                            if total
+                            else int(partition.partition_max_bytes),
+                        )
+                    )
+                total += len(result.records)
+                errors |= result.error_code != 0
+                results.append(result)
+            remaining = deadline - time.monotonic()
+            if total >= max(1, min_bytes) or errors or remaining <= 0 or not wanted:
+                break
+            await self._wait_for_change([w[2] for w in wanted], wanted, remaining)
+        return self._fetch_response(version, wanted, results)
+
+    async def _wait_for_change(
+        self,
+        _names: Sequence[str | None],
+        wanted: Sequence[tuple[Any, Any, str | None]],
+        timeout_s: float,
+    ) -> None:
+        events = []
+        for _topic, partition, name in wanted:
+            hosted: HostedPartition | None = (
+                self.broker.replicas.partitions.get((name, int(partition.partition)))
+                if name
+                else None
+            )
+            if hosted is not None:
+                events.append(asyncio.ensure_future(hosted.changed.wait()))
+        if not events:
+            await asyncio.sleep(timeout_s)
+            return
+        try:
+            await asyncio.wait(events, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for event in events:
+                event.cancel()
+
+    def _fetch_response(
+        self,
+        version: int,
+        wanted: Sequence[tuple[Any, Any, str | None]],
+        results: Sequence[bm.FetchResponse],
+    ) -> Any:
+        schema = _response(ApiKey.FETCH, version)
+        topic_cls = item_type(schema, "responses")
+        partition_cls = item_type(topic_cls, "partitions")
+        leader_cls = (
+            item_type(partition_cls, "current_leader")
+            if has_field(partition_cls, "current_leader")
+            else None
+        )
+        by_topic: dict[Any, list[Any]] = {}
+        for (topic, partition, _name), result in zip(wanted, results, strict=True):
+            extra: dict[str, Any] = {}
+            if leader_cls is not None and result.error_code:
+                extra["current_leader"] = leader_cls(
+                    leader_id=result.leader_id, leader_epoch=result.leader_epoch
+                )
+            key = getattr(topic, "topic", None) or topic.topic_id
+            by_topic.setdefault(key, []).append(
+                build(
+                    partition_cls,
+                    partition_index=int(partition.partition),
+                    error_code=error_code(result.error_code),
+                    high_watermark=result.high_watermark,
+                    # No transactions yet: the last stable offset is the HWM (READ_COMMITTED).
+                    last_stable_offset=result.high_watermark,
+                    log_start_offset=result.log_start_offset,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=result.records,
+                    **extra,
+                )
+            )
+        key_field = "topic" if has_field(topic_cls, "topic") else "topic_id"
+        return build(
+            schema,
+            throttle_time=NO_THROTTLE,
+            error_code=error_code(Errors.NONE),
+            session_id=0,  # no fetch session (KIP-227): clients send full fetches
+            responses=tuple(
+                topic_cls(**{key_field: key, "partitions": tuple(parts)})
+                for key, parts in by_topic.items()
+            ),
+        )
+
+    # ---- ListOffsets / OffsetForLeaderEpoch ----
+
+    async def _list_offsets(self, body: Any, version: int) -> Any:
+        schema = _response(ApiKey.LIST_OFFSETS, version)
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for partition in topic.partitions:
+                index = int(partition.partition_index)
+                try:
+                    found = self._offset_for_timestamp(
+                        topic.name,
+                        index,
+                        int(partition.timestamp),
+                        int(getattr(partition, "current_leader_epoch", -1)),
+                    )
+                    error = Errors.NONE
+                except KafkaError as exc:
+                    found, error = OffsetAndTimestamp(-1, -1, -1), exc.error
+                partitions.append(
+                    build(
+                        partition_cls,
+                        partition_index=index,
+                        error_code=error_code(error),
+                        timestamp=found.timestamp_ms,
+                        offset=found.offset,
+                        leader_epoch=found.leader_epoch,
+                    )
+                )
+            topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
+        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    def _offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
+    ) -> OffsetAndTimestamp:
+        """Earliest (-2), latest (-1: the HWM, all a consumer may read), max timestamp (-3), or
+        the first offset whose batch holds a timestamp at or after `timestamp`."""
+        replicas = self.broker.replicas
+        if timestamp in (bm.EARLIEST_TIMESTAMP, bm.LATEST_TIMESTAMP):
+            answer = replicas.list_offsets(
+                bm.ListOffsetsRequest(topic, partition, timestamp, current_leader_epoch)
+            )
+            return OffsetAndTimestamp(answer.offset, -1, answer.leader_epoch)
+        # Same leader checks as earliest/latest (rule 21: RECOVERING refuses), then a scan.
+        replicas.list_offsets(
+            bm.ListOffsetsRequest(topic, partition, bm.LATEST_TIMESTAMP, current_leader_epoch)
+        )
+        hosted = replicas.partitions[(topic, partition)]
+        return find_offset_by_timestamp(
+            hosted.log, timestamp, hosted.state.high_watermark, hosted.state.leader_epoch
+        )
+
+    async def _offset_for_leader_epoch(self, body: Any, version: int) -> Any:
+        schema = _response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for partition in topic.partitions:
+                request = bm.OffsetForLeaderEpochRequest(
+                    topic.topic,
+                    int(partition.partition),
+                    int(partition.leader_epoch),
+                    int(partition.current_leader_epoch),
+                )
+                try:
+                    answer = self.broker.replicas.offset_for_leader_epoch(request)
+                    values = {"leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset}
+                    error = Errors.NONE
+                except KafkaError as exc:
+                    values, error = {"leader_epoch": -1, "end_offset": -1}, exc.error
+                partitions.append(
+                    build(
+                        partition_cls,
+                        error_code=error_code(error),
+                        partition=int(partition.partition),
+                        **values,
+                    )
+                )
+            topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
+        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    # ---- GetReplicaLogInfo (seed 004) ----
+
+    async def _get_replica_log_info(self, body: Any, _version: int) -> Any:
+        request = bm.GetReplicaLogInfoRequest(
+            None
+            if body.topic_partitions is None
+            else [
+                bm.ReplicaLogInfoTopicPartitions(
+                    tp.topic_id or uuid.UUID(int=0), [int(p) for p in tp.partitions]
+                )
+                for tp in body.topic_partitions
+            ]
+        )
+        answer = self.broker.replicas.replica_log_info(request)
+        return grli.GetReplicaLogInfoResponse(
+            throttle_time=NO_THROTTLE,  # type: ignore[arg-type]
+            broker_epoch=answer.broker_epoch,  # type: ignore[arg-type]
+            truncated=answer.has_more_data,
+            topic_partition_log_info_list=tuple(
+                grli.TopicPartitionLogInfo(
+                    topic_id=t.topic_id,
+                    partition_log_info=tuple(
+                        grli.PartitionLogInfo(
+                            partition=p.partition,  # type: ignore[arg-type]
+                            last_written_leader_epoch=p.last_written_leader_epoch,  # type: ignore[arg-type]
+                            current_leader_epoch=p.partition_leader_epoch,  # type: ignore[arg-type]
+                            log_end_offset=p.log_end_offset,  # type: ignore[arg-type]
+                            error_code=error_code(p.error_code),
+                        )
+                        for p in t.partition_log_info
+                    ),
+                )
+                for t in answer.topic_partition_log_info_list
+            ),
+        )
+
+
+async def _failed(error: Errors) -> bm.ProduceResponse:
+    return bm.ProduceResponse(int(error), error.name)
+
+
+def kafka_service(broker: BrokerNode) -> KafkaService:
+    return KafkaApis(broker).service

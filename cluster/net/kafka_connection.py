@@ -1,0 +1,188 @@
+"""One client connection speaking Kafka's wire protocol on a node's listener.
+
+Requests are served one at a time, in order, and answered in order, as a Kafka broker does (it
+mutes a channel until the response is sent): clients such as kafka-python match responses to
+requests by position. ApiVersions of a version above ours is answered with v0,
+UNSUPPORTED_VERSION and our table (KIP-511); an unknown api key, an unsupported version of any
+other api, an undecodable frame or an oversize frame closes this connection only, as Kafka does
+(ARCHITECTURE.md "Wire protocol"). acks=0 produce gets no response (the handler returns None).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkawire.api_keys import ApiKey
+from kafkawire.api_versions import VersionRange, api_versions_response
+from kafkawire.errors import Errors
+from kafkawire.framing import FrameDecoder, FrameTooLargeError
+from kafkawire.messages import (
+    KafkaRequest,
+    UndecodableRequestError,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_QUEUED_REQUESTS = 100  # then reading pauses: a client pipelining without bound waits
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRequestContext:
+    peer: tuple[str, int] | None
+
+
+class KafkaService:
+    """What a node serves on Kafka's protocol: its ApiVersions table and one handler."""
+
+    def __init__(
+        self,
+        api_versions: Mapping[ApiKey, VersionRange],
+        handle: Callable[[KafkaRequest, KafkaRequestContext], Awaitable[Any | None]],
+    ) -> None:
+        self.api_versions = api_versions
+        self.handle = handle
+
+
+class KafkaConnection:
+    """Kafka-protocol side of one accepted connection; fed bytes by the listener's Protocol."""
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        service: KafkaService,
+        max_frame_bytes: int,
+        peer: tuple[str, int] | None,
+    ) -> None:
+        self._transport = transport
+        self._service = service
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._ctx = KafkaRequestContext(peer)
+        self._queue: asyncio.Queue[KafkaRequest | _Immediate] = asyncio.Queue()
+        self._paused = False
+        self._worker: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._serve())
+        self.closed = False
+
+    @property
+    def task(self) -> asyncio.Task[None]:
+        return self._worker
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            for payload in self._decoder.feed(data):
+                self._accept(payload)
+                if self.closed:
+                    return
+        except FrameTooLargeError as exc:
+            self.close(str(exc))
+
+    def _accept(self, payload: bytes) -> None:
+        table = self._service.api_versions
+        try:
+            api_key, version, correlation_id = peek_header(payload)
+        except UndecodableRequestError as exc:
+            self.close(str(exc))
+            return
+        if api_key == ApiKey.API_VERSIONS and version not in table[ApiKey.API_VERSIONS]:
+            # KIP-511: answer in v0 with the error and our table; the body may be unparseable.
+            response = api_versions_response(table, 0, Errors.UNSUPPORTED_VERSION)
+            self._queue.put_nowait(_Immediate(response, correlation_id))
+            return
+        known = {int(k) for k in table}
+        if api_key not in known:
+            self.close(f"unknown api key {api_key}")
+            return
+        if version not in table[ApiKey(api_key)]:
+            self.close(
+                f"UNSUPPORTED_VERSION: {ApiKey(api_key).name} v{version} "
+                f"(this listener serves {table[ApiKey(api_key)]})"
+            )
+            return
+        try:
+            request = decode_request(payload)
+        except UndecodableRequestError as exc:
+            self.close(str(exc))
+            return
+        self._queue.put_nowait(request)
+        if self._queue.qsize() >= MAX_QUEUED_REQUESTS and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
+
+    async def _serve(self) -> None:
+        while not self.closed:
+            item = await self._queue.get()
+            if self._paused and self._queue.qsize() < MAX_QUEUED_REQUESTS // 2:
+                self._paused = False
+                with contextlib.suppress(RuntimeError):
+                    self._transport.resume_reading()
+            if isinstance(item, _Immediate):
+                self._write(encode_response(item.body, item.correlation_id))
+                continue
+            header = item.header
+            try:
+                response = await self._service.handle(item, self._ctx)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception(
+                    "Kafka handler for api key %s v%s from %s failed; closing the connection",
+                    header.api_key,
+                    header.api_version,
+                    header.client_id,
+                )
+                self.close("handler failed")
+                return
+            if response is None:
+                continue  # acks=0: Kafka sends nothing back
+            try:
+                frame = encode_response(response, header.correlation_id)
+            except Exception:
+                logger.exception("Cannot encode the response to api key %s", header.api_key)
+                self.close("cannot encode response")
+                return
+            self._write(frame)
+
+    def _write(self, frame: bytes) -> None:
+        if not self._transport.is_closing():
+            self._transport.write(frame)
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        logger.warning("Closing Kafka connection from %s: %s", self._ctx.peer, reason)
+        self._transport.close()
+        self._worker.cancel()
+
+    def connection_lost(self) -> None:
+        self.closed = True
+        self._worker.cancel()
+
+
+@dataclass(frozen=True, slots=True)
+class _Immediate:
+    """A response decided at the frame (ApiVersions of an unknown version), queued in order."""
+
+    body: Any
+    correlation_id: int
+
+
+def api_versions_only_service(table: Mapping[ApiKey, VersionRange]) -> KafkaService:
+    """A listener that answers ApiVersions and nothing else (the controller's, in this stage):
+    a client pointed at it learns what it serves instead of hanging on a msgpack node."""
+
+    async def handle(request: KafkaRequest, _ctx: KafkaRequestContext) -> Any:
+        return api_versions_response(table, request.header.api_version)
+
+    if set(table) != {ApiKey.API_VERSIONS}:
+        raise ValueError("api_versions_only_service serves ApiVersions only")
+    return KafkaService(table, handle)

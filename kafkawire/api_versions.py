@@ -1,0 +1,80 @@
+"""The ApiVersions tables: per listener, exactly the api keys and version ranges minikraft
+implements and tests (ARCHITECTURE.md "Wire protocol"). Client-facing ranges are the ones Apache
+Kafka 4.0 brokers accept (KIP-896's baseline), so clients back to the Kafka 2.1 era work.
+
+An ApiVersions request of a version above ours is answered with v0, UNSUPPORTED_VERSION and the
+table (KIP-511), so the client can retry with a version we speak.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from kio.static.primitive import i16, i32Timedelta
+
+from kafkawire.api_keys import ApiKey
+from kafkawire.entities import has_field
+from kafkawire.errors import Errors
+from kafkawire.messages import error_code, response_schema
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    min_version: int
+    max_version: int
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+    def versions(self) -> range:
+        return range(self.min_version, self.max_version + 1)
+
+
+# Brokers: the data and admin APIs clients use (admin ones are forwarded to the controller).
+BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: VersionRange(3, 12),
+        ApiKey.FETCH: VersionRange(4, 17),
+        ApiKey.LIST_OFFSETS: VersionRange(1, 10),
+        ApiKey.METADATA: VersionRange(0, 13),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
+        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+        ApiKey.DELETE_TOPICS: VersionRange(1, 6),
+        ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 2),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+        ApiKey.GET_REPLICA_LOG_INFO: VersionRange(0, 0),
+    }
+)
+
+# Controllers: node-to-node RPCs still travel in the msgpack framing in this stage; on Kafka's
+# protocol a controller answers ApiVersions only, so a client pointed at it learns so cleanly.
+CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
+    {ApiKey.API_VERSIONS: VersionRange(0, 4)}
+)
+
+
+def api_versions_response(
+    table: Mapping[ApiKey, VersionRange], version: int, error: Errors = Errors.NONE
+) -> Any:
+    """ApiVersionsResponse of `version` listing `table` (v0 with UNSUPPORTED_VERSION above ours)."""
+    schema = response_schema(int(ApiKey.API_VERSIONS), version)
+    api_version_cls = importlib.import_module(schema.__module__).ApiVersion
+    entries = tuple(
+        api_version_cls(
+            api_key=i16(int(key)), min_version=i16(r.min_version), max_version=i16(r.max_version)
+        )
+        for key, r in sorted(table.items())
+    )
+    fields: dict[str, Any] = {"error_code": error_code(error), "api_keys": entries}
+    if has_field(schema, "throttle_time"):
+        fields["throttle_time"] = i32Timedelta.parse(datetime.timedelta(0))
+    return schema(**fields)

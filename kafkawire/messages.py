@@ -1,0 +1,195 @@
+"""Encode and decode any Kafka request or response by (api key, version), through kio.
+
+Request header v1 (non-flexible bodies) or v2 (flexible: tagged fields); response header v0, or
+v1 for flexible bodies except ApiVersions, whose response header is always v0 so a client that
+does not yet know the broker's versions can read it (KIP-511). A frame that does not parse is an
+`UndecodableRequestError`: the listener closes that connection, never the process.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+from kafkawire import get_replica_log_info
+from kafkawire.api_keys import ApiKey
+from kafkawire.errors import Errors
+from kafkawire.framing import frame
+
+_API_HEAD = struct.Struct(">hhi")  # api key, api version, correlation id: every header starts so
+_CUSTOM: dict[tuple[int, int], tuple[type, type]] = {
+    (int(ApiKey.GET_REPLICA_LOG_INFO), 0): (
+        get_replica_log_info.GetReplicaLogInfoRequest,
+        get_replica_log_info.GetReplicaLogInfoResponse,
+    ),
+}
+
+
+def error_code(error: Errors | int) -> ErrorCode:
+    """kio's ErrorCode for one of ours (Kafka's numbers); a code kio lacks (minikraft's own
+    REQUEST_LIMIT_REACHED) travels as UNKNOWN_SERVER_ERROR."""
+    try:
+        return ErrorCode(int(error))
+    except ValueError:
+        return ErrorCode.unknown_server_error
+
+
+class UndecodableRequestError(ValueError):
+    """The frame is not a request this node can parse (closes the connection)."""
+
+
+class UnknownApiError(UndecodableRequestError):
+    """No schema exists for this (api key, version)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRequest:
+    header: RequestHeader
+    body: Any  # a kio request entity
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type:
+    """kio's request dataclass for (api key, version); UnknownApiError if there is none."""
+    custom = _CUSTOM.get((api_key, version))
+    if custom is not None:
+        return custom[0]
+    try:
+        return load_request_schema(api_key, version)
+    except KioIndexError:
+        raise UnknownApiError(f"no request schema for api key {api_key} v{version}") from None
+    except Exception as exc:  # pragma: no cover - kio's dynamic import failing is a bug
+        raise UnknownApiError(f"api key {api_key} v{version}: {exc}") from exc
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type:
+    custom = _CUSTOM.get((api_key, version))
+    if custom is not None:
+        return custom[1]
+    try:
+        return load_response_schema(api_key, version)
+    except KioIndexError:
+        raise UnknownApiError(f"no response schema for api key {api_key} v{version}") from None
+
+
+def peek_header(payload: bytes) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) of a request payload, before choosing schemas."""
+    if len(payload) < _API_HEAD.size:
+        raise UndecodableRequestError(f"request of {len(payload)} bytes has no header")
+    api_key, api_version, correlation_id = _API_HEAD.unpack_from(payload, 0)
+    return int(api_key), int(api_version), int(correlation_id)
+
+
+def _is_flexible(schema: type) -> bool:
+    return bool(getattr(schema, "__flexible__", False))
+
+
+def request_header_is_v2(api_key: int, version: int) -> bool:
+    """Header v2 for flexible request versions, v1 otherwise. An ApiVersions version newer
+    than any schema still parses its header as v2 (Kafka: ApiVersions v3+ is flexible)."""
+    if api_key == ApiKey.API_VERSIONS:
+        return version >= 3
+    return _is_flexible(request_schema(api_key, version))
+
+
+def decode_request_header(payload: bytes) -> tuple[RequestHeader, int]:
+    """The header and the offset where the body starts."""
+    api_key, api_version, _ = peek_header(payload)
+    header_cls = RequestHeaderV2 if request_header_is_v2(api_key, api_version) else RequestHeaderV1
+    header: Any
+    try:
+        header, size = entity_reader(header_cls)(payload, 0)
+    except Exception as exc:  # kio raises several types for garbage
+        raise UndecodableRequestError(f"undecodable request header: {exc}") from None
+    return (
+        RequestHeader(
+            int(header.request_api_key),
+            int(header.request_api_version),
+            int(header.correlation_id),
+            header.client_id,
+        ),
+        size,
+    )
+
+
+def decode_request(payload: bytes) -> KafkaRequest:
+    """Header and kio body of one request payload; UndecodableRequestError if either fails."""
+    header, offset = decode_request_header(payload)
+    schema = request_schema(header.api_key, header.api_version)
+    body: Any
+    try:
+        body, _size = entity_reader(schema)(payload, offset)
+    except Exception as exc:  # kio raises several types for garbage
+        raise UndecodableRequestError(
+            f"undecodable api key {header.api_key} v{header.api_version} body: {exc}"
+        ) from None
+    return KafkaRequest(header, body)
+
+
+def _write(entity: Any) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+def encode_request(body: Any, correlation_id: int, client_id: str | None) -> bytes:
+    """A framed request for a kio request entity (its class knows api key and version)."""
+    api_key, version = int(body.__api_key__), int(body.__version__)
+    header_cls: Any = RequestHeaderV2 if request_header_is_v2(api_key, version) else RequestHeaderV1
+    header = header_cls(
+        request_api_key=i16(api_key),
+        request_api_version=i16(version),
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    return frame(_write(header) + _write(body))
+
+
+def response_header_is_v1(api_key: int, version: int) -> bool:
+    if api_key == ApiKey.API_VERSIONS:
+        return False  # always v0 (KIP-511)
+    return _is_flexible(response_schema(api_key, version))
+
+
+def encode_response(body: Any, correlation_id: int) -> bytes:
+    """A framed response for a kio response entity."""
+    api_key, version = int(body.__api_key__), int(body.__version__)
+    header: Any = (
+        ResponseHeaderV1(correlation_id=i32(correlation_id))
+        if response_header_is_v1(api_key, version)
+        else ResponseHeaderV0(correlation_id=i32(correlation_id))
+    )
+    return frame(_write(header) + _write(body))
+
+
+def decode_response(payload: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """(correlation id, kio body) of one response payload to a request of (api key, version)."""
+    header_cls: Any = (
+        ResponseHeaderV1 if response_header_is_v1(api_key, version) else ResponseHeaderV0
+    )
+    header: Any
+    body: Any
+    header, offset = entity_reader(header_cls)(payload, 0)
+    body, _size = entity_reader(response_schema(api_key, version))(payload, offset)
+    return int(header.correlation_id), body
