@@ -43,6 +43,7 @@ class ChaosContext:
     notes: list[str] = field(default_factory=list)
     # name -> {"ok": bool, ...}: what a scenario verified itself; any ok=false fails the run.
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nemeses: list[str] = field(default_factory=list)  # --nemesis (network_scenarios.nemesis)
 
     def time_left_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -136,6 +137,13 @@ class ChaosContext:
             return -1, "", f"minikraft {args[0]} timed out after {timeout_s} s"
         self.faults.record("cli", command=" ".join(args[:2]), exit_code=proc.returncode)
         return proc.returncode or 0, out.decode(), err.decode()
+
+    def one_round(self) -> ChaosContext:
+        """This run's context with a deadline already past: a looping scenario runs one round."""
+        return ChaosContext(
+            self.cluster, self.faults, self.rng, time.monotonic() + 0.001, self.topic,
+            self.min_insync_replicas, self.notes, self.checks, self.nemeses,
+        )
 
     def check(self, name: str, ok: bool, **detail: Any) -> None:
         """Record a verification; a later failing one with the same name wins."""
@@ -261,11 +269,7 @@ async def mixed(ctx: ChaosContext) -> None:
     while ctx.time_left_s() > 0:
         choice = ctx.rng.choice(singles)
         ctx.faults.record("mixed-round", scenario=choice.__name__.replace("_", "-"))
-        round_ctx = ChaosContext(
-            ctx.cluster, ctx.faults, ctx.rng, time.monotonic() + 0.001, ctx.topic,
-            ctx.min_insync_replicas, ctx.notes, ctx.checks,
-        )
-        await choice(round_ctx)
+        await choice(ctx.one_round())
 
 
 async def power_loss(ctx: ChaosContext) -> None:

@@ -164,14 +164,14 @@ def _ifname(name: str) -> str:
     return name
 
 
-def _subnets_in_use() -> set[ipaddress.IPv4Network]:
+def _subnets_in_use() -> set[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     out = _ip("-o", "-4", "addr", "show", check=False).stdout
     used = set()
     for line in out.splitlines():
         fields = line.split()
         if "inet" in fields:
             iface = ipaddress.ip_interface(fields[fields.index("inet") + 1])
-            used.add(iface.network)  # type: ignore[arg-type]
+            used.add(iface.network)
     return used
 
 
