@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 TABLE = "minikraft"
 COMMAND_TIMEOUT_S = 10.0
 DELAY_QUEUE = 0
+QUEUE_RULE = (
+    ("-w", "5"),
+    ("OUTPUT", "-j", "NFQUEUE", "--queue-num", str(DELAY_QUEUE), "--queue-bypass"),
+)
 Grudge = dict[str, set[str]]  # node name -> names of the nodes whose packets it drops
 
 
@@ -137,7 +141,7 @@ def one_way(victims: list[str], sources: list[str]) -> Grudge:
     return {v: set(sources) for v in victims}
 
 
-def nft_ruleset(drop_from: list[str], loss_pct: float, queue_delay: bool) -> str:
+def nft_ruleset(drop_from: list[str], loss_pct: float) -> str:
     """The node's whole `inet minikraft` table (replaced atomically: created, deleted, added)."""
     lines = [f"table inet {TABLE}", f"delete table inet {TABLE}"]
     rules = []
@@ -148,10 +152,6 @@ def nft_ruleset(drop_from: list[str], loss_pct: float, queue_delay: bool) -> str
         per_mille = round(loss_pct * 10)
         rules.append(f"  chain loss {{ type filter hook input priority 10; policy accept; "
                      f"numgen random mod 1000 < {per_mille} drop; }}")
-    if queue_delay:
-        # bypass: with no delayer bound to the queue the packets pass untouched.
-        rules.append(f"  chain delay {{ type filter hook output priority 0; policy accept; "
-                     f"queue num {DELAY_QUEUE} bypass; }}")
     if rules:
         lines += [f"table inet {TABLE} {{", *rules, "}"]
     return "\n".join(lines) + "\n"
@@ -203,11 +203,7 @@ class NetnsFaults:
         drop_from = [self.spec(n).host for n in sorted(self.grudge.get(name, ()))]
         profile = self.netem.get(name)
         fallback = profile is not None and not await self.has_netem()
-        ruleset = nft_ruleset(
-            drop_from,
-            profile.loss_pct if fallback and profile else 0.0,
-            bool(fallback and profile and (profile.delay_ms or profile.reorder_pct)),
-        )
+        ruleset = nft_ruleset(drop_from, profile.loss_pct if fallback and profile else 0.0)
         await self._run(name, "nft", "-f", "-", stdin=ruleset)
 
     # -- partitions ------------------------------------------------------------------------------
@@ -246,7 +242,7 @@ class NetnsFaults:
                 "packet duplication needs sch_netem, which this kernel lacks "
                 "(CONFIG_NET_SCH_NETEM)"
             )
-        mechanism = "tc-netem" if native else "nft-numgen+nfqueue-delay+tbf"
+        mechanism = "tc-netem" if native else "nft-numgen-loss+nfqueue-delay+tbf-rate"
         self.record("netem", nodes=names, mechanism=mechanism, **profile.to_json())
         for index, name in enumerate(names):
             self.netem[name] = profile
@@ -278,10 +274,16 @@ class NetnsFaults:
         await asyncio.sleep(0.3)  # bound to the queue before packets are sent there
         if proc.returncode is not None:
             raise NetworkFaultError(f"{name}: the NFQUEUE delayer exited ({proc.returncode})")
+        # This kernel's nftables has no `queue` expression, its xtables NFQUEUE target (through
+        # iptables-nft) is there; --queue-bypass: with no delayer bound, packets pass untouched.
+        await self._run(name, "iptables", *QUEUE_RULE[0], "-A", *QUEUE_RULE[1])
 
     async def _stop_delayer(self, name: str) -> None:
         proc = self.delayers.pop(name, None)
-        if proc is None or proc.returncode is not None:
+        if proc is None:
+            return
+        await self._run(name, "iptables", *QUEUE_RULE[0], "-D", *QUEUE_RULE[1], check=False)
+        if proc.returncode is not None:
             return
         os.kill(proc.pid, signal.SIGTERM)
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from cluster.chaos.netns_faults import NetworkFaultError
 from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.output import stdout as console
@@ -58,7 +59,7 @@ def chaos(
         )
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE)
-    except (KafkaError, TimeoutError) as exc:
+    except (KafkaError, TimeoutError, NetworkFaultError) as exc:
         fail(f"chaos run failed: {exc}", EXIT_FAILED)
     if output == "json":
         emit_json(summary)
