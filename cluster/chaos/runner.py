@@ -42,6 +42,7 @@ PREFIX_WAIT_S = 30.0
 ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **NETNS_SCENARIOS}
 # Faults after which the cluster has to recover: how long until writes flowed again is measured.
 RECOVERY_EVENTS = frozenset({"restart", "resume", "heal-network", "net-heal"})
+FAULT_EVENTS = frozenset({"kill", "pause", "terminate", "partition", "net-partition", "netem"})
 
 
 def netns_only_problem(scenario: str, nemeses: list[str], network: str) -> str | None:
@@ -68,8 +69,10 @@ def recovery_after_faults(
     events: list[dict[str, Any]], windows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """For each restart, resume or network heal: how long after it the last partition that was
-    unavailable at that moment took an acks=all write again (0 when none was unavailable)."""
+    unavailable at that moment took an acks=all write again (0 when none was unavailable).
+    `interrupted`: a new fault came before that, so the figure includes it."""
     result = []
+    fault_times = [e["ts_ms"] for e in events if e["action"] in FAULT_EVENTS]
     for event in events:
         if event["action"] not in RECOVERY_EVENTS:
             continue
@@ -81,6 +84,8 @@ def recovery_after_faults(
             "recovered_after_ms": 0 if slowest is None else slowest["end_ms"] - ts,
             "partition": None if slowest is None else slowest["partition"],
             "recovered": slowest is None or bool(slowest["recovered"]),
+            "interrupted": slowest is not None
+            and any(ts < t < slowest["end_ms"] for t in fault_times),
         })
     return result
 

@@ -72,7 +72,7 @@ def chaos(
             f"duplicated {summary['duplicated']}, {len(windows)} unavailability windows "
             f"(longest {longest} ms), recovered in {summary['recovery_s']} s"
         )
-        after = summary["recovery_after_faults"]
+        after = [r for r in summary["recovery_after_faults"] if not r["interrupted"]]
         slowest = max(after, key=lambda r: r["recovered_after_ms"], default=None)
         console.print(
             f"time to recover after heal: {summary['recovery_s']} s (healthy after "
