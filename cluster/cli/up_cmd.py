@@ -49,6 +49,8 @@ def up(
 ) -> None:
     """Start a local cluster, each node its own process, and wait until it is ready."""
     root = Path(directory)
+    if network == NETNS:
+        _require_netns()  # before anything else, so a non-root user gets this one line
     extra = {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -68,8 +70,6 @@ def up(
                 EXIT_USAGE,
             )
     else:
-        if network == NETNS:
-            _require_netns()
         cluster = LocalCluster.plan(
             root, controllers=controllers, brokers=brokers, base_port=base_port, overrides=extra,
             network=network or LOOPBACK,

@@ -71,9 +71,9 @@ def _netns_inode(pid: int) -> int:
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 
-def run_chaos(directory: Path, *args: str) -> dict[str, Any]:
+def run_chaos(directory: Path, *args: str, duration_s: str = RUN_S) -> dict[str, Any]:
     done = minikraft(
-        "chaos", "--dir", str(directory), "--seed", str(SEED), "--duration-s", RUN_S,
+        "chaos", "--dir", str(directory), "--seed", str(SEED), "--duration-s", duration_s,
         "--recovery-timeout-s", "60", "--output", "json", *args, timeout=240,
     )
     assert done.stdout, done.stderr[-3000:]
@@ -165,6 +165,7 @@ def test_netem_loss_slows_the_network_and_loses_nothing_acked(netns_dir: Path) -
     assert len(netem["nodes"]) == 6
 
 
+@pytest.mark.slow
 @needs_netns
 def test_nemesis_mixes_kills_pauses_and_network_faults(netns_dir: Path) -> None:
     summary = run_chaos(netns_dir, "--nemesis", "kill,pause,partition-random-halves,netem")
@@ -176,8 +177,15 @@ def test_nemesis_mixes_kills_pauses_and_network_faults(netns_dir: Path) -> None:
 
 @pytest.mark.slow
 @needs_netns
-def test_audit_is_clean_after_the_network_faults(netns_dir: Path) -> None:
-    done = minikraft("audit", "--dir", str(netns_dir), "--output", "json", timeout=600)
+def test_long_network_chaos_then_a_clean_audit(netns_dir: Path) -> None:
+    long_s = os.environ.get("CHAOS_LONG_S", "30")
+    for args in (["--scenario", "partition-leader"], ["--scenario", "partition-halves"],
+                 ["--scenario", "partition-bridge"], ["--scenario", "netem-loss"],
+                 ["--nemesis", ",".join(["kill", "pause", "partition-random-halves",
+                                         "partition-majorities-ring", "partition-one-way",
+                                         "netem"])]):
+        run_chaos(netns_dir, *args, duration_s=long_s)
+    done = minikraft("audit", "--dir", str(netns_dir), "--output", "json", timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["verdict"] == "clean"
 
