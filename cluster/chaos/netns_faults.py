@@ -157,6 +157,37 @@ def nft_ruleset(drop_from: list[str], loss_pct: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+async def run_in_namespace(
+    plan: NetnsPlan, name: str, *command: str, stdin: str | None = None, check: bool = True
+) -> tuple[int, str]:
+    """Run a command in node `name`'s namespace (bounded); (exit code, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        *plan.exec_prefix(name), *command,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        _out, err = await asyncio.wait_for(
+            proc.communicate(None if stdin is None else stdin.encode()), COMMAND_TIMEOUT_S
+        )
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise NetworkFaultError(f"{name}: {command[0]} timed out") from None
+    code = proc.returncode or 0
+    if check and code != 0:
+        raise NetworkFaultError(f"{name}: {' '.join(command)}: {err.decode().strip()}")
+    return code, err.decode()
+
+
+async def set_drop_rules(
+    plan: NetnsPlan, name: str, drop_from: list[str], loss_pct: float = 0.0
+) -> None:
+    """Node `name` drops every packet from the addresses in drop_from (and loss_pct of the
+    rest); an empty list and no loss lifts its rules."""
+    await run_in_namespace(plan, name, "nft", "-f", "-", stdin=nft_ruleset(drop_from, loss_pct))
+
+
 @dataclass
 class NetnsFaults:
     cluster: LocalCluster
@@ -179,32 +210,16 @@ class NetnsFaults:
     def spec(self, name: str) -> NodeSpec:
         return self.cluster.node(name)
 
-    async def _run(self, name: str, *command: str, stdin: str | None = None,
-                   check: bool = True) -> tuple[int, str]:
-        proc = await asyncio.create_subprocess_exec(
-            *self.plan.exec_prefix(name), *command,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )
-        try:
-            _out, err = await asyncio.wait_for(
-                proc.communicate(None if stdin is None else stdin.encode()), COMMAND_TIMEOUT_S
-            )
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise NetworkFaultError(f"{name}: {command[0]} timed out") from None
-        code = proc.returncode or 0
-        if check and code != 0:
-            raise NetworkFaultError(f"{name}: {' '.join(command)}: {err.decode().strip()}")
-        return code, err.decode()
+    async def _run(self, name: str, *command: str, check: bool = True) -> tuple[int, str]:
+        return await run_in_namespace(self.plan, name, *command, check=check)
 
     async def _apply_nft(self, name: str) -> None:
         drop_from = [self.spec(n).host for n in sorted(self.grudge.get(name, ()))]
         profile = self.netem.get(name)
         fallback = profile is not None and not await self.has_netem()
-        ruleset = nft_ruleset(drop_from, profile.loss_pct if fallback and profile else 0.0)
-        await self._run(name, "nft", "-f", "-", stdin=ruleset)
+        await set_drop_rules(
+            self.plan, name, drop_from, profile.loss_pct if fallback and profile else 0.0
+        )
 
     # -- partitions ------------------------------------------------------------------------------
 

@@ -287,3 +287,22 @@ def test_the_delay_fallback_delays_packets(tmp_path: Path) -> None:
                 proc.wait(5)
         plan.remove()
     assert plan.leftovers() == []
+
+
+def test_bench_network_netns_is_for_failover_only() -> None:
+    done = minikraft("bench", "raft", "--network", "netns", "--quick")
+    assert done.returncode == 2 and "failover only" in done.stderr
+
+
+@pytest.mark.slow
+@needs_netns
+def test_bench_failover_with_the_leader_partitioned_away() -> None:
+    done = minikraft("bench", "failover", "--network", "netns", "--quick", "--compare", "etcd",
+                     "--output", "json", timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["network"] == "netns" and report["kills"] == 3
+    samples = report["samples_ms"]
+    assert len(samples["minikraft"]) == 3 and len(samples["peer"]) == 3
+    # A partitioned leader is only noticed by a timeout: no failover beats the election timeout.
+    assert min(samples["minikraft"]) >= 500
