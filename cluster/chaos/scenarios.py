@@ -30,6 +30,7 @@ from raft.runtime.meta_properties import read_meta_properties
 from raft.runtime.power_loss import DISK_MODE_KEY, POWER_LOSS_SIM
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000
+ONE_ROUND_S = 0.05
 
 
 @dataclass
@@ -139,9 +140,11 @@ class ChaosContext:
         return proc.returncode or 0, out.decode(), err.decode()
 
     def one_round(self) -> ChaosContext:
-        """This run's context with a deadline already past: a looping scenario runs one round."""
+        """This run's context with a deadline 50 ms away: a looping scenario runs one round
+        (each round holds its fault for seconds), even on a loaded machine where 1 ms passes
+        before its first deadline check."""
         return ChaosContext(
-            self.cluster, self.faults, self.rng, time.monotonic() + 0.001, self.topic,
+            self.cluster, self.faults, self.rng, time.monotonic() + ONE_ROUND_S, self.topic,
             self.min_insync_replicas, self.notes, self.checks, self.nemeses,
         )
 

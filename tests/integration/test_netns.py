@@ -172,6 +172,10 @@ def test_nemesis_mixes_kills_pauses_and_network_faults(netns_dir: Path) -> None:
     assert summary["scenario"] == "nemesis"
     rounds = [e["nemesis"] for e in summary["faults"] if e["action"] == "nemesis-round"]
     assert rounds and set(rounds) <= {"kill", "pause", "partition-random-halves", "netem"}
+    done = {e["action"] for e in summary["faults"]}
+    expected = {"kill": "kill", "pause": "pause", "partition-random-halves": "net-partition",
+                "netem": "netem"}
+    assert {expected[r] for r in rounds} <= done  # every round chosen did fault something
     assert all(is_running(s) for s in LocalCluster.load(netns_dir).all_nodes())
 
 
