@@ -230,8 +230,9 @@ class NetnsFaults:
             "net-partition", kind=kind, grudge={k: sorted(v) for k, v in self.grudge.items()},
             **detail,
         )
-        for name in self.names():
-            await self._apply_nft(name)
+        # Every namespace at once: a cut applied node after node would start its effect (and a
+        # failover) before the last rule is in.
+        await asyncio.gather(*(self._apply_nft(name) for name in self.names()))
 
     # -- netem -----------------------------------------------------------------------------------
 
