@@ -13,10 +13,12 @@ This is the only module that holds the private test range the nodes get addresse
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +133,11 @@ class NetnsPlan:
         """Delete every namespace and link carrying this id; returns what was removed."""
         removed = []
         for ns in self.namespaces():
+            # Only our tooling starts processes in these namespaces (a chaos delayer a killed
+            # run left behind): one still inside would keep the namespace alive after `del`.
+            for pid in _ip("netns", "pids", ns, check=False).stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
             # Deleting a namespace destroys the veth ends inside it, and so their host peers.
             if _ip("netns", "del", ns, check=False).returncode == 0:
                 removed.append(ns)
