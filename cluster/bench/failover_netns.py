@@ -9,6 +9,7 @@ cut the partition is healed and the next one waits for the whole quorum to be ba
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import tempfile
 import time
@@ -29,10 +30,11 @@ from cluster.bench.failover_bench import (
 from cluster.bench.raft_bench import BENCH_PROPS
 from cluster.bench.report import make_report, row
 from cluster.chaos.netns_faults import NetnsFaults, isolate, set_drop_rules
-from cluster.cli.admin_client import describe_quorum
+from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import NETNS, LocalCluster
 from cluster.launch.netns import NetnsPlan, netns_unavailable_reason
 from cluster.launch.readiness import wait_until_ready
+from cluster.protocol.errors import KafkaError
 from raft.runtime.raft_workload import percentile
 
 NOTE = (
@@ -46,6 +48,23 @@ def _ignore(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
+async def _agreed_leader(cluster: LocalCluster, timeout_s: float = 30.0) -> QuorumStatus:
+    """The leader every controller that answers agrees on. After a heal the old leader may still
+    answer as leader of its stale epoch until the new leader reaches it: cutting it off then
+    would time a failover that already happened."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answers = []
+        for spec in cluster.controllers:
+            with contextlib.suppress(KafkaError):
+                answers.append(await describe_quorum(spec.address, timeout_ms=1000))
+        views = {(a.leader_id, a.leader_epoch) for a in answers}
+        if len(answers) == len(cluster.controllers) and len(views) == 1 and answers[0].leader_id:
+            return answers[0]
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"controllers did not agree on a leader within {timeout_s:.0f}s")
+
+
 async def _minikraft_partitions(cluster: LocalCluster, cuts: int) -> list[float]:
     faults = NetnsFaults(cluster, _ignore)
     names = [c.name for c in cluster.controllers]
@@ -55,8 +74,7 @@ async def _minikraft_partitions(cluster: LocalCluster, cuts: int) -> list[float]
             break
         await wait_until_ready(cluster, 60)
         await _wait_caught_up(cluster)
-        # The leader as the quorum reports it right before the cut.
-        before = await describe_quorum(cluster.bootstrap_controller, timeout_ms=1000)
+        before = await _agreed_leader(cluster)
         leader = cluster.node(f"controller-{before.leader_id}")
         survivors = [c for c in cluster.controllers if c is not leader]
         # The clock starts before the rules go in: the first rule in already cuts the leader.

@@ -180,6 +180,7 @@ def test_nemesis_mixes_kills_pauses_and_network_faults(netns_dir: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 @needs_netns
 def test_long_network_chaos_then_a_clean_audit(netns_dir: Path) -> None:
     long_s = os.environ.get("CHAOS_LONG_S", "30")
@@ -299,6 +300,7 @@ def test_bench_network_netns_is_for_failover_only() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @needs_netns
 def test_bench_failover_with_the_leader_partitioned_away() -> None:
     done = minikraft("bench", "failover", "--network", "netns", "--quick", "--compare", "etcd",
