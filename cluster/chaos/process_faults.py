@@ -2,7 +2,8 @@
 
 Every signal goes to the pid recorded in cluster.json, and only while that pid still runs the
 node's config (LocalCluster.kill / is_running): never a name match. Network cuts go through each
-node's fault layer (POST /v1/faults on its HTTP port). Every fault is recorded as an event with
+node's fault layer (POST /v1/faults on its HTTP port) on loopback, through the kernel inside the
+node namespaces in netns mode (cluster/chaos/netns_faults.py). Every fault is recorded as an event with
 the time it happened, so the summary can line faults up with unavailability windows.
 """
 
@@ -18,7 +19,8 @@ from typing import Any
 
 import aiohttp
 
-from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running
+from cluster.chaos.netns_faults import NetnsFaults
+from cluster.launch.local_cluster import NETNS, LocalCluster, NodeSpec, is_running
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,12 @@ class ProcessFaults:
     events: list[dict[str, Any]] = field(default_factory=list)
     paused: dict[str, int] = field(default_factory=dict)  # node name -> pid held by SIGSTOP
     cut: set[str] = field(default_factory=set)  # nodes with fault-layer rules in force
+    # netns mode: faults on the network itself (nftables, tc) inside the node namespaces.
+    net: NetnsFaults | None = None
+
+    def __post_init__(self) -> None:
+        if self.cluster.network == NETNS and self.net is None:
+            self.net = NetnsFaults(self.cluster, self.record)
 
     def record(self, action: str, spec: NodeSpec | None = None, **extra: Any) -> None:
         event = {"ts_ms": int(time.time() * 1000), "action": action, **extra}
@@ -138,6 +146,8 @@ class ProcessFaults:
             if spec.name in self.paused:
                 self.resume(spec)
         await self.heal_network()
+        if self.net is not None:
+            await self.net.heal()
         restarted = []
         for spec in self.cluster.all_nodes():
             if not is_running(spec):

@@ -25,19 +25,69 @@ from cluster.chaos.attribution import (
     metadata_log_dirs,
     scan_recovering_elections,
 )
+from cluster.chaos.network_scenarios import NEMESES, NETNS_SCENARIOS, PROCESS_NEMESES
 from cluster.chaos.process_faults import ProcessFaults
-from cluster.chaos.scenarios import SCENARIOS, ChaosContext
+from cluster.chaos.scenarios import SCENARIOS, ChaosContext, Scenario
 from cluster.chaos.workload import ChaosWorkload, now_ms
 from cluster.cli.admin_client import describe_quorum
 from cluster.cli.health_cmd import check_health
 from cluster.launch.committed_prefix import committed_entries
-from cluster.launch.local_cluster import LocalCluster, is_running
+from cluster.launch.local_cluster import NETNS, LocalCluster, is_running
 from cluster.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "chaos-acks.journal"
 PREFIX_WAIT_S = 30.0
+ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **NETNS_SCENARIOS}
+# Faults after which the cluster has to recover: how long until writes flowed again is measured.
+RECOVERY_EVENTS = frozenset({"restart", "resume", "heal-network", "net-heal"})
+FAULT_EVENTS = frozenset({"kill", "pause", "terminate", "partition", "net-partition", "netem"})
+
+
+def netns_only_problem(scenario: str, nemeses: list[str], network: str) -> str | None:
+    """Why this scenario cannot run on this cluster's network (None when it can)."""
+    if network == NETNS:
+        return None
+    if scenario == "nemesis":
+        needs = sorted(n for n in nemeses if n not in PROCESS_NEMESES)
+        if not nemeses or needs:
+            return (
+                f"nemeses {needs or 'by default'} cut the network and need a cluster started "
+                f"with `minikraft up --network netns` (loopback: --nemesis kill,pause)"
+            )
+        return None
+    if scenario in NETNS_SCENARIOS:
+        return (
+            f"scenario {scenario} is netns-only: it needs a cluster started with "
+            f"`minikraft up --network netns` (this one runs on {network})"
+        )
+    return None
+
+
+def recovery_after_faults(
+    events: list[dict[str, Any]], windows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """For each restart, resume or network heal: how long after it the last partition that was
+    unavailable at that moment took an acks=all write again (0 when none was unavailable).
+    `interrupted`: a new fault came before that, so the figure includes it."""
+    result = []
+    fault_times = [e["ts_ms"] for e in events if e["action"] in FAULT_EVENTS]
+    for event in events:
+        if event["action"] not in RECOVERY_EVENTS:
+            continue
+        ts = event["ts_ms"]
+        open_then = [w for w in windows if w["start_ms"] <= ts <= w["end_ms"]]
+        slowest = max(open_then, key=lambda w: w["end_ms"], default=None)
+        result.append({
+            "action": event["action"], "node": event.get("node"), "ts_ms": ts,
+            "recovered_after_ms": 0 if slowest is None else slowest["end_ms"] - ts,
+            "partition": None if slowest is None else slowest["partition"],
+            "recovered": slowest is None or bool(slowest["recovered"]),
+            "interrupted": slowest is not None
+            and any(ts < t < slowest["end_ms"] for t in fault_times),
+        })
+    return result
 
 
 async def metadata_high_watermark(cluster: LocalCluster, timeout_s: float = 30.0) -> int:
@@ -124,10 +174,17 @@ async def run_chaos(
     duration_s: float,
     *,
     recovery_timeout_s: float = 60.0,
+    nemeses: list[str] | None = None,
 ) -> dict[str, Any]:
-    if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; known: {sorted(SCENARIOS)}")
+    if scenario not in ALL_SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {sorted(ALL_SCENARIOS)}")
+    unknown = sorted(set(nemeses or []) - set(NEMESES))
+    if unknown:
+        raise ValueError(f"unknown nemesis {unknown}; known: {sorted(NEMESES)}")
     cluster = LocalCluster.load(directory)
+    problem = netns_only_problem(scenario, list(nemeses or []), cluster.network)
+    if problem is not None:
+        raise ValueError(problem)
     if not cluster.brokers:
         raise ValueError(f"the cluster under {directory} has no brokers (minikraft up --brokers 3)")
     down = [s.name for s in cluster.all_nodes() if not is_running(s)]
@@ -149,7 +206,7 @@ async def run_chaos(
     faults = ProcessFaults(cluster)
     ctx = ChaosContext(
         cluster, faults, random.Random(seed), time.monotonic() + duration_s, topic,
-        workload.min_insync_replicas,
+        workload.min_insync_replicas, nemeses=list(nemeses or []),
     )
     started_ms = now_ms()
     metadata_start = await metadata_high_watermark(cluster)
@@ -161,7 +218,7 @@ async def run_chaos(
         # A second of clean traffic first, so every fault hits a partition with data.
         await asyncio.sleep(min(1.0, duration_s / 4))
         faults.record("scenario-start", scenario=scenario, seed=seed)
-        await SCENARIOS[scenario](ctx)
+        await ALL_SCENARIOS[scenario](ctx)
     except BaseException:
         # Never leave a node paused, cut off or down behind a failed run.
         await faults.heal_all()
@@ -172,12 +229,14 @@ async def run_chaos(
     faults.record("healed", restarted=restarted)
     healed_ms = now_ms()
     # Keep producing while the cluster recovers, so the windows show when writes resumed.
-    recovered, recovery_s, problem = await wait_recovered(cluster, recovery_timeout_s)
+    recovered, healthy_s, problem = await wait_recovered(cluster, recovery_timeout_s)
     flowing = await workload.wait_writes_flow(
-        healed_ms, max(1.0, recovery_timeout_s - recovery_s)
+        healed_ms, max(1.0, recovery_timeout_s - healthy_s)
     )
     if not flowing:
         recovered, problem = False, problem or "a partition took no acks=all write after the heal"
+    # Time to recover after the final heal: every partition has a leader and ISR >= min ISR
+    # (`health`), and then an acks=all write succeeded on every partition.
     recovery_s = (now_ms() - healed_ms) / 1000
     stop.set()
     await producing
@@ -215,7 +274,13 @@ async def run_chaos(
         "metadata_offsets": {"start": metadata_start, "end": metadata_end},
         "recovered": recovered,
         "recovery_s": round(recovery_s, 2),
+        "recovery_healthy_s": round(healthy_s, 2),
         "recovery_problem": problem,
+        "recovery_after_faults": recovery_after_faults(
+            faults.events, result["unavailability_windows"]
+        ),
+        "network": cluster.network,
+        "nemeses": list(nemeses or []),
         "checks": checks,
         "faults": faults.events,
         "notes": ctx.notes,

@@ -30,6 +30,7 @@ from raft.runtime.meta_properties import read_meta_properties
 from raft.runtime.power_loss import DISK_MODE_KEY, POWER_LOSS_SIM
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000
+ONE_ROUND_S = 0.05
 
 
 @dataclass
@@ -43,6 +44,7 @@ class ChaosContext:
     notes: list[str] = field(default_factory=list)
     # name -> {"ok": bool, ...}: what a scenario verified itself; any ok=false fails the run.
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nemeses: list[str] = field(default_factory=list)  # --nemesis (network_scenarios.nemesis)
 
     def time_left_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -136,6 +138,15 @@ class ChaosContext:
             return -1, "", f"minikraft {args[0]} timed out after {timeout_s} s"
         self.faults.record("cli", command=" ".join(args[:2]), exit_code=proc.returncode)
         return proc.returncode or 0, out.decode(), err.decode()
+
+    def one_round(self) -> ChaosContext:
+        """This run's context with a deadline 50 ms away: a looping scenario runs one round
+        (each round holds its fault for seconds), even on a loaded machine where 1 ms passes
+        before its first deadline check."""
+        return ChaosContext(
+            self.cluster, self.faults, self.rng, time.monotonic() + ONE_ROUND_S, self.topic,
+            self.min_insync_replicas, self.notes, self.checks, self.nemeses,
+        )
 
     def check(self, name: str, ok: bool, **detail: Any) -> None:
         """Record a verification; a later failing one with the same name wins."""
@@ -261,11 +272,7 @@ async def mixed(ctx: ChaosContext) -> None:
     while ctx.time_left_s() > 0:
         choice = ctx.rng.choice(singles)
         ctx.faults.record("mixed-round", scenario=choice.__name__.replace("_", "-"))
-        round_ctx = ChaosContext(
-            ctx.cluster, ctx.faults, ctx.rng, time.monotonic() + 0.001, ctx.topic,
-            ctx.min_insync_replicas, ctx.notes, ctx.checks,
-        )
-        await choice(round_ctx)
+        await choice(ctx.one_round())
 
 
 async def power_loss(ctx: ChaosContext) -> None:

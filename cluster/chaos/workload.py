@@ -33,6 +33,9 @@ NOT_APPENDED = frozenset(
     {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.UNKNOWN_LEADER_EPOCH,
      Errors.FENCED_LEADER_EPOCH, Errors.NOT_ENOUGH_REPLICAS, Errors.UNKNOWN_TOPIC_OR_PARTITION}
 )
+# A produce response with this error may come after the append (a pending acks=all write
+# failed by a leadership change): it is not retried. Before any request (no leader known) it is.
+MAYBE_APPENDED = frozenset({Errors.NOT_LEADER_OR_FOLLOWER})
 MAX_ATTEMPTS = 4
 RECORD_SIZE = 24
 # A send slower than this counts as the partition being unavailable for that long.
@@ -221,6 +224,14 @@ class ChaosWorkload:
                 # send it again, so the read-back can tell loss from duplication.
                 return exc.error, None
             error = Errors.of(response.error_code)
+            if error in MAYBE_APPENDED:
+                # Also what a leader answers for an appended write still waiting for its ISR
+                # when it loses leadership (the write may survive): never send it again, or the
+                # log holds it twice (rule 23's "exactly once"); the next send looks the leader
+                # up first.
+                with contextlib.suppress(KafkaError):
+                    await leaders.refresh()
+                return error, response
             if error is Errors.NONE or error not in NOT_APPENDED:
                 return error, response
         return error, None

@@ -32,10 +32,16 @@ PEERS = {
               help="audit only: metadata records to generate (default 1,000,000)")
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="audit only: audit the logs under DIR (generated there if none)")
+@click.option("--network", type=click.Choice(["loopback", "netns"]), default="loopback",
+              show_default=True,
+              help="failover only: netns cuts the leader off with a network partition in its "
+              "own namespace (root) instead of kill -9")
 @output_option
 def bench(which: str, compare: str | None, quick: bool, records: int | None,
-          directory: Path | None, output: str) -> None:
+          directory: Path | None, network: str, output: str) -> None:
     """Run a bounded benchmark on localhost and print its figures."""
+    if network == "netns" and which != "failover":
+        fail("--network netns applies to bench failover only", EXIT_USAGE)
     if compare not in PEERS[which]:
         allowed = ", ".join(p for p in PEERS[which] if p) or "no peer"
         fail(f"bench {which} compares with {allowed}, not {compare}", EXIT_USAGE)
@@ -45,13 +51,21 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
     from cluster.bench.report import print_report
 
     try:
-        report, title = _run(which, compare, quick, records, directory)
+        if network == "netns":
+            from cluster.bench.failover_netns import run_netns_failover_bench
+
+            report = run_netns_failover_bench(cuts=3 if quick else 20, compare=compare)
+            title = f"bench failover ({report['kills']} partitions isolating the leader, netns)"
+        else:
+            report, title = _run(which, compare, quick, records, directory)
     except PeerMissing as exc:
         fail(str(exc), EXIT_USAGE)
     except KafkaError as exc:  # CLI.md: one line with the Kafka error name, never a traceback
         fail(f"bench {which}: {exc.error.name}: {exc.message}")
     except (RuntimeError, TimeoutError, OSError) as exc:
         fail(f"bench {which}: {exc}")
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
     if output == "json":
         emit_json(report)
         return

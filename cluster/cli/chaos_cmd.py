@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from cluster.chaos.runner import run_chaos
-from cluster.chaos.scenarios import SCENARIOS
+from cluster.chaos.netns_faults import NetworkFaultError
+from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.output import stdout as console
 from cluster.launch.local_cluster import CLUSTER_FILE
@@ -22,27 +22,44 @@ from cluster.protocol.errors import KafkaError
 
 @click.command()
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False))
-@click.option("--scenario", required=True, type=click.Choice(sorted(SCENARIOS)))
+@click.option(
+    "--scenario", type=click.Choice(sorted(ALL_SCENARIOS)),
+    help="required unless --nemesis is given (then: nemesis); netns-only: partition-*, netem-loss",
+)
 @click.option("--seed", default=1, show_default=True, type=int)
 @click.option("--duration-s", default=10.0, show_default=True, type=click.FloatRange(0.5))
 @click.option("--recovery-timeout-s", default=60.0, show_default=True, type=click.FloatRange(1))
+@click.option(
+    "--nemesis", "nemesis_list", default=None,
+    help="comma-separated faults mixed over the run, e.g. kill,pause,partition-random-halves,netem",
+)
 @output_option
 def chaos(
-    directory: str, scenario: str, seed: int, duration_s: float, recovery_timeout_s: float,
-    output: str,
+    directory: str, scenario: str | None, seed: int, duration_s: float,
+    recovery_timeout_s: float, nemesis_list: str | None, output: str,
 ) -> None:
     """Break the cluster under --dir on purpose and check that no acked write was lost."""
     root = Path(directory)
+    nemeses = [n.strip() for n in (nemesis_list or "").split(",") if n.strip()]
+    if scenario is None:
+        if not nemeses:
+            fail("give --scenario NAME or --nemesis LIST", EXIT_USAGE)
+        scenario = "nemesis"
+    elif nemeses and scenario != "nemesis":
+        fail(f"--nemesis goes with --scenario nemesis, not {scenario}", EXIT_USAGE)
     if not (root / CLUSTER_FILE).exists():
         fail(f"no {CLUSTER_FILE} under {root} (minikraft up --dir {root} --brokers 3)", EXIT_USAGE)
     logging.getLogger("cluster.chaos").setLevel(logging.INFO)
     try:
         summary = asyncio.run(
-            run_chaos(root, scenario, seed, duration_s, recovery_timeout_s=recovery_timeout_s)
+            run_chaos(
+                root, scenario, seed, duration_s, recovery_timeout_s=recovery_timeout_s,
+                nemeses=nemeses,
+            )
         )
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE)
-    except (KafkaError, TimeoutError) as exc:
+    except (KafkaError, TimeoutError, NetworkFaultError) as exc:
         fail(f"chaos run failed: {exc}", EXIT_FAILED)
     if output == "json":
         emit_json(summary)
@@ -54,6 +71,17 @@ def chaos(
             f"read back {summary['read_back']}, lost {summary['lost']}, "
             f"duplicated {summary['duplicated']}, {len(windows)} unavailability windows "
             f"(longest {longest} ms), recovered in {summary['recovery_s']} s"
+        )
+        after = [r for r in summary["recovery_after_faults"] if not r["interrupted"]]
+        slowest = max(after, key=lambda r: r["recovered_after_ms"], default=None)
+        console.print(
+            f"time to recover after heal: {summary['recovery_s']} s (healthy after "
+            f"{summary['recovery_healthy_s']} s, then a write on every partition)"
+            + (
+                f"; slowest recovery after a fault: {slowest['recovered_after_ms']} ms after "
+                f"{slowest['action']} {slowest['node'] or ''} (partition {slowest['partition']})"
+                if slowest is not None and slowest["recovered_after_ms"] else ""
+            )
         )
         for partition, loss in summary["attributed_losses"].items():
             console.print(

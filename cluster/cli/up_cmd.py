@@ -13,7 +13,8 @@ import click
 from rich.console import Console
 
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
-from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from cluster.launch.local_cluster import CLUSTER_FILE, LOOPBACK, NETNS, NETWORKS, LocalCluster
+from cluster.launch.netns import NetnsError, netns_unavailable_reason
 from cluster.launch.readiness import wait_until_ready
 
 console = Console(stderr=True)
@@ -29,6 +30,11 @@ console = Console(stderr=True)
 @click.option("--detach", is_flag=True, help="start, wait until ready, and return")
 @click.option("--timeout-s", default=60.0, show_default=True, type=float)
 @click.option("--set", "overrides", multiple=True, help="extra node property k=v (repeatable)")
+@click.option(
+    "--network", type=click.Choice(NETWORKS), default=None,
+    help=f"{LOOPBACK} (default): every node on 127.0.0.1; {NETNS}: one network namespace "
+    "(own address on a bridge) per node, root only",
+)
 @output_option
 def up(
     directory: str,
@@ -38,10 +44,13 @@ def up(
     detach: bool,
     timeout_s: float,
     overrides: tuple[str, ...],
+    network: str | None,
     output: str,
 ) -> None:
     """Start a local cluster, each node its own process, and wait until it is ready."""
     root = Path(directory)
+    if network == NETNS:
+        _require_netns()  # before anything else, so a non-root user gets this one line
     extra = {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -55,10 +64,23 @@ def up(
                 f"a cluster is already running under {root} (minikraft down --dir {root})",
                 EXIT_USAGE,
             )
+        if network is not None and network != cluster.network:
+            fail(
+                f"the cluster under {root} was created with --network {cluster.network}",
+                EXIT_USAGE,
+            )
     else:
         cluster = LocalCluster.plan(
-            root, controllers=controllers, brokers=brokers, base_port=base_port, overrides=extra
+            root, controllers=controllers, brokers=brokers, base_port=base_port, overrides=extra,
+            network=network or LOOPBACK,
         )
+    if cluster.network == NETNS:
+        _require_netns()
+        try:
+            cluster.create_network()
+        except NetnsError as exc:
+            cluster.remove_network()
+            fail(f"--network netns: {exc}")
     cluster.format()
     cluster.start()
     try:
@@ -68,10 +90,12 @@ def up(
             )
     except TimeoutError as exc:
         killed = cluster.stop()
+        cluster.remove_network()
         fail(f"cluster not ready: {exc}; stopped it (killed: {killed}); logs in {root / 'logs'}")
     except KeyboardInterrupt:
         # Ctrl-C while waiting: the nodes run in their own sessions, so stop them by pid here.
         killed = cluster.stop()
+        cluster.remove_network()
         fail(f"interrupted; stopped the cluster (killed: {killed})")
     summary = {
         "cluster_id": cluster.cluster_id,
@@ -81,6 +105,7 @@ def up(
         "leader_id": state.leader_id,
         "leader_epoch": state.leader_epoch,
         "pids": {s.name: s.pid for s in cluster.all_nodes()},
+        "network": cluster.network,
     }
     if output == "json":
         emit_json(summary)
@@ -92,6 +117,12 @@ def up(
     if detach:
         sys.exit(EXIT_OK)
     _follow_logs(cluster)
+
+
+def _require_netns() -> None:
+    reason = netns_unavailable_reason()
+    if reason is not None:
+        fail(reason, EXIT_USAGE)
 
 
 def _follow_logs(cluster: LocalCluster) -> None:
@@ -119,6 +150,7 @@ def _follow_logs(cluster: LocalCluster) -> None:
     except KeyboardInterrupt:
         pass
     killed = cluster.stop()
+    cluster.remove_network()
     console.print(
         f"stopped the cluster{' (had to kill ' + ', '.join(killed) + ')' if killed else ''}"
     )
@@ -136,11 +168,17 @@ def down(directory: str, output: str) -> None:
     running = [s.name for s in cluster.running()]
     killed = cluster.stop()
     left = [s.name for s in cluster.running()]
+    # netns: the namespaces, veths and bridge go too, also those a crashed `up` left behind.
+    removed = cluster.remove_network() if not left else []
     if output == "json":
-        emit_json({"stopped": running, "killed": killed, "still_running": left})
+        emit_json(
+            {"stopped": running, "killed": killed, "still_running": left,
+             "network_removed": removed}
+        )
     else:
         console.print(
             f"stopped {len(running)} processes" + (f" (killed {killed})" if killed else "")
+            + (f"; removed {len(removed)} namespaces and links" if removed else "")
         )
     if left:
         sys.exit(EXIT_FAILED)

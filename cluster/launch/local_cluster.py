@@ -17,17 +17,20 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cluster.config import render_properties
+from cluster.launch.netns import NetnsPlan
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import format_directories, read_meta_properties
 
 CLUSTER_FILE = "cluster.json"
+LOOPBACK = "loopback"
+NETNS = "netns"
+NETWORKS = (LOOPBACK, NETNS)
 
 
 @dataclass
@@ -86,6 +89,8 @@ class LocalCluster:
     controllers: list[NodeSpec]
     brokers: list[NodeSpec]
     host: str = "127.0.0.1"
+    network: str = LOOPBACK  # LOOPBACK: every node on 127.0.0.1; NETNS: cluster/launch/netns.py
+    netns_subnet: str | None = None
 
     # -- planning --------------------------------------------------------------------------
 
@@ -98,9 +103,11 @@ class LocalCluster:
         brokers: int = 0,
         base_port: int = 19090,
         overrides: dict[str, str] | None = None,
+        network: str = LOOPBACK,
     ) -> LocalCluster:
         directory = directory.resolve()
         host = "127.0.0.1"
+        plan = NetnsPlan.for_directory(directory) if network == NETNS else None
         if base_port == 0:
             ports = free_ports(2 * (controllers + brokers))
         else:
@@ -111,26 +118,40 @@ class LocalCluster:
         rpc_ports, http_ports = ports[: controllers + brokers], ports[controllers + brokers :]
         from raft.runtime.meta_properties import random_uuid_str
 
-        cluster = cls(directory, random_uuid_str(), [], [], host)
+        cluster = cls(
+            directory, random_uuid_str(), [], [], host, network,
+            None if plan is None else str(plan.subnet),
+        )
+
+        def node_host(index: int) -> str:
+            # netns: each node its own address on the cluster's bridge.
+            return host if plan is None else plan.node_address(index)
+
         for i in range(controllers):
             cluster.controllers.append(
-                cluster._spec("controller", i + 1, rpc_ports[i], http_ports[i], overrides or {})
+                cluster._spec(
+                    "controller", i + 1, rpc_ports[i], http_ports[i], overrides or {}, node_host(i)
+                )
             )
         for j in range(brokers):
             k = controllers + j
             cluster.brokers.append(
-                cluster._spec("broker", 100 + j + 1, rpc_ports[k], http_ports[k], overrides or {})
+                cluster._spec(
+                    "broker", 100 + j + 1, rpc_ports[k], http_ports[k], overrides or {},
+                    node_host(k),
+                )
             )
         return cluster
 
     def _spec(
-        self, role: str, node_id: int, port: int, http_port: int, extra: dict[str, str]
+        self, role: str, node_id: int, port: int, http_port: int, extra: dict[str, str],
+        host: str,
     ) -> NodeSpec:
         name = f"{role}-{node_id}"
         return NodeSpec(
             role=role,
             node_id=node_id,
-            host=self.host,
+            host=host,
             port=port,
             http_port=http_port,
             dir=str(self.dir / name),
@@ -198,14 +219,22 @@ class LocalCluster:
             spec.directory_id = uuid_to_str(meta.directory_id) if meta else None
 
     def write_cluster_file(self) -> None:
-        data = {
+        data: dict[str, Any] = {
             "cluster_id": self.cluster_id,
             "bootstrap_server": ",".join(b.address for b in self.brokers),
             "bootstrap_controller": self.bootstrap_controller,
             "controllers": [c.to_json() for c in self.controllers],
             "brokers": [b.to_json() for b in self.brokers],
             "specs": [asdict(s) for s in self.controllers + self.brokers],
+            "network": self.network,
         }
+        plan = self.netns
+        if plan is not None:
+            data["netns"] = {
+                "id": plan.id, "subnet": str(plan.subnet), "host_address": plan.host_address,
+                "bridge": plan.bridge,
+                "namespaces": {s.name: plan.namespace(s.name) for s in self.all_nodes()},
+            }
         tmp = self.dir / (CLUSTER_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=2))
         os.replace(tmp, self.dir / CLUSTER_FILE)
@@ -215,17 +244,43 @@ class LocalCluster:
         path = directory / CLUSTER_FILE
         data = json.loads(path.read_text())
         specs = [NodeSpec(**s) for s in data["specs"]]
+        netns = data.get("netns") or {}
         return cls(
             directory.resolve(),
             data["cluster_id"],
             [s for s in specs if s.role == "controller"],
             [s for s in specs if s.role == "broker"],
+            network=data.get("network", LOOPBACK),
+            netns_subnet=netns.get("subnet"),
         )
+
+    # -- network ---------------------------------------------------------------------------
+
+    @property
+    def netns(self) -> NetnsPlan | None:
+        """The namespaces' names and addresses in netns mode (None on loopback)."""
+        if self.network != NETNS:
+            return None
+        return NetnsPlan.for_directory(self.dir, self.netns_subnet)
+
+    def create_network(self) -> None:
+        """netns: the bridge and one namespace per node (what a crashed run left is removed
+        first). Loopback: nothing to create."""
+        plan = self.netns
+        if plan is not None:
+            plan.create([(s.name, s.node_id, s.host) for s in self.all_nodes()])
+
+    def remove_network(self) -> list[str]:
+        """Every namespace and link carrying this directory's id (netns only)."""
+        plan = self.netns
+        return [] if plan is None else plan.remove()
 
     # -- processes -------------------------------------------------------------------------
 
     def command(self, spec: NodeSpec) -> list[str]:
-        return [sys.executable, "-m", "cluster.cli.main", spec.role, "--config", spec.config]
+        base = [sys.executable, "-m", "cluster.cli.main", spec.role, "--config", spec.config]
+        plan = self.netns
+        return base if plan is None else plan.exec_prefix(spec.name) + base
 
     def start_node(self, spec: NodeSpec) -> int:
         Path(spec.log_file).parent.mkdir(parents=True, exist_ok=True)
@@ -280,7 +335,7 @@ class LocalCluster:
     def running(self) -> list[NodeSpec]:
         return [s for s in self.controllers + self.brokers if is_running(s)]
 
-    def all_nodes(self) -> Iterable[NodeSpec]:
+    def all_nodes(self) -> list[NodeSpec]:
         return self.controllers + self.brokers
 
 
