@@ -922,6 +922,7 @@ class RaftReplica:
             if isinstance(st, FollowerState):  # Kafka: cut the fetch timer short, keep the leader
                 st.fetch_deadline_ms = min(st.fetch_deadline_ms, now_ms + delay_ms)
                 st.last_fetch_success_ms = -_NO_DEADLINE_MS  # pre-votes may be granted now
+                st.leader_lost = True  # the delay above orders the successors: no more jitter
             else:
                 st.election_deadline_ms = min(st.election_deadline_ms, now_ms + delay_ms)
         return EndQuorumEpochResponse(leader_id=-1, leader_epoch=self.epoch)
