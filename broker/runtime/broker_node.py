@@ -337,24 +337,29 @@ class BrokerNode:
         """The known active controller first; if its connection is reset or refused, or it
         answers NOT_CONTROLLER (it lost the leadership), the other bootstrap controllers at
         once, rather than waiting until our Raft observer learns the new leader (issue 19).
-        Returns the first answer that is not NOT_CONTROLLER, else the last error."""
+        Returns the first answer that is not NOT_CONTROLLER, else the first NOT_CONTROLLER
+        answer, else raises the last failure."""
         leader = self.raft.replica.leader_endpoint
         candidates = ([leader] if leader else []) + [
             s for s in self.config.bootstrap_servers if s != leader
         ]
-        last: Any = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
+        failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
+        not_controller: Any = None  # the first NOT_CONTROLLER answer, kept for its message
         for candidate in candidates:
             try:
                 response = await self.client.request(candidate, request, timeout_ms=timeout_ms)
             except KafkaError as exc:
-                last = exc
+                if candidate == leader and exc.error != Errors.NETWORK_EXCEPTION:
+                    raise  # a slow leader is not a gone one: do not multiply the timeout
+                failure = exc
                 continue
             if Errors.of(response.error_code) is not Errors.NOT_CONTROLLER:
                 return response
-            last = response
-        if isinstance(last, KafkaError):
-            raise last
-        return last
+            if not_controller is None:
+                not_controller = response
+        if not_controller is not None:
+            return not_controller
+        raise failure
 
     async def _send_alter_partition(
         self, request: cm.AlterPartitionRequest
