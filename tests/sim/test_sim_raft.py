@@ -98,6 +98,7 @@ def test_checker_catches_two_voter_changes_at_once() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(7200)  # 3000 seeds x 3 runs take ~15 CPU-minutes: past the default 300 s
 def test_sim_many_seeds() -> None:
     count = int(os.environ.get("SIM_SEEDS", "3000"))
     first = int(os.environ.get("SIM_SEED_START", "10000"))
@@ -158,6 +159,7 @@ def test_failover_elects_fast_and_rarely_splits(voters: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 2 x 10,000 short runs: ~15 CPU-minutes
 def test_failover_many_seeds() -> None:
     """The split-vote rate over SIM_FAILOVER_SEEDS (10,000) kills, printed for the report."""
     count = int(os.environ.get("SIM_FAILOVER_SEEDS", "10000"))
