@@ -19,6 +19,9 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
     "controller.quorum.request.timeout.ms": "2000",
+    "controller.quorum.election.backoff.max.ms": "1000",
+    # minikraft's: a voter that lost its leader stands after a random 0..this many ms (issue 19)
+    "minikraft.quorum.leader.lost.jitter.max.ms": "200",
     "controller.quorum.bootstrap.servers": "",
     "metadata.max.idle.interval.ms": "500",
     # minikraft's name: snapshot after this many committed records (Kafka counts bytes instead).
@@ -36,6 +39,8 @@ _INT_KEYS = (
     "controller.quorum.election.timeout.ms",
     "controller.quorum.fetch.timeout.ms",
     "controller.quorum.request.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "minikraft.quorum.leader.lost.jitter.max.ms",
     "metadata.max.idle.interval.ms",
     "metadata.log.snapshot.interval.records",
     "metadata.log.segment.bytes",

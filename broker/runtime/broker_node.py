@@ -343,30 +343,47 @@ class BrokerNode:
         self, request: Any, timeout_ms: int = CONTROLLER_REQUEST_TIMEOUT_MS
     ) -> Any:
         """Send to the active controller (the metadata Raft leader), else a bootstrap server."""
-        address = self.raft.replica.leader_endpoint
-        candidates = [address] if address else list(self.config.bootstrap_servers)
-        last = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
+        response = await self._to_active_controller(request, timeout_ms)
+        error = Errors.of(response.error_code)
+        if error is not Errors.NONE:
+            raise KafkaError(error, response.error_message)
+        return response
+
+    async def _to_active_controller(self, request: Any, timeout_ms: int) -> Any:
+        """The known active controller first; if its connection is reset or refused, or it
+        answers NOT_CONTROLLER (it lost the leadership), the other bootstrap controllers at
+        once, rather than waiting until our Raft observer learns the new leader (issue 19).
+        Returns the first answer that is not NOT_CONTROLLER, else the first NOT_CONTROLLER
+        answer, else raises the last failure."""
+        leader = self.raft.replica.leader_endpoint
+        candidates = ([leader] if leader else []) + [
+            s for s in self.config.bootstrap_servers if s != leader
+        ]
+        failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
+        not_controller: Any = None  # the first NOT_CONTROLLER answer, kept for its message
         for candidate in candidates:
             try:
-                response = await self.client.request(
-                    candidate, request, timeout_ms=timeout_ms
-                )
+                response = await self.client.request(candidate, request, timeout_ms=timeout_ms)
             except KafkaError as exc:
-                last = exc
+                if candidate == leader and exc.error != Errors.NETWORK_EXCEPTION:
+                    raise  # a slow leader is not a gone one: do not multiply the timeout
+                failure = exc
                 continue
-            error = Errors.of(response.error_code)
-            if error is not Errors.NONE:
-                raise KafkaError(error, response.error_message)
-            return response
-        raise last
+            if Errors.of(response.error_code) is not Errors.NOT_CONTROLLER:
+                return response
+            if not_controller is None:
+                not_controller = response
+        if not_controller is not None:
+            return not_controller
+        raise failure
 
     async def _send_alter_partition(
         self, request: cm.AlterPartitionRequest
     ) -> cm.AlterPartitionResponse:
-        address = self.raft.replica.leader_endpoint
-        if address is None:
-            raise KafkaError(Errors.NOT_CONTROLLER, "no active controller known")
-        return await self.client.request(address, request, timeout_ms=CONTROLLER_REQUEST_TIMEOUT_MS)
+        response: cm.AlterPartitionResponse = await self._to_active_controller(
+            request, CONTROLLER_REQUEST_TIMEOUT_MS
+        )
+        return response
 
     async def _tick_loop(self) -> None:
         lag_ms = self.config.get_int("replica.lag.time.max.ms")

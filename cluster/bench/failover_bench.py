@@ -2,7 +2,9 @@
 commit through the new leader, repeated `kills` times (20; `--quick` 3), median and p99.
 
 Both sides use the same election timeout: minikraft controller.quorum.election.timeout.ms=1000
-(fetch.timeout.ms=2000, the followers' leader-loss detector), etcd --election-timeout=1000
+(fetch.timeout.ms=2000, the followers' leader-loss detector when nothing else tells them; a
+kill -9 resets their connections to the leader, which they notice at once and stand after a
+random 0..minikraft.quorum.leader.lost.jitter.max.ms=200), etcd --election-timeout=1000
 --heartbeat-interval=100. After each kill the victim is restarted on its own data and the next
 kill waits until all 3 members are back, so every kill starts from a full quorum.
 """
@@ -33,7 +35,8 @@ ETCD_HEARTBEAT_MS = 100
 FAILOVER_DEADLINE_S = 30.0
 NOTE = (
     f"election timeout {ELECTION_TIMEOUT_MS} ms on both; minikraft fetch.timeout "
-    f"{FETCH_TIMEOUT_MS} ms, etcd heartbeat {ETCD_HEARTBEAT_MS} ms; kill -9 of the leader "
+    f"{FETCH_TIMEOUT_MS} ms (a reset leader connection is noticed at once), etcd heartbeat "
+    f"{ETCD_HEARTBEAT_MS} ms; kill -9 of the leader "
     "to the first commit through the new leader"
 )
 

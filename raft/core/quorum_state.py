@@ -61,6 +61,10 @@ class FollowerState:
     fetch_deadline_ms: int  # KIP-595 fetch timeout: a voter turns prospective here
     last_fetch_success_ms: int  # last word from the leader; pre-votes are refused until timeout
     next_fetch_ms: int = 0
+    # The fetch timer ran out or the connection to the leader was reset: the replica stands
+    # (turns prospective) at fetch_deadline_ms, a random moment so the survivors do not all
+    # stand at once and split the vote.
+    leader_lost: bool = False
     name: str = "Follower"
 
 

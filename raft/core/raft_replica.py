@@ -65,6 +65,10 @@ class RaftConfig:
     election_timeout_ms: int = 1000
     election_backoff_max_ms: int = 1000
     fetch_timeout_ms: int = 2000
+    # minikraft.quorum.leader.lost.jitter.max.ms: a voter that lost its leader (fetch timeout or
+    # a reset connection) stands after a random 0..this many ms, as etcd randomizes its election
+    # timeout, so the survivors rarely stand together and split the vote.
+    leader_lost_jitter_max_ms: int = 200
     fetch_max_wait_ms: int = 500
     append_linger_ms: int = 0  # used by the runtime to batch client appends
     request_timeout_ms: int = 2000
@@ -138,6 +142,7 @@ class RaftReplica:
         self._snapshot_download: tuple[SnapshotId, bytearray] | None = None
         self._next_fetch_ms = now_ms
         self._bootstrap_index = 0
+        self._election_retries = 0  # failed candidacies since a leader was last known
         self._out = RaftResult()
         es = self._persisted
         state: EpochState
@@ -326,6 +331,24 @@ class RaftReplica:
             self._on_fetch_snapshot_response(request, response, now_ms)
         return self._finish(before, now_ms)
 
+    def handle_connection_lost(self, node_id: int, now_ms: int) -> RaftResult:
+        """The runtime's connection to node_id was reset, closed or refused (NETWORK_EXCEPTION,
+        not a timeout): its process is most likely gone. A follower of it stands after a short
+        random jitter instead of waiting out the fetch timeout, an observer looks for the leader
+        again, and a candidate counts it as a voter that will not grant this round."""
+        before = self._begin(now_ms)
+        st = self._state
+        if isinstance(st, FollowerState) and st.leader_id == node_id:
+            if not self.is_voter:
+                self._rediscover_leader(st, now_ms)
+            elif not st.leader_lost:
+                self._lose_leader(st, now_ms, min(st.fetch_deadline_ms,
+                                                  now_ms + self._leader_lost_jitter_ms()))
+        elif isinstance(st, CandidateState):
+            st.rejected |= {k for k in self.voters if k.id == node_id and k not in st.granted}
+            self._maybe_back_off(st, now_ms)
+        return self._finish(before, now_ms)
+
     def tick(self, now_ms: int) -> RaftResult:
         before = self._begin(now_ms)
         st = self._state
@@ -341,18 +364,15 @@ class RaftReplica:
                 self._become_prospective(now_ms)
         elif isinstance(st, CandidateState):
             if now_ms >= st.election_deadline_ms:
-                # Lost or split: wait a random backoff, then pre-vote again (rule 7).
-                backoff_ms = int(self._random() * self._config.election_backoff_max_ms)
-                self._state = UnattachedState(st.epoch, self._key, now_ms + backoff_ms)
+                self._back_off(st, now_ms)  # lost or split: pre-vote again later (rule 7)
         elif isinstance(st, FollowerState):
             if now_ms >= st.fetch_deadline_ms:
-                if self.is_voter:
+                if not self.is_voter:
+                    self._rediscover_leader(st, now_ms)
+                elif st.leader_lost:
                     self._become_prospective(now_ms)
-                else:  # an observer looks for the leader again through the bootstrap servers
-                    self._state = UnattachedState(st.epoch, st.voted_key,
-                                                  self._election_deadline(now_ms))
-                    self._inflight_fetch = None
-                    self._next_fetch_ms = now_ms
+                else:  # the fetch timeout: stand after a random jitter
+                    self._lose_leader(st, now_ms, now_ms + self._leader_lost_jitter_ms())
         elif isinstance(st, LeaderState):
             self._leader_tick(st, now_ms)
         elif isinstance(st, ResignedState):
@@ -436,6 +456,40 @@ class RaftReplica:
         if state != self._persisted:
             self._persisted = state
             self._out.persist = state
+
+    def _leader_lost_jitter_ms(self) -> int:
+        return int(self._random() * self._config.leader_lost_jitter_max_ms)
+
+    def _lose_leader(self, st: FollowerState, now_ms: int, stand_at_ms: int) -> None:
+        """Rule 7: we no longer hear the leader, so we grant others' pre-votes from now on, and
+        stand ourselves at stand_at_ms (a random moment, so two survivors rarely tie)."""
+        st.leader_lost = True
+        st.last_fetch_success_ms = -_NO_DEADLINE_MS
+        st.fetch_deadline_ms = stand_at_ms
+        if now_ms >= stand_at_ms:
+            self._become_prospective(now_ms)
+
+    def _rediscover_leader(self, st: FollowerState, now_ms: int) -> None:
+        """An observer lost its leader: look for it again through the bootstrap servers."""
+        self._state = UnattachedState(st.epoch, st.voted_key, self._election_deadline(now_ms))
+        self._inflight_fetch = None
+        self._next_fetch_ms = now_ms
+
+    def _maybe_back_off(self, st: CandidateState, now_ms: int) -> None:
+        """Kafka: once a majority can no longer grant, back off at once instead of waiting out
+        the election timeout (a split vote is over as soon as it is known)."""
+        if not self.voters.is_majority({k for k in self.voters if k not in st.rejected}):
+            self._back_off(st, now_ms)
+
+    def _back_off(self, st: CandidateState, now_ms: int) -> None:
+        """A random backoff, doubling with each failed round up to the election backoff max
+        (Kafka's binaryExponentialElectionBackoffMs, drawn from a continuous range so two
+        candidates rarely draw the same), then pre-vote again (rule 7)."""
+        self._election_retries += 1
+        window_ms = min(self._config.election_backoff_max_ms,
+                        self._config.retry_backoff_ms << min(self._election_retries, 20))
+        self._state = UnattachedState(st.epoch, self._key,
+                                      now_ms + int(self._random() * window_ms))
 
     def _election_deadline(self, now_ms: int) -> int:
         timeout_ms = self._config.election_timeout_ms
@@ -543,6 +597,7 @@ class RaftReplica:
                                     last_heard_ms, now_ms)
         self._persist(ElectionState(epoch, leader_id, voted))
         self._reset_fetching(now_ms)
+        self._election_retries = 0
 
     def _reset_fetching(self, now_ms: int) -> None:
         self._inflight_fetch = None  # a fetch to the old leader is answered but ignored
@@ -648,6 +703,7 @@ class RaftReplica:
         self._send_begin_quorum_epochs(leader, now_ms)
         self._reset_fetching(now_ms)
         self._awaiting_flush = False
+        self._election_retries = 0
 
     def _become_resigned(self, st: LeaderState, now_ms: int) -> None:
         voters = self.voters
@@ -794,6 +850,13 @@ class RaftReplica:
                                 self._leader_id_or_none(), self.epoch)
         log_ok = self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
         if req.pre_vote:
+            # KIP-996 as Kafka's handleVoteRequest does it: a prospective replica asks at its
+            # epoch + 1 without bumping it, so the epoch it stands in is candidate_epoch - 1. If
+            # that is above ours, we move to it (Unattached, rule 1: forward only), as on any
+            # higher epoch; else a prospective replica left at a higher epoch by a lost election
+            # would be refused for ever (shorter log, live leader) and never rejoin.
+            if req.candidate_epoch - 1 > self.epoch:
+                self._become_unattached(req.candidate_epoch - 1, now_ms)
             # Rule 7: refuse while a leader is alive, so a partitioned replica cannot depose it.
             granted = log_ok and not self._has_live_leader(now_ms)
             return VoteResponse(leader_id=self._leader_id_or_none(), leader_epoch=self.epoch,
@@ -859,6 +922,7 @@ class RaftReplica:
             if isinstance(st, FollowerState):  # Kafka: cut the fetch timer short, keep the leader
                 st.fetch_deadline_ms = min(st.fetch_deadline_ms, now_ms + delay_ms)
                 st.last_fetch_success_ms = -_NO_DEADLINE_MS  # pre-votes may be granted now
+                st.leader_lost = True  # the delay above orders the successors: no more jitter
             else:
                 st.election_deadline_ms = min(st.election_deadline_ms, now_ms + delay_ms)
         return EndQuorumEpochResponse(leader_id=-1, leader_epoch=self.epoch)
@@ -964,6 +1028,8 @@ class RaftReplica:
         (st.granted if resp.vote_granted and resp.error_code == 0 else st.rejected).add(voter)
         if self.voters.is_majority(st.granted):
             self._become_leader(now_ms)
+        else:
+            self._maybe_back_off(st, now_ms)
 
     def _on_begin_quorum_epoch_response(self, req: BeginQuorumEpochRequest, resp: object | None,
                                         now_ms: int) -> None:
@@ -1018,6 +1084,7 @@ class RaftReplica:
             return
         st.last_fetch_success_ms = now_ms
         st.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
+        st.leader_lost = False
         log = self._log
         if resp.diverging_end_offset >= 0:
             self._truncate_to_diverging(OffsetAndEpoch(resp.diverging_end_offset,
@@ -1107,6 +1174,7 @@ class RaftReplica:
             return
         st.last_fetch_success_ms = now_ms
         st.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
+        st.leader_lost = False
         data.extend(resp.unaligned_records)
         if len(data) < resp.size and resp.unaligned_records:
             self._send_fetch_snapshot(st, now_ms)

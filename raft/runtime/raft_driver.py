@@ -348,6 +348,17 @@ class RaftDriver:
                 )
             except KafkaError as exc:
                 log.debug("request to node %s failed: %s", outbound.dest_node_id, exc)
+                if (
+                    exc.error == Errors.NETWORK_EXCEPTION
+                    and outbound.dest_node_id >= 0
+                    and self._running
+                ):
+                    # Reset, closed or refused (not a timeout): the peer's process is most
+                    # likely gone. The core hears it as an input, so a follower of a dead
+                    # leader stands at once instead of waiting out the fetch timeout.
+                    self._apply(
+                        self.replica.handle_connection_lost(outbound.dest_node_id, now_ms())
+                    )
         if not self._running:
             return
         self._apply(

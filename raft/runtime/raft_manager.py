@@ -69,6 +69,12 @@ class RaftManager:
                 cluster_id=self.meta.cluster_id,
                 election_timeout_ms=config.get_int("controller.quorum.election.timeout.ms"),
                 fetch_timeout_ms=config.get_int("controller.quorum.fetch.timeout.ms"),
+                election_backoff_max_ms=config.get_int(
+                    "controller.quorum.election.backoff.max.ms"
+                ),
+                leader_lost_jitter_max_ms=config.get_int(
+                    "minikraft.quorum.leader.lost.jitter.max.ms"
+                ),
                 bootstrap_servers=config.bootstrap_servers,
             ),
             random_source=rng.random,

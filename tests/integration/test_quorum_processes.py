@@ -4,9 +4,12 @@ durably, and survive kill -9 (INVARIANTS rules 1-3, 7)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
+
+import pytest
 
 from cluster.launch.committed_prefix import committed_entries, compare_committed_prefixes
 from cluster.launch.local_cluster import LocalCluster
@@ -37,13 +40,31 @@ def test_three_voters_with_distinct_directory_ids_and_one_leader(cluster3: Local
 def test_kill_leader_elects_new_leader_with_higher_epoch_and_keeps_prefix(
     cluster3: LocalCluster,
 ) -> None:
-    before = wait_for(lambda s: s.response.high_watermark > 3, cluster3, 5)
-    leader = cluster3.node(f"controller-{before.leader_id}")
+    _kill_leader_and_check_successor(cluster3)
+
+
+# Issue 19: this failover once split the vote (both survivors stood within 1 ms) and took 4.4 s.
+FAILOVER_REPEATS = int(os.environ.get("FAILOVER_REPEATS", "50"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", range(FAILOVER_REPEATS))
+def test_kill_leader_failover_repeated(cluster3: LocalCluster, attempt: int) -> None:
+    """The failover above on a fresh cluster, FAILOVER_REPEATS times (make test-slow)."""
+    failover_s = _kill_leader_and_check_successor(cluster3)
+    print(f"attempt {attempt}: failover {failover_s * 1000:.0f} ms")
+
+
+def _kill_leader_and_check_successor(cluster: LocalCluster) -> float:
+    """kill -9 the leader; a survivor leads a higher epoch within the bound and the committed
+    prefix agrees on every replica (rules 1-2). Returns the seconds to the new leader."""
+    before = wait_for(lambda s: s.response.high_watermark > 3, cluster, 5)
+    leader = cluster.node(f"controller-{before.leader_id}")
     killed_at = time.monotonic()
-    cluster3.kill(leader, signal.SIGKILL)
+    cluster.kill(leader, signal.SIGKILL)
     after = wait_for(
         lambda s: s.leader_id is not None and s.leader_epoch > before.leader_epoch,
-        cluster3,
+        cluster,
         3 * ELECTION_TIMEOUT_S + 1.0,
     )
     failover_s = time.monotonic() - killed_at
@@ -51,11 +72,12 @@ def test_kill_leader_elects_new_leader_with_higher_epoch_and_keeps_prefix(
     assert after.leader_id != leader.node_id
     # The new leader's HWM is at least the last one reported before the kill (rule 2).
     grown = wait_for(
-        lambda s: s.response.high_watermark >= before.response.high_watermark, cluster3, 3
+        lambda s: s.response.high_watermark >= before.response.high_watermark, cluster, 3
     )
-    report = compare_committed_prefixes(cluster3, grown.response.high_watermark)
+    report = compare_committed_prefixes(cluster, grown.response.high_watermark)
     assert report.agree, report.mismatches
     assert report.entries_compared > 0
+    return failover_s
 
 
 def test_restarting_all_after_kill9_keeps_every_committed_record(tmp_path: Path) -> None:

@@ -179,8 +179,8 @@ class ClusterSim:
         node.replica = None
         node.log.crash()
         for src, src_inc, req, _deadline in node.parked:
-            self._push(self.now_ms + self.config.request_timeout_ms, "response", src, src_inc,
-                       node.node_id, req, None)
+            # The process died: the OS resets its connections, so a parked fetch fails at once.
+            self._push(self.now_ms + self._delay(), "reset", src, src_inc, node.node_id, req)
         node.parked = []
         self._check_log(node)
 
@@ -256,9 +256,12 @@ class ClusterSim:
 
     def _on_request(self, src_id: int, src_inc: int, dst_id: int, request: object) -> None:
         dst = self.nodes[dst_id]
-        if dst.replica is None or self._cut(src_id, dst_id):
+        if self._cut(src_id, dst_id):
             self._push(self.now_ms + self.config.request_timeout_ms, "response", src_id, src_inc,
                        dst_id, request, None)
+            return
+        if dst.replica is None:  # nothing listens: the connection is refused at once
+            self._push(self.now_ms + self._delay(), "reset", src_id, src_inc, dst_id, request)
             return
         result = dst.replica.handle_request(src_id, request, self.now_ms)
         self._apply(dst, result)
@@ -330,6 +333,17 @@ class ClusterSim:
         if node.replica is None or node.incarnation != src_inc:
             return  # the connection died with the process
         self._apply(node, node.replica.handle_response(dst_id, request, response, self.now_ms))
+        self._after(node)
+
+    def _on_reset(self, src_id: int, src_inc: int, dst_id: int, request: object) -> None:
+        """The runtime saw the connection to dst reset or refused (NETWORK_EXCEPTION): it tells
+        the core, then fails the request."""
+        node = self.nodes[src_id]
+        if node.replica is None or node.incarnation != src_inc:
+            return
+        self._apply(node, node.replica.handle_connection_lost(dst_id, self.now_ms))
+        if node.replica is not None:
+            self._apply(node, node.replica.handle_response(dst_id, request, None, self.now_ms))
         self._after(node)
 
     def _on_tick(self, node_id: int, incarnation: int, at_ms: int) -> None:
@@ -611,19 +625,22 @@ class ClusterSim:
         self.heal()
         self.check_liveness()
 
+    def stable_leader(self) -> bool:
+        """One leader, and every live replica follows it in its epoch."""
+        leaders = self.leaders()
+        if len(leaders) != 1:
+            return False
+        leader = leaders[0].replica
+        assert leader is not None
+        return all(n.replica is None or (n.replica.epoch == leader.epoch
+                                         and n.replica.leader_id == leader.node_id)
+                   for n in self.nodes.values())
+
     def check_liveness(self) -> None:
         """After healing, a leader is elected and a final append commits on every replica."""
         limit = self.now_ms + self.opt.settle_limit_ms
         value = f"s{self.seed}-final".encode()
-
-        def stable_leader() -> bool:
-            leaders = self.leaders()
-            if len(leaders) != 1:
-                return False
-            leader = leaders[0].replica
-            assert leader is not None
-            return all(n.replica is not None and n.replica.epoch == leader.epoch
-                       and n.replica.leader_id == leader.node_id for n in self.nodes.values())
+        stable_leader = self.stable_leader
 
         def committed_everywhere(offset: int) -> bool:
             return len(self.committed) > offset and self.committed[offset][1] == value and all(
@@ -666,3 +683,57 @@ def run_seed(seed: int, options: SimOptions | None = None) -> ClusterSim:
     sim = ClusterSim(seed, options)
     sim.run()
     return sim
+
+
+# -- failover: kill -9 of the leader, elections until a successor commits ----------------------
+FAILOVER = SimOptions(voters=3, observers=1, drop_prob=0.0, dup_prob=0.0, max_delay_ms=3,
+                      delayed_flush_prob=0.0)
+"""A healthy localhost-like cluster (no drops, 1-3 ms per message, as on one machine) where
+only the leader's process dies: the case `bench failover` measures on real processes."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverOutcome:
+    rounds: int  # election epochs it took: the successor's epoch minus the dead leader's
+    elapsed_ms: int  # from the kill to the successor's first commit in its own epoch
+
+    @property
+    def split(self) -> bool:
+        """More than one round: the first election (at dead epoch + 1) elected nobody."""
+        return self.rounds > 1
+
+
+def run_failover(seed: int, options: SimOptions = FAILOVER, limit_ms: int = 30_000
+                 ) -> FailoverOutcome:
+    """Elect a leader, commit on every replica, wait a random part of a fetch cycle, crash the
+    leader (its connections reset), and run until a successor commits in its own epoch."""
+    sim = ClusterSim(seed, options)
+    if not sim.run_until(limit_ms, sim.stable_leader):
+        sim.fail("failover: no first leader")
+    leader = sim.leaders()[0]
+    assert leader.replica is not None
+    result, offset = leader.replica.append([f"s{seed}-before".encode()], sim.now_ms)
+    sim._apply(leader, result)
+    sim._after(leader)
+    if not sim.run_until(sim.now_ms + limit_ms, lambda: all(
+            n.replica is not None and n.replica.high_watermark > offset
+            for n in sim.nodes.values())):
+        sim.fail("failover: the first append did not commit everywhere")
+    sim.run_until(sim.now_ms + sim.rng.randrange(1, sim.config.fetch_max_wait_ms))
+    old_epoch = leader.replica.epoch
+    killed_at = sim.now_ms
+    sim.crash(leader)
+
+    def successor_committed() -> bool:
+        for node in sim.leaders():
+            state = node.replica.state if node.replica is not None else None
+            if isinstance(state, LeaderState) and node.replica is not None and (
+                    node.replica.high_watermark > state.epoch_start_offset):
+                return True
+        return False
+
+    if not sim.run_until(killed_at + limit_ms, successor_committed):
+        sim.fail(f"failover: no successor committed within {limit_ms} ms of the kill")
+    new = sim.leaders()[0].replica
+    assert new is not None
+    return FailoverOutcome(new.epoch - old_epoch, sim.now_ms - killed_at)

@@ -175,6 +175,136 @@ def test_end_quorum_epoch_lets_followers_grant_prevotes_at_once() -> None:
     assert sorted(o.dest_node_id for o in sent(result, VoteRequest)) == [1, 3]
 
 
+# -- losing the leader fast, without splitting the vote (issue 19) ----------------------------
+
+def follower_of_1(node_id: int = 2, rand: float = 0.5, at_ms: int = 100) -> RaftReplica:
+    node = replica(node_id, rand=rand)
+    node.handle_request(1, BeginQuorumEpochRequest(1, 5, "h1:9093", node_id, DIRS[node_id], "c1"),
+                        at_ms)
+    assert node.role == "Follower" and node.leader_id == 1 and node.epoch == 5
+    return node
+
+
+def test_reset_leader_connection_starts_prevote_well_before_the_fetch_timeout() -> None:
+    node = follower_of_1(rand=0.5)  # jitter: 0.5 * leader_lost_jitter_max_ms
+    jitter_ms = CONFIG.leader_lost_jitter_max_ms // 2
+    assert node.next_deadline_ms() == 100 + CONFIG.fetch_timeout_ms
+    result = node.handle_connection_lost(3, 200)  # not the leader: nothing changes
+    assert node.role == "Follower" and node.next_deadline_ms() == 100 + CONFIG.fetch_timeout_ms
+    result = node.handle_connection_lost(1, 200)  # the leader's process died
+    assert node.role == "Follower" and sent(result, VoteRequest) == []
+    assert node.next_deadline_ms() == 200 + jitter_ms  # stands after the jitter only
+    # It no longer hears the leader, so it grants another survivor's pre-vote meanwhile.
+    pre_vote = VoteRequest(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
+    response = node.handle_request(3, pre_vote, 210).response
+    assert isinstance(response, VoteResponse) and response.vote_granted and node.epoch == 5
+    node.handle_connection_lost(1, 250)  # a refused reconnect does not push the stand back
+    assert node.next_deadline_ms() == 200 + jitter_ms
+    result = node.tick(200 + jitter_ms)
+    assert node.role == "Prospective" and node.epoch == 5 and result.persist is None
+    assert sorted(o.dest_node_id for o in sent(result, VoteRequest)) == [1, 3]
+    assert 200 + jitter_ms < 100 + CONFIG.fetch_timeout_ms // 4
+
+
+def test_reset_with_zero_jitter_stands_in_the_same_step() -> None:
+    node = follower_of_1(rand=0.0)
+    result = node.handle_connection_lost(1, 200)
+    assert node.role == "Prospective"
+    assert all(r.pre_vote and r.candidate_epoch == 6 for r in reqs(result, VoteRequest))
+
+
+def test_fetch_timeout_stands_after_a_random_jitter() -> None:
+    """Two followers fed by the same fetch cycle time out together; the jitter parts them."""
+    early, late = follower_of_1(2, rand=0.1), follower_of_1(3, rand=0.9)
+    deadline = 100 + CONFIG.fetch_timeout_ms
+    for node in (early, late):
+        node.tick(deadline)
+        assert node.role == "Follower"
+    assert early.next_deadline_ms() == deadline + CONFIG.leader_lost_jitter_max_ms // 10
+    assert late.next_deadline_ms() == deadline + CONFIG.leader_lost_jitter_max_ms * 9 // 10
+    early.tick(early.next_deadline_ms())
+    assert early.role == "Prospective" and late.role == "Follower"
+
+
+def test_prevote_refused_by_a_voter_that_heard_the_leader() -> None:
+    """Rule 7 keeps a live leader safe: a follower whose connection was reset stands, but a
+    voter that heard from the leader within the fetch timeout refuses, and the leader itself
+    refusing sends the prospective back to it."""
+    lost = follower_of_1(2, rand=0.0)
+    hearing = follower_of_1(3, rand=0.0, at_ms=150)
+    result = lost.handle_connection_lost(1, 200)
+    pre_votes = {o.dest_node_id: o.request for o in sent(result, VoteRequest)}
+    response = hearing.handle_request(2, pre_votes[3], 201).response
+    assert isinstance(response, VoteResponse) and not response.vote_granted
+    assert response.leader_id == 1 and response.leader_epoch == 5 and hearing.epoch == 5
+    lost.handle_response(3, pre_votes[3], response, 202)
+    assert lost.role == "Prospective" and lost.epoch == 5  # no candidacy, no epoch bump
+    leader_says = VoteResponse(leader_id=1, leader_epoch=5, vote_granted=False)
+    result = lost.handle_response(1, pre_votes[1], leader_says, 203)
+    assert lost.role == "Follower" and lost.leader_id == 1 and lost.epoch == 5
+    assert [o.dest_node_id for o in sent(result, FetchRequest)] == [1]
+
+
+def test_split_vote_backs_off_as_soon_as_no_majority_can_grant() -> None:
+    """Kafka's gridlock rule: a candidate refused by one survivor, with the dead leader's
+    connection refused, backs off at once instead of waiting out the election timeout."""
+    node = follower_of_1(2, rand=0.5)
+    result = node.handle_connection_lost(1, 200)
+    result = node.tick(node.next_deadline_ms())
+    pre_vote = next(o.request for o in sent(result, VoteRequest) if o.dest_node_id == 3)
+    now_ms = node.next_deadline_ms() - 1
+    result = node.handle_response(3, pre_vote, VoteResponse(leader_epoch=5, vote_granted=True),
+                                  now_ms)
+    assert node.role == "Candidate" and node.epoch == 6
+    vote = next(o.request for o in sent(result, VoteRequest) if o.dest_node_id == 3)
+    node.handle_response(3, vote, VoteResponse(leader_epoch=6, vote_granted=False), now_ms + 1)
+    assert node.role == "Candidate"  # node 1 has not answered yet
+    node.handle_connection_lost(1, now_ms + 2)
+    assert node.role == "Unattached" and node.epoch == 6
+    assert node.election_state == ElectionState(6, None, key(2))  # still voted for itself
+    # Backoff: half of min(election backoff max, retry backoff doubled once).
+    window_ms = min(CONFIG.election_backoff_max_ms, CONFIG.retry_backoff_ms * 2)
+    assert node.next_deadline_ms() == now_ms + 2 + window_ms // 2
+
+
+def test_prevote_at_a_higher_epoch_moves_the_receiver_to_it() -> None:
+    """SIM_SEED=10790: node 1 lost an election in epoch 5 and stands again with a shorter log,
+    while node 2 leads epoch 4. The pre-vote (at epoch 5 + 1) is refused for the log, but the
+    receiver moves to epoch 5 (Kafka's handleVoteRequest), so node 1 is not shut out for ever."""
+    log = formatted_log()
+    append_epochs(log, [1, 3, 3, 3])
+    leader = replica(2, log, ElectionState(3, None, key(2)))
+    elect(leader, now_ms=5000)
+    assert leader.epoch == 4 and leader.role == "Leader"
+    # Node 1, Prospective at epoch 5, asks at 5 + 1 with a log ending at offset 2 in epoch 1.
+    pre_vote = VoteRequest(6, 1, DIRS[1], 2, DIRS[2], 1, 2, pre_vote=True, cluster_id="c1")
+    result = leader.handle_request(1, pre_vote, 5100)
+    response = result.response
+    assert isinstance(response, VoteResponse) and not response.vote_granted  # shorter log
+    assert response.leader_epoch == 5 and leader.epoch == 5 and leader.role == "Unattached"
+    assert result.persist == ElectionState(5, None, None)  # rule 1: durable, forward only
+    result = leader.handle_request(1, pre_vote, 5101)  # a retry moves nothing further
+    assert leader.epoch == 5 and result.persist is None
+    # Node 2, with the longer log, now stands at epoch 5 and wins epoch 6.
+    elect(leader, now_ms=leader.next_deadline_ms())
+    assert leader.epoch == 6 and leader.role == "Leader"
+
+
+def test_observer_looks_for_the_leader_again_when_its_connection_resets() -> None:
+    config = RaftConfig(cluster_id="c1", bootstrap_servers=["h1:9093", "h2:9093"])
+    observer = RaftReplica(9, uuid.UUID(int=9), MemoryLog(), None, config, lambda: 0.0, 0,
+                           "h9:9093")
+    fetch = sent(observer.tick(0), FetchRequest)[0]
+    observer.handle_response(-1, fetch.request,
+                             FetchResponse(Errors.NOT_LEADER_OR_FOLLOWER, "", 2, 3, "h2:9093"), 5)
+    assert observer.leader_id == 2
+    result = observer.handle_connection_lost(2, 10)
+    assert observer.leader_id is None and observer.role == "Observer" and observer.epoch == 3
+    # It asks the bootstrap servers at once, and never runs for election.
+    assert [o.dest_node_id for o in sent(result, FetchRequest)] == [-1]
+    assert sent(result, VoteRequest) == [] and result.persist is None
+
+
 def test_vote_granted_once_per_epoch_and_persisted() -> None:
     node = replica(2)
     vote_1 = VoteRequest(3, 1, DIRS[1], 2, DIRS[2], 0, 0, cluster_id="c1")
