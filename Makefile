@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 EXTRAS ?= dev,spark
 
-.PHONY: install test test-slow lint demo clean bench-deps
+.PHONY: install test test-slow lint demo clean bench-deps browser-deps
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ bench-deps: install
 	apt-get update
 	apt-get install -y etcd-server nats-server
 	$(PY) -m pip install -q pysyncobj nats-py pyinstrument
+
+# Headless Chromium for the audit report's screenshot test (tests/spark/test_report_browser.py).
+browser-deps:
+	apt-get update
+	apt-get install -y chromium
 
 clean:
 	rm -rf $(VENV) demo-cluster .pytest_cache .mypy_cache .ruff_cache

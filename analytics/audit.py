@@ -31,6 +31,7 @@ from analytics.broker_rules import (
     rule_22_result,
     rule_23_acked,
 )
+from analytics.chaos_events import read_chaos_faults
 from analytics.datasource import (
     BATCH_SOURCE_NAME,
     DATA_SOURCE_NAME,
@@ -85,6 +86,7 @@ class AuditResult:
     topic_names: dict[str, str] = field(default_factory=dict)  # topic id -> name
     elections: list[dict[str, Any]] = field(default_factory=list)  # LeaderChange per epoch
     partitions: list[dict[str, Any]] = field(default_factory=list)  # per-partition tallies
+    faults: list[dict[str, Any]] = field(default_factory=list)  # chaos journal events
 
     @property
     def verdict(self) -> str:
@@ -103,7 +105,9 @@ class AuditResult:
         return {"verdict": self.verdict, "directory": self.directory,
                 "corruption": self.corruption, "torn_tails": self.torn_tails,
                 "rules": [r.to_json() for r in self.rules], "inputs": self.inputs,
-                "partitions": self.partitions, "elapsed_s": round(self.elapsed_s, 3)}
+                "partitions": self.partitions, "faults": self.faults,
+                "elections": self.elections, "topic_names": self.topic_names,
+                "elapsed_s": round(self.elapsed_s, 3)}
 
 
 def read_metadata(spark: SparkSession, directory: str | Path,
@@ -155,28 +159,31 @@ def damage_evidence(batches: DataFrame, summary: list[dict[str, Any]]
     return corruption, torn
 
 
-def _inputs(df: DataFrame, summary: list[dict[str, Any]], files: int) -> dict[str, Any]:
+def _inputs(summary: list[dict[str, Any]], files: int, undecodable: int) -> dict[str, Any]:
     records = sum(int(r["records"] or 0) for r in summary)
     damaged = sum(int(r["corrupt"] or 0) for r in summary)
-    undecodable = df.filter(F.col("corrupt") & F.col("damage").isNull()).count()
     return {"files": files, "records": records, "corrupt": damaged + undecodable,
             "damaged_regions": damaged, "undecodable_records": undecodable,
             "nodes": len({r["node"] for r in summary})}
 
 
-def _topics_and_elections(df: DataFrame) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """Topic names by id (TopicRecords) and one election per epoch (its LeaderChange record,
-    the earliest seen on any node): small, for the report."""
-    rows = df.filter(~F.col("corrupt") & F.col("record_type").isin(
-        "TopicRecord", "LeaderChangeRecord")).groupBy("record_type", "topic_id", "epoch").agg(
-        F.first("topic_name").alias("topic_name"), F.min("leader_id").alias("leader_id"),
-        F.min("batch_timestamp_ms").alias("ts"), F.min("offset").alias("offset")).collect()
-    names = {r["topic_id"]: r["topic_name"] for r in rows if r["record_type"] == "TopicRecord"}
+def _names_elections_undecodable(df: DataFrame
+                                 ) -> tuple[dict[str, str], list[dict[str, Any]], int]:
+    """In one job: topic names by id (TopicRecords), one election per epoch (its LeaderChange
+    record, the earliest seen on any node), and how many records did not decode."""
+    undecodable = F.col("corrupt") & F.col("damage").isNull()
+    what = F.when(undecodable, F.lit("undecodable")).otherwise(F.col("record_type"))
+    rows = df.filter(undecodable | (~F.col("corrupt") & F.col("record_type").isin(
+        "TopicRecord", "LeaderChangeRecord"))).groupBy(what.alias("what"), "topic_id", "epoch") \
+        .agg(F.first("topic_name").alias("topic_name"), F.min("leader_id").alias("leader_id"),
+             F.min("batch_timestamp_ms").alias("ts"), F.min("offset").alias("offset"),
+             F.count(F.lit(1)).alias("n")).collect()
+    names = {r["topic_id"]: r["topic_name"] for r in rows if r["what"] == "TopicRecord"}
     elections = sorted(({"epoch": r["epoch"], "leader": r["leader_id"], "ts_ms": r["ts"],
                          "offset": r["offset"]} for r in rows
-                        if r["record_type"] == "LeaderChangeRecord"),
+                        if r["what"] == "LeaderChangeRecord"),
                        key=lambda e: (e["epoch"], e["ts_ms"] or 0))
-    return names, elections
+    return names, elections, sum(int(r["n"]) for r in rows if r["what"] == "undecodable")
 
 
 def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
@@ -280,8 +287,8 @@ def run_audit(
                  else StorageLevel.DISK_ONLY)
         say(f"decoding node {source.node if source else '-'}'s log")
         df = read_metadata(spark, directory, source.node if source else None).persist(level)
-        inputs = _inputs(df, summary, len(files))
-        topic_names, elections = _topics_and_elections(df)
+        topic_names, elections, undecodable = _names_elections_undecodable(df)
+        inputs = _inputs(summary, len(files), undecodable)
         say(f"read {inputs['records']} records; rule 1: one leader per epoch")
         # Rules 1 and 5 read only the few Raft control records: one scan picks them out.
         control = df.filter(F.col("record_type").isin("LeaderChangeRecord", "VotersRecord")) \
@@ -313,7 +320,8 @@ def run_audit(
     rules.sort(key=lambda r: r.rule)
     result = AuditResult(str(directory), rules, inputs, timelines, hwm_points,
                          time.monotonic() - started, corruption=corruption, torn_tails=torn,
-                         topic_names=topic_names, elections=elections, partitions=partitions)
+                         topic_names=topic_names, elections=elections, partitions=partitions,
+                         faults=read_chaos_faults(directory))
     if report_dir is not None:
         from analytics.report import write_report
 
