@@ -12,6 +12,7 @@ Every rule returns a RuleResult: how many things it checked and the violations w
 
 from __future__ import annotations
 
+import operator
 import re
 import uuid
 from collections import deque
@@ -141,7 +142,7 @@ VIOLATION = "violation"
 
 
 def _tuple(values: Iterable[int] | None) -> tuple[int, ...] | None:
-    return None if values is None else tuple(int(v) for v in values)
+    return None if values is None else tuple(values)  # typed int columns: no conversion
 
 
 def _change_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionChangeRecord:
@@ -181,6 +182,9 @@ def _full_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionRecord:
     )
 
 
+_LOG_ORDER = operator.itemgetter("seq_major", "seq_minor")
+
+
 def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Replay one partition's records in log order; yield a timeline point per state and a
     violation per broken rule (8, 10, 11, 13, 19). Config rows set the min ISR in force
@@ -191,7 +195,7 @@ def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
     elr_enabled = True
     reg: PartitionRegistration | None = None
     topic_uuid: uuid.UUID | None = None
-    for row in sorted(rows, key=lambda r: (r["seq_major"], r["seq_minor"])):
+    for row in sorted(rows, key=_LOG_ORDER):
         record_type = row["record_type"]
         if record_type == "ConfigRecord":
             value = None if row["value"] is None else int(row["value"])
