@@ -1,5 +1,10 @@
 """The audit's checks as one single-process Python pass: the yardstick for `bench audit`.
 
+It is the straightforward pass: every record of every replica decoded (iter_file_rows) and
+compared record by record for rule 2, where the Spark audit decodes the replay source only and
+compares the other replicas batch by batch (base offset, epoch, CRC). Damage is classified by
+the same analytics.log_scan, so both reach the same verdict (`corrupt` included).
+
 Same files, same rows (analytics.datasource.iter_file_rows), same rule definitions (rules 1, 2,
 5 written as loops over the rows; rules 8-19 through analytics.rules.replay_partition), same
 counts; no Spark. `python -m analytics.baseline --dir D` prints the audit.json-shaped document.

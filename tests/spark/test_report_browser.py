@@ -102,8 +102,8 @@ def test_report_shows_verdict_faults_and_elections(spark: SparkSession, tmp_path
     generate_cluster_dir(root, 900, seed=4, topics=2, partitions_per_topic=2,
                          segment_records=400)
     ts_index = [name for name, _t in BATCH_COLUMNS].index("timestamp_ms")
-    times = [row[ts_index] for spec in discover_files(root) for row in iter_file_batches(spec)
-             if row[ts_index] is not None]
+    times = [row[ts_index] for spec in discover_files(root) if spec.kind == "segment"
+             for row in iter_file_batches(spec) if row[ts_index] is not None]
     t0, t1 = min(times), max(times)
     faults = [{"ts_ms": t0 + (t1 - t0) * share // 10, "action": action, "node": node}
               for share, action, node in ((3, "kill", "broker-5"), (5, "pause", "broker-6"),
