@@ -145,15 +145,18 @@ def damage_evidence(batches: DataFrame, summary: list[dict[str, Any]]
                      if node == r["node"] and first > r["after_offset"]]
             resumed = min(later, default=None)
         first_bad = None if r["after_offset"] is None else r["after_offset"] + 1
+        last_bad = None if resumed is None else resumed - 1
+        span = f"offsets {first_bad}..{last_bad}" if last_bad is not None else (
+            f"from offset {first_bad} to the log's end" if first_bad is not None else "")
         evidence = {
             "node": r["node"], "file": r["file"], "kind": r["kind"], "byte": r["position"],
             "reason": r["damage_reason"],
             "claimed_offsets": [r["base_offset"], r["last_offset"]],
             "last_good_offset": r["after_offset"], "next_good_offset": resumed,
             "next_good_byte": r["resumed_position"],
-            "offsets": [first_bad, None if resumed is None else resumed - 1],
+            "offsets": [first_bad, last_bad],
             "message": (f"{r['damage']}: node {r['node']} {r['file']} byte {r['position']}: "
-                        f"{r['damage_reason']}; offsets {first_bad}..{resumed}"),
+                        f"{r['damage_reason']}; {span}"),
         }
         (corruption if r["damage"] == CORRUPT else torn).append(evidence)
     return corruption, torn
