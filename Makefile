@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 EXTRAS ?= dev,spark
 
-.PHONY: install test test-slow lint demo clean bench-deps interop-deps
+.PHONY: install test test-slow lint demo clean bench-deps interop-deps browser-deps system-deps
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,18 @@ bench-deps: install
 interop-deps: install
 	apt-get update
 	apt-get install -y kcat
+
+# Headless Chromium for the audit report's screenshot test (tests/spark/test_report_browser.py).
+browser-deps:
+	apt-get update
+	apt-get install -y chromium
+
+# Everything the default suite can use from Debian in one step (CI runs it as root): kcat, headless
+# Chromium, and the network-namespace tools of `up --network netns` (iproute2, nftables,
+# iptables). Without them those tests skip with the reason; nothing else needs them.
+system-deps:
+	apt-get update
+	apt-get install -y kcat chromium iproute2 nftables iptables
 
 clean:
 	rm -rf $(VENV) demo-cluster .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,12 @@
 """`run_audit`: read every metadata file under a directory with Spark, check the rules, report.
 
-The decoded rows are persisted once (decoding is the expensive part) and every rule runs over
-them; only counts, evidence (capped) and a few partitions' timelines reach the driver.
+Two reads: every batch of every file from its header and CRC (cheap: rule 2 and the damage
+report, analytics.log_scan), then the records of one node only, the replay source (the longest
+controller log), plus every node's control batches (rules 1 and 5). The decoded rows are
+persisted once and every rule runs over them; only counts, evidence (capped) and a few
+partitions' timelines reach the driver. Verdict: `corrupt` when a CRC or framing error has valid
+data after it (bit rot), else `violations` when a rule is broken, else `clean`; a torn tail
+after a crash is reported, not a finding.
 """
 
 from __future__ import annotations
@@ -26,13 +31,22 @@ from analytics.broker_rules import (
     rule_22_result,
     rule_23_acked,
 )
-from analytics.datasource import DATA_SOURCE_NAME, discover_files
+from analytics.chaos_events import read_chaos_faults
+from analytics.datasource import (
+    BATCH_SOURCE_NAME,
+    DATA_SOURCE_NAME,
+    KIND_SEGMENT,
+    SOURCE_NODE_OPTION,
+    discover_files,
+)
+from analytics.log_scan import CORRUPT
 from analytics.rules import (
     POINT,
     TALLY,
     TIMELINE_POINTS,
     VIOLATION,
     RuleResult,
+    choose_replay_source,
     file_summary,
     partition_rule_results,
     replay_partitions,
@@ -48,6 +62,8 @@ TIMELINE_PARTITIONS = 12
 # 10M-record audit (5 GB of segments) kept in memory ran the JVM out of heap.
 MEMORY_CACHE_LIMIT_BYTES = 1 << 30
 MAX_CORRUPT_LISTED = 100
+MAX_PARTITIONS_LISTED = 500
+CLEAN, VIOLATIONS, CORRUPT_VERDICT = "clean", "violations", "corrupt"
 
 Progress = Callable[[str], None]
 
@@ -65,36 +81,112 @@ class AuditResult:
     hwm_timelines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     elapsed_s: float = 0.0
     report_dir: Path | None = None
+    corruption: list[dict[str, Any]] = field(default_factory=list)  # bit rot: findings
+    torn_tails: list[dict[str, Any]] = field(default_factory=list)  # crash tails: notes
+    topic_names: dict[str, str] = field(default_factory=dict)  # topic id -> name
+    elections: list[dict[str, Any]] = field(default_factory=list)  # LeaderChange per epoch
+    partitions: list[dict[str, Any]] = field(default_factory=list)  # per-partition tallies
+    faults: list[dict[str, Any]] = field(default_factory=list)  # chaos journal events
 
     @property
     def verdict(self) -> str:
-        return "violations" if any(r.violation_count for r in self.rules) else "clean"
+        if self.corruption:
+            return CORRUPT_VERDICT
+        return VIOLATIONS if any(r.violation_count for r in self.rules) else CLEAN
 
     @property
     def clean(self) -> bool:
-        return self.verdict == "clean"
+        return self.verdict == CLEAN
 
     def rule(self, number: int) -> RuleResult:
         return next(r for r in self.rules if r.rule == number)
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "directory": self.directory,
+                "corruption": self.corruption, "torn_tails": self.torn_tails,
                 "rules": [r.to_json() for r in self.rules], "inputs": self.inputs,
+                "partitions": self.partitions, "faults": self.faults,
+                "elections": self.elections, "topic_names": self.topic_names,
                 "elapsed_s": round(self.elapsed_s, 3)}
 
 
-def read_metadata(spark: SparkSession, directory: str | Path) -> DataFrame:
-    return spark.read.format(DATA_SOURCE_NAME).load(str(directory))
+def read_metadata(spark: SparkSession, directory: str | Path,
+                  source_node: int | None = None) -> DataFrame:
+    """Record rows; with source_node, that node's in full and the others' control batches."""
+    reader = spark.read.format(DATA_SOURCE_NAME)
+    if source_node is not None:
+        reader = reader.option(SOURCE_NODE_OPTION, str(source_node))
+    return reader.load(str(directory))
 
 
-def _inputs(df: DataFrame, summary: list[dict[str, Any]], files: int) -> dict[str, Any]:
-    rows = sum(int(r["rows"]) for r in summary)
-    corrupt_count = sum(int(r["corrupt"] or 0) for r in summary)
-    corrupt = [] if not corrupt_count else [r.asDict() for r in df.filter("corrupt").select(
-        "node", "file", "position", "offset", "corrupt_reason").orderBy("file", "position")
-        .limit(MAX_CORRUPT_LISTED).collect()]
-    return {"files": files, "records": rows - corrupt_count, "corrupt": corrupt_count,
-            "nodes": len({r["node"] for r in summary}), "corrupt_rows": corrupt}
+def read_batches(spark: SparkSession, directory: str | Path) -> DataFrame:
+    return spark.read.format(BATCH_SOURCE_NAME).load(str(directory))
+
+
+def damage_evidence(batches: DataFrame, summary: list[dict[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(corruption, torn tails): node, file, byte position, reason and the offsets around each
+    damaged region; where reading did not resume in the same file, the next segment of the
+    node's log (if any) says where the log goes on."""
+    if not any(r["corrupt"] for r in summary):
+        return [], []
+    rows = [r.asDict() for r in batches.filter(F.col("damage").isNotNull()).select(
+        "node", "file", "kind", "position", "damage", "damage_reason", "base_offset",
+        "last_offset", "after_offset", "resumed_position", "resumed_offset")
+        .orderBy("node", "file", "position").limit(MAX_CORRUPT_LISTED).collect()]
+    starts = sorted((r["node"], r["first_offset"], r["file"]) for r in summary
+                    if r["kind"] == KIND_SEGMENT and r["first_offset"] is not None)
+    corruption: list[dict[str, Any]] = []
+    torn: list[dict[str, Any]] = []
+    for r in rows:
+        resumed = r["resumed_offset"]
+        if resumed is None and r["kind"] == KIND_SEGMENT and r["after_offset"] is not None:
+            later = [first for node, first, _f in starts
+                     if node == r["node"] and first > r["after_offset"]]
+            resumed = min(later, default=None)
+        first_bad = None if r["after_offset"] is None else r["after_offset"] + 1
+        last_bad = None if resumed is None else resumed - 1
+        span = f"offsets {first_bad}..{last_bad}" if last_bad is not None else (
+            f"from offset {first_bad} to the log's end" if first_bad is not None else "")
+        evidence = {
+            "node": r["node"], "file": r["file"], "kind": r["kind"], "byte": r["position"],
+            "reason": r["damage_reason"],
+            "claimed_offsets": [r["base_offset"], r["last_offset"]],
+            "last_good_offset": r["after_offset"], "next_good_offset": resumed,
+            "next_good_byte": r["resumed_position"],
+            "offsets": [first_bad, last_bad],
+            "message": (f"{r['damage']}: node {r['node']} {r['file']} byte {r['position']}: "
+                        f"{r['damage_reason']}; {span}"),
+        }
+        (corruption if r["damage"] == CORRUPT else torn).append(evidence)
+    return corruption, torn
+
+
+def _inputs(summary: list[dict[str, Any]], files: int, undecodable: int) -> dict[str, Any]:
+    records = sum(int(r["records"] or 0) for r in summary)
+    damaged = sum(int(r["corrupt"] or 0) for r in summary)
+    return {"files": files, "records": records, "corrupt": damaged + undecodable,
+            "damaged_regions": damaged, "undecodable_records": undecodable,
+            "nodes": len({r["node"] for r in summary})}
+
+
+def _names_elections_undecodable(df: DataFrame
+                                 ) -> tuple[dict[str, str], list[dict[str, Any]], int]:
+    """In one job: topic names by id (TopicRecords), one election per epoch (its LeaderChange
+    record, the earliest seen on any node), and how many records did not decode."""
+    undecodable = F.col("corrupt") & F.col("damage").isNull()
+    what = F.when(undecodable, F.lit("undecodable")).otherwise(F.col("record_type"))
+    rows = df.filter(undecodable | (~F.col("corrupt") & F.col("record_type").isin(
+        "TopicRecord", "LeaderChangeRecord"))).groupBy(what.alias("what"), "topic_id", "epoch") \
+        .agg(F.first("topic_name").alias("topic_name"), F.min("leader_id").alias("leader_id"),
+             F.min("batch_timestamp_ms").alias("ts"), F.min("offset").alias("offset"),
+             F.count(F.lit(1)).alias("n")).collect()
+    names = {r["topic_id"]: r["topic_name"] for r in rows if r["what"] == "TopicRecord"}
+    elections = sorted(({"epoch": r["epoch"], "leader": r["leader_id"], "ts_ms": r["ts"],
+                         "offset": r["offset"]} for r in rows
+                        if r["what"] == "LeaderChangeRecord"),
+                       key=lambda e: (e["epoch"], e["ts_ms"] or 0))
+    return names, elections, sum(int(r["n"]) for r in rows if r["what"] == "undecodable")
 
 
 def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
@@ -117,6 +209,28 @@ def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
         out.setdefault(row["partition"], []).append(row.asDict())
     for points in out.values():
         points.sort(key=lambda p: (p["offset"], p["kind"] != POINT))
+    return out
+
+
+def _partition_tallies(replayed: DataFrame, topic_names: dict[str, str]
+                       ) -> list[dict[str, Any]]:
+    """Per partition, worst first: violations, time without a leader, time under min ISR,
+    leader changes (the report's index). Capped at MAX_PARTITIONS_LISTED rows."""
+    per = replayed.groupBy("topic_id", "partition_id").agg(
+        F.sum(F.when(F.col("kind") == VIOLATION, 1).otherwise(0)).alias("violations"),
+        F.sum("unavailable_ms").alias("unavailable_ms"),
+        F.sum("under_min_isr_ms").alias("under_min_isr_ms"),
+        F.sum("leader_changes").alias("leader_changes"), F.sum("states").alias("states"))
+    rows = per.orderBy(F.desc("violations"), F.desc("unavailable_ms"),
+                       F.desc("under_min_isr_ms"), "topic_id", "partition_id") \
+        .limit(MAX_PARTITIONS_LISTED).collect()
+    out = []
+    for r in rows:
+        item = {k: (int(v) if isinstance(v, int) else v) for k, v in r.asDict().items()}
+        name = topic_names.get(r["topic_id"], r["topic_id"])
+        item["topic"], item["partition"] = name, f"{name}-{r['partition_id']}"
+        item["key"] = f"{r['topic_id']}-{r['partition_id']}"
+        out.append(item)
     return out
 
 
@@ -165,12 +279,19 @@ def run_audit(
         register_data_sources(spark)
     try:
         input_bytes = sum(Path(f.file).stat().st_size for f in files)
-        level = (StorageLevel.MEMORY_AND_DISK if input_bytes <= memory_cache_limit_bytes
+        say(f"reading batch headers of {len(files)} files ({input_bytes / 2**20:,.0f} MiB)")
+        batches = read_batches(spark, directory).persist(StorageLevel.MEMORY_AND_DISK)
+        summary = file_summary(batches)
+        corruption, torn = damage_evidence(batches, summary)
+        source = choose_replay_source(summary)
+        # Only the replay source's records are decoded and cached (about a third of the input
+        # with three controllers).
+        level = (StorageLevel.MEMORY_AND_DISK if input_bytes <= 3 * memory_cache_limit_bytes
                  else StorageLevel.DISK_ONLY)
-        say(f"reading {len(files)} files ({input_bytes / 2**20:,.0f} MiB)")
-        df = read_metadata(spark, directory).persist(level)
-        summary = file_summary(df)
-        inputs = _inputs(df, summary, len(files))
+        say(f"decoding node {source.node if source else '-'}'s log")
+        df = read_metadata(spark, directory, source.node if source else None).persist(level)
+        topic_names, elections, undecodable = _names_elections_undecodable(df)
+        inputs = _inputs(summary, len(files), undecodable)
         say(f"read {inputs['records']} records; rule 1: one leader per epoch")
         # Rules 1 and 5 read only the few Raft control records: one scan picks them out.
         control = df.filter(F.col("record_type").isin("LeaderChangeRecord", "VotersRecord")) \
@@ -179,14 +300,16 @@ def run_audit(
         say("rule 5: voter changes")
         rules.append(rule_5_voter_changes(control))
         control.unpersist()
-        say("rule 2: committed-prefix agreement")
-        rules.append(rule_2_committed_prefix(df))
+        say("rule 2: committed-prefix agreement, batch by batch")
+        rules.append(rule_2_committed_prefix(batches))
+        batches.unpersist()
         say("rules 8, 10, 11, 13, 19: replaying partitions")
         replayed = replay_partitions(df, summary)
         if replayed is not None:
             replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
         rules += partition_rule_results(replayed)
         timelines = _timelines(replayed) if replayed is not None else {}
+        partitions = _partition_tallies(replayed, topic_names) if replayed is not None else []
         if replayed is not None:
             replayed.unpersist()
         say("rules 20, 22, 23: broker journals, ack journals, partition logs")
@@ -199,7 +322,9 @@ def run_audit(
             spark.stop()
     rules.sort(key=lambda r: r.rule)
     result = AuditResult(str(directory), rules, inputs, timelines, hwm_points,
-                         time.monotonic() - started)
+                         time.monotonic() - started, corruption=corruption, torn_tails=torn,
+                         topic_names=topic_names, elections=elections, partitions=partitions,
+                         faults=read_chaos_faults(directory))
     if report_dir is not None:
         from analytics.report import write_report
 

@@ -1,9 +1,14 @@
 """`spark.read.format("minikraft-metadata").load(dir)`: every metadata log segment and snapshot of
 every node under dir, one input partition per file, decoded with the project's own code.
 
-Each record becomes one row (schema below); a batch that fails its CRC (or is torn) becomes one row
-flagged corrupt at offset -1 with its byte position, and reading that file stops there. Record
-values that do not decode (a newer minikraft's type) become corrupt rows too, and reading goes on.
+Each record becomes one row (schema below); a damaged region (a batch failing its CRC or framing,
+analytics.log_scan) becomes one row flagged corrupt at offset -1 with its byte position and its
+`damage` ("corrupt": bit rot, a finding; "torn": a crash's torn tail, not one), and reading goes
+on at the next valid batch. Record values that do not decode (a newer minikraft's type) become
+corrupt rows too (damage null), and reading goes on. With the option `source_node`, only that
+node's segments are decoded in full: the other nodes' segments give their control batches only
+(rules 1 and 5 read every node's LeaderChange and Voters records; rule 2 compares the others
+batch by batch, from "minikraft-metadata-batches": one row per batch or damaged region).
 The pure-Python part (`discover_files`, `iter_file_rows`) is shared with analytics.baseline, so the
 Spark audit and the single-process pass read the same rows. Other on-disk kinds (broker event
 journals, the chaos ack journal, partition logs) plug in as further `FileSpec.kind`s and readers.
@@ -11,6 +16,9 @@ journals, the chaos ack journal, partition logs) plug in as further `FileSpec.ki
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +28,7 @@ from typing import Any
 
 import msgpack
 
+from analytics.log_scan import CORRUPT, Damage, walk_batches
 from controller.core.records import (
     BROKER_FLAG_UNCHANGED,
     LAST_KNOWN_LEADER_UNCHANGED,
@@ -47,10 +56,12 @@ from raft.core.control_records import (
     control_version,
     decode_control,
 )
-from raft.core.record_batch import CorruptBatchError, Record, decode_batch
+from raft.core.record_batch import Record, RecordBatch, decode_batch
 from raft.core.replica_key import uuid_to_str
 
 DATA_SOURCE_NAME = "minikraft-metadata"
+BATCH_SOURCE_NAME = "minikraft-metadata-batches"
+SOURCE_NODE_OPTION = "source_node"
 METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"
 META_PROPERTIES_FILE_NAME = "meta.properties"
 KIND_SEGMENT = "segment"
@@ -78,6 +89,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("record_hash", "BIGINT"),
     ("corrupt", "BOOLEAN"),
     ("corrupt_reason", "STRING"),
+    ("damage", "STRING"),
     ("topic_id", "STRING"),
     ("topic_name", "STRING"),
     ("partition_id", "INT"),
@@ -106,6 +118,30 @@ COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
 COL: dict[str, int] = {name: i for i, name in enumerate(COLUMN_NAMES)}
 SCHEMA_DDL = ", ".join(f"`{name}` {ddl}" for name, ddl in COLUMNS)
 
+# One row per batch (or damaged region) of every file: what rule 2 and the damage report read.
+BATCH_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("node", "INT"),
+    ("role", "STRING"),
+    ("file", "STRING"),
+    ("kind", "STRING"),
+    ("snapshot_end_offset", "BIGINT"),
+    ("log_end", "BOOLEAN"),
+    ("position", "BIGINT"),
+    ("size", "BIGINT"),
+    ("base_offset", "BIGINT"),
+    ("last_offset", "BIGINT"),
+    ("epoch", "INT"),
+    ("timestamp_ms", "BIGINT"),
+    ("is_control", "BOOLEAN"),
+    ("crc", "BIGINT"),
+    ("damage", "STRING"),
+    ("damage_reason", "STRING"),
+    ("after_offset", "BIGINT"),
+    ("resumed_position", "BIGINT"),
+    ("resumed_offset", "BIGINT"),
+)
+BATCH_SCHEMA_DDL = ", ".join(f"`{name}` {ddl}" for name, ddl in BATCH_COLUMNS)
+
 
 @dataclass(frozen=True, slots=True)
 class FileSpec:
@@ -117,6 +153,8 @@ class FileSpec:
     file: str
     kind: str
     snapshot_end_offset: int | None = None
+    log_end: bool = False  # the last segment of its node's log: only there can a tail be torn
+    control_only: bool = False  # decode control batches only (not the replay source node)
 
 
 def _read_properties(path: Path) -> dict[str, str]:
@@ -167,7 +205,12 @@ def discover_files(root: str | Path) -> list[FileSpec]:
             if snapshot:
                 specs.append(FileSpec(node, role, directory_id, str(path), KIND_SNAPSHOT,
                                       int(snapshot.group(1))))
-    return specs
+    last_segment: dict[int, int] = {}
+    for index, spec in enumerate(specs):
+        if spec.kind == KIND_SEGMENT:
+            last_segment[spec.node] = index  # sorted by base offset within a node's directory
+    return [dataclasses.replace(spec, log_end=True) if last_segment.get(spec.node) == i else spec
+            for i, spec in enumerate(specs)]
 
 
 def _hash64(value: bytes) -> int:
@@ -273,8 +316,67 @@ def _fill_control(row: list[Any], control: Record) -> None:
         ]
 
 
-def iter_file_rows(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
-    """Rows of one file in schema order; stops at the first corrupt or torn batch."""
+def _field_sets(cls: Any) -> tuple[dict[int, frozenset[str]], frozenset[str], dict[str, Any]]:
+    """(known fields per version, required fields, wire defaults) of a record type."""
+    fields = dataclasses.fields(cls)
+    version: int = cls.VERSION
+    known = {v: frozenset(f.name for f in fields if f.metadata.get("since", 0) <= v)
+             for v in range(version + 1)}
+    required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING)
+    defaults = {f.name: list(f.default) if isinstance(f.default, tuple) else f.default
+                for f in fields if f.default is not dataclasses.MISSING}
+    return known, required, defaults
+
+
+_PARTITION_FIELDS = {cls.TYPE_ID: (cls.__name__, *_field_sets(cls))
+                     for cls in (PartitionRecord, PartitionChangeRecord)}
+_PARTITION_RECORD_ID = PartitionRecord.TYPE_ID
+# (column index, wire field): the row columns a partition record fills, named as on the wire.
+_WIRE_NAMES = {"elr": "eligible_leader_replicas"}
+_COLUMNS_FULL = tuple((COL[c], _WIRE_NAMES.get(c, c)) for c in (
+    "partition_id", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
+    "last_known_leader", "replicas", "isr", "elr", "last_known_elr", "adding_replicas",
+    "removing_replicas"))
+_UNCHANGED: dict[str, int] = {"leader": NO_LEADER_CHANGE, "last_known_leader": LAST_KNOWN_LEADER_UNCHANGED,
+              "leader_recovery_state": LEADER_RECOVERY_STATE_UNCHANGED}
+
+
+def _fill_partition_fast(row: list[Any], value: bytes) -> bool:
+    """PartitionRecord / PartitionChangeRecord columns straight from the msgpack map, the bulk
+    of a metadata log; False (nothing filled) for anything else or anything unexpected, which
+    then goes through decode_record, the one definition of the format (controller.core).
+    Value types are checked where the rows become Arrow columns (_to_arrow): a value that does
+    not fit its column makes that row corrupt there."""
+    try:
+        type_id, version, data = msgpack.unpackb(value, raw=False, strict_map_key=True)
+        name, known, required, defaults = _PARTITION_FIELDS[type_id]
+        fields = known[version]
+        topic = data["topic_id"]
+    except (ValueError, TypeError, KeyError, msgpack.ExtraData, msgpack.FormatError,
+            msgpack.StackError):
+        return False
+    keys = data.keys()
+    if not keys <= fields or not required <= keys or type(topic) is not bytes or len(topic) != 16:
+        return False
+    row[_RECORD_TYPE] = name
+    row[_VERSION] = version
+    row[_TOPIC_ID] = base64.urlsafe_b64encode(topic).decode("ascii")[:22]
+    get = data.get
+    if type_id == _PARTITION_RECORD_ID:
+        for index, column in _COLUMNS_FULL:
+            row[index] = get(column, defaults.get(column))
+        return True
+    for index, column in _COLUMNS_FULL:
+        v = get(column, defaults.get(column))
+        # Seed 001: -1 / -2 mean "unchanged" in a change record; the columns are null then.
+        row[index] = None if v == _UNCHANGED.get(column) else v
+    return True
+
+
+_RECORD_TYPE, _VERSION, _TOPIC_ID = COL["record_type"], COL["version"], COL["topic_id"]
+
+
+def _template(spec: FileSpec) -> list[Any]:
     template: list[Any] = [None] * len(COLUMNS)
     template[COL["node"]] = spec.node
     template[COL["role"]] = spec.role
@@ -283,44 +385,98 @@ def iter_file_rows(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
     template[COL["kind"]] = spec.kind
     template[COL["snapshot_end_offset"]] = spec.snapshot_end_offset
     template[COL["corrupt"]] = False
-    try:
-        data = Path(spec.file).read_bytes()
-    except OSError as exc:
-        row = template.copy()
-        row[COL["offset"]], row[COL["position"]] = -1, 0
-        row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, f"unreadable: {exc}"
-        yield tuple(row)
-        return
-    position = 0
-    while position < len(data):
-        try:
-            batch, size = decode_batch(data, position)
-        except CorruptBatchError as exc:
-            row = template.copy()
-            row[COL["offset"]], row[COL["position"]] = -1, exc.position
-            row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, exc.reason
-            yield tuple(row)
-            return
-        for index, record in enumerate(batch.records):
-            row = template.copy()
-            row[COL["position"]] = position
-            row[COL["offset"]] = batch.offset_of(index)
-            row[COL["epoch"]] = batch.leader_epoch
-            row[COL["batch_timestamp_ms"]] = batch.timestamp_ms
-            row[COL["is_control"]] = batch.is_control
-            value = record.value or b""  # a null value cannot decode: reported corrupt
-            row[COL["version"]] = (control_version(value) if batch.is_control
-                                   else _envelope_version(value))
-            row[COL["record_hash"]] = _hash64(value)
+    return template
+
+
+def _damage_row(template: list[Any], position: int, reason: str, damage: str | None
+                ) -> tuple[Any, ...]:
+    row = template.copy()
+    row[COL["offset"]], row[COL["position"]] = -1, position
+    row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, reason
+    row[COL["damage"]] = damage
+    return tuple(row)
+
+
+def _batch_rows(template: list[Any], batch: RecordBatch, position: int, hashes: bool
+                ) -> Iterator[tuple[Any, ...]]:
+    base = template.copy()
+    base[COL["position"]] = position
+    base[COL["epoch"]] = batch.leader_epoch
+    base[COL["batch_timestamp_ms"]] = batch.timestamp_ms
+    base[COL["is_control"]] = batch.is_control
+    offset_i, hash_i = COL["offset"], COL["record_hash"]
+    for index, record in enumerate(batch.records):
+        row = base.copy()
+        row[offset_i] = batch.offset_of(index)
+        value = record.value or b""  # a null value cannot decode: reported corrupt
+        if hashes:
+            row[hash_i] = _hash64(value)
+        if batch.is_control:
+            row[_VERSION] = control_version(value)
             try:
-                if batch.is_control:
-                    _fill_control(row, record)
-                else:
-                    _fill_metadata(row, value)
+                _fill_control(row, record)
             except (CorruptRecordError, UnknownRecordError, ControlRecordError) as exc:
                 row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, str(exc)
-            yield tuple(row)
-        position += size
+        elif not _fill_partition_fast(row, value):
+            row[_VERSION] = _envelope_version(value)
+            try:
+                _fill_metadata(row, value)
+            except (CorruptRecordError, UnknownRecordError, ControlRecordError) as exc:
+                row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, str(exc)
+        yield tuple(row)
+
+
+def _read(spec: FileSpec) -> bytes | str:
+    try:
+        return Path(spec.file).read_bytes()
+    except OSError as exc:
+        return f"unreadable: {exc}"
+
+
+def iter_file_rows(spec: FileSpec, hashes: bool = True) -> Iterator[tuple[Any, ...]]:
+    """Rows of one file in schema order, a damaged region as one corrupt row (reading resumes
+    after it). hashes: fill record_hash (the baseline's per-record rule 2; the Spark audit
+    compares batches instead). A control_only spec yields its control batches' rows only."""
+    template = _template(spec)
+    data = _read(spec)
+    if isinstance(data, str):
+        yield _damage_row(template, 0, data, CORRUPT)
+        return
+    for item in walk_batches(data, spec.log_end and spec.kind == KIND_SEGMENT):
+        if isinstance(item, Damage):
+            yield _damage_row(template, item.position, item.reason, item.kind)
+            continue
+        header, _crc = item
+        if spec.control_only and not header.is_control:
+            continue
+        batch, _size = decode_batch(data, header.position)  # CRC already checked: cannot fail
+        yield from _batch_rows(template, batch, header.position, hashes)
+
+
+def iter_file_batches(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
+    """One row per batch (BATCH_COLUMNS), from headers and checksums only, and one per
+    damaged region (its claimed offsets, the good offset before it, where reading resumed)."""
+    head = (spec.node, spec.role, spec.file, spec.kind, spec.snapshot_end_offset, spec.log_end)
+    data = _read(spec)
+    if isinstance(data, str):
+        yield (*head, 0, 0, None, None, None, None, None, None, CORRUPT, data, None,
+               None, None)
+        return
+    for item in walk_batches(data, spec.log_end and spec.kind == KIND_SEGMENT):
+        if isinstance(item, Damage):
+            yield (*head, item.position, None, item.claimed_base_offset,
+                   item.claimed_last_offset, None, None, None, None, item.kind, item.reason,
+                   item.after_offset, item.resumed_position, item.resumed_offset)
+            continue
+        header, crc = item
+        yield (*head, header.position, header.size, header.base_offset, header.last_offset,
+               header.leader_epoch, header.timestamp_ms, header.is_control, crc, None, None,
+               None, None, None)
+
+
+_IDENTITY_COLUMNS = frozenset(("node", "role", "directory_id", "file", "kind",
+                               "snapshot_end_offset", "position", "offset", "epoch",
+                               "batch_timestamp_ms", "is_control", "record_type"))
 
 
 # -- Spark side: imported lazily so the pure readers work without pyspark ---------------------
@@ -365,10 +521,30 @@ try:
                 yield _to_arrow(pa, rows, arrow_schema)
 
     def _to_arrow(pa: Any, rows: list[tuple[Any, ...]], arrow_schema: Any) -> Any:
-        columns = list(zip(*rows, strict=True))
-        arrays = [pa.array(col, type=field.type) for col, field in
-                  zip(columns, arrow_schema, strict=True)]
+        try:
+            columns = list(zip(*rows, strict=True))
+            arrays = [pa.array(col, type=field.type) for col, field in
+                      zip(columns, arrow_schema, strict=True)]
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            return _to_arrow(pa, [_fit(pa, row, arrow_schema) for row in rows], arrow_schema)
         return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+    def _fit(pa: Any, row: tuple[Any, ...], arrow_schema: Any) -> tuple[Any, ...]:
+        """A row whose values fit the schema, or, when one does not (a record whose fields
+        have the wrong types), the row as corrupt with those values dropped."""
+        try:
+            for value, field in zip(row, arrow_schema, strict=True):
+                pa.array([value], type=field.type)
+            return row
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            names = arrow_schema.names
+            if "corrupt" not in names:
+                raise
+            fixed = [v if n in _IDENTITY_COLUMNS else None for v, n in zip(row, names,
+                                                                          strict=True)]
+            fixed[names.index("corrupt")] = True
+            fixed[names.index("corrupt_reason")] = f"a field does not fit its column: {exc}"
+            return tuple(fixed)
 
     class MetadataLogDataSource(DataSource):
         """Registered as "minikraft-metadata"; `load(dir)` passes dir as the "path" option."""
@@ -384,7 +560,31 @@ try:
             path = self.options.get("path")
             if not path:
                 raise ValueError("minikraft-metadata needs a directory: .load(dir)")
-            return ArrowFileReader(discover_files(str(path)), iter_file_rows, schema)
+            specs = discover_files(str(path))
+            source = self.options.get(SOURCE_NODE_OPTION)
+            if source is None:
+                return ArrowFileReader(specs, iter_file_rows, schema)
+            # Only the replay source is decoded in full; rule 2 compares the others by batch.
+            specs = [dataclasses.replace(s, control_only=True)
+                     if s.kind == KIND_SEGMENT and s.node != int(source) else s for s in specs]
+            return ArrowFileReader(specs, functools.partial(iter_file_rows, hashes=False),
+                                   schema)
+
+    class MetadataBatchDataSource(DataSource):
+        """Registered as "minikraft-metadata-batches": one row per batch (BATCH_COLUMNS)."""
+
+        @classmethod
+        def name(cls) -> str:
+            return BATCH_SOURCE_NAME
+
+        def schema(self) -> str:
+            return BATCH_SCHEMA_DDL
+
+        def reader(self, schema: StructType) -> DataSourceReader:
+            path = self.options.get("path")
+            if not path:
+                raise ValueError("minikraft-metadata-batches needs a directory: .load(dir)")
+            return ArrowFileReader(discover_files(str(path)), iter_file_batches, schema)
 
 except ImportError:  # pragma: no cover - pyspark is the `spark` extra
     pass

@@ -12,6 +12,7 @@ Every rule returns a RuleResult: how many things it checked and the violations w
 
 from __future__ import annotations
 
+import operator
 import re
 import uuid
 from collections import deque
@@ -44,6 +45,7 @@ from controller.core.records import (
     CONFIG_RESOURCE_TOPIC,
     LAST_KNOWN_LEADER_UNCHANGED,
     LEADER_RECOVERY_STATE_UNCHANGED,
+    NO_LEADER,
     NO_LEADER_CHANGE,
     PartitionChangeRecord,
     PartitionRecord,
@@ -131,13 +133,16 @@ REPLAY_OUTPUT_SCHEMA = StructType([
     StructField("recovering", BooleanType()),
     StructField("states", LongType()),
     StructField("changes", LongType()),
+    StructField("unavailable_ms", LongType()),
+    StructField("under_min_isr_ms", LongType()),
+    StructField("leader_changes", LongType()),
 ])
 POINT = "point"
 VIOLATION = "violation"
 
 
 def _tuple(values: Iterable[int] | None) -> tuple[int, ...] | None:
-    return None if values is None else tuple(int(v) for v in values)
+    return None if values is None else tuple(values)  # typed int columns: no conversion
 
 
 def _change_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionChangeRecord:
@@ -177,6 +182,9 @@ def _full_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionRecord:
     )
 
 
+_LOG_ORDER = operator.itemgetter("seq_major", "seq_minor")
+
+
 def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Replay one partition's records in log order; yield a timeline point per state and a
     violation per broken rule (8, 10, 11, 13, 19). Config rows set the min ISR in force
@@ -187,7 +195,7 @@ def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
     elr_enabled = True
     reg: PartitionRegistration | None = None
     topic_uuid: uuid.UUID | None = None
-    for row in sorted(rows, key=lambda r: (r["seq_major"], r["seq_minor"])):
+    for row in sorted(rows, key=_LOG_ORDER):
         record_type = row["record_type"]
         if record_type == "ConfigRecord":
             value = None if row["value"] is None else int(row["value"])
@@ -246,24 +254,32 @@ ARROW_OUT_ROWS = 8192
 def replay_summary(rows: Iterable[dict[str, Any]], keep_points: int = TIMELINE_POINTS
                    ) -> Iterator[dict[str, Any]]:
     """replay_partition, reduced for the Spark audit: every violation, the last keep_points
-    points (what a timeline draws) and one TALLY row counting all states and changes, so the
-    output grows with the violations, not with the log."""
+    points (what a timeline draws) and one TALLY row counting all states and changes, leader
+    changes, and the time (by batch timestamps) the partition had no leader or an ISR below
+    the min ISR in force, so the output grows with the violations, not with the log."""
     points: deque[dict[str, Any]] = deque(maxlen=keep_points)
-    states = changes = 0
+    states = changes = leader_changes = unavailable_ms = under_min_isr_ms = 0
     last: dict[str, Any] | None = None
     for out in replay_partition(rows):
-        if out["kind"] == POINT:
-            states += 1
-            changes += out["record_type"] == "PartitionChangeRecord"
-            points.append(out)
-            last = out
-        else:
+        if out["kind"] != POINT:
             yield out
+            continue
+        states += 1
+        changes += out["record_type"] == "PartitionChangeRecord"
+        if last is not None:
+            held = max(0, (out["batch_timestamp_ms"] or 0) - (last["batch_timestamp_ms"] or 0))
+            unavailable_ms += held if last["leader"] == NO_LEADER else 0
+            under_min_isr_ms += held if last["isr_size"] < last["min_isr"] else 0
+            leader_changes += out["leader"] != last["leader"]
+        points.append(out)
+        last = out
     yield from points
     if last is not None:
         yield {"kind": TALLY, "rule": None, "message": None, "node": last["node"],
                "file": last["file"], "offset": last["offset"], "topic_id": last["topic_id"],
-               "partition_id": last["partition_id"], "states": states, "changes": changes}
+               "partition_id": last["partition_id"], "states": states, "changes": changes,
+               "unavailable_ms": unavailable_ms, "under_min_isr_ms": under_min_isr_ms,
+               "leader_changes": leader_changes}
 
 
 ARRAY_COLUMNS = ("replicas", "isr", "elr", "last_known_elr", "adding_replicas",
@@ -350,51 +366,78 @@ def rule_1_one_leader_per_epoch(df: DataFrame) -> RuleResult:
     return rule_result(1, checked, violations, count)
 
 
-def rule_2_committed_prefix(df: DataFrame) -> RuleResult:
-    """Rule 2 (Raft's log matching): the same offset and epoch means the same bytes on every
-    replica, and two logs that agree at an offset agree at every offset below it. A
-    divergent tail past the last agreeing offset is an uncommitted suffix, not a violation."""
-    entries = good_rows(df).filter(F.col("kind") == "segment").select(
-        "node", "file", "offset", "epoch", "record_hash")
+def rule_2_committed_prefix(batches: DataFrame) -> RuleResult:
+    """Rule 2 (Raft's log matching), batch by batch: followers store the leader's batches as
+    they are (raft/runtime/disk_log.append_as_follower), so two replicas holding a batch at the
+    same base offset hold the same bytes exactly when its last offset, epoch and CRC agree; no
+    record is decoded. The same base offset and epoch with other content is a violation, and
+    two logs that agree at a batch agree at every batch below it. A divergent tail past the
+    last agreeing batch is an uncommitted suffix, not a violation. Evidence names the replicas
+    that disagree with the others (`divergent_nodes`: in every disagreeing pair)."""
+    entries = batches.filter(F.col("damage").isNull() & (F.col("kind") == "segment")).select(
+        "node", "file", "base_offset", "last_offset", "epoch", "crc")
     a, b = entries.alias("a"), entries.alias("b")
-    pairs = a.join(b, (F.col("a.offset") == F.col("b.offset")) & (F.col("a.node") < F.col("b.node")))
+    pairs = a.join(b, (F.col("a.base_offset") == F.col("b.base_offset"))
+                   & (F.col("a.node") < F.col("b.node")))
     pairs = pairs.select(
-        F.col("a.offset").alias("offset"), F.col("a.node").alias("node"),
+        F.col("a.base_offset").alias("offset"), F.col("a.last_offset").alias("last_offset"),
+        F.col("b.last_offset").alias("other_last_offset"), F.col("a.node").alias("node"),
         F.col("b.node").alias("other_node"), F.col("a.file").alias("file"),
         F.col("b.file").alias("other_file"), F.col("a.epoch").alias("epoch"),
         F.col("b.epoch").alias("other_epoch"),
-        ((F.col("a.epoch") == F.col("b.epoch"))
-         & (F.col("a.record_hash") == F.col("b.record_hash"))).alias("match"),
+        ((F.col("a.epoch") == F.col("b.epoch")) & (F.col("a.crc") == F.col("b.crc"))
+         & (F.col("a.last_offset") == F.col("b.last_offset"))).alias("match"),
         (F.col("a.epoch") == F.col("b.epoch")).alias("same_epoch"),
     )
     per_pair = pairs.groupBy("node", "other_node").agg(
         F.count(F.lit(1)).alias("compared"),
-        F.max(F.when(F.col("match"), F.col("offset"))).alias("last_agreeing_offset"),
+        F.sum(F.col("last_offset") - F.col("offset") + 1).alias("records"),
+        F.max(F.when(F.col("match"), F.col("last_offset"))).alias("last_agreeing_offset"),
         F.min(F.when(~F.col("match"), F.col("offset"))).alias("first_difference"),
         F.max(F.when(~F.col("match") & F.col("same_epoch"), 1).otherwise(0)).alias("same_epoch_diff"),
     ).collect()  # one row per pair of nodes
-    checked = sum(int(r["compared"]) for r in per_pair)
+    # checked counts records (offsets compared pairwise), as the per-record baseline does.
+    checked = sum(int(r["records"] or 0) for r in per_pair)
+    notes = {"batches_compared": sum(int(r["compared"]) for r in per_pair)}
     suspect = [r for r in per_pair if r["first_difference"] is not None and (
         r["same_epoch_diff"] or (r["last_agreeing_offset"] is not None
                                  and r["first_difference"] < r["last_agreeing_offset"]))]
     if not suspect:
-        return rule_result(2, checked, [], 0)
-    last_match = df.sparkSession.createDataFrame(
+        result = rule_result(2, checked, [], 0)
+        result.notes = notes
+        return result
+    last_match = batches.sparkSession.createDataFrame(
         [(r["node"], r["other_node"], r["last_agreeing_offset"]) for r in suspect],
         "node INT, other_node INT, last_agreeing_offset BIGINT")
     bad = (pairs.filter(~F.col("match"))
            .join(F.broadcast(last_match), ["node", "other_node"])
            .filter(F.col("same_epoch") | (F.col("offset") < F.col("last_agreeing_offset")))
-           .select("offset", "node", "other_node", "file", "other_file", "epoch", "other_epoch",
-                   "last_agreeing_offset", F.lit(METADATA_PARTITION).alias("partition")))
+           .select("offset", "last_offset", "other_last_offset", "node", "other_node", "file",
+                   "other_file", "epoch", "other_epoch", "last_agreeing_offset",
+                   F.lit(METADATA_PARTITION).alias("partition")))
     count = bad.count()
     violations = _evidence(bad, count, ["offset", "node", "other_node"])
+    _name_divergent(violations)
     for v in violations:
-        v["message"] = (f"rule 2: offset {v['offset']} differs between node {v['node']} "
-                        f"(epoch {v['epoch']}) and node {v['other_node']} "
-                        f"(epoch {v['other_epoch']}) below their agreeing offset "
-                        f"{v['last_agreeing_offset']}")
-    return rule_result(2, checked, violations, count)
+        v["message"] = (f"rule 2: batch at offset {v['offset']} (to {v['last_offset']}) "
+                        f"differs between node {v['node']} (epoch {v['epoch']}) and node "
+                        f"{v['other_node']} (epoch {v['other_epoch']}), below or at their "
+                        f"agreeing offset {v['last_agreeing_offset']}; divergent: node(s) "
+                        f"{v['divergent_nodes']}")
+    result = rule_result(2, checked, violations, count)
+    result.notes = notes
+    return result
+
+
+def _name_divergent(violations: list[dict[str, Any]]) -> None:
+    """Per offset, the replicas found in every disagreeing pair there: with three replicas and
+    one bad copy, that copy alone (with two replicas, both: nothing breaks the tie)."""
+    pairs: dict[int, list[set[int]]] = {}
+    for v in violations:
+        pairs.setdefault(v["offset"], []).append({v["node"], v["other_node"]})
+    for v in violations:
+        sets = pairs[v["offset"]]
+        v["divergent_nodes"] = sorted(set.intersection(*sets)) or sorted(set.union(*sets))
 
 
 def rule_5_voter_changes(df: DataFrame) -> RuleResult:
@@ -480,14 +523,18 @@ def pick_replay_source(
     return ReplaySource(node, None, log_start)
 
 
-def file_summary(df: DataFrame) -> list[dict[str, Any]]:
-    """One small row per file: node, role, kind, first/last good offset, rows, corrupt rows."""
-    good = ~F.col("corrupt") & (F.col("offset") >= 0)
-    return [r.asDict() for r in df.groupBy("node", "role", "kind", "file", "snapshot_end_offset")
-            .agg(F.min(F.when(good, F.col("offset"))).alias("first_offset"),
-                 F.max(F.when(good, F.col("offset"))).alias("last_offset"),
-                 F.count(F.lit(1)).alias("rows"),
-                 F.sum(F.col("corrupt").cast("int")).alias("corrupt")).collect()]
+def file_summary(batches: DataFrame) -> list[dict[str, Any]]:
+    """One small row per file, from the batch rows: node, role, kind, first/last good offset,
+    batches, records, damaged regions."""
+    good = F.col("damage").isNull()
+    return [r.asDict() for r in batches.groupBy("node", "role", "kind", "file",
+                                                "snapshot_end_offset")
+            .agg(F.min(F.when(good, F.col("base_offset"))).alias("first_offset"),
+                 F.max(F.when(good, F.col("last_offset"))).alias("last_offset"),
+                 F.sum(F.when(good, 1).otherwise(0)).alias("batches"),
+                 F.sum(F.when(good, F.col("last_offset") - F.col("base_offset") + 1)
+                       .otherwise(0)).alias("records"),
+                 F.sum(F.when(good, 0).otherwise(1)).alias("corrupt")).collect()]
 
 
 def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
@@ -515,12 +562,11 @@ def replay_rows(df: DataFrame, source: ReplaySource) -> DataFrame:
         .withColumn("seq_minor", F.when(snapshot, F.col("offset")).otherwise(F.lit(0)))
 
 
-def replay_partitions(df: DataFrame, summary: list[dict[str, Any]] | None = None
-                      ) -> DataFrame | None:
+def replay_partitions(df: DataFrame, summary: list[dict[str, Any]]) -> DataFrame | None:
     """Violations, last points and a tally of every partition (replay_summary): the partition's
     rows with the min ISR config rows (topic and cluster default) and ELR feature rows joined
     in, brought together by a shuffle and replayed in log order by a streaming mapInArrow."""
-    source = choose_replay_source(file_summary(df) if summary is None else summary)
+    source = choose_replay_source(summary)
     if source is None:
         return None
     log = replay_rows(df, source)

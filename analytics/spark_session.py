@@ -15,7 +15,7 @@ from analytics.broker_inputs import (
     BrokerJournalDataSource,
     PartitionLogDataSource,
 )
-from analytics.datasource import MetadataLogDataSource
+from analytics.datasource import MetadataBatchDataSource, MetadataLogDataSource
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MASTER = "local[2]"
@@ -84,6 +84,6 @@ def build_session(
 
 
 def register_data_sources(spark: SparkSession) -> None:
-    for source in (MetadataLogDataSource, BrokerJournalDataSource, AckJournalDataSource,
+    for source in (MetadataLogDataSource, MetadataBatchDataSource, BrokerJournalDataSource, AckJournalDataSource,
                    PartitionLogDataSource):
         spark.dataSource.register(source)

@@ -14,7 +14,10 @@ from typing import Any
 
 from cluster.bench.report import make_report, row
 
-NOTE = "same files; Spark local[2] vs one Python process; wall time incl. Spark start-up"
+NOTE = ("same files, same run; Spark local[2] (decodes the replay source's records, compares "
+        "the other replicas batch by batch: base offset, epoch, CRC) vs one Python process "
+        "(decodes every replica's records); wall time incl. Spark start-up; on a shared "
+        "machine both sides compete with whatever else runs")
 
 
 def log_length(directory: Path) -> int:

@@ -2,7 +2,9 @@
 
 Runs the PySpark audit over every metadata log and snapshot under D (analytics.audit), shows a
 progress line on stderr while Spark runs, writes OUT/audit.json and OUT/index.html, and exits 1
-when any INVARIANTS rule is violated, 0 when clean, 2 on a usage error or nothing to audit.
+unless the verdict is clean: `violations` (an INVARIANTS rule broken) or `corrupt` (a CRC or
+framing error with valid data after it: bit rot); 0 when clean (a torn last batch after a crash
+is listed, not a finding); 2 on a usage error or nothing to audit.
 """
 
 from __future__ import annotations
@@ -98,6 +100,11 @@ def audit(directory: Path, master: str, report_dir: Path | None, output: str) ->
             ["rule", "what", "checked", "violations"],
             [[r.rule, r.name, r.checked, r.violation_count] for r in result.rules],
         )
+        for damage in result.corruption[:10]:
+            stderr_console.print(f"[red]corrupt[/red] {damage['message']}", highlight=False)
+        for damage in result.torn_tails[:10]:
+            stderr_console.print(f"torn tail (not a finding): {damage['message']}",
+                                 highlight=False)
         for rule in result.rules:
             for violation in rule.violations[:10]:
                 stderr_console.print(

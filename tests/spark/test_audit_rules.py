@@ -295,11 +295,26 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
                             str(tmp_path / "empty")], cwd=REPO, capture_output=True, text=True,
                            timeout=60)
     assert usage.returncode == 2
-    # Both audits at once: each starts its own Spark; together they take one JVM start's time.
+    # A controller's segment with one byte flipped mid-log (valid batches after it): bit rot.
+    rot_root = tmp_path / "rot"
+    rot_files = write_cluster(rot_root, {1: log, 2: log.copy(), 3: log.copy()})
+    rot_base, rot_raw, _count = log.batches[2]
+    rot_position = sum(len(raw) for _b, raw, _c in log.batches[:2])
+    rotten = bytearray(rot_files[3].read_bytes())
+    rotten[rot_position + len(rot_raw) - 5] ^= 0x04
+    rot_files[3].write_bytes(bytes(rotten))
+    # All audits at once: each starts its own Spark; together they take one JVM start's time.
     clean = _run_cli("--dir", str(clean_root), "--report", str(tmp_path / "out"))
     bad = _run_cli("--dir", str(bad_root), "--output", "json")
-    _clean_out, clean_err = clean.communicate(timeout=240)
-    bad_out, bad_err = bad.communicate(timeout=240)
+    rot = _run_cli("--dir", str(rot_root), "--output", "json")
+    _clean_out, clean_err = clean.communicate(timeout=400)
+    bad_out, bad_err = bad.communicate(timeout=400)
+    rot_out, rot_err = rot.communicate(timeout=400)
+    assert rot.returncode == 1, rot_err
+    rot_document = json.loads(rot_out)
+    assert rot_document["verdict"] == "corrupt"
+    assert [(c["node"], c["file"], c["byte"], c["offsets"][0]) for c in
+            rot_document["corruption"]] == [(3, str(rot_files[3]), rot_position, rot_base)]
     assert clean.returncode == 0, clean_err
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["verdict"] == "clean"
     assert bad.returncode == 1, bad_err

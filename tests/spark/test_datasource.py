@@ -4,6 +4,7 @@ typed columns decoded by the project's own code, corrupt batches as rows rather 
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +106,41 @@ def test_corrupt_byte_gives_a_corrupt_row(spark: SparkSession, generated: Path,
     assert len(corrupt) == 1
     row = corrupt[0]
     assert row["file"] == str(segment) and row["offset"] == -1 and row["position"] == position
-    assert "CRC" in row["corrupt_reason"]
+    assert "CRC" in row["corrupt_reason"] and row["damage"] == "corrupt"  # valid data after it
     in_file = df.filter((F.col("file") == str(segment)) & ~F.col("corrupt"))
-    last = in_file.agg(F.max("offset").alias("last")).collect()[0]["last"]
-    assert last == bad.base_offset - 1  # reading that file stopped at the bad batch
+    offsets = {r["offset"] for r in in_file.select("offset").collect()}
+    # Only the bad batch is missing: reading resumed at the next valid batch.
+    assert not offsets & set(range(bad.base_offset, bad.last_offset + 1))
+    assert bad.base_offset - 1 in offsets and bad.last_offset + 1 in offsets
     other = sorted((root / "controller-1").rglob("*.log"))[0]
     intact = FileSpec(1, "controller", None, str(other), "segment")
     assert df.filter(F.col("file") == str(other)).count() == sum(
         1 for _row in iter_file_rows(intact))
+
+
+def test_partition_record_with_wrongly_typed_field_is_a_corrupt_row(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The fast partition-record path leaves type checks to the Arrow columns: a field of the
+    wrong type makes that row corrupt (as decode_record would), its neighbours stay intact."""
+    import msgpack
+
+    from analytics.generate import NodeLog, partition_dir, write_node
+    from controller.core.records import NoOpRecord, PartitionChangeRecord, encode_record
+    from raft.core.record_batch import encode_batch
+
+    topic = bytes(range(16))
+    bad = msgpack.packb([PartitionChangeRecord.TYPE_ID, 1,
+                         {"partition_id": 0, "topic_id": topic, "isr": ["one", 2]}],
+                        use_bin_type=True)
+    good = encode_record(PartitionChangeRecord(0, uuid.UUID(bytes=topic),
+                                               isr=(1, 2)))
+    node = NodeLog(1, uuid.UUID(int=7), segment_records=100)
+    node.append_raw(0, encode_batch(0, 1, 5, [good, bad, encode_record(NoOpRecord())]), 3)
+    write_node(tmp_path, node)
+    segment = partition_dir(tmp_path, 1) / f"{0:020d}.log"
+    rows = {r["offset"]: r for r in spark.read.format("minikraft-metadata").load(
+        str(tmp_path)).filter(F.col("file") == str(segment)).collect()}
+    assert not rows[0]["corrupt"] and rows[0]["isr"] == [1, 2]
+    assert rows[1]["corrupt"] and "does not fit" in rows[1]["corrupt_reason"]
+    assert rows[1]["isr"] is None and rows[1]["record_type"] == "PartitionChangeRecord"
+    assert not rows[2]["corrupt"] and rows[2]["record_type"] == "NoOpRecord"
