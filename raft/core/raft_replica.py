@@ -196,8 +196,8 @@ class RaftReplica:
     @property
     def role(self) -> str:
         st = self._state
-        if isinstance(st, (UnattachedState, FollowerState)) and not self.is_voter:
-            return "Observer"
+        if isinstance(st, (UnattachedState, FollowerState)) and not self._may_stand:
+            return "Observer"  # a voter whose removal is uncommitted still campaigns: not one
         return st.name
 
     @property
@@ -215,6 +215,45 @@ class RaftReplica:
     @property
     def is_voter(self) -> bool:
         return self._key in self._history.latest()
+
+    def _electorate(self) -> tuple[VoterSet, ...]:
+        """The voter sets whose majorities an election of ours needs; empty: we may not stand.
+        A voter of the latest set needs that set's majority (rule 4). A replica whose latest
+        set is an uncommitted change removing it, but which is in the set that change replaced,
+        may still stand with a majority of BOTH (joint majority): otherwise, if the leader lost
+        the removal in a crash, it would need our vote while we, with the longer log, refuse it
+        and never stand (no leader for ever). A joint majority meets every majority of either
+        set, so rules 1 and 2 hold whichever set turns out in force (rule 5); once leader, our
+        log's set excludes us: rule 6's self-removal, resigning once the removal commits."""
+        latest = self._history.latest()
+        if self._key in latest:
+            return (latest,)
+        replaced = self._history.replaced_by_uncommitted(self._high_watermark)
+        if replaced is not None and self._key in replaced:
+            return (replaced, latest)
+        return ()
+
+    @property
+    def _may_stand(self) -> bool:
+        """Whether this replica campaigns (pre-vote, then vote) when it hears no leader."""
+        return bool(self._electorate())
+
+    def _has_majority(self, keys: set[ReplicaKey]) -> bool:
+        """Whether keys (granted votes) are a majority of every set of the electorate."""
+        electorate = self._electorate()
+        return bool(electorate) and all(voters.is_majority(keys) for voters in electorate)
+
+    def _cannot_win(self, rejected: set[ReplicaKey]) -> bool:
+        """Whether the rejections leave some set of the electorate without a majority."""
+        return any(not voters.is_majority({k for k in voters if k not in rejected})
+                   for voters in self._electorate())
+
+    def _electorate_keys(self) -> list[ReplicaKey]:
+        """Every voter of the electorate once, in set order: asked for, and counted as, votes."""
+        keys: dict[ReplicaKey, None] = {}
+        for voters in self._electorate():
+            keys.update(dict.fromkeys(voters))
+        return list(keys)
 
     @property
     def election_state(self) -> ElectionState:
@@ -238,7 +277,7 @@ class RaftReplica:
         st = self._state
         deadlines = [_NO_DEADLINE_MS]
         if isinstance(st, (UnattachedState, ProspectiveState, CandidateState)):
-            if self.is_voter:
+            if self._may_stand:
                 deadlines.append(st.election_deadline_ms)
         elif isinstance(st, FollowerState):
             deadlines.append(st.fetch_deadline_ms)
@@ -339,13 +378,14 @@ class RaftReplica:
         before = self._begin(now_ms)
         st = self._state
         if isinstance(st, FollowerState) and st.leader_id == node_id:
-            if not self.is_voter:
+            if not self._may_stand:
                 self._rediscover_leader(st, now_ms)
             elif not st.leader_lost:
                 self._lose_leader(st, now_ms, min(st.fetch_deadline_ms,
                                                   now_ms + self._leader_lost_jitter_ms()))
         elif isinstance(st, CandidateState):
-            st.rejected |= {k for k in self.voters if k.id == node_id and k not in st.granted}
+            st.rejected |= {k for k in self._electorate_keys()
+                            if k.id == node_id and k not in st.granted}
             self._maybe_back_off(st, now_ms)
         return self._finish(before, now_ms)
 
@@ -353,9 +393,9 @@ class RaftReplica:
         before = self._begin(now_ms)
         st = self._state
         if isinstance(st, UnattachedState):
-            if self.is_voter and now_ms >= st.election_deadline_ms:
+            if self._may_stand and now_ms >= st.election_deadline_ms:
                 self._become_prospective(now_ms)
-        elif isinstance(st, (ProspectiveState, CandidateState)) and not self.is_voter:
+        elif isinstance(st, (ProspectiveState, CandidateState)) and not self._may_stand:
             # Rule 4: a replica that learned it is no longer a voter stops campaigning.
             self._state = UnattachedState(st.epoch, self._voted_key_in(st.epoch),
                                           self._election_deadline(now_ms))
@@ -367,7 +407,7 @@ class RaftReplica:
                 self._back_off(st, now_ms)  # lost or split: pre-vote again later (rule 7)
         elif isinstance(st, FollowerState):
             if now_ms >= st.fetch_deadline_ms:
-                if not self.is_voter:
+                if not self._may_stand:
                     self._rediscover_leader(st, now_ms)
                 elif st.leader_lost:
                     self._become_prospective(now_ms)
@@ -378,7 +418,7 @@ class RaftReplica:
         elif isinstance(st, ResignedState):
             if now_ms >= st.election_deadline_ms:
                 self._state = UnattachedState(st.epoch, self._key, now_ms)
-                if self.is_voter:
+                if self._may_stand:
                     self._become_prospective(now_ms)
             elif st.unacked_voters and now_ms >= st.next_send_ms:
                 self._send_end_quorum_epoch(st, now_ms)
@@ -478,7 +518,7 @@ class RaftReplica:
     def _maybe_back_off(self, st: CandidateState, now_ms: int) -> None:
         """Kafka: once a majority can no longer grant, back off at once instead of waiting out
         the election timeout (a split vote is over as soon as it is known)."""
-        if not self.voters.is_majority({k for k in self.voters if k not in st.rejected}):
+        if self._cannot_win(st.rejected):
             self._back_off(st, now_ms)
 
     def _back_off(self, st: CandidateState, now_ms: int) -> None:
@@ -634,7 +674,7 @@ class RaftReplica:
     def _become_prospective(self, now_ms: int) -> None:
         """Rule 7: ask for pre-votes at epoch + 1 without bumping or persisting our epoch."""
         st = self._state
-        if not self.is_voter or isinstance(st, (LeaderState, CandidateState)):
+        if not self._may_stand or isinstance(st, (LeaderState, CandidateState)):
             return
         leader = st.leader_id if isinstance(st, (FollowerState, ProspectiveState)) else None
         prospective = ProspectiveState(st.epoch, self._voted_key_in(st.epoch), leader,
@@ -643,10 +683,10 @@ class RaftReplica:
         self._state = prospective
         self._inflight_fetch = None
         self._snapshot_download = None
-        if self.voters.is_majority(prospective.granted):
+        if self._has_majority(prospective.granted):
             self._become_candidate(now_ms)
             return
-        for voter in self.voters:
+        for voter in self._electorate_keys():
             if voter != self._key:
                 self._send(voter.id, self._vote_request(voter, prospective.epoch + 1, True))
 
@@ -665,10 +705,10 @@ class RaftReplica:
         candidate.granted.add(self._key)
         self._state = candidate
         self._persist(ElectionState(epoch, None, self._key))  # rule 1: durable before Vote
-        if self.voters.is_majority(candidate.granted):
+        if self._has_majority(candidate.granted):
             self._become_leader(now_ms)
             return
-        for voter in self.voters:  # rule 4: only voters are asked and counted
+        for voter in self._electorate_keys():  # rule 4: only voters are asked and counted
             if voter != self._key:
                 self._send(voter.id, self._vote_request(voter, epoch, False))
 
@@ -1004,7 +1044,7 @@ class RaftReplica:
             return
         st = self._state
         voter = ReplicaKey(req.voter_id, req.voter_directory_id)
-        if voter not in self.voters:
+        if voter not in self._electorate_keys():
             return  # rule 4: only voters' votes count
         if req.pre_vote:
             if not isinstance(st, ProspectiveState) or req.candidate_epoch != st.epoch + 1:
@@ -1017,16 +1057,16 @@ class RaftReplica:
                                       heard_from_leader=False)
                 return
             (st.granted if resp.vote_granted and resp.error_code == 0 else st.rejected).add(voter)
-            if self.voters.is_majority(st.granted):
+            if self._has_majority(st.granted):
                 self._become_candidate(now_ms)
-            elif st.leader_id is not None and self.voters.is_majority(st.rejected):
+            elif st.leader_id is not None and self._cannot_win(st.rejected):
                 # KIP-996: a majority still hears the leader: go back to fetching from it.
                 self._become_follower(st.epoch, st.leader_id, "", now_ms, heard_from_leader=False)
             return
         if not isinstance(st, CandidateState) or req.candidate_epoch != st.epoch:
             return
         (st.granted if resp.vote_granted and resp.error_code == 0 else st.rejected).add(voter)
-        if self.voters.is_majority(st.granted):
+        if self._has_majority(st.granted):
             self._become_leader(now_ms)
         else:
             self._maybe_back_off(st, now_ms)

@@ -106,6 +106,13 @@ class VoterSetHistory:
         """(offset, set) for every set known, the base first (offset -1 or the snapshot's)."""
         return list(zip(self._offsets, self._sets, strict=True))
 
+    def replaced_by_uncommitted(self, high_watermark: int) -> VoterSet | None:
+        """The set the latest one replaced, if the latest is an uncommitted change (at or above
+        the high watermark), else None: truncating that change would put it back (rule 5)."""
+        if not self.has_uncommitted_change(high_watermark):
+            return None
+        return self._sets[-2]
+
     def has_uncommitted_change(self, high_watermark: int) -> bool:
         """Whether a voter change above the high watermark is pending (one at a time, rule 5)."""
         return len(self._offsets) > 1 and self._offsets[-1] >= high_watermark

@@ -20,12 +20,21 @@ from cluster.protocol.raft_messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.core.control_records import VotersRecord, iter_control_records
+from raft.core.control_records import VotersRecord, encode_control, iter_control_records
 from raft.core.memory_log import MemoryLog
 from raft.core.raft_replica import RaftConfig, RaftReplica, RaftResult
 from raft.core.replica_key import ReplicaKey
 from raft.core.replicated_log import ReplicatedLog
-from tests.unit.test_raft_replica import CONFIG, DIRS, elect, formatted_log, key, replica, reqs
+from tests.unit.test_raft_replica import (
+    CONFIG,
+    DIRS,
+    elect,
+    formatted_log,
+    key,
+    replica,
+    reqs,
+    voters,
+)
 
 NEW_DISK = uuid.UUID(int=2222)  # node 2's replaced disk (seed 003)
 
@@ -290,3 +299,117 @@ def test_a_replaced_disk_gets_invalid_voter_key_and_its_fetches_do_not_commit() 
     assert leader.high_watermark == end - 1  # the new disk's key is not a voter
     fetch(leader, 3, DIRS[3], end, 2103)
     assert leader.high_watermark == end
+
+
+# -- rules 4-6: a removal only the removed voter kept (sim seeds 12130, 12479) --------------------
+
+def exchange(src: RaftReplica, dst: RaftReplica, request: object, now_ms: int) -> RaftResult:
+    """Deliver request from src to dst and dst's answer back to src; flush src like a runtime."""
+    response = dst.handle_request(src.node_id, request, now_ms).response
+    result = src.handle_response(dst.node_id, request, response, now_ms)
+    if result.flush:
+        flush(src, now_ms)
+    return result
+
+
+def next_fetch(node: RaftReplica) -> FetchRequest:
+    request = node._inflight_fetch
+    assert isinstance(request, FetchRequest)
+    return request
+
+
+def test_removed_voter_with_the_only_copy_of_its_uncommitted_removal_stands_and_resigns() -> None:
+    """{1, 2}; leader 2 appends the removal of 1, node 1 saves it, 2 crashes before its fsync.
+    Node 2 now needs 1's vote and 1 (longer log) refuses it; unless 1 stands, with a majority of
+    both the old {1, 2} and its log's new {2}, there is no leader for ever."""
+    n2 = replica(2, formatted_log((1, 2)))
+    elect(n2)
+    flush(n2, 2000)
+    n1 = replica(1, formatted_log((1, 2)))
+    n1.handle_request(2, BeginQuorumEpochRequest(2, 1, "h2:9093", 1, DIRS[1], "c1"), 2000)
+    exchange(n1, n2, next_fetch(n1), 2001)  # n1 copies the epoch's first records
+    exchange(n1, n2, next_fetch(n1), 2002)  # and acknowledges them: committed
+    end = n2._log.end_offset()
+    assert n2.high_watermark == end and n1._log.end_offset() == end
+    response, _ = remove(n2, key(1), 2003)
+    assert response.error_code == 0 and n2.voters.keys() == [key(2)]
+    exchange(n1, n2, next_fetch(n1), 2004)  # n1 saves the removal durably; n2 never fsyncs it
+    assert n1._log.flushed_offset() == end + 1 and n1.voters.keys() == [key(2)]
+    assert not n1.is_voter and n1.high_watermark == end  # the removal is not committed
+    n2._log.crash()
+    n2 = RaftReplica(2, DIRS[2], n2._log, n2.election_state, CONFIG, lambda: 0.0, 2010,
+                     "h2:9093")
+    assert n2._log.end_offset() == end and n2.voters.keys() == [key(1), key(2)]
+    assert n2.role == "Resigned"  # a restarted leader resigns its epoch
+
+    # n1 loses its leader and stands: it asks node 2 only (both sets' other voters).
+    result = n1.handle_connection_lost(2, 2011)
+    assert n1.role == "Prospective"
+    pre_votes = reqs(result, VoteRequest)
+    assert [(r.voter_id, r.pre_vote) for r in pre_votes] == [(2, True)]
+    result = exchange(n1, n2, pre_votes[0], 2012)
+    assert n1.role == "Candidate" and n1.epoch == 2  # {1, 2} granted: both majorities
+    votes = reqs(result, VoteRequest)
+    assert [(r.voter_id, r.pre_vote) for r in votes] == [(2, False)]
+    # Node 2's own campaign would need node 1, whose longer log refuses it.
+    refused = n1.handle_request(2, VoteRequest(2, 2, DIRS[2], 1, DIRS[1], 1, end), 2012).response
+    assert isinstance(refused, VoteResponse) and not refused.vote_granted
+    result = exchange(n1, n2, votes[0], 2013)
+    assert result.became_leader and n1.role == "Leader" and n1.epoch == 2
+    assert n2.election_state.voted_key == key(1)  # rule 1: n2's vote is durable
+    begins = reqs(result, BeginQuorumEpochRequest)
+    assert [r.voter_id for r in begins] == [2]  # its log's set: {2}
+
+    # Rule 6: n1 leads while removing itself; its own flush does not count.
+    hwm = n1.high_watermark
+    flush(n1, 2014)
+    assert n1.high_watermark == hwm and n1.role == "Leader"
+    n2.handle_request(1, begins[0], 2015)
+    assert n2.leader_id == 1
+    exchange(n2, n1, next_fetch(n2), 2016)  # n2 copies the removal and n1's LeaderChange
+    assert n2.voters.keys() == [key(2)] and n2._log.end_offset() == n1._log.end_offset()
+    assert n1.role == "Leader"
+    fetch_request = next_fetch(n2)
+    answer = n1.handle_request(2, fetch_request, 2017)
+    assert n1.high_watermark == n1._log.end_offset() > end  # committed on {2}
+    assert n1.role == "Resigned"
+    ends = reqs(answer, EndQuorumEpochRequest)
+    assert [(r.voter_id, r.preferred_successors) for r in ends] == [(2, [2])]
+    n2.handle_response(1, fetch_request, answer.response, 2017)
+    n2.handle_request(1, ends[0], 2018)
+
+    # Node 2 then leads alone, and node 1 is an observer that never stands again.
+    n2.tick(n2.next_deadline_ms())
+    assert n2.role == "Leader" and n2.epoch == 3 and n2.voters.keys() == [key(2)]
+    n1.tick(n1.next_deadline_ms())
+    assert n1.role == "Observer" and reqs(n1.tick(30_000), VoteRequest) == []
+
+
+def test_a_removed_voter_standing_needs_a_majority_of_both_the_old_and_the_new_set() -> None:
+    """{1, 2, 3} -> {2, 3} uncommitted in node 1's log: {1, 2} is a majority of the old set but
+    not of the new one, so node 1 needs 3's vote too (joint majority, rules 1-2)."""
+    log = formatted_log((1, 2, 3))
+    log.append_as_leader([encode_control(VotersRecord(tuple(voters((2, 3)))))], 1, 0,
+                         is_control=True)
+    log.flush()
+    n1 = replica(1, log)
+    assert not n1.is_voter and n1.high_watermark == 0
+    pre_votes = reqs(n1.tick(2000), VoteRequest)
+    assert n1.role == "Prospective" and sorted(r.voter_id for r in pre_votes) == [2, 3]
+    by_voter = {r.voter_id: r for r in pre_votes}
+    n1.handle_response(2, by_voter[2], VoteResponse(leader_epoch=0, vote_granted=True), 2001)
+    assert n1.role == "Prospective"  # {1, 2}: a majority of {1, 2, 3} only
+    result = n1.handle_response(3, by_voter[3], VoteResponse(leader_epoch=0, vote_granted=True),
+                                2002)
+    assert n1.role == "Candidate" and n1.epoch == 1
+    votes = {r.voter_id: r for r in reqs(result, VoteRequest)}
+    assert sorted(votes) == [2, 3]
+    n1.handle_response(2, votes[2], VoteResponse(leader_epoch=1, vote_granted=True), 2003)
+    assert n1.role == "Candidate"
+    n1.handle_response(3, votes[3], VoteResponse(leader_epoch=1, vote_granted=False), 2004)
+    assert n1.role == "Unattached"  # {2, 3} can no longer grant a majority: back off
+
+    # Once the removal is known committed, node 1 is an observer and never stands.
+    committed = replica(1, log)
+    committed._update_follower_high_watermark(log.end_offset())
+    assert committed.role == "Observer" and reqs(committed.tick(5000), VoteRequest) == []

@@ -61,3 +61,12 @@ def test_history_rejects_out_of_order_sets() -> None:
     history = VoterSetHistory(vset(1), 4)
     with pytest.raises(ValueError):
         history.add_at(4, vset(1, 2))
+
+
+def test_set_replaced_by_an_uncommitted_change() -> None:
+    """Rule 5: the set truncation would restore, only while the latest change is uncommitted."""
+    history = VoterSetHistory(vset(1, 2), -1)
+    assert history.replaced_by_uncommitted(0) is None  # the base set replaced nothing
+    history.add_at(5, vset(2))
+    assert history.replaced_by_uncommitted(5) == vset(1, 2)  # HWM 5: offset 5 not committed
+    assert history.replaced_by_uncommitted(6) is None  # committed: {1, 2} cannot come back
