@@ -19,7 +19,7 @@ def new_controller_spec(cluster: LocalCluster, node_id: int) -> NodeSpec:
     """Plan controller node_id on fresh ephemeral ports and write its properties (as
     LocalCluster.node_properties does); it joins cluster.controllers, so cluster.stop() stops it."""
     port, http_port = free_ports(2)
-    spec = cluster._spec("controller", node_id, port, http_port, {})
+    spec = cluster._spec("controller", node_id, port, http_port, {}, cluster.host)
     props = cluster.node_properties(spec)
     Path(spec.config).parent.mkdir(parents=True, exist_ok=True)
     Path(spec.config).write_text(render_properties(props))
