@@ -514,12 +514,24 @@ def _log_end_offsets_of(up: Up, topic: str, partitions: int) -> list[int]:
     )
     try:
         consumer.list_topics(topic, timeout=10)  # learn the partitions' leaders first
-        return [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1]
-            for p in range(partitions)
-        ]
+        return [_high_watermark(consumer, topic, p) for p in range(partitions)]
     finally:
         consumer.close()
+
+
+def _high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
+    """librdkafka raises at once on a retriable answer (a leader that has not yet applied the
+    partition's metadata answers NOT_LEADER_OR_FOLLOWER): ask again, as an application would,
+    for a bounded time."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                      timeout=10)[1])
+        except confluent_kafka.KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_bad_kafka_input_gets_an_answer_or_a_close_and_writes_nothing(up: Up) -> None:
