@@ -101,6 +101,13 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
     return int(api_key), int(api_version), int(correlation_id)
 
 
+def peek_correlation_id(payload: bytes) -> int:
+    """The correlation id a response payload starts with (both response headers do)."""
+    if len(payload) < 4:
+        raise UndecodableRequestError(f"response of {len(payload)} bytes has no header")
+    return int.from_bytes(payload[:4], "big", signed=True)
+
+
 def _is_flexible(schema: type) -> bool:
     return bool(getattr(schema, "__flexible__", False))
 

@@ -37,7 +37,6 @@ from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from cluster.config import NodeConfig, parse_listeners
 from cluster.net.client import RpcClient
-from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
 from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
@@ -47,6 +46,7 @@ from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core.metadata_image import MetadataImage
 from controller.runtime.metadata_state import MetadataState
+from kafkawire.faults import FaultInjector
 from raft.core.record_batch import RecordBatch
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import ensure_storage_identity

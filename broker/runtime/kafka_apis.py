@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 from broker.runtime.kafka_admin_apis import KafkaAdminApis, live_brokers
 from broker.runtime.replica_manager import HostedPartition
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
-from cluster.net.kafka_connection import KafkaRequestContext, KafkaService
 from cluster.protocol import broker_messages as bm
 from cluster.protocol import controller_messages as cm
 from controller.core.metadata_image import MetadataImage
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
+from kafkawire.connection import KafkaRequestContext, KafkaService
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema

@@ -17,7 +17,6 @@ import socket
 from dataclasses import dataclass
 from typing import Any, cast
 
-from cluster.net.faults import FaultInjector
 from cluster.protocol.errors import Errors, KafkaError
 from cluster.protocol.frame import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -29,6 +28,7 @@ from cluster.protocol.frame import (
 )
 from cluster.protocol.registry import Registry, default_registry
 from cluster.protocol.schema import SchemaError, from_wire, to_wire
+from kafkawire.faults import FaultInjector
 
 logger = logging.getLogger(__name__)
 

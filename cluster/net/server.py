@@ -19,8 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from cluster.net.faults import FaultInjector
-from cluster.net.kafka_connection import KafkaConnection, KafkaService
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from cluster.protocol.frame import (
@@ -33,6 +31,8 @@ from cluster.protocol.frame import (
 )
 from cluster.protocol.registry import Registry, default_registry
 from cluster.protocol.schema import SchemaError, from_wire, to_wire
+from kafkawire.connection import KafkaConnection, KafkaService
+from kafkawire.faults import FaultInjector
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class _ServerConnection(asyncio.Protocol):
             kafka = not undecidable and data[4] != _MSGPACK_REQUEST_FIRST_BYTE
             if kafka and service is not None:
                 self._kafka = KafkaConnection(
-                    transport, service, self._server.max_frame_bytes, self.peer
+                    transport, service, self._server.max_frame_bytes, self.peer, self._server.faults
                 )
                 self.tasks.add(self._kafka.task)
                 self._kafka.task.add_done_callback(self.tasks.discard)

@@ -22,9 +22,7 @@ from prometheus_client.registry import Collector
 
 from cluster.config import NodeConfig
 from cluster.net.client import RpcClient
-from cluster.net.faults import FaultInjector
 from cluster.net.http_server import HttpStatusServer
-from cluster.net.kafka_connection import api_versions_only_service
 from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
 from cluster.protocol.api_keys import ApiKey
@@ -34,6 +32,8 @@ from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
+from kafkawire.faults import FaultInjector
+from kafkawire.router import KafkaRouter
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
@@ -135,6 +135,8 @@ class ControllerNode:
         self.client.cluster_id = self.raft.cluster_id
         self.state.bind(self.raft)
         self.quorum_controller = QuorumController(self.raft, self.state, config)
+        # Kafka's protocol on the controller listener: each family routes its APIs here.
+        self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
         self.server = RpcServer(
             listener.host,
             listener.port,
@@ -143,7 +145,6 @@ class ControllerNode:
             node_id=node_id,
             max_frame_bytes=config.get_int("socket.request.max.bytes"),
             faults=self.faults,
-            kafka_service=api_versions_only_service(CONTROLLER_API_VERSIONS),
         )
         self.registry = CollectorRegistry()
         self._metrics()
@@ -193,6 +194,7 @@ class ControllerNode:
         await serve_until_signalled(self.start, self.stop, self._stopped)
 
     async def start(self) -> None:
+        self.server.kafka_service = self.kafka_router.service()
         port = await self.server.start()
         log.info(
             "Controller %s listening on %s:%s (cluster %s, directory id %s)",

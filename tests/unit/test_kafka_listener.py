@@ -14,16 +14,13 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest
 
 from cluster.net.client import RpcClient
-from cluster.net.kafka_connection import (
-    KafkaRequestContext,
-    KafkaService,
-    api_versions_only_service,
-)
 from cluster.net.server import RpcServer
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS, VersionRange, api_versions_response
+from kafkawire.connection import KafkaRequestContext, KafkaService
 from kafkawire.errors import Errors
 from kafkawire.messages import KafkaRequest, decode_response, encode_request
+from kafkawire.router import KafkaRouter
 from tests.unit.test_net import EchoRequest, _server_registry, echo_handler
 
 
@@ -46,7 +43,7 @@ async def _serve(service: KafkaService) -> AsyncIterator[RpcServer]:
 
 @pytest.fixture
 async def controller_like() -> AsyncIterator[RpcServer]:
-    async for server in _serve(api_versions_only_service(CONTROLLER_API_VERSIONS)):
+    async for server in _serve(KafkaRouter(CONTROLLER_API_VERSIONS).service()):
         yield server
 
 

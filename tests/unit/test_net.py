@@ -14,12 +14,12 @@ import pytest
 
 from cluster.net import loop as net_loop
 from cluster.net.client import RpcClient, parse_address
-from cluster.net.faults import FaultInjector
 from cluster.net.server import RequestContext, RpcServer, client_id_for_node, source_node_id_of
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from cluster.protocol.frame import FrameDecoder, decode_response, encode_request
 from cluster.protocol.registry import Registry
+from kafkawire.faults import FaultInjector
 
 CLUSTER_ID = "test-cluster-AAAAAAAAAA"
 SERVER_NODE_ID = 1
