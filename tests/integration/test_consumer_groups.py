@@ -1,0 +1,298 @@
+"""Consumer groups against `minikraft up` (3 controllers + 3 brokers), judged by real clients
+with their default settings but group.id: aiokafka, kafka-python and librdkafka members join,
+rebalance and commit through the brokers' group coordinator (issue 16); offsets live in the
+replicated `__consumer_offsets` and survive a kill -9 of a member and of the coordinator.
+
+Consumers reset to "latest" by default: records are produced once the group is assigned, and a
+group restarted after records were produced only sees them through its committed offsets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_kafka_clients import Up, _admin, _create, _wait_leaders, up
+
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
+kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
+pytest.importorskip("aiokafka", reason="dev extra: aiokafka")
+
+from confluent_kafka import (  # noqa: E402
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    Producer,
+)
+from confluent_kafka.admin import NewTopic  # noqa: E402
+
+__all__ = ["up"]  # the module-scoped cluster fixture, shared with the client tests' pattern
+
+MEMBER_SCRIPT = Path(__file__).with_name("aiokafka_group_member.py")
+MEMBER_MAX_SECONDS = 240  # a member process never outlives a failed test by long
+Offsets = dict[int, list[int]]
+
+
+class Member:
+    """One aiokafka member process; its stdout lines parsed as they come."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MEMBER_SCRIPT), bootstrap, topic, group, str(MEMBER_MAX_SECONDS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.records: list[tuple[int, int]] = []
+        self.assigned: list[int] | None = None
+        self.stopped = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            if event.get("event") == "ready":
+                self.assigned = event["partitions"]
+            elif event.get("event") == "stopped":
+                self.stopped = True
+            else:
+                self.records.append((event["p"], event["o"]))
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def terminate(self, timeout_s: float = 30) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout_s)
+        self._reader.join(5)
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    started: list[Member] = []
+    try:
+        yield started
+    finally:
+        for member in started:
+            if member.proc.poll() is None:
+                member.kill()
+
+
+def _wait(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(per_partition * partitions):
+        producer.produce(topic, str(i).encode(), partition=i % partitions)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def _committed(up: Up, group: str) -> dict[int, int]:
+    admin = _admin(up)  # kept alive until the answer is in
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    return {tp.partition: tp.offset for tp in result[group].result(timeout=20).topic_partitions}
+
+
+def _by_partition(records: list[tuple[int, int]]) -> Offsets:
+    out: Offsets = {}
+    for partition, offset in records:
+        out.setdefault(partition, []).append(offset)
+    return out
+
+
+def test_aiokafka_group_of_three_survives_kill_9_of_a_member_and_a_restart(
+    up: Up, members: list[Member]
+) -> None:
+    admin = _admin(up)
+    topic, group = "grouped", "aiokafka-group"
+    _create(admin, NewTopic(topic, 3, 3))
+    _wait_leaders(admin, topic, 3)
+
+    # 1. Three members, one partition each; every record consumed exactly once.
+    members.extend(Member(up.bootstrap, topic, group) for _ in range(3))
+    _wait(
+        lambda: all(m.assigned is not None and len(m.assigned) == 1 for m in members)
+        and sorted(p for m in members for p in m.assigned or ()) == [0, 1, 2],
+        60,
+        "three members with one partition each",
+    )
+    _produce(up.bootstrap, topic, 400, 3)
+    _wait(lambda: sum(len(m.records) for m in members) >= 1200, 60, "1200 records consumed")
+    time.sleep(1)  # anything consumed twice would show up now
+    consumed = [r for m in members for r in m.records]
+    assert sorted(consumed) == [(p, o) for p in range(3) for o in range(400)]
+
+    # 2. Auto-commit (every 5 s) catches up; 50 more each; kill -9 one member right after it
+    # read them (its last 50 may be uncommitted): after its session times out the others take
+    # its partition over from the group's committed offset, and nothing is skipped.
+    _wait(lambda: _committed(up, group) == dict.fromkeys(range(3), 400), 20, "auto-commits")
+    _produce(up.bootstrap, topic, 50, 3)
+    _wait(lambda: sum(len(m.records) for m in members) >= 1350, 60, "1350 records consumed")
+    victim = members[0]
+    (lost_partition,) = victim.assigned or ()
+    victim.kill()
+    committed = _committed(up, group)[lost_partition]  # the dead member commits nothing more
+    assert committed in (400, 450)
+    _produce(up.bootstrap, topic, 50, 3)
+    survivors = members[1:]
+    _wait(
+        lambda: any(p == lost_partition for m in survivors for p, _ in m.records),
+        60,
+        "a survivor consuming the dead member's partition",
+    )
+    taken_over = [o for m in survivors for p, o in m.records if p == lost_partition]
+    assert min(taken_over) == committed, "the survivor starts from the committed offset"
+    _wait(
+        lambda: {o for m in members for p, o in m.records if p == lost_partition}
+        >= set(range(500)),
+        60,
+        "every record of the dead member's partition",
+    )
+    for p in range(3):
+        seen = {o for m in members for q, o in m.records if q == p}
+        assert seen >= set(range(500)), f"partition {p} skipped {sorted(set(range(500)) - seen)[:5]}"
+
+    # 3. Stop the whole group cleanly (it commits), produce while it is down, restart it: the
+    # new members resume from the commits (with reset=latest, nothing else would find these).
+    for member in survivors:
+        member.terminate()
+    assert all(m.stopped for m in survivors)
+    assert _committed(up, group) == dict.fromkeys(range(3), 500)
+    _produce(up.bootstrap, topic, 50, 3)
+    restarted = [Member(up.bootstrap, topic, group) for _ in range(3)]
+    members.extend(restarted)
+    _wait(lambda: sum(len(m.records) for m in restarted) >= 150, 60, "the restarted group")
+    time.sleep(1)
+    assert sorted(r for m in restarted for r in m.records) == [
+        (p, o) for p in range(3) for o in range(500, 550)
+    ]
+
+
+def _poll_kafka_python(
+    consumers: list[Any], until: int, seen: list[tuple[int, int]], timeout_s: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < until and time.monotonic() < deadline:
+        for consumer in consumers:
+            for tp, records in consumer.poll(timeout_ms=100).items():
+                seen.extend((tp.partition, r.offset) for r in records)
+
+
+def test_kafka_python_group_rebalances_on_leave_and_resumes_from_commits(up: Up) -> None:
+    admin = _admin(up)
+    topic, group = "grouped-kp", "kafka-python-group"
+    _create(admin, NewTopic(topic, 3, 3))
+    _wait_leaders(admin, topic, 3)
+    consumers = [
+        kafka.KafkaConsumer(topic, bootstrap_servers=up.bootstrap, group_id=group) for _ in range(2)
+    ]
+    try:
+        seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 60
+        while not all(len(c.assignment()) > 0 for c in consumers):
+            assert time.monotonic() < deadline, "kafka-python members never assigned"
+            _poll_kafka_python(consumers, 1, seen, timeout_s=0.5)
+        assert sorted(tp.partition for c in consumers for tp in c.assignment()) == [0, 1, 2]
+        for c in consumers:
+            for tp in c.assignment():
+                c.position(tp)  # positions known (reset to latest) before records arrive
+        _produce(up.bootstrap, topic, 100, 3)
+        _poll_kafka_python(consumers, 300, seen)
+        assert sorted(seen) == [(p, o) for p in range(3) for o in range(100)]
+
+        # One member leaves (LeaveGroup, with a commit): the other takes every partition over.
+        consumers[0].close()
+        survivor = consumers[1]
+        _produce(up.bootstrap, topic, 20, 3)
+        _poll_kafka_python([survivor], 360, seen)
+        assert sorted(tp.partition for tp in survivor.assignment()) == [0, 1, 2]
+        assert sorted(seen) == [(p, o) for p in range(3) for o in range(120)]
+        survivor.close()
+    finally:
+        for c in consumers:
+            c.close()
+    assert _committed(up, group) == dict.fromkeys(range(3), 120)
+    _produce(up.bootstrap, topic, 10, 3)
+    resumed = kafka.KafkaConsumer(topic, bootstrap_servers=up.bootstrap, group_id=group)
+    try:
+        again: list[tuple[int, int]] = []
+        _poll_kafka_python([resumed], 30, again)
+        assert sorted(again) == [(p, o) for p in range(3) for o in range(120, 130)]
+    finally:
+        resumed.close()
+
+
+def test_librdkafka_group_consumes_once_rebalances_and_resumes(up: Up) -> None:
+    admin = _admin(up)
+    topic, group = "grouped-rd", "librdkafka-group"
+    _create(admin, NewTopic(topic, 3, 3))
+    _wait_leaders(admin, topic, 3)
+    assigned: dict[int, list[int]] = {}
+
+    def consumer(index: int) -> Consumer:
+        c = Consumer({"bootstrap.servers": up.bootstrap, "group.id": group})
+        c.subscribe(
+            [topic],
+            on_assign=lambda _c, tps: assigned.__setitem__(index, [tp.partition for tp in tps]),
+        )
+        return c
+
+    def poll(
+        consumers: list[Consumer], until: int, seen: list[tuple[int, int]], timeout_s: float = 60
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(seen) < until and time.monotonic() < deadline:
+            for c in consumers:
+                message = c.poll(0.1)
+                if message is not None and message.error() is None:
+                    seen.append((message.partition(), message.offset()))
+
+    consumers = [consumer(0), consumer(1)]
+    seen: list[tuple[int, int]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while sorted(p for parts in assigned.values() for p in parts) != [0, 1, 2] or len(assigned) < 2:
+            assert time.monotonic() < deadline, f"librdkafka members never assigned: {assigned}"
+            poll(consumers, 1, seen, timeout_s=0.5)
+        for c in consumers:
+            for tp in c.assignment():
+                c.position([tp])
+        time.sleep(1)  # librdkafka resolves "latest" asynchronously after the assignment
+        _produce(up.bootstrap, topic, 100, 3)
+        poll(consumers, 300, seen)
+        assert sorted(seen) == [(p, o) for p in range(3) for o in range(100)]
+        consumers[0].close()  # commits, leaves: the other takes over from the commits
+        _produce(up.bootstrap, topic, 20, 3)
+        poll(consumers[1:], 360, seen)
+        assert sorted(seen) == [(p, o) for p in range(3) for o in range(120)]
+        consumers[1].close()
+    finally:
+        for c in consumers:
+            with contextlib.suppress(RuntimeError):  # already closed
+                c.close()
+    assert _committed(up, group) == dict.fromkeys(range(3), 120)
+    _produce(up.bootstrap, topic, 10, 3)
+    resumed = consumer(2)
+    again: list[tuple[int, int]] = []
+    try:
+        poll([resumed], 30, again)
+    finally:
+        resumed.close()
+    assert sorted(again) == [(p, o) for p in range(3) for o in range(120, 130)]
