@@ -9,7 +9,9 @@ group restarted after records were produced only sees them through its committed
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import datetime
 import json
 import subprocess
 import sys
@@ -20,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 
+from kafkawire.api_keys import ApiKey
+from kafkawire.client import KafkaClient
+from kafkawire.entities import build, item_type
+from kafkawire.messages import request_schema
 from tests.integration.test_kafka_clients import Up, _admin, _create, _wait_leaders, up
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -31,6 +38,7 @@ from confluent_kafka import (  # noqa: E402
     Consumer,
     ConsumerGroupTopicPartitions,
     Producer,
+    TopicPartition,
 )
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
@@ -296,3 +304,160 @@ def test_librdkafka_group_consumes_once_rebalances_and_resumes(up: Up) -> None:
     finally:
         resumed.close()
     assert sorted(again) == [(p, o) for p in range(3) for o in range(120, 130)]
+
+
+# ---- bad input on the wire: Kafka's error codes, nothing corrupted ----
+
+
+async def _call(client: KafkaClient, address: str, key: ApiKey, version: int, **fields: Any) -> Any:
+    return await client.request(address, build(request_schema(int(key), version), **fields))
+
+
+async def _coordinator_address(client: KafkaClient, bootstrap: str, group: str) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        answer = await _call(
+            client, bootstrap.split(",")[0], ApiKey.FIND_COORDINATOR, 6, key_type=0,
+            coordinator_keys=(group,),
+        )
+        found = answer.coordinators[0]
+        if found.error_code == ErrorCode.none:
+            return f"{found.host}:{found.port}"
+        assert found.error_code == ErrorCode.coordinator_not_available, found
+        assert time.monotonic() < deadline, "no coordinator"
+        await asyncio.sleep(0.2)
+
+
+def _commit_fields(group: str, member_id: str, generation: int, offset: int) -> dict[str, Any]:
+    topic_cls = item_type(request_schema(int(ApiKey.OFFSET_COMMIT), 9), "topics")
+    partition_cls = item_type(topic_cls, "partitions")
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "topics": (
+            topic_cls(
+                name="bad-input",
+                partitions=(
+                    partition_cls(
+                        partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                        committed_metadata="",
+                    ),
+                ),
+            ),
+        ),
+    }
+
+
+def _join_fields(group: str, member_id: str, session_ms: int = 10_000) -> dict[str, Any]:
+    protocol_cls = item_type(request_schema(int(ApiKey.JOIN_GROUP), 9), "protocols")
+    return {
+        "group_id": group,
+        "session_timeout": datetime.timedelta(milliseconds=session_ms),
+        "rebalance_timeout": datetime.timedelta(milliseconds=10_000),
+        "member_id": member_id,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": (protocol_cls(name="range", metadata=b"\x00"),),
+        "reason": None,
+    }
+
+
+def test_bad_group_input_gets_kafkas_error_codes_and_corrupts_nothing(up: Up) -> None:
+    _create(_admin(up), NewTopic("bad-input", 1, 3))
+
+    async def scenario() -> None:
+        client = KafkaClient("bad-input-test")
+        group = "raw-group"
+        try:
+            coordinator = await _coordinator_address(client, up.bootstrap, group)
+            unknown = await _call(client, coordinator, ApiKey.JOIN_GROUP, 9, **_join_fields(group, "nobody"))
+            assert unknown.error_code == ErrorCode.unknown_member_id
+            # KIP-394: the first join hands out an id; the second joins with it.
+            first = await _call(client, coordinator, ApiKey.JOIN_GROUP, 9, **_join_fields(group, "", 6_000))
+            assert first.error_code == ErrorCode.member_id_required
+            member_id = first.member_id
+            assert member_id.startswith("bad-input-test-")
+            joined = await _call(client, coordinator, ApiKey.JOIN_GROUP, 9, **_join_fields(group, member_id, 6_000))
+            assert (joined.error_code, joined.generation_id, joined.leader) == (ErrorCode.none, 1, member_id)
+            assignment_cls = item_type(request_schema(int(ApiKey.SYNC_GROUP), 5), "assignments")
+            synced = await _call(
+                client, coordinator, ApiKey.SYNC_GROUP, 5, group_id=group, generation_id=1,
+                member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                protocol_name="range",
+                assignments=(assignment_cls(member_id=member_id, assignment=b"A"),),
+            )
+            assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"A")
+            ok = await _call(client, coordinator, ApiKey.OFFSET_COMMIT, 9, **_commit_fields(group, member_id, 1, 7))
+            assert ok.topics[0].partitions[0].error_code == ErrorCode.none
+            stale = await _call(client, coordinator, ApiKey.OFFSET_COMMIT, 9, **_commit_fields(group, member_id, 0, 99))
+            assert stale.topics[0].partitions[0].error_code == ErrorCode.illegal_generation
+            heartbeat = await _call(
+                client, coordinator, ApiKey.HEARTBEAT, 4, group_id=group, generation_id=0,
+                member_id=member_id, group_instance_id=None,
+            )
+            assert heartbeat.error_code == ErrorCode.illegal_generation
+            stranger = await _call(client, coordinator, ApiKey.OFFSET_COMMIT, 9, **_commit_fields(group, "stranger", 1, 99))
+            assert stranger.topics[0].partitions[0].error_code == ErrorCode.unknown_member_id
+            # No heartbeat for the 6 s session: the member is fenced, its commit refused.
+            await asyncio.sleep(7)
+            fenced = await _call(client, coordinator, ApiKey.OFFSET_COMMIT, 9, **_commit_fields(group, member_id, 1, 99))
+            assert fenced.topics[0].partitions[0].error_code == ErrorCode.unknown_member_id
+            # A non-coordinator answers NOT_COORDINATOR.
+            other = next(b.address for b in up.cluster.brokers if b.address != coordinator)
+            moved = await _call(client, other, ApiKey.OFFSET_COMMIT, 9, **_commit_fields(group, member_id, 1, 99))
+            assert moved.topics[0].partitions[0].error_code == ErrorCode.not_coordinator
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+    # Nothing the refused commits carried was written: the group's offset is still 7.
+    assert _committed(up, "raw-group") == {0: 7}
+
+
+# ---- kill -9 of the coordinator's broker (runs last: it kills a broker) ----
+
+
+def test_kill_9_of_the_coordinator_moves_the_group_and_keeps_its_offsets(up: Up) -> None:
+    admin = _admin(up)
+    topic, group = "coordinated", "coordinator-failover"
+    _create(admin, NewTopic(topic, 3, 3))
+    _wait_leaders(admin, topic, 3)
+    committer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": group})
+    try:
+        offsets = [TopicPartition(topic, p, 10 + p) for p in range(3)]
+        committed = committer.commit(offsets=offsets, asynchronous=False)
+        assert [tp.error for tp in committed] == [None, None, None]
+    finally:
+        committer.close()
+
+    async def coordinator_of(bootstrap: str) -> str:
+        client = KafkaClient("coordinator-probe")
+        try:
+            return await _coordinator_address(client, bootstrap, group)
+        finally:
+            await client.close()
+
+    before = asyncio.run(coordinator_of(up.bootstrap))
+    victim = next(b for b in up.cluster.brokers if b.address == before)
+    up.cluster.kill(victim)
+    try:
+        survivors = ",".join(b.address for b in up.cluster.brokers if b is not victim)
+        deadline = time.monotonic() + 60
+        while True:
+            consumer = Consumer({"bootstrap.servers": survivors, "group.id": group})
+            try:
+                found = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+                if [tp.offset for tp in found] == [10, 11, 12]:
+                    break
+            except confluent_kafka.KafkaException:
+                pass  # the coordinator is moving: ask again
+            finally:
+                consumer.close()
+            assert time.monotonic() < deadline, "the group's offsets never came back"
+            time.sleep(0.5)
+        assert asyncio.run(coordinator_of(survivors)) != before
+    finally:
+        up.cluster.start_node(victim)
+        up.cluster.write_cluster_file()
