@@ -28,6 +28,7 @@ from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient
 from kafkawire.entities import build, item_type
 from kafkawire.messages import request_schema
+from tests.integration.conftest import minikraft
 from tests.integration.test_kafka_clients import Up, _admin, _create, _wait_leaders, up
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -414,6 +415,61 @@ def test_bad_group_input_gets_kafkas_error_codes_and_corrupts_nothing(up: Up) ->
     asyncio.run(scenario())
     # Nothing the refused commits carried was written: the group's offset is still 7.
     assert _committed(up, "raw-group") == {0: 7}
+
+
+# ---- the consumer-groups CLI (kafka-consumer-groups.sh's shape) ----
+
+
+def _cli(up: Up, *args: str) -> subprocess.CompletedProcess[str]:
+    return minikraft("consumer-groups", "--bootstrap-server", up.bootstrap, *args, timeout=60)
+
+
+def test_consumer_groups_cli_lists_describes_resets_and_deletes(up: Up) -> None:
+    admin = _admin(up)
+    topic, group = "cli-grouped", "cli-group"
+    _create(admin, NewTopic(topic, 2, 3))
+    _wait_leaders(admin, topic, 2)
+    _produce(up.bootstrap, topic, 10, 2)
+    member = kafka.KafkaConsumer(topic, bootstrap_servers=up.bootstrap, group_id=group)
+    try:
+        seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while len(member.assignment()) < 2:
+            assert time.monotonic() < deadline, "the member was never assigned"
+            _poll_kafka_python([member], 1, seen, timeout_s=0.5)
+        member.commit({kafka.TopicPartition(topic, p): kafka.OffsetAndMetadata(4, None, -1) for p in range(2)})
+        listed = _cli(up, "--list", "--output", "json")
+        assert listed.returncode == 0, listed.stderr
+        assert {"group": group, "state": "Stable", "protocol_type": "consumer"} in json.loads(listed.stdout)["groups"]
+        described = _cli(up, "--describe", "--group", group, "--output", "json")
+        assert described.returncode == 0, described.stderr
+        report = json.loads(described.stdout)
+        assert report["state"] == "Stable" and report["assignor"] == "range"
+        (only,) = report["members"]
+        assert only["assignment"] == [{"topic": topic, "partitions": [0, 1]}]
+        assert [(o["partition"], o["current_offset"], o["log_end_offset"], o["lag"], o["consumer_id"]) for o in report["offsets"]] == [
+            (0, 4, 10, 6, only["member_id"]), (1, 4, 10, 6, only["member_id"]),
+        ]
+        active = _cli(up, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+        assert active.returncode == 1 and "NON_EMPTY_GROUP" in active.stderr
+    finally:
+        member.close(autocommit=False)
+    dry = _cli(up, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--output", "json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout) == {
+        "group": group, "executed": False,
+        "offsets": [{"topic": topic, "partition": p, "new_offset": 0} for p in range(2)],
+    }
+    assert _committed(up, group) == {0: 4, 1: 4}  # a dry run commits nothing
+    reset = _cli(up, "--reset-offsets", "--group", group, "--topic", f"{topic}:1", "--to-offset", "99", "--execute", "--output", "json")
+    assert reset.returncode == 0, reset.stderr
+    assert json.loads(reset.stdout)["offsets"] == [{"topic": topic, "partition": 1, "new_offset": 10}]  # clamped
+    assert _committed(up, group) == {0: 4, 1: 10}
+    deleted = _cli(up, "--delete", "--group", group, "--output", "json")
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(deleted.stdout) == {"group": group, "deleted": True}
+    gone = _cli(up, "--describe", "--group", group)
+    assert gone.returncode == 1 and "GROUP_ID_NOT_FOUND" in gone.stderr and "Traceback" not in gone.stderr
 
 
 # ---- kill -9 of the coordinator's broker (runs last: it kills a broker) ----
