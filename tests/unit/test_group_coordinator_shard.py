@@ -15,6 +15,7 @@ from broker.core.group_coordinator_shard import (
     JoinResult,
     ShardResult,
 )
+from broker.runtime.group_coordinator import java_string_hash, partition_for
 from kafkawire.errors import Errors
 from kafkawire.group_coordinator_records import (
     GroupMetadataKey,
@@ -247,3 +248,14 @@ def test_offset_commit_key_bytes_are_kafkas() -> None:
     # version 1, group "g", topic "t", partition 2: int16 lengths, as Kafka's OffsetCommitKey.
     key = OffsetCommitKey(group="g", topic="t", partition=2)  # type: ignore[arg-type]
     assert encode_key(key).hex() == "0001" "000167" "000174" "00000002"
+
+
+def test_a_group_lands_on_the_offsets_partition_kafka_would_pick() -> None:
+    # Java: "hello".hashCode() == 99162322; "polygenelubricants".hashCode() == Integer.MIN_VALUE.
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert java_string_hash("") == 0
+    assert partition_for("hello", 50) == 99162322 % 50
+    # Utils.abs(MIN_VALUE) is 0 (Kafka masks the sign bit, it does not negate).
+    assert partition_for("polygenelubricants", 50) == 0
+    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00  # UTF-16 code units
