@@ -6,7 +6,7 @@ String.hashCode, so a group lands where Kafka would put it). A shard is loaded f
 partition's log (to the log end, as Kafka loads) the first time a request needs it after this
 broker became leader, and dropped when leadership goes. Every group and offset record goes
 through the broker's own produce path with acks=all: a commit is answered once the high
-watermark passed it, so a new coordinator on another replica has it (INVARIANTS rule 20).
+watermark passed it, so a new coordinator on another replica has it (INVARIANTS rules 20, 23).
 """
 
 from __future__ import annotations

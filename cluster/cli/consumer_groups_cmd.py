@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from cluster.cli.bootstrap import new_client, send_to_any, split_bootstrap
+from cluster.cli.bootstrap import UNREACHABLE, new_client, send_to_any, split_bootstrap
 from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, emit_json, emit_table, fail, output_option
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient
@@ -139,7 +139,14 @@ class GroupsAdmin:
         cluster = await self.cluster([])
         groups: dict[str, dict[str, Any]] = {}
         for address in cluster.brokers.values():
-            answer = await self.client.request(address, _request(ApiKey.LIST_GROUPS, states_filter=()))
+            try:
+                answer = await self.client.request(
+                    address, _request(ApiKey.LIST_GROUPS, states_filter=())
+                )
+            except KafkaError as exc:
+                if exc.error not in UNREACHABLE:
+                    raise
+                continue  # a broker just lost: its groups moved to the new coordinators
             _check(answer.error_code, f"ListGroups at {address}")
             for g in answer.groups:
                 groups[str(g.group_id)] = {
