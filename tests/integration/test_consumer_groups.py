@@ -25,6 +25,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkawire.api_keys import ApiKey
+from kafkawire.api_versions import BROKER_API_VERSIONS
 from kafkawire.client import KafkaClient
 from kafkawire.entities import build, item_type
 from kafkawire.messages import request_schema
@@ -310,8 +311,10 @@ def test_librdkafka_group_consumes_once_rebalances_and_resumes(up: Up) -> None:
 # ---- bad input on the wire: Kafka's error codes, nothing corrupted ----
 
 
-async def _call(client: KafkaClient, address: str, key: ApiKey, version: int, **fields: Any) -> Any:
-    return await client.request(address, build(request_schema(int(key), version), **fields))
+async def _call(
+    client: KafkaClient, address: str, api_key: ApiKey, version: int, **fields: Any
+) -> Any:
+    return await client.request(address, build(request_schema(int(api_key), version), **fields))
 
 
 async def _coordinator_address(client: KafkaClient, bootstrap: str, group: str) -> str:
@@ -415,6 +418,116 @@ def test_bad_group_input_gets_kafkas_error_codes_and_corrupts_nothing(up: Up) ->
     asyncio.run(scenario())
     # Nothing the refused commits carried was written: the group's offset is still 7.
     assert _committed(up, "raw-group") == {0: 7}
+
+
+def _versions(key: ApiKey) -> range:
+    return BROKER_API_VERSIONS[key].versions()
+
+
+def test_every_advertised_group_api_version_is_served(up: Up) -> None:
+    """Each group API at every version the brokers advertise, one member, one group."""
+    _create(_admin(up), NewTopic("versioned", 1, 3))
+    group = "versioned-group"
+
+    async def scenario() -> None:
+        client = KafkaClient("versions-test")
+        try:
+            coordinator = await _coordinator_address(client, up.bootstrap, group)
+            for version in _versions(ApiKey.FIND_COORDINATOR):
+                found = await _call(
+                    client, up.bootstrap.split(",")[0], ApiKey.FIND_COORDINATOR, version,
+                    key=group, key_type=0, coordinator_keys=(group,),
+                )
+                answer = found.coordinators[0] if version >= 4 else found
+                assert (answer.error_code, f"{answer.host}:{answer.port}") == (ErrorCode.none, coordinator)
+            first, *rest = _versions(ApiKey.JOIN_GROUP)
+            # Before v4 a new member gets its id with the join itself (no MEMBER_ID_REQUIRED).
+            joined = await _call(client, coordinator, ApiKey.JOIN_GROUP, first, **_join_fields(group, ""))
+            assert (joined.error_code, joined.generation_id) == (ErrorCode.none, 1), joined
+            member_id = joined.member_id
+            assert joined.leader == member_id and [m.member_id for m in joined.members] == [member_id]
+            for version in rest:  # the same member again: its answer, no new generation
+                again = await _call(client, coordinator, ApiKey.JOIN_GROUP, version, **_join_fields(group, member_id))
+                assert (again.error_code, again.generation_id, again.member_id) == (ErrorCode.none, 1, member_id)
+            for version in _versions(ApiKey.SYNC_GROUP):
+                assignment_cls = item_type(request_schema(int(ApiKey.SYNC_GROUP), version), "assignments")
+                synced = await _call(
+                    client, coordinator, ApiKey.SYNC_GROUP, version, group_id=group, generation_id=1,
+                    member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                    protocol_name="range", assignments=(assignment_cls(member_id=member_id, assignment=b"A"),),
+                )
+                assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"A")
+            for version in _versions(ApiKey.HEARTBEAT):
+                beat = await _call(
+                    client, coordinator, ApiKey.HEARTBEAT, version, group_id=group, generation_id=1,
+                    member_id=member_id, group_instance_id=None,
+                )
+                assert beat.error_code == ErrorCode.none
+            for version in _versions(ApiKey.OFFSET_COMMIT):
+                schema = request_schema(int(ApiKey.OFFSET_COMMIT), version)
+                topic_cls = item_type(schema, "topics")
+                partition_cls = item_type(topic_cls, "partitions")
+                committed = await client.request(coordinator, build(
+                    schema, group_id=group, generation_id_or_member_epoch=1, member_id=member_id,
+                    group_instance_id=None, retention_time=datetime.timedelta(milliseconds=-1),
+                    topics=(topic_cls(name="versioned", partitions=(build(
+                        partition_cls, partition_index=0, committed_offset=version,
+                        committed_leader_epoch=-1, committed_metadata="v",
+                    ),)),),
+                ))
+                assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+                for fetch_version in (min(_versions(ApiKey.OFFSET_FETCH)), 7, max(_versions(ApiKey.OFFSET_FETCH))):
+                    assert await _fetched(client, coordinator, group, fetch_version) == version
+            for version in _versions(ApiKey.OFFSET_FETCH):
+                assert await _fetched(client, coordinator, group, version) == max(_versions(ApiKey.OFFSET_COMMIT))
+            for version in _versions(ApiKey.LIST_GROUPS):
+                listed = await _call(client, coordinator, ApiKey.LIST_GROUPS, version, states_filter=(), types_filter=())
+                assert group in {g.group_id for g in listed.groups}
+            for version in _versions(ApiKey.DESCRIBE_GROUPS):
+                described = await _call(
+                    client, coordinator, ApiKey.DESCRIBE_GROUPS, version, groups=(group,),
+                    include_authorized_operations=False,
+                )
+                (only,) = described.groups
+                assert (only.error_code, only.group_state, only.protocol_data) == (ErrorCode.none, "Stable", "range")
+                assert [(m.member_id, m.member_assignment) for m in only.members] == [(member_id, b"A")]
+            for version in _versions(ApiKey.LEAVE_GROUP):
+                leaver = member_id if version == max(_versions(ApiKey.LEAVE_GROUP)) else "stranger"
+                member_cls = item_type(request_schema(int(ApiKey.LEAVE_GROUP), version), "members") if version >= 3 else None
+                left = await _call(
+                    client, coordinator, ApiKey.LEAVE_GROUP, version, group_id=group, member_id=leaver,
+                    members=(build(member_cls, member_id=leaver, group_instance_id=None, reason=None),) if member_cls else (),
+                )
+                code = left.error_code if version < 3 else left.members[0].error_code
+                assert code == (ErrorCode.none if leaver == member_id else ErrorCode.unknown_member_id), version
+            for version in _versions(ApiKey.DELETE_GROUPS):
+                deleted = await _call(client, coordinator, ApiKey.DELETE_GROUPS, version, groups_names=(group,))
+                expected = ErrorCode.none if version == 0 else ErrorCode.group_id_not_found
+                assert deleted.results[0].error_code == expected
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+async def _fetched(client: KafkaClient, coordinator: str, group: str, version: int) -> int:
+    schema = request_schema(int(ApiKey.OFFSET_FETCH), version)
+    if version >= 8:
+        group_cls = item_type(schema, "groups")
+        topic_cls = item_type(group_cls, "topics")
+        topics = (topic_cls(name="versioned", partition_indexes=(0,)),)
+        body = build(schema, require_stable=False, groups=(build(
+            group_cls, group_id=group, member_id=None, member_epoch=-1, topics=topics,
+        ),))
+        answer = (await client.request(coordinator, body)).groups[0]
+    else:
+        topic_cls = item_type(schema, "topics")
+        body = build(schema, group_id=group, require_stable=False,
+                     topics=(topic_cls(name="versioned", partition_indexes=(0,)),))
+        answer = await client.request(coordinator, body)
+    (partition,) = answer.topics[0].partitions
+    assert partition.error_code == ErrorCode.none
+    return int(partition.committed_offset)
 
 
 # ---- the consumer-groups CLI (kafka-consumer-groups.sh's shape) ----
