@@ -30,7 +30,7 @@ from kafkawire.client import KafkaClient
 from kafkawire.entities import build, item_type
 from kafkawire.messages import request_schema
 from tests.integration.conftest import minikraft
-from tests.integration.test_kafka_clients import Up, _admin, _create, _wait_leaders, up
+from tests.integration.test_kafka_clients import Up, _admin, _create, _wait_leaders, start_up
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
@@ -44,7 +44,11 @@ from confluent_kafka import (  # noqa: E402
 )
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-__all__ = ["up"]  # the module-scoped cluster fixture, shared with the client tests' pattern
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    """The client tests' cluster; groups form at once (Kafka's own tests set the delay to 0)."""
+    yield from start_up(tmp_path_factory, "group.initial.rebalance.delay.ms=0")
 
 MEMBER_SCRIPT = Path(__file__).with_name("aiokafka_group_member.py")
 MEMBER_MAX_SECONDS = 240  # a member process never outlives a failed test by long
@@ -205,48 +209,83 @@ def _poll_kafka_python(
                 seen.extend((tp.partition, r.offset) for r in records)
 
 
+class KafkaPythonMember(threading.Thread):
+    """One kafka-python consumer polling in its own thread (a JoinGroup blocks its caller until
+    the rebalance completes, so two members must not share a thread)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, group)
+        self.records: list[tuple[int, int]] = []
+        self.assigned: list[int] = []
+        self.positioned = False
+        self.done = threading.Event()
+        self.deadline = time.monotonic() + 120  # bounded even if the test forgets to stop it
+        self.start()
+
+    def run(self) -> None:
+        bootstrap, topic, group = self.args
+        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+        try:
+            while not self.done.is_set() and time.monotonic() < self.deadline:
+                for tp, records in consumer.poll(timeout_ms=100).items():
+                    self.records.extend((tp.partition, r.offset) for r in records)
+                assignment = consumer.assignment()
+                partitions = sorted(tp.partition for tp in assignment)
+                if partitions != self.assigned:
+                    for tp in assignment:
+                        consumer.position(tp)  # reset to latest before records arrive
+                    self.assigned = partitions
+        finally:
+            consumer.close()  # commits what was consumed, then LeaveGroup
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(30)
+
+
 def test_kafka_python_group_rebalances_on_leave_and_resumes_from_commits(up: Up) -> None:
     admin = _admin(up)
     topic, group = "grouped-kp", "kafka-python-group"
     _create(admin, NewTopic(topic, 3, 3))
     _wait_leaders(admin, topic, 3)
-    consumers = [
-        kafka.KafkaConsumer(topic, bootstrap_servers=up.bootstrap, group_id=group) for _ in range(2)
-    ]
+    group_members = [KafkaPythonMember(up.bootstrap, topic, group) for _ in range(2)]
     try:
-        seen: list[tuple[int, int]] = []
-        deadline = time.monotonic() + 60
-        while not all(len(c.assignment()) > 0 for c in consumers):
-            assert time.monotonic() < deadline, "kafka-python members never assigned"
-            _poll_kafka_python(consumers, 1, seen, timeout_s=0.5)
-        assert sorted(tp.partition for c in consumers for tp in c.assignment()) == [0, 1, 2]
-        for c in consumers:
-            for tp in c.assignment():
-                c.position(tp)  # positions known (reset to latest) before records arrive
+        _wait(
+            lambda: all(m.assigned for m in group_members)
+            and sorted(p for m in group_members for p in m.assigned) == [0, 1, 2],
+            60,
+            "two kafka-python members sharing three partitions",
+        )
+        time.sleep(0.5)  # the positions are asked right after the assignment shows
         _produce(up.bootstrap, topic, 100, 3)
-        _poll_kafka_python(consumers, 300, seen)
-        assert sorted(seen) == [(p, o) for p in range(3) for o in range(100)]
-
-        # One member leaves (LeaveGroup, with a commit): the other takes every partition over.
-        consumers[0].close()
-        survivor = consumers[1]
+        _wait(lambda: sum(len(m.records) for m in group_members) >= 300, 60, "300 records")
+        time.sleep(0.5)
+        assert sorted(r for m in group_members for r in m.records) == [
+            (p, o) for p in range(3) for o in range(100)
+        ]
+        # One member leaves (commit, LeaveGroup): the other takes every partition over.
+        group_members[0].stop()
+        survivor = group_members[1]
+        _wait(lambda: survivor.assigned == [0, 1, 2], 60, "the survivor taking over")
         _produce(up.bootstrap, topic, 20, 3)
-        _poll_kafka_python([survivor], 360, seen)
-        assert sorted(tp.partition for tp in survivor.assignment()) == [0, 1, 2]
-        assert sorted(seen) == [(p, o) for p in range(3) for o in range(120)]
-        survivor.close()
+        _wait(lambda: sum(len(m.records) for m in group_members) >= 360, 60, "360 records")
+        time.sleep(0.5)
+        assert sorted(r for m in group_members for r in m.records) == [
+            (p, o) for p in range(3) for o in range(120)
+        ]
     finally:
-        for c in consumers:
-            c.close()
+        for member in group_members:
+            member.stop()
     assert _committed(up, group) == dict.fromkeys(range(3), 120)
     _produce(up.bootstrap, topic, 10, 3)
-    resumed = kafka.KafkaConsumer(topic, bootstrap_servers=up.bootstrap, group_id=group)
+    resumed = KafkaPythonMember(up.bootstrap, topic, group)
     try:
-        again: list[tuple[int, int]] = []
-        _poll_kafka_python([resumed], 30, again)
-        assert sorted(again) == [(p, o) for p in range(3) for o in range(120, 130)]
+        _wait(lambda: len(resumed.records) >= 30, 60, "the resumed member")
+        time.sleep(0.5)
+        assert sorted(resumed.records) == [(p, o) for p in range(3) for o in range(120, 130)]
     finally:
-        resumed.close()
+        resumed.stop()
 
 
 def test_librdkafka_group_consumes_once_rebalances_and_resumes(up: Up) -> None:
