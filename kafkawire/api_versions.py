@@ -63,13 +63,18 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.LIST_GROUPS: VersionRange(0, 5),
         ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+        # The idempotent producer; no transactional APIs (transactions are out of scope).
+        ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     }
 )
 
 # Controllers: node-to-node RPCs still travel in the msgpack framing in this stage; on Kafka's
 # protocol a controller answers ApiVersions only, so a client pointed at it learns so cleanly.
 CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
-    {ApiKey.API_VERSIONS: VersionRange(0, 4)}
+    {
+        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        ApiKey.ALLOCATE_PRODUCER_IDS: VersionRange(0, 0),
+    }
 )
 
 

@@ -249,6 +249,7 @@ class BrokerNode:
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
         await self.client.close()
         await self.broker_client.close()
+        await self.kafka_apis.producer_ids.close()
 
     async def _controlled_shutdown(self) -> None:
         """Heartbeat want_shut_down until the controller moved our leaderships away."""
