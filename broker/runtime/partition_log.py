@@ -413,6 +413,11 @@ class PartitionLog:
             if producers.duplicate is not None:
                 # A retried batch already in the log: answer with its offsets, append nothing.
                 dup = producers.duplicate
+                self._logger.info(
+                    "Partition %s: duplicate batch (producer sequences %d..%d) answered with its"
+                    " offsets %d..%d", self.name, dup.first_seq, dup.last_seq,
+                    dup.first_offset, dup.last_offset,
+                )
                 return AppendInfo(dup.first_offset, dup.last_offset, 0)
             self._log.append_as_follower(b"".join(stamped))  # decodes and CRC-checks each batch
         except UnsupportedMagicError as exc:
