@@ -223,3 +223,34 @@ def test_transactional_batches_are_refused(tmp_path: Path) -> None:
             plog.append_as_leader(raw, 1)
         assert info.value.error is Errors.INVALID_TXN_STATE
         assert plog.log_end_offset == 0
+
+
+def test_a_segment_roll_writes_a_snapshot_and_an_unclean_reopen_replays_only_the_tail(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(tmp_path, "t", 0, segment_bytes=400)
+    for seq in range(0, 40, 2):
+        plog.append_as_leader(produced(seq, 2), 1)
+    plog.flush()
+    snapshots = sorted(p.name for p in directory.glob("*.snapshot"))
+    assert 1 <= len(snapshots) <= 2  # the newest two are kept
+    newest = int(snapshots[-1].split(".")[0])
+    assert 0 < newest < plog.log_end_offset
+    expected = dict(plog.producer_state.producers)
+    # No close(): an unclean stop. The snapshot plus the log after it give the same state.
+    reopened = PartitionLog(tmp_path, "t", 0, segment_bytes=400)
+    try:
+        assert reopened.producer_state.producers == expected
+        assert reopened.append_as_leader(produced(38, 2), 2).base_offset == 38
+        # A corrupt snapshot is deleted and the state rebuilt from the whole log.
+        (directory / snapshots[-1]).write_bytes(b"junk")
+    finally:
+        reopened._log.close()
+    plog._log.close()
+    again = PartitionLog(tmp_path, "t", 0, segment_bytes=400)
+    try:
+        assert again.producer_state.producers == expected
+        assert not (directory / snapshots[-1]).exists()
+    finally:
+        again.close()
