@@ -6,6 +6,7 @@ gaps, epoch fencing and transactional ids, and nothing extra lands in the log.""
 from __future__ import annotations
 
 import datetime
+import importlib
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -14,9 +15,10 @@ from typing import Any
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from kafkawire.api_keys import ApiKey
+from kafkawire.api_versions import BROKER_API_VERSIONS
+from kafkawire.entities import build
 from kafkawire.errors import Errors
 from kafkawire.messages import decode_response, encode_request
 from raft.core.record_batch import Record, encode_batch
@@ -56,12 +58,18 @@ def _request(address: str, body: Any, api_key: ApiKey, version: int) -> Any:
     return response
 
 
-def _init_producer_id(address: str, transactional_id: str | None = None) -> Any:
-    request = InitProducerIdRequest(
-        transactional_id=transactional_id,  # type: ignore[arg-type]
-        transaction_timeout=datetime.timedelta(seconds=60),  # type: ignore[arg-type]
+def _init_producer_id(
+    address: str, transactional_id: str | None = None, version: int = 4
+) -> Any:
+    schema = importlib.import_module(
+        f"kio.schema.init_producer_id.v{version}.request"
+    ).InitProducerIdRequest
+    request = build(
+        schema,
+        transactional_id=transactional_id,
+        transaction_timeout=datetime.timedelta(seconds=60),
     )
-    return _request(address, request, ApiKey.INIT_PRODUCER_ID, 4)
+    return _request(address, request, ApiKey.INIT_PRODUCER_ID, version)
 
 
 def _produce(address: str, topic: str, records: bytes) -> tuple[Errors, int]:
@@ -87,6 +95,13 @@ def test_api_versions_advertise_init_producer_id_and_no_transactional_api(up: Up
     keys = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
     assert keys[int(ApiKey.INIT_PRODUCER_ID)] == (0, 5)
     assert not set(TRANSACTIONAL_API_KEYS) & set(keys)
+    # Every advertised version is served: a fresh producer id at epoch 0 each time.
+    ids = set()
+    for version in BROKER_API_VERSIONS[ApiKey.INIT_PRODUCER_ID].versions():
+        answer = _init_producer_id(up.cluster.brokers[0].address, version=version)
+        assert (int(answer.error_code), int(answer.producer_epoch)) == (0, 0), version
+        ids.add(int(answer.producer_id))
+    assert len(ids) == 6 and min(ids) >= 0
 
 
 def test_replays_gaps_and_epochs_get_kafkas_answers_and_nothing_extra_is_written(up: Up) -> None:
@@ -131,6 +146,45 @@ def test_replays_gaps_and_epochs_get_kafkas_answers_and_nothing_extra_is_written
     finally:
         consumer.close()
     assert values == [b"0", b"1", b"2", b"3", b"4", b"0"]
+
+
+def test_a_new_leader_answers_a_retry_of_its_predecessors_batch_with_the_original_offset(
+    up: Up,
+) -> None:
+    """Followers keep producer state from the batches they replicate (leader change)."""
+    topic = "idem-leader-change"
+    admin = _admin(up)
+    _create(admin, NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"}))
+    old_leader = _wait_leaders(admin, topic, 1).partitions[0].leader
+    victim = next(b for b in up.cluster.brokers if b.node_id == old_leader)
+    pid = int(_init_producer_id(victim.address).producer_id)
+    for seq in (0, 2, 4):
+        assert _produce(victim.address, topic, _batch(pid, 0, seq, 2)) == (Errors.NONE, seq)
+    up.cluster.kill(victim)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            leader = _wait_leaders(admin, topic, 1).partitions[0].leader
+            if leader != old_leader:
+                break
+            assert time.monotonic() < deadline, "no new leader"
+            time.sleep(0.2)
+        new_leader = next(b for b in up.cluster.brokers if b.node_id == leader)
+        # The retry of the last batch (its answer was "lost"): the original offset, no copy.
+        assert _produce(new_leader.address, topic, _batch(pid, 0, 4, 2)) == (Errors.NONE, 4)
+        assert _produce(new_leader.address, topic, _batch(pid, 0, 7, 1))[0] is (
+            Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        )
+        assert _produce(new_leader.address, topic, _batch(pid, 0, 6, 1)) == (Errors.NONE, 6)
+        assert _log_end_offsets_of(up, topic, 1) == [7]
+    finally:
+        up.cluster.start_node(victim)
+        up.cluster.write_cluster_file()
+    # Back to three in-sync brokers before the next test kills leaders.
+    deadline = time.monotonic() + 60
+    while len(_wait_leaders(admin, topic, 1).partitions[0].isrs) < 3:
+        assert time.monotonic() < deadline, "the restarted broker did not rejoin the ISR"
+        time.sleep(0.5)
 
 
 def _leader_of(admin: Any, topic: str, partition: int) -> int:
