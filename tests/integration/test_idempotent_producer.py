@@ -180,10 +180,16 @@ def test_a_new_leader_answers_a_retry_of_its_predecessors_batch_with_the_origina
     finally:
         up.cluster.start_node(victim)
         up.cluster.write_cluster_file()
-    # Back to three in-sync brokers before the next test kills leaders.
+    _wait_full_isr(admin, topic, 1)
+
+
+def _wait_full_isr(admin: Any, topic: str, partitions: int) -> None:
+    """Back to three in-sync brokers before the next test creates topics or kills leaders."""
     deadline = time.monotonic() + 60
-    while len(_wait_leaders(admin, topic, 1).partitions[0].isrs) < 3:
-        assert time.monotonic() < deadline, "the restarted broker did not rejoin the ISR"
+    while any(
+        len(p.isrs) < 3 for p in _wait_leaders(admin, topic, partitions).partitions.values()
+    ):
+        assert time.monotonic() < deadline, "a restarted broker did not rejoin the ISR"
         time.sleep(0.5)
 
 
@@ -197,7 +203,18 @@ def test_idempotent_librdkafka_producer_through_leader_kill_and_restart_exactly_
     """20,000 records to 3 partitions (RF 3, min ISR 2); the leader of partition 0 is killed
     -9 and restarted mid-stream, then the leader of partition 1. Every record is acked and
     read back exactly once: retries after the failovers were deduplicated."""
-    topic, total = "idem-failover", 20_000
+    _produce_through_failovers(up, "idem-failover", 20_000, partitions=(0, 1))
+
+
+@pytest.mark.slow
+def test_idempotent_producer_through_six_leader_kills_exactly_once(up: Up) -> None:
+    """The longer version: 100,000 records, the leader of each partition killed twice."""
+    _produce_through_failovers(up, "idem-failover-long", 100_000, partitions=(0, 1, 2, 0, 1, 2))
+
+
+def _produce_through_failovers(
+    up: Up, topic: str, total: int, partitions: tuple[int, ...]
+) -> None:
     admin = _admin(up)
     _create(admin, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
     _wait_leaders(admin, topic, 3)
@@ -212,7 +229,11 @@ def test_idempotent_librdkafka_producer_through_leader_kill_and_restart_exactly_
             failed.append(err)
 
     # (record index, action): kill the current leader of a partition, or restart the victim.
-    plan = {4_000: ("kill", 0), 8_000: ("restart", 0), 12_000: ("kill", 1), 16_000: ("restart", 1)}
+    step = total // (2 * len(partitions) + 1)
+    plan: dict[int, tuple[str, int]] = {}
+    for n, partition in enumerate(partitions):
+        plan[step * (2 * n + 1)] = ("kill", partition)
+        plan[step * (2 * n + 2)] = ("restart", partition)
     victims: dict[int, Any] = {}
     started = time.monotonic()
     for i in range(total):
@@ -270,3 +291,4 @@ def test_idempotent_librdkafka_producer_through_leader_kill_and_restart_exactly_
     assert duplicates == {}, list(duplicates.items())[:10]
     assert lost == set(), sorted(lost)[:10]
     assert sum(high_watermarks) == total
+    _wait_full_isr(admin, topic, 3)
