@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.cli.broker_client import Leaders, new_client
+from cluster.cli.broker_client import (
+    Leaders,
+    ProduceAck,
+    create_topic,
+    data_client,
+    produce_batch,
+)
 from cluster.cli.consume_cmd import consume_records
 from cluster.cli.produce_cmd import AckJournal, record_value
-from cluster.cli.topics_cmd import controller_request
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 ACKS_ALL = -1
@@ -115,19 +118,16 @@ class ChaosWorkload:
         self.producers: list[ProducerStats] = []
 
     async def create_topic(self, timeout_s: float = 30.0) -> None:
-        """Create the run's topic and wait until every partition has a leader."""
-        request = msg.CreateTopicsRequest(
-            [msg.CreatableTopic(self.topic, self.partitions, self.replication_factor,
-                                {"min.insync.replicas": str(self.min_insync_replicas)})]
-        )
-        response = await controller_request(self.bootstrap_controller, request)
-        error = Errors.of(response.topics[0].error_code)
-        if error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
-            raise KafkaError(error, response.topics[0].error_message)
-        client = new_client(f"chaos-{self.run_id}-setup")
+        """Create the run's topic (CreateTopics through a broker) and wait until every
+        partition has a leader."""
+        client = data_client(f"chaos-{self.run_id}-setup")
         leaders = Leaders(client, self.bootstrap_server, self.topic)
         deadline = time.monotonic() + timeout_s
         try:
+            await create_topic(
+                client, self.bootstrap_server, self.topic, self.partitions,
+                self.replication_factor, {"min.insync.replicas": str(self.min_insync_replicas)},
+            )
             while True:
                 with contextlib.suppress(KafkaError):
                     await leaders.refresh()
@@ -155,7 +155,7 @@ class ChaosWorkload:
                 stats.finish(now_ms())
 
     async def _produce(self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal) -> None:
-        client = new_client(f"chaos-{stats.producer_id}")
+        client = data_client(f"chaos-{stats.producer_id}")
         leaders = Leaders(client, self.bootstrap_server, self.topic)
         try:
             seq = 0
@@ -168,14 +168,14 @@ class ChaosWorkload:
                      "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
                 )
                 stats.sent += 1
-                error, response = await self._send(leaders, stats.partition, value)
+                ack = await self._send(leaders, stats.partition, value)
+                error = ack.error
                 done_ms = now_ms()
                 journal.write(
                     {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
                      "seq": seq, "topic": self.topic, "partition": stats.partition,
                      "acks": ACKS_ALL, "error": error.name,
-                     "offset": -1 if response is None else response.base_offset,
-                     "leader_epoch": -1 if response is None else response.leader_epoch,
+                     "offset": ack.base_offset, "leader_epoch": ack.leader_epoch,
                      "ts": done_ms}
                 )
                 stats.outcome(sent_ms, done_ms, error)
@@ -197,44 +197,38 @@ class ChaosWorkload:
             await asyncio.sleep(0.1)
         return False
 
-    async def _send(
-        self, leaders: Leaders, partition: int, value: bytes
-    ) -> tuple[Errors, bm.ProduceResponse | None]:
+    async def _send(self, leaders: Leaders, partition: int, value: bytes) -> ProduceAck:
         batch = encode_batch(0, 0, now_ms(), [Record(None, value)])
-        error = Errors.UNKNOWN_SERVER_ERROR
+        ack = ProduceAck(Errors.UNKNOWN_SERVER_ERROR)
         for attempt in range(MAX_ATTEMPTS):
             if attempt or not leaders.partitions:
                 await asyncio.sleep(0.1 * attempt)
                 with contextlib.suppress(KafkaError):
                     await leaders.refresh()
             try:
-                address = leaders.leader_address(partition)
+                leaders.leader_address(partition)
             except KafkaError as exc:
-                error = exc.error
+                ack = ProduceAck(exc.error, message=exc.message)
                 continue
             try:
-                response: bm.ProduceResponse = await leaders.client.request(
-                    address,
-                    bm.ProduceRequest(self.topic, partition, batch, acks=ACKS_ALL,
-                                      timeout_ms=self.request_timeout_ms),
-                    timeout_ms=self.request_timeout_ms + 1000,
+                ack = await produce_batch(
+                    leaders, partition, batch, ACKS_ALL, self.request_timeout_ms
                 )
             except KafkaError as exc:
                 # It may have been appended (a timeout, a connection lost mid-request): never
                 # send it again, so the read-back can tell loss from duplication.
-                return exc.error, None
-            error = Errors.of(response.error_code)
-            if error in MAYBE_APPENDED:
+                return ProduceAck(exc.error, message=exc.message)
+            if ack.error in MAYBE_APPENDED:
                 # Also what a leader answers for an appended write still waiting for its ISR
                 # when it loses leadership (the write may survive): never send it again, or the
                 # log holds it twice (rule 23's "exactly once"); the next send looks the leader
                 # up first.
                 with contextlib.suppress(KafkaError):
                     await leaders.refresh()
-                return error, response
-            if error is Errors.NONE or error not in NOT_APPENDED:
-                return error, response
-        return error, None
+                return ack
+            if ack.error is Errors.NONE or ack.error not in NOT_APPENDED:
+                return ack
+        return ProduceAck(ack.error, message=ack.message)
 
     async def read_back(self, timeout_s: float = 30.0) -> Counter[str]:
         """Every value in the topic, from the beginning, counted (retried until timeout_s)."""

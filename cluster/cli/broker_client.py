@@ -17,6 +17,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from kio.schema.create_topics.v7 import request as create_topics_request
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.fetch.v16 import request as fetch_request
 from kio.schema.fetch.v16.response import FetchResponse
 from kio.schema.list_offsets.v9 import request as list_offsets_request
@@ -80,6 +82,43 @@ async def metadata(
     _address, response = await send_to_any(client, bootstrap, request, timeout_ms=timeout_ms)
     answer: MetadataResponse = response
     return answer
+
+
+async def create_topic(
+    client: KafkaClient,
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: dict[str, str] | None = None,
+    timeout_ms: int = 30_000,
+) -> Errors:
+    """CreateTopics v7 through a broker (forwarded to the active controller): NONE, or
+    TOPIC_ALREADY_EXISTS for a topic a previous run made; any other error raises KafkaError."""
+    request = create_topics_request.CreateTopicsRequest(
+        topics=(
+            create_topics_request.CreatableTopic(
+                name=TopicName(name),
+                num_partitions=i32(partitions),
+                replication_factor=i16(replication_factor),
+                assignments=(),
+                configs=tuple(
+                    create_topics_request.CreatableTopicConfig(name=k, value=v)
+                    for k, v in (configs or {}).items()
+                ),
+            ),
+        ),
+        timeout=i32Timedelta.parse(_ms(timeout_ms)),
+    )
+    _address, response = await send_to_any(
+        client, bootstrap, request, timeout_ms=timeout_ms + 2000
+    )
+    answer: CreateTopicsResponse = response
+    result = answer.topics[0]
+    error = Errors.of(result.error_code)
+    if error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+        raise KafkaError(error, f"create topic {name}: {result.error_message or error.name}")
+    return error
 
 
 class Leaders:
