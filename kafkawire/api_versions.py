@@ -52,6 +52,7 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
         ApiKey.GET_REPLICA_LOG_INFO: VersionRange(0, 0),
+        ApiKey.DELETE_RECORDS: VersionRange(0, 2),
     }
 )
 

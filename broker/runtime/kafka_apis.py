@@ -73,6 +73,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.admin.describe_topic_partitions,
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
+            ApiKey.DELETE_RECORDS: self._delete_records,
         }
         missing = set(BROKER_API_VERSIONS) - set(self._handlers)
         if missing:  # the table advertises exactly what is implemented
@@ -488,6 +489,39 @@ class KafkaApis:
                     )
                 )
             topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
+        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    # ---- DeleteRecords (KIP-107) ----
+
+    async def _delete_records(self, body: Any, version: int) -> Any:
+        """Per partition: the leader advances its log start offset and answers the low
+        watermark; a follower, an unknown partition or an offset beyond the HWM gets its error
+        and low watermark -1. Answered once the leader's start is checkpointed (replicas
+        follow through Fetch's LogStartOffset; the response does not wait for them)."""
+        schema = _response(ApiKey.DELETE_RECORDS, version)
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for partition in topic.partitions:
+                index = int(partition.partition_index)
+                try:
+                    low_watermark = self.broker.replicas.delete_records(
+                        topic.name, index, int(partition.offset)
+                    )
+                    error = Errors.NONE
+                except KafkaError as exc:
+                    low_watermark, error = -1, exc.error
+                partitions.append(
+                    build(
+                        partition_cls,
+                        partition_index=index,
+                        low_watermark=low_watermark,
+                        error_code=error_code(error),
+                    )
+                )
+            topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
         return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
     # ---- GetReplicaLogInfo (seed 004) ----

@@ -68,6 +68,7 @@ def test_the_broker_table_is_kip_896s_client_facing_baseline() -> None:
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        ApiKey.DELETE_RECORDS: (0, 2),
     }
     for key, (low, high) in expected.items():
         got = BROKER_API_VERSIONS[key]
