@@ -1,0 +1,126 @@
+"""DeleteRecords (KIP-107) through a real client: confluent-kafka's AdminClient.delete_records
+against `minikraft up` (3 controllers + 3 brokers, broker addresses only). The leader advances
+the log start offset and answers the low watermark; beyond the high watermark is
+OFFSET_OUT_OF_RANGE; consumers (librdkafka and `minikraft consume`) start at the new start; the
+followers follow the leader's log start offset and keep it on disk."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.runtime.partition_log import LogDirCheckpoints
+from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from tests.integration.conftest import minikraft
+
+confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
+
+from confluent_kafka import (  # noqa: E402
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+READY_TIMEOUT_S = 90
+TOPIC = "trimmed"
+RECORDS = 100
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str]]:
+    directory = tmp_path_factory.mktemp("delete-records") / "up"
+    result = minikraft(
+        "up", "--dir", str(directory), "--base-port", "0", "--detach",
+        "--timeout-s", str(READY_TIMEOUT_S), "--output", "json", timeout=READY_TIMEOUT_S + 30,
+    )
+    cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None
+    try:
+        assert result.returncode == 0, result.stderr
+        assert cluster is not None
+        yield cluster, json.loads(result.stdout)["bootstrap_server"]
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            assert not cluster.running(), "processes left behind"
+
+
+def _delete(admin: AdminClient, offset: int) -> int:
+    futures = admin.delete_records([TopicPartition(TOPIC, 0, offset)], request_timeout=20)
+    (future,) = futures.values()
+    low_watermark: int = future.result(timeout=30).low_watermark
+    return low_watermark
+
+
+def _log_start_on_disk(cluster: LocalCluster) -> dict[int, int | None]:
+    found: dict[int, int | None] = {}
+    for broker in cluster.brokers:
+        offsets: dict[tuple[str, int], int] = {}
+        for checkpoint in Path(broker.dir).rglob("log-start-offset-checkpoint"):
+            offsets.update(LogDirCheckpoints(checkpoint.parent).read_log_start_offsets())
+        found[broker.node_id] = offsets.get((TOPIC, 0))
+    return found
+
+
+def test_delete_records_moves_the_log_start_offset_on_every_replica(
+    up: tuple[LocalCluster, str],
+) -> None:
+    cluster, bootstrap = up
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics(
+        [NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})], operation_timeout=20
+    ).values():
+        future.result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    delivered: list[int] = []
+    for seq in range(RECORDS):
+        producer.produce(
+            TOPIC, f"v{seq}".encode(), partition=0,
+            on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None,
+        )
+    assert producer.flush(30) == 0
+    assert sorted(delivered) == list(range(RECORDS))
+
+    assert _delete(admin, 40) == 40
+    assert _delete(admin, 10) == 40  # the start never moves back
+    with pytest.raises(KafkaException) as beyond:
+        _delete(admin, RECORDS + 50)
+    assert beyond.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (40, RECORDS)
+        consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        offsets: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(offsets) < RECORDS - 40 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                offsets.append(message.offset())
+        assert offsets == list(range(40, RECORDS))
+    finally:
+        consumer.close()
+
+    consumed = minikraft("consume", "--bootstrap-server", bootstrap, "--topic", TOPIC,
+                         "--from-beginning", "--output", "json")
+    assert consumed.returncode == 0, consumed.stderr
+    records = json.loads(consumed.stdout)["records"]
+    assert [r["offset"] for r in records] == list(range(40, RECORDS))
+    assert records[0]["value"] == "v40"
+
+    # Followers take the leader's log start offset from their next Fetch and checkpoint it.
+    deadline = time.monotonic() + 15
+    while set(_log_start_on_disk(cluster).values()) != {40} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _log_start_on_disk(cluster) == {b.node_id: 40 for b in cluster.brokers}
+
+    assert _delete(admin, OFFSET_END) == RECORDS  # -1: everything below the high watermark
