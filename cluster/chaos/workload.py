@@ -6,6 +6,10 @@ its unavailability window is its own. A value is `<producer-id>-<seq>` (produce_
 a send is retried only on errors that say the record was not appended (so a retry never writes
 it twice); a timeout or a dropped connection ends that value's attempts, acked or not. Rule 23:
 a value acked with acks=all must be read back, unless an unclean election happened.
+
+The producers are minikraft's own Kafka client (Produce through cluster.cli.broker_client) or,
+with `--client confluent-kafka`, librdkafka's (cluster.chaos.librdkafka_producer); both journal
+the same way, so the audit judges either.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster.chaos.librdkafka_producer import Delivery, produce_one_at_a_time
 from cluster.cli.broker_client import (
     Leaders,
     ProduceAck,
@@ -31,6 +36,10 @@ from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 ACKS_ALL = -1
+# --client: minikraft's own producer, or librdkafka's (confluent-kafka, the dev extra).
+MINIKRAFT = "minikraft"
+LIBRDKAFKA = "confluent-kafka"
+CLIENTS = (MINIKRAFT, LIBRDKAFKA)
 # Errors after which the leader did not append the record, so sending it again is safe.
 NOT_APPENDED = frozenset(
     {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.UNKNOWN_LEADER_EPOCH,
@@ -105,7 +114,10 @@ class ChaosWorkload:
         replication_factor: int = 3,
         min_insync_replicas: int = 2,
         request_timeout_ms: int = 3000,
+        client: str = MINIKRAFT,
     ) -> None:
+        if client not in CLIENTS:
+            raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")
         self.bootstrap_server = bootstrap_server
         self.bootstrap_controller = bootstrap_controller
         self.topic = topic
@@ -115,6 +127,7 @@ class ChaosWorkload:
         self.replication_factor = replication_factor
         self.min_insync_replicas = min_insync_replicas
         self.request_timeout_ms = request_timeout_ms
+        self.client = client
         self.producers: list[ProducerStats] = []
 
     async def create_topic(self, timeout_s: float = 30.0) -> None:
@@ -148,11 +161,62 @@ class ChaosWorkload:
             ProducerStats(f"{self.run_id}p{p}", p) for p in range(self.partitions)
         ]
         try:
-            await asyncio.gather(*(self._produce(s, stop, journal) for s in self.producers))
+            produce = self._produce_librdkafka if self.client == LIBRDKAFKA else self._produce
+            await asyncio.gather(*(produce(s, stop, journal) for s in self.producers))
         finally:
             journal.close()
             for stats in self.producers:
                 stats.finish(now_ms())
+
+    async def _produce_librdkafka(
+        self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal
+    ) -> None:
+        """`--client confluent-kafka`: the same loop and journal with librdkafka sending."""
+        seq = 0
+        sent_ms = 0
+
+        def next_value() -> bytes | None:
+            nonlocal sent_ms
+            if stop.is_set():
+                return None
+            value = record_value(stats.producer_id, seq, RECORD_SIZE)
+            sent_ms = now_ms()
+            journal.write(
+                {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
+                 "seq": seq, "topic": self.topic, "partition": stats.partition,
+                 "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
+            )
+            stats.sent += 1
+            return value
+
+        def outcome(_value: bytes, delivery: Delivery) -> None:
+            nonlocal seq
+            done_ms = now_ms()
+            self._journal_ack(journal, stats, seq, delivery.error, delivery.offset,
+                              delivery.leader_epoch, sent_ms, done_ms)
+            if delivery.error is not Errors.NONE:
+                time.sleep(0.1)
+            seq += 1
+
+        await asyncio.to_thread(
+            produce_one_at_a_time, self.bootstrap_server, self.topic, stats.partition,
+            f"chaos-{stats.producer_id}", self.request_timeout_ms, next_value, outcome,
+        )
+
+    def _journal_ack(
+        self, journal: AckJournal, stats: ProducerStats, seq: int, error: Errors, offset: int,
+        leader_epoch: int, sent_ms: int, done_ms: int,
+    ) -> None:
+        journal.write(
+            {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
+             "seq": seq, "topic": self.topic, "partition": stats.partition,
+             "acks": ACKS_ALL, "error": error.name, "offset": offset,
+             "leader_epoch": leader_epoch, "ts": done_ms}
+        )
+        stats.outcome(sent_ms, done_ms, error)
+        if error is Errors.NONE:
+            stats.acked.append(f"{stats.producer_id}-{seq}")
+            stats.last_ack_ms = done_ms
 
     async def _produce(self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal) -> None:
         client = data_client(f"chaos-{stats.producer_id}")
@@ -169,20 +233,9 @@ class ChaosWorkload:
                 )
                 stats.sent += 1
                 ack = await self._send(leaders, stats.partition, value)
-                error = ack.error
-                done_ms = now_ms()
-                journal.write(
-                    {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
-                     "seq": seq, "topic": self.topic, "partition": stats.partition,
-                     "acks": ACKS_ALL, "error": error.name,
-                     "offset": ack.base_offset, "leader_epoch": ack.leader_epoch,
-                     "ts": done_ms}
-                )
-                stats.outcome(sent_ms, done_ms, error)
-                if error is Errors.NONE:
-                    stats.acked.append(f"{stats.producer_id}-{seq}")
-                    stats.last_ack_ms = done_ms
-                else:
+                self._journal_ack(journal, stats, seq, ack.error, ack.base_offset,
+                                  ack.leader_epoch, sent_ms, now_ms())
+                if ack.error is not Errors.NONE:
                     await asyncio.sleep(0.1)
                 seq += 1
         finally:
