@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster.bench.floor import measure_floor
 from cluster.bench.librdkafka_producer import (
     LibrdkafkaResult,
     librdkafka_available,
@@ -168,6 +169,7 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
         directory, controllers=3, brokers=3, base_port=0, overrides=dict(BENCH_PROPS)
     )
     cluster.format()
+    floor = measure_floor(directory)  # before the cluster loads the disk and the cores
     cluster.start()
     rdkafka: LibrdkafkaResult | None = None
     try:
@@ -203,7 +205,12 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
         _row("ack latency p99, 1 record per request", "ms", "lower",
              percentile(single.latencies_ms, 0.99)),
     ]
-    notes = []
+    notes = [
+        f"floor on this machine: fsync p50 {floor.fsync_p50_ms:.3f} ms "
+        f"(p99 {floor.fsync_p99_ms:.3f}), loopback RTT p50 {floor.rtt_p50_ms * 1000:.0f} us; "
+        f"one acks=all record needs at least 2 fsyncs + 2 round trips = "
+        f"{floor.one_record_ack_ms:.3f} ms"
+    ]
     if rdkafka is not None:
         results += [
             _row(f"throughput, batched, {LIBRDKAFKA}", "records/s", "higher", rdkafka.records_per_s),
@@ -235,6 +242,7 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
             "records": batched.acked,
         },
         "results": results,
+        "floor": floor.as_json(),
     }
 
 
