@@ -179,14 +179,7 @@ class ChaosWorkload:
             nonlocal sent_ms
             if stop.is_set():
                 return None
-            value = record_value(stats.producer_id, seq, RECORD_SIZE)
-            sent_ms = now_ms()
-            journal.write(
-                {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
-                 "seq": seq, "topic": self.topic, "partition": stats.partition,
-                 "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
-            )
-            stats.sent += 1
+            value, sent_ms = self._journal_send(journal, stats, seq)
             return value
 
         def outcome(_value: bytes, delivery: Delivery) -> None:
@@ -202,6 +195,20 @@ class ChaosWorkload:
             produce_one_at_a_time, self.bootstrap_server, self.topic, stats.partition,
             f"chaos-{stats.producer_id}", self.request_timeout_ms, next_value, outcome,
         )
+
+    def _journal_send(
+        self, journal: AckJournal, stats: ProducerStats, seq: int
+    ) -> tuple[bytes, int]:
+        """The value for `seq`, journaled as sent; (value, sent_ms)."""
+        value = record_value(stats.producer_id, seq, RECORD_SIZE)
+        sent_ms = now_ms()
+        journal.write(
+            {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
+             "seq": seq, "topic": self.topic, "partition": stats.partition,
+             "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
+        )
+        stats.sent += 1
+        return value, sent_ms
 
     def _journal_ack(
         self, journal: AckJournal, stats: ProducerStats, seq: int, error: Errors, offset: int,
@@ -224,14 +231,7 @@ class ChaosWorkload:
         try:
             seq = 0
             while not stop.is_set():
-                value = record_value(stats.producer_id, seq, RECORD_SIZE)
-                sent_ms = now_ms()
-                journal.write(
-                    {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
-                     "seq": seq, "topic": self.topic, "partition": stats.partition,
-                     "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
-                )
-                stats.sent += 1
+                value, sent_ms = self._journal_send(journal, stats, seq)
                 ack = await self._send(leaders, stats.partition, value)
                 self._journal_ack(journal, stats, seq, ack.error, ack.base_offset,
                                   ack.leader_epoch, sent_ms, now_ms())
