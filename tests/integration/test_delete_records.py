@@ -1,11 +1,14 @@
-"""DeleteRecords (KIP-107) through a real client: confluent-kafka's AdminClient.delete_records
-against `minikraft up` (3 controllers + 3 brokers, broker addresses only). The leader advances
+"""DeleteRecords (KIP-107) through real clients: confluent-kafka's AdminClient.delete_records
+(and kafka-python's) against `minikraft up` (3 controllers + 3 brokers, broker addresses only). The leader advances
 the log start offset and answers the low watermark; beyond the high watermark is
 OFFSET_OUT_OF_RANGE; consumers (librdkafka and `minikraft consume`) start at the new start; the
-followers follow the leader's log start offset and keep it on disk."""
+followers follow the leader's log start offset and keep it on disk; every advertised version
+is answered on the wire."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
 import time
 from collections.abc import Iterator
@@ -15,9 +18,16 @@ import pytest
 
 from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from kafkawire.api_keys import ApiKey
+from kafkawire.api_versions import BROKER_API_VERSIONS
+from kafkawire.client import KafkaClient
+from kafkawire.entities import item_type
+from kafkawire.errors import Errors
+from kafkawire.messages import request_schema
 from tests.integration.conftest import minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
+kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
 
 from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
@@ -29,6 +39,8 @@ from confluent_kafka import (  # noqa: E402
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from kafka import TopicPartition as KafkaTopicPartition  # noqa: E402
+from kafka.admin import KafkaAdminClient  # noqa: E402
 
 READY_TIMEOUT_S = 90
 TOPIC = "trimmed"
@@ -80,7 +92,7 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
     ).values():
         future.result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    delivered: list[int] = []
+    delivered: list[int | None] = []
     for seq in range(RECORDS):
         producer.produce(
             TOPIC, f"v{seq}".encode(), partition=0,
@@ -100,7 +112,7 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
     try:
         assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (40, RECORDS)
         consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
-        offsets: list[int] = []
+        offsets: list[int | None] = []
         deadline = time.monotonic() + 30
         while len(offsets) < RECORDS - 40 and time.monotonic() < deadline:
             message = consumer.poll(0.5)
@@ -123,4 +135,36 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
         time.sleep(0.2)
     assert _log_start_on_disk(cluster) == {b.node_id: 40 for b in cluster.brokers}
 
+    # kafka-python's admin client (its own pick of version) moves it on.
+    kafka_admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        answer = kafka_admin.delete_records({KafkaTopicPartition(TOPIC, 0): 60}, timeout_ms=20000)
+        assert answer[KafkaTopicPartition(TOPIC, 0)]["low_watermark"] == 60
+    finally:
+        kafka_admin.close()
+
+    # Every advertised version on the wire, at the leader: a no-op at the start answers it.
+    leader = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].leader
+    address = next(b.address for b in cluster.brokers if b.node_id == leader)
+    for version in BROKER_API_VERSIONS[ApiKey.DELETE_RECORDS].versions():
+        assert asyncio.run(_delete_at(address, version, 60)) == (Errors.NONE, 60), version
+    assert asyncio.run(_delete_at(address, 0, RECORDS + 1))[0] is Errors.OFFSET_OUT_OF_RANGE
+
     assert _delete(admin, OFFSET_END) == RECORDS  # -1: everything below the high watermark
+
+
+async def _delete_at(address: str, version: int, offset: int) -> tuple[Errors, int]:
+    schema = request_schema(int(ApiKey.DELETE_RECORDS), version)
+    topic_cls = item_type(schema, "topics")
+    partition_cls = item_type(topic_cls, "partitions")
+    request = schema(
+        topics=(topic_cls(name=TOPIC, partitions=(partition_cls(partition_index=0, offset=offset),)),),
+        timeout=datetime.timedelta(seconds=10),
+    )
+    client = KafkaClient("delete-records-test")
+    try:
+        response = await client.request(address, request)
+    finally:
+        await client.close()
+    answer = response.topics[0].partitions[0]
+    return Errors.of(answer.error_code), int(answer.low_watermark)
