@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,12 +93,14 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
     ).values():
         future.result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    delivered: list[int | None] = []
+    delivered: list[int] = []
+
+    def on_delivery(err: object, msg: Any) -> None:
+        if err is None:
+            delivered.append(int(msg.offset()))
+
     for seq in range(RECORDS):
-        producer.produce(
-            TOPIC, f"v{seq}".encode(), partition=0,
-            on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None,
-        )
+        producer.produce(TOPIC, f"v{seq}".encode(), partition=0, on_delivery=on_delivery)
     assert producer.flush(30) == 0
     assert sorted(delivered) == list(range(RECORDS))
 
