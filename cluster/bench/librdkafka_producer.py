@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+LIBRDKAFKA = "librdkafka producer"  # the suffix of its lines in the report
 DELIVERY_TIMEOUT_S = 120.0
 POLL_S = 0.001
 

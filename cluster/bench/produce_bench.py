@@ -20,6 +20,7 @@ from typing import Any
 
 from cluster.bench.floor import measure_floor
 from cluster.bench.librdkafka_producer import (
+    LIBRDKAFKA,
     LibrdkafkaResult,
     librdkafka_available,
     run_librdkafka_load,
@@ -33,7 +34,6 @@ from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 BENCH_TOPIC = "bench-produce"
-LIBRDKAFKA = "librdkafka producer"
 ACKS_ALL = -1
 PRODUCE_TIMEOUT_MS = 30_000
 BENCH_PROPS = {
