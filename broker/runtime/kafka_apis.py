@@ -265,7 +265,9 @@ class KafkaApis:
                     error_code=error_code(result.error_code),
                     base_offset=result.base_offset,
                     log_append_time=None,
-                    log_start_offset=0 if result.error_code == 0 else -1,
+                    log_start_offset=self._log_start_offset(name, index)
+                    if result.error_code == 0
+                    else -1,
                     record_errors=(),
                     error_message=result.error_message or None,
                     **extra,
@@ -279,6 +281,11 @@ class KafkaApis:
             ),
             throttle_time=NO_THROTTLE,
         )
+
+    def _log_start_offset(self, topic: str, partition: int) -> int:
+        """The partition's log start offset (DeleteRecords moves it), for Produce answers."""
+        hosted = self.broker.replicas.partitions.get((topic, partition))
+        return -1 if hosted is None else hosted.log.log_start_offset
 
     # ---- Fetch ----
 

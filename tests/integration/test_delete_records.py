@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.produce.v11 import request as produce_v11
+from kio.schema.types import TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
@@ -25,6 +28,7 @@ from kafkawire.client import KafkaClient
 from kafkawire.entities import item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import request_schema
+from raft.core.record_batch import encode_batch
 from tests.integration.conftest import minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -154,6 +158,34 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
     assert asyncio.run(_delete_at(address, 0, RECORDS + 1))[0] is Errors.OFFSET_OUT_OF_RANGE
 
     assert _delete(admin, OFFSET_END) == RECORDS  # -1: everything below the high watermark
+    assert asyncio.run(_produce_log_start(address)) == RECORDS  # Produce answers the new start
+
+
+async def _produce_log_start(address: str) -> int:
+    """A Produce's answer carries the partition's log start offset."""
+    request = produce_v11.ProduceRequest(
+        transactional_id=None,
+        acks=i16(-1),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+        topic_data=(
+            produce_v11.TopicProduceData(
+                name=TopicName(TOPIC),
+                partition_data=(
+                    produce_v11.PartitionProduceData(
+                        index=i32(0), records=Records(encode_batch(0, 0, 0, [b"after"]))
+                    ),
+                ),
+            ),
+        ),
+    )
+    client = KafkaClient("delete-records-test")
+    try:
+        response = await client.request(address, request)
+    finally:
+        await client.close()
+    answer = response.responses[0].partition_responses[0]
+    assert answer.error_code == 0, answer
+    return int(answer.log_start_offset)
 
 
 async def _delete_at(address: str, version: int, offset: int) -> tuple[Errors, int]:
