@@ -75,6 +75,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.admin.describe_topic_partitions,
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
+            ApiKey.DELETE_RECORDS: self._delete_records,
         }
         # The group coordinator's APIs take the connection's context (client id and host).
         self.groups = KafkaGroupApis(broker)
@@ -270,7 +271,9 @@ class KafkaApis:
                     error_code=error_code(result.error_code),
                     base_offset=result.base_offset,
                     log_append_time=None,
-                    log_start_offset=0 if result.error_code == 0 else -1,
+                    log_start_offset=self._log_start_offset(name, index)
+                    if result.error_code == 0
+                    else -1,
                     record_errors=(),
                     error_message=result.error_message or None,
                     **extra,
@@ -284,6 +287,11 @@ class KafkaApis:
             ),
             throttle_time=NO_THROTTLE,
         )
+
+    def _log_start_offset(self, topic: str, partition: int) -> int:
+        """The partition's log start offset (DeleteRecords moves it), for Produce answers."""
+        hosted = self.broker.replicas.partitions.get((topic, partition))
+        return -1 if hosted is None else hosted.log.log_start_offset
 
     # ---- Fetch ----
 
@@ -494,6 +502,39 @@ class KafkaApis:
                     )
                 )
             topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
+        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    # ---- DeleteRecords (KIP-107) ----
+
+    async def _delete_records(self, body: Any, version: int) -> Any:
+        """Per partition: the leader advances its log start offset and answers the low
+        watermark; a follower, an unknown partition or an offset beyond the HWM gets its error
+        and low watermark -1. Answered once the leader's start is checkpointed (replicas
+        follow through Fetch's LogStartOffset; the response does not wait for them)."""
+        schema = _response(ApiKey.DELETE_RECORDS, version)
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for partition in topic.partitions:
+                index = int(partition.partition_index)
+                try:
+                    low_watermark = self.broker.replicas.delete_records(
+                        topic.name, index, int(partition.offset)
+                    )
+                    error = Errors.NONE
+                except KafkaError as exc:
+                    low_watermark, error = -1, exc.error
+                partitions.append(
+                    build(
+                        partition_cls,
+                        partition_index=index,
+                        low_watermark=low_watermark,
+                        error_code=error_code(error),
+                    )
+                )
+            topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
         return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
     # ---- GetReplicaLogInfo (seed 004) ----
