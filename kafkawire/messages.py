@@ -23,7 +23,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from kafkawire import get_replica_log_info
+from kafkawire import describe_topic_partitions, elect_leaders_v3, get_replica_log_info
 from kafkawire.api_keys import ApiKey
 from kafkawire.errors import Errors
 from kafkawire.framing import frame
@@ -33,6 +33,16 @@ _CUSTOM: dict[tuple[int, int], tuple[type, type]] = {
     (int(ApiKey.GET_REPLICA_LOG_INFO), 0): (
         get_replica_log_info.GetReplicaLogInfoRequest,
         get_replica_log_info.GetReplicaLogInfoResponse,
+    ),
+    (int(ApiKey.ELECT_LEADERS), 3): (
+        elect_leaders_v3.ElectLeadersRequest,
+        elect_leaders_v3.ElectLeadersResponse,
+    ),
+}
+# DescribeTopicPartitions v0 keeps kio's request; its response carries minikraft's tagged fields.
+_CUSTOM_RESPONSES: dict[tuple[int, int], type] = {
+    (int(ApiKey.DESCRIBE_TOPIC_PARTITIONS), 0): (
+        describe_topic_partitions.DescribeTopicPartitionsResponse
     ),
 }
 
@@ -87,6 +97,9 @@ def response_schema(api_key: int, version: int) -> type:
     custom = _CUSTOM.get((api_key, version))
     if custom is not None:
         return custom[1]
+    custom_response = _CUSTOM_RESPONSES.get((api_key, version))
+    if custom_response is not None:
+        return custom_response
     try:
         return load_response_schema(api_key, version)
     except KioIndexError:

@@ -10,25 +10,28 @@ BROKER_API_VERSIONS (KIP-896's baseline), every one built with `kafkawire.entiti
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.runtime.kafka_admin_apis import KafkaAdminApis, live_brokers
+from kio.static.primitive import i16, i32, i32Timedelta
+
+from broker.runtime.kafka_admin_apis import KafkaAdminApis
 from broker.runtime.replica_manager import HostedPartition
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
 from controller.core.metadata_image import MetadataImage
+from controller.runtime import kafka_describe
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
 from kafkawire.connection import KafkaRequestContext, KafkaService
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
-from kafkawire.messages import KafkaRequest, error_code, response_schema
+from kafkawire.messages import KafkaRequest, error_code, request_schema, response_schema
 
 if TYPE_CHECKING:
     from broker.runtime.broker_node import BrokerNode
@@ -42,6 +45,9 @@ AUTO_CREATE_DEFAULTS = {
     "num.partitions": "1",
     "default.replication.factor": "1",
 }
+
+AUTO_CREATE_VERSION = 7
+AUTO_CREATE_TIMEOUT_MS = 30_000
 
 Handler = Callable[[Any, int], Awaitable[Any | None]]
 
@@ -65,13 +71,7 @@ class KafkaApis:
             ApiKey.FETCH: self._fetch,
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
-            ApiKey.CREATE_TOPICS: self.admin.create_topics,
-            ApiKey.DELETE_TOPICS: self.admin.delete_topics,
-            ApiKey.DESCRIBE_CONFIGS: self.admin.describe_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
-            ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
-            ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.admin.describe_topic_partitions,
+            **self.admin.handlers(),
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
         }
         missing = set(BROKER_API_VERSIONS) - set(self._handlers)
@@ -173,7 +173,7 @@ class KafkaApis:
             task.add_done_callback(self._background.discard)
         brokers = tuple(
             build(broker_cls, node_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(self._image, self.broker.listener.name)
+            for b, host, port, rack in kafka_describe.live_brokers(self._image, self.broker.listener.name)
         )
         return build(
             schema,
@@ -200,19 +200,27 @@ class KafkaApis:
             self._creating.difference_update(names)
 
     async def _auto_create_now(self, names: list[str]) -> None:
+        """Kafka's auto-creation: a CreateTopics with this broker's `num.partitions` and
+        `default.replication.factor`, forwarded to the active controller like a client's."""
         config = self.broker.config
-        request = cm.CreateTopicsRequest(
-            [
-                cm.CreatableTopic(
-                    name,
-                    config.get_int("num.partitions"),
-                    config.get_int("default.replication.factor"),
+        schema = request_schema(int(ApiKey.CREATE_TOPICS), AUTO_CREATE_VERSION)
+        topic_cls = item_type(schema, "topics")
+        request = schema(
+            topics=tuple(
+                topic_cls(
+                    name=name,
+                    num_partitions=i32(config.get_int("num.partitions")),
+                    replication_factor=i16(config.get_int("default.replication.factor")),
+                    assignments=(),
+                    configs=(),
                 )
                 for name in names
-            ]
+            ),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=AUTO_CREATE_TIMEOUT_MS)),
+            validate_only=False,
         )
         try:
-            response = await self.admin.forward(request)
+            response = await self.admin.forward_body(request)
             for result in response.topics:
                 error = Errors.of(result.error_code)
                 if error is Errors.NONE:
