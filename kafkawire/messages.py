@@ -56,6 +56,29 @@ def error_code(error: Errors | int) -> ErrorCode:
         return ErrorCode.unknown_server_error
 
 
+def error_message(error: Errors | int, message: str | None) -> str | None:
+    """The message to send beside error_code(error): a code kio lacks travels as
+    UNKNOWN_SERVER_ERROR with its name first in the message, so our own clients recover it
+    (`wire_error`) and other clients read the name."""
+    try:
+        ErrorCode(int(error))
+    except ValueError:
+        name = Errors.of(int(error)).name
+        return f"{name}: {message}" if message else name
+    return message or None
+
+
+def wire_error(code: int, message: str | None) -> Errors:
+    """The error a response's code and message stand for (inverse of error_message)."""
+    error = Errors.of(int(code))
+    if error is Errors.UNKNOWN_SERVER_ERROR and message:
+        name = message.split(":", 1)[0]
+        own = Errors.__members__.get(name)
+        if own is not None:
+            return own
+    return error
+
+
 class UndecodableRequestError(ValueError):
     """The frame is not a request this node can parse (closes the connection)."""
 

@@ -24,7 +24,7 @@ from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
-from kafkawire.messages import error_code, response_schema
+from kafkawire.messages import error_code, error_message, response_schema
 from kafkawire.router import KafkaRouter
 
 if TYPE_CHECKING:
@@ -317,8 +317,7 @@ class ControllerKafkaAdminApis:
                             partition_cls,
                             partition_id=p.partition_id,
                             error_code=error_code(p.error_code),
-                            # Kafka has no top-level message here: say why on each partition.
-                            error_message=p.error_message or None,
+                            error_message=error_message(p.error_code, p.error_message),
                             leader_id=p.leader_id,
                         )
                         for p in t.partition_result
