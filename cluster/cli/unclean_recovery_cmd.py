@@ -165,7 +165,6 @@ class RecoveryRun:
 
     async def discover(self) -> None:
         """The live brokers from the first bootstrap broker that answers Metadata."""
-        reachable = False
         for address in split_bootstrap(self.bootstrap):
             try:
                 metadata = await self.client.request(address, _METADATA, timeout_ms=ASK_TIMEOUT_MS)
@@ -173,15 +172,19 @@ class RecoveryRun:
                 if exc.error not in UNREACHABLE:
                     raise
                 continue
-            reachable = True
             self.brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in metadata.brokers}
             return
-        if not reachable:
+        if self.admin_bootstrap == self.bootstrap:
             raise KafkaError(
                 Errors.NETWORK_EXCEPTION,
                 f"no broker answered Metadata at {self.bootstrap} "
                 "(unclean-recovery needs broker addresses)",
             )
+        # The controllers still describe the partitions; no replica can be asked.
+        stderr.print(
+            f"no broker answered Metadata at {self.bootstrap}: no replica can be asked",
+            highlight=False,
+        )
 
     async def refresh_brokers(self) -> None:
         for address in list(self.brokers.values()):

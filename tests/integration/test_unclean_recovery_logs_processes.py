@@ -86,7 +86,7 @@ def brokers(c: LocalCluster) -> str:
 def create(c: LocalCluster, topic: str, *configs: str) -> None:
     args = [f"--config={kv}" for kv in configs]
     created = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", topic,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
         "--partitions", "1", "--replication-factor", "3", *args,
     )
     assert created.returncode == 0, created.stderr
@@ -198,7 +198,7 @@ def test_plan_names_the_longest_log_and_the_designated_election_is_on_record(
     c.kill(node(c, second), signal.SIGSTOP)
     try:
         elected = minikraft(
-            "leader-election", "--bootstrap-server", c.bootstrap_controller,
+            "leader-election", "--bootstrap-controller", c.bootstrap_controller,
             "--election-type", "DESIGNATED", "--path-to-json-file", str(plan), "--output", "json",
         )
         recovering = describe(c, topic)

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
-from kio.schema.metadata.v1.request import MetadataRequestTopic
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersRequestV2
 from kio.schema.elect_leaders.v2.request import TopicPartitions as ElectTopicPartitionsV2
+from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
+from kio.schema.metadata.v1.request import MetadataRequestTopic
 from kio.static.primitive import Records, i8, i32
 
 from kafkawire import elect_leaders_v3 as el3
