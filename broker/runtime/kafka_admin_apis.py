@@ -16,12 +16,12 @@ metadata image by controller.runtime.kafka_describe, as Kafka answers them on th
 from __future__ import annotations
 
 import datetime
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from cluster.protocol import controller_messages as cm
 from controller.runtime import kafka_describe
+from controller.runtime.kafka_admin_apis import elect_leaders_error
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
@@ -68,7 +68,7 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
     if api_key == ApiKey.CREATE_TOPICS:
         cls = item_type(schema, "topics")
         items = tuple(
-            build(cls, name=t.name, topic_id=uuid.UUID(int=0), error_code=error_code(error),
+            build(cls, name=t.name, topic_id=None, error_code=error_code(error),
                   error_message=text, configs=None)
             for t in body.topics
         )
@@ -76,7 +76,7 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
     if api_key == ApiKey.DELETE_TOPICS:
         cls = item_type(schema, "responses")
         if has_field(type(body), "topic_names"):
-            named = [(str(n), uuid.UUID(int=0)) for n in body.topic_names]
+            named = [(str(n), None) for n in body.topic_names]
         else:
             named = [(t.name, t.topic_id) for t in body.topics]
         items = tuple(
@@ -104,13 +104,14 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
             for r in body.resources
         )
         return build(schema, throttle_time=NO_THROTTLE, responses=items)
-    # ElectLeaders, DescribeQuorum, AddRaftVoter, RemoveRaftVoter: a top-level error code.
+    if api_key == ApiKey.ELECT_LEADERS:
+        return elect_leaders_error(body, version, error, message)
+    # DescribeQuorum, AddRaftVoter, RemoveRaftVoter: a top-level error code.
     return build(
         schema,
         throttle_time=NO_THROTTLE,
         error_code=error_code(error),
         error_message=text,
-        replica_election_results=(),
         topics=(),
         nodes=(),
     )

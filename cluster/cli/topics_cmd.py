@@ -244,6 +244,12 @@ def create(
     output: str,
 ) -> None:
     """Create a topic (CreateTopics)."""
+    # On the wire -1 asks for the controller's default; an operator's count must be > 0, as
+    # kafka-topics.sh insists, and is refused with the server's name for it.
+    if partitions < 1:
+        fail(f"INVALID_PARTITIONS: number of partitions {partitions} is not > 0")
+    if replication_factor < 1:
+        fail(f"INVALID_REPLICATION_FACTOR: replication factor {replication_factor} is not > 0")
     request = create_topics_request(topic, partitions, replication_factor, parse_configs(configs))
     response = run_admin(ctx.obj["bootstrap"], request)
     result = response.topics[0]

@@ -304,7 +304,7 @@ class ControllerKafkaAdminApis:
         except KafkaError as exc:
             top_error, top_message = exc.error, exc.message
         if top_error is not Errors.NONE:
-            return _elect_error(schema, top_error, top_message)
+            return elect_leaders_error(body, version, top_error, top_message)
         return build(
             schema,
             throttle_time=NO_THROTTLE,
@@ -359,13 +359,33 @@ class ControllerKafkaAdminApis:
         )
 
 
-def _elect_error(schema: type, error: Errors, message: str) -> Any:
-    """ElectLeaders refused as a whole (NOT_CONTROLLER on a standby, INVALID_REQUEST): Kafka's
-    top-level error code, no partition results."""
-    del message  # ElectLeadersResponse has no top-level message field
+def elect_leaders_error(body: Any, version: int, error: Errors, message: str) -> Any:
+    """ElectLeaders refused as a whole (NOT_CONTROLLER on a standby, INVALID_REQUEST, no
+    controller reached): Kafka's top-level error code from v1; v0 has none, so each named
+    partition carries it."""
+    schema = response_schema(int(ApiKey.ELECT_LEADERS), version)
+    if has_field(schema, "error_code"):
+        return build(
+            schema, throttle_time=NO_THROTTLE, error_code=error_code(error), replica_election_results=()
+        )
+    topic_cls = item_type(schema, "replica_election_results")
+    partition_cls = item_type(topic_cls, "partition_result")
     return build(
         schema,
         throttle_time=NO_THROTTLE,
-        error_code=error_code(error),
-        replica_election_results=(),
+        replica_election_results=tuple(
+            topic_cls(
+                topic=tp.topic,
+                partition_result=tuple(
+                    build(
+                        partition_cls,
+                        partition_id=p,
+                        error_code=error_code(error),
+                        error_message=error_message(error, message),
+                    )
+                    for p in tp.partitions
+                ),
+            )
+            for tp in body.topic_partitions or ()
+        ),
     )
