@@ -87,7 +87,10 @@ async def request_active(
                 raise last
             try:
                 response = await client.request(
-                    address, body, timeout_ms=min(left_ms, try_timeout_ms or left_ms), dest_node_id=node_id
+                    address,
+                    body,
+                    timeout_ms=min(left_ms, try_timeout_ms or left_ms),
+                    dest_node_id=node_id,
                 )
             except KafkaError as exc:
                 if exc.error not in UNREACHABLE:

@@ -68,8 +68,14 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
     if api_key == ApiKey.CREATE_TOPICS:
         cls = item_type(schema, "topics")
         items = tuple(
-            build(cls, name=t.name, topic_id=None, error_code=error_code(error),
-                  error_message=text, configs=None)
+            build(
+                cls,
+                name=t.name,
+                topic_id=None,
+                error_code=error_code(error),
+                error_message=text,
+                configs=None,
+            )
             for t in body.topics
         )
         return build(schema, throttle_time=NO_THROTTLE, topics=items)

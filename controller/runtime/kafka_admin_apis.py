@@ -246,9 +246,7 @@ class ControllerKafkaAdminApis:
             validate_only=bool(body.validate_only),
         )
         try:
-            response = await self.controller.handle(
-                ApiKey.INCREMENTAL_ALTER_CONFIGS, request, None
-            )
+            response = await self.controller.handle(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, None)
             rows = [
                 (r.resource_type, r.resource_name, Errors.of(r.error_code), r.error_message)
                 for r in response.responses
@@ -366,7 +364,10 @@ def elect_leaders_error(body: Any, version: int, error: Errors, message: str) ->
     schema = response_schema(int(ApiKey.ELECT_LEADERS), version)
     if has_field(schema, "error_code"):
         return build(
-            schema, throttle_time=NO_THROTTLE, error_code=error_code(error), replica_election_results=()
+            schema,
+            throttle_time=NO_THROTTLE,
+            error_code=error_code(error),
+            replica_election_results=(),
         )
     topic_cls = item_type(schema, "replica_election_results")
     partition_cls = item_type(topic_cls, "partition_result")

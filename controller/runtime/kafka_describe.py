@@ -132,7 +132,9 @@ def describe_topic_partitions(image: MetadataImage, body: Any, server_limit: int
         topics=topics,
         next_cursor=None
         if next_cursor is None
-        else cursor_cls(topic_name=next_cursor.topic_name, partition_index=next_cursor.partition_index),  # type: ignore[call-arg]
+        else cursor_cls(
+            topic_name=next_cursor.topic_name, partition_index=next_cursor.partition_index
+        ),  # type: ignore[call-arg]
     )
 
 
