@@ -125,7 +125,8 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        time.sleep(3)
+        # Past the CLI's start-up (seconds on a loaded 2-core machine) into the 60 s run.
+        time.sleep(10)
         long_run.send_signal(signal.SIGTERM)
         out, err = long_run.communicate(timeout=15)
     finally:
