@@ -41,8 +41,10 @@ from kafkawire.messages import (
     encode_request,
     encode_response,
     error_code,
+    error_message,
     request_schema,
     response_schema,
+    wire_error,
 )
 
 st.register_type_strategy(Records, st.binary(max_size=64))
@@ -288,6 +290,18 @@ def test_minikraft_additions_are_tagged_fields_that_kafkas_schema_ignores() -> N
     assert decode_response(tagged[4:], 43, 3)[1].replica_election_results[0].partition_result[
         0
     ].leader_id == 2
+
+
+def test_our_own_code_travels_by_name_in_the_message_and_comes_back() -> None:
+    """REQUEST_LIMIT_REACHED has no Kafka number: UNKNOWN_SERVER_ERROR on the wire, its name
+    first in the message, so the CLI still resends what was over ElectLeaders' limit."""
+    code = error_code(Errors.REQUEST_LIMIT_REACHED)
+    message = error_message(Errors.REQUEST_LIMIT_REACHED, "at most 1000 partitions per request")
+    assert message == "REQUEST_LIMIT_REACHED: at most 1000 partitions per request"
+    assert wire_error(int(code), message) is Errors.REQUEST_LIMIT_REACHED
+    assert error_message(Errors.NOT_CONTROLLER, "standby") == "standby"
+    assert wire_error(int(error_code(Errors.NOT_CONTROLLER)), "x") is Errors.NOT_CONTROLLER
+    assert wire_error(-1, "boom: no name") is Errors.UNKNOWN_SERVER_ERROR
 
 
 def test_error_code_maps_ours_outside_kafkas_range_to_unknown_server_error() -> None:
