@@ -47,7 +47,7 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.CREATE_TOPICS: VersionRange(2, 7),
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
-        ApiKey.ELECT_LEADERS: VersionRange(0, 2),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 3),  # v3: DesignatedLeaders (seed 004)
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
@@ -64,13 +64,28 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
         ApiKey.DELETE_RECORDS: VersionRange(0, 2),
+        ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+        # Forwarded to the controllers unchanged (the Raft leader answers).
+        ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
+        ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+        ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
     }
 )
 
-# Controllers: node-to-node RPCs still travel in the msgpack framing in this stage; on Kafka's
-# protocol a controller answers ApiVersions only, so a client pointed at it learns so cleanly.
+# Controllers: each family adds the APIs it serves on the controller listener.
 CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
-    {ApiKey.API_VERSIONS: VersionRange(0, 4)}
+    {
+        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        # Admin APIs (KIP-919 --bootstrap-controller; what brokers forward), same ranges as brokers.
+        ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+        ApiKey.DELETE_TOPICS: VersionRange(1, 6),
+        ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+        ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 3),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+    }
 )
 
 

@@ -41,9 +41,13 @@ async def _serve(service: KafkaService) -> AsyncIterator[RpcServer]:
         await server.stop()
 
 
+# A listener that serves ApiVersions only (Metadata is not in its table).
+ONLY_API_VERSIONS = {ApiKey.API_VERSIONS: CONTROLLER_API_VERSIONS[ApiKey.API_VERSIONS]}
+
+
 @pytest.fixture
 async def controller_like() -> AsyncIterator[RpcServer]:
-    async for server in _serve(KafkaRouter(CONTROLLER_API_VERSIONS).service()):
+    async for server in _serve(KafkaRouter(ONLY_API_VERSIONS).service()):
         yield server
 
 
