@@ -55,10 +55,21 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
     }
 )
 
-# Controllers: node-to-node RPCs still travel in the msgpack framing in this stage; on Kafka's
-# protocol a controller answers ApiVersions only, so a client pointed at it learns so cleanly.
+# Controllers: the controller listener's APIs, per family as each moves to Kafka's protocol.
 CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
-    {ApiKey.API_VERSIONS: VersionRange(0, 4)}
+    {
+        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        # The metadata quorum's Raft RPCs (raft/runtime/kafka_raft_apis.py): one version node
+        # to node, the newest kio has with directory ids, PreVote and endpoints.
+        ApiKey.FETCH: VersionRange(17, 17),
+        ApiKey.VOTE: VersionRange(2, 2),
+        ApiKey.BEGIN_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.END_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
+        ApiKey.FETCH_SNAPSHOT: VersionRange(1, 1),
+        ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+        ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+    }
 )
 
 
