@@ -69,6 +69,7 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.FETCH_SNAPSHOT: VersionRange(1, 1),
         ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
         ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+        ApiKey.UPDATE_RAFT_VOTER: VersionRange(0, 0),
     }
 )
 

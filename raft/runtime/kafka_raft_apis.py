@@ -5,7 +5,8 @@ controller listener's handlers (Kafka's KafkaRaftClient request handling, KIP-59
 One version per API node to node (kafkawire's CONTROLLER_API_VERSIONS), the newest kio has with every field the
 core uses: Vote v2 (PreVote, KIP-996), BeginQuorumEpoch v1, EndQuorumEpoch v1 (directory ids,
 endpoints), Fetch v17 (ReplicaState, ReplicaDirectoryId, topic id), FetchSnapshot v1,
-DescribeQuorum v2 (directory ids, timestamps, Nodes), AddRaftVoter v0-v1, RemoveRaftVoter v0.
+DescribeQuorum v2 (directory ids, timestamps, Nodes), AddRaftVoter v0-v1, RemoveRaftVoter v0,
+UpdateRaftVoter v0.
 
 Where Kafka's message has no field for a core value, it is derived as Kafka does:
 - error_message exists only in DescribeQuorum/AddRaftVoter/RemoveRaftVoter; elsewhere the code
@@ -15,6 +16,7 @@ Where Kafka's message has no field for a core value, it is derived as Kafka does
 - Fetch carries no replica endpoint: the leader derives it from what it knows of that node id
   (`replica_endpoint`, given by the runtime), so a replacement disk of a voter id is promotable
   without listeners (seed 003) and a broker observer is not.
+- UpdateRaftVoter's answer has no error message; its leader is CurrentLeader's host and port.
 - AddRaftVoter/RemoveRaftVoter answers name no leader: the CLI asks DescribeQuorum for it.
 - DescribeQuorum's Nodes are per node id, so endpoints attach to every key of that id.
 """
@@ -43,9 +45,11 @@ from kio.schema.fetch_snapshot.v1 import response as fs_rs
 from kio.schema.remove_raft_voter.v0 import request as rrv_rq
 from kio.schema.remove_raft_voter.v0 import response as rrv_rs
 from kio.schema.types import BrokerId, TopicName
+from kio.schema.update_raft_voter.v0 import request as urv_rq
+from kio.schema.update_raft_voter.v0 import response as urv_rs
 from kio.schema.vote.v2 import request as vote_rq
 from kio.schema.vote.v2 import response as vote_rs
-from kio.static.primitive import Records, i8, i32, i32Timedelta, i64, u16
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64, u16
 
 from cluster.protocol import raft_messages as rm
 from kafkawire.api_keys import ApiKey
@@ -80,6 +84,7 @@ RAFT_API_KEYS = (
     ApiKey.FETCH_SNAPSHOT,
     ApiKey.ADD_RAFT_VOTER,
     ApiKey.REMOVE_RAFT_VOTER,
+    ApiKey.UPDATE_RAFT_VOTER,
 )
 
 # Errors Kafka puts at the top level of a raft response (about the request, not the partition).
@@ -158,6 +163,14 @@ def _first_partition(topics: Any) -> Any | None:
 def _leader_endpoints(endpoint: str, listener: str, cls: Any) -> tuple[Any, ...]:
     hp = _host_port(endpoint)
     return () if hp is None else (cls(name=listener, host=hp[0], port=u16(hp[1])),)
+
+
+def _listeners(listeners: dict[str, str], cls: Any) -> tuple[Any, ...]:
+    return tuple(
+        cls(name=name, host=hp[0], port=u16(hp[1]))
+        for name, hp in ((n, _host_port(e)) for n, e in listeners.items())
+        if hp is not None
+    )
 
 
 def _node_endpoint(node_id: int, endpoint: str, cls: Any) -> tuple[Any, ...]:
@@ -271,11 +284,7 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
             timeout=_ms(request.timeout_ms),
             voter_id=i32(request.voter_id),
             voter_directory_id=request.voter_directory_id,
-            listeners=tuple(
-                arv1_rq.Listener(name=name, host=hp[0], port=u16(hp[1]))
-                for name, hp in ((n, _host_port(e)) for n, e in request.listeners.items())
-                if hp is not None
-            ),
+            listeners=_listeners(request.listeners, arv1_rq.Listener),
             ack_when_committed=True,
         )
     if isinstance(request, rm.RemoveRaftVoterRequest):
@@ -283,6 +292,17 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
             cluster_id=request.cluster_id or None,
             voter_id=i32(request.voter_id),
             voter_directory_id=request.voter_directory_id,
+        )
+    if isinstance(request, rm.UpdateRaftVoterRequest):
+        return urv_rq.UpdateRaftVoterRequest(
+            cluster_id=request.cluster_id or None,
+            current_leader_epoch=i32(request.current_leader_epoch),
+            voter_id=i32(request.voter_id),
+            voter_directory_id=request.voter_directory_id,
+            listeners=_listeners(request.listeners, urv_rq.Listener),
+            k_raft_version_feature=urv_rq.KRaftVersionFeature(
+                min_supported_version=i16(request.min_kraft_version),
+                max_supported_version=i16(request.max_kraft_version)),
         )
     raise TypeError(f"not a raft request: {type(request).__name__}")
 
@@ -335,6 +355,12 @@ def response_from_kafka(request: object, body: Any) -> Any:
     if isinstance(request, rm.RemoveRaftVoterRequest):
         return rm.RemoveRaftVoterResponse(error_code=int(body.error_code),
                                           error_message=body.error_message or "")
+    if isinstance(request, rm.UpdateRaftVoterRequest):
+        leader = body.current_leader
+        return rm.UpdateRaftVoterResponse(
+            error_code=int(body.error_code), leader_id=int(leader.leader_id),
+            leader_epoch=int(leader.leader_epoch),
+            leader_endpoint=_endpoint(leader.host, int(leader.port)) if leader.host else "")
     raise TypeError(f"not a raft request: {type(request).__name__}")
 
 
@@ -462,6 +488,15 @@ def request_from_kafka(
         return rm.RemoveRaftVoterRequest(
             voter_id=int(body.voter_id), voter_directory_id=_dir(body.voter_directory_id),
             timeout_ms=DEFAULT_VOTER_CHANGE_TIMEOUT_MS, cluster_id=_cluster(body.cluster_id))
+    if api_key == ApiKey.UPDATE_RAFT_VOTER:
+        feature = body.k_raft_version_feature
+        return rm.UpdateRaftVoterRequest(
+            current_leader_epoch=int(body.current_leader_epoch), voter_id=int(body.voter_id),
+            voter_directory_id=_dir(body.voter_directory_id),
+            listeners={lst.name: _endpoint(lst.host, int(lst.port)) for lst in body.listeners},
+            min_kraft_version=int(feature.min_supported_version),
+            max_kraft_version=int(feature.max_supported_version),
+            cluster_id=_cluster(body.cluster_id))
     raise KafkaError(Errors.INVALID_REQUEST, f"{api_key.name} is not a raft API")
 
 
@@ -540,6 +575,13 @@ def response_to_kafka(api_key: ApiKey, version: int, response: Any,
         return rrv_rs.RemoveRaftVoterResponse(
             throttle_time=_NO_THROTTLE, error_code=error_code(response.error_code),
             error_message=response.error_message or None)
+    if api_key == ApiKey.UPDATE_RAFT_VOTER:
+        hp = _host_port(response.leader_endpoint) or ("", -1)
+        return urv_rs.UpdateRaftVoterResponse(
+            throttle_time=_NO_THROTTLE, error_code=error_code(response.error_code),
+            current_leader=urv_rs.CurrentLeader(
+                leader_id=BrokerId(response.leader_id), leader_epoch=i32(response.leader_epoch),
+                host=hp[0], port=i32(hp[1])))
     raise TypeError(f"{api_key.name} is not a raft API")
 
 
@@ -587,6 +629,7 @@ def error_to_kafka(api_key: ApiKey, version: int, error: Errors, message: str) -
         ApiKey.DESCRIBE_QUORUM: rm.DescribeQuorumResponse,
         ApiKey.ADD_RAFT_VOTER: rm.AddRaftVoterResponse,
         ApiKey.REMOVE_RAFT_VOTER: rm.RemoveRaftVoterResponse,
+        ApiKey.UPDATE_RAFT_VOTER: rm.UpdateRaftVoterResponse,
     }
     return response_to_kafka(api_key, version, core[api_key](error_code=int(error),
                                                             error_message=message))

@@ -86,6 +86,10 @@ class RaftManager:
                     "minikraft.quorum.leader.lost.jitter.max.ms"
                 ),
                 bootstrap_servers=config.bootstrap_servers,
+                # The listener a voter's endpoint is named for (VotersRecord, UpdateRaftVoter).
+                default_listener_name=(config.get("controller.listener.names") or "CONTROLLER")
+                .split(",")[0]
+                .strip(),
             ),
             random_source=rng.random,
             now_ms=now_ms(),

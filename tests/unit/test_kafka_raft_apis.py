@@ -5,16 +5,21 @@ have no field for are derived as raft/runtime/kafka_raft_apis.py says."""
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from kio.schema.add_raft_voter.v0.request import AddRaftVoterRequest, Listener
+from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i32Timedelta, u16
 
 from cluster.protocol import raft_messages as rm
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
-from kafkawire.errors import Errors
+from kafkawire.errors import Errors, KafkaError
 from kafkawire.framing import FrameDecoder
 from kafkawire.messages import decode_request, decode_response, encode_request, encode_response
 from raft.runtime.kafka_raft_apis import (
@@ -110,6 +115,12 @@ CASES: list[tuple[ApiKey, object, list[object]]] = [
      [rm.RemoveRaftVoterResponse(),
       rm.RemoveRaftVoterResponse(error_code=int(Errors.VOTER_NOT_FOUND),
                                  error_message="no voter (2, ...)")]),
+    (ApiKey.UPDATE_RAFT_VOTER,
+     rm.UpdateRaftVoterRequest(8, 2, D2, {"CONTROLLER": "127.0.0.1:19192"}, 0, 1, "c1"),
+     [rm.UpdateRaftVoterResponse(leader_id=1, leader_epoch=8,
+                                 leader_endpoint="127.0.0.1:19091"),
+      rm.UpdateRaftVoterResponse(error_code=int(Errors.VOTER_NOT_FOUND), leader_id=1,
+                                 leader_epoch=8, leader_endpoint="127.0.0.1:19091")]),
 ]
 
 
@@ -145,11 +156,8 @@ def test_responses_round_trip_through_the_wire(api_key: ApiKey, version: int) ->
 
 
 def test_add_raft_voter_v0_request_has_no_ack_when_committed_but_the_same_key() -> None:
-    from kio.schema.add_raft_voter.v0.request import AddRaftVoterRequest, Listener
-    from kio.static.primitive import i32, i32Timedelta, u16
-
     body = AddRaftVoterRequest(
-        cluster_id="c1", timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=5)),
+        cluster_id="c1", timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
         voter_id=i32(4), voter_directory_id=D3,
         listeners=(Listener(name="CONTROLLER", host="127.0.0.1", port=u16(19094)),))
     decoded = request_from_kafka(ApiKey.ADD_RAFT_VOTER, _wire_request(body), local_node_id=1)
@@ -176,12 +184,6 @@ def test_fetch_replica_endpoint_is_derived_by_the_leader() -> None:
 
 
 def test_another_topic_partition_is_an_invalid_request() -> None:
-    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
-    from kio.schema.types import TopicName
-    from kio.static.primitive import i32
-
-    from kafkawire.errors import KafkaError
-
     body = DescribeQuorumRequest(topics=(TopicData(topic_name=TopicName("orders"), partitions=(
         PartitionData(partition_index=i32(0)),)),))
     with pytest.raises(KafkaError) as info:
