@@ -27,7 +27,7 @@ import datetime
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.add_raft_voter.v0 import response as arv0_rs
 from kio.schema.add_raft_voter.v1 import request as arv1_rq
@@ -101,8 +101,39 @@ _PARTITION = i32(METADATA_PARTITION)
 # -- small conversions -------------------------------------------------------------------------
 
 
+# kio's phantom types validate every value on construction (microseconds each, on every Fetch
+# and its answer); the values here are the core's ints and bytes, in range by construction, so
+# the hot path only tags them for the type checker (a cast costs nothing at run time).
+def _i8(value: int) -> i8:
+    return cast(i8, value)
+
+
+def _i16(value: int) -> i16:
+    return cast(i16, value)
+
+
+def _i32(value: int) -> i32:
+    return cast(i32, value)
+
+
+def _i64(value: int) -> i64:
+    return cast(i64, value)
+
+
+def _u16(value: int) -> u16:
+    return cast(u16, value)
+
+
+def _broker_id(value: int) -> BrokerId:
+    return cast(BrokerId, value)
+
+
+def _records(value: bytes) -> Records:
+    return cast(Records, value)
+
+
 def _ms(value: int) -> i32Timedelta:
-    return i32Timedelta.parse(datetime.timedelta(milliseconds=value))
+    return cast(i32Timedelta, datetime.timedelta(milliseconds=value))
 
 
 def _to_ms(value: datetime.timedelta) -> int:
@@ -162,12 +193,12 @@ def _first_partition(topics: Any) -> Any | None:
 
 def _leader_endpoints(endpoint: str, listener: str, cls: Any) -> tuple[Any, ...]:
     hp = _host_port(endpoint)
-    return () if hp is None else (cls(name=listener, host=hp[0], port=u16(hp[1])),)
+    return () if hp is None else (cls(name=listener, host=hp[0], port=_u16(hp[1])),)
 
 
 def _listeners(listeners: dict[str, str], cls: Any) -> tuple[Any, ...]:
     return tuple(
-        cls(name=name, host=hp[0], port=u16(hp[1]))
+        cls(name=name, host=hp[0], port=_u16(hp[1]))
         for name, hp in ((n, _host_port(e)) for n, e in listeners.items())
         if hp is not None
     )
@@ -177,7 +208,7 @@ def _node_endpoint(node_id: int, endpoint: str, cls: Any) -> tuple[Any, ...]:
     hp = _host_port(endpoint)
     if node_id < 0 or hp is None:
         return ()
-    return (cls(node_id=BrokerId(node_id), host=hp[0], port=hp[1]),)
+    return (cls(node_id=_broker_id(node_id), host=hp[0], port=hp[1]),)
 
 
 def _endpoint_of_node(node_id: int, nodes: Any) -> str:
@@ -195,27 +226,27 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
     if isinstance(request, rm.VoteRequest):
         return vote_rq.VoteRequest(
             cluster_id=request.cluster_id or None,
-            voter_id=BrokerId(request.voter_id),
+            voter_id=_broker_id(request.voter_id),
             topics=(vote_rq.TopicData(topic_name=_TOPIC, partitions=(vote_rq.PartitionData(
                 partition_index=_PARTITION,
-                replica_epoch=i32(request.candidate_epoch),
-                replica_id=BrokerId(request.candidate_id),
+                replica_epoch=_i32(request.candidate_epoch),
+                replica_id=_broker_id(request.candidate_id),
                 replica_directory_id=request.candidate_directory_id,
                 voter_directory_id=request.voter_directory_id,
-                last_offset_epoch=i32(request.last_offset_epoch),
-                last_offset=i64(request.last_offset),
+                last_offset_epoch=_i32(request.last_offset_epoch),
+                last_offset=_i64(request.last_offset),
                 pre_vote=request.pre_vote,
             ),)),),
         )
     if isinstance(request, rm.BeginQuorumEpochRequest):
         return bqe_rq.BeginQuorumEpochRequest(
             cluster_id=request.cluster_id or None,
-            voter_id=BrokerId(request.voter_id),
+            voter_id=_broker_id(request.voter_id),
             topics=(bqe_rq.TopicData(topic_name=_TOPIC, partitions=(bqe_rq.PartitionData(
                 partition_index=_PARTITION,
                 voter_directory_id=request.voter_directory_id,
-                leader_id=BrokerId(request.leader_id),
-                leader_epoch=i32(request.leader_epoch),
+                leader_id=_broker_id(request.leader_id),
+                leader_epoch=_i32(request.leader_epoch),
             ),)),),
             leader_endpoints=_leader_endpoints(request.leader_endpoint, listener,
                                                bqe_rq.LeaderEndpoint),
@@ -225,7 +256,7 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
         # directory id rides on its candidate entry (rule 4); the others' are not known here.
         candidates = tuple(
             eqe_rq.ReplicaInfo(
-                candidate_id=BrokerId(node_id),
+                candidate_id=_broker_id(node_id),
                 candidate_directory_id=request.voter_directory_id
                 if node_id == request.voter_id else rm.NO_DIRECTORY_ID,
             )
@@ -235,8 +266,8 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
             cluster_id=request.cluster_id or None,
             topics=(eqe_rq.TopicData(topic_name=_TOPIC, partitions=(eqe_rq.PartitionData(
                 partition_index=_PARTITION,
-                leader_id=BrokerId(request.leader_id),
-                leader_epoch=i32(request.leader_epoch),
+                leader_id=_broker_id(request.leader_id),
+                leader_epoch=_i32(request.leader_epoch),
                 preferred_candidates=candidates,
             ),)),),
             leader_endpoints=(),
@@ -244,19 +275,19 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
     if isinstance(request, rm.FetchRequest):
         return fetch_rq.FetchRequest(
             cluster_id=request.cluster_id or None,
-            replica_state=fetch_rq.ReplicaState(replica_id=BrokerId(request.replica_id)),
+            replica_state=fetch_rq.ReplicaState(replica_id=_broker_id(request.replica_id)),
             max_wait=_ms(request.max_wait_ms),
-            min_bytes=i32(0),
-            max_bytes=i32(request.max_bytes),
-            isolation_level=i8(0),
+            min_bytes=_i32(0),
+            max_bytes=_i32(request.max_bytes),
+            isolation_level=_i8(0),
             topics=(fetch_rq.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=(
                 fetch_rq.FetchPartition(
                     partition=_PARTITION,
-                    current_leader_epoch=i32(request.current_leader_epoch),
-                    fetch_offset=i64(request.fetch_offset),
-                    last_fetched_epoch=i32(request.last_fetched_epoch),
-                    log_start_offset=i64(-1),
-                    partition_max_bytes=i32(request.max_bytes),
+                    current_leader_epoch=_i32(request.current_leader_epoch),
+                    fetch_offset=_i64(request.fetch_offset),
+                    last_fetched_epoch=_i32(request.last_fetched_epoch),
+                    log_start_offset=_i64(-1),
+                    partition_max_bytes=_i32(request.max_bytes),
                     replica_directory_id=request.replica_directory_id,
                 ),)),),
             forgotten_topics_data=(),
@@ -264,14 +295,14 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
     if isinstance(request, rm.FetchSnapshotRequest):
         return fs_rq.FetchSnapshotRequest(
             cluster_id=request.cluster_id or None,
-            replica_id=BrokerId(request.replica_id),
-            max_bytes=i32(request.max_bytes),
+            replica_id=_broker_id(request.replica_id),
+            max_bytes=_i32(request.max_bytes),
             topics=(fs_rq.TopicSnapshot(name=_TOPIC, partitions=(fs_rq.PartitionSnapshot(
                 partition=_PARTITION,
-                current_leader_epoch=i32(request.current_leader_epoch),
-                snapshot_id=fs_rq.SnapshotId(end_offset=i64(request.snapshot_end_offset),
-                                             epoch=i32(request.snapshot_epoch)),
-                position=i64(request.position),
+                current_leader_epoch=_i32(request.current_leader_epoch),
+                snapshot_id=fs_rq.SnapshotId(end_offset=_i64(request.snapshot_end_offset),
+                                             epoch=_i32(request.snapshot_epoch)),
+                position=_i64(request.position),
                 replica_directory_id=request.replica_directory_id,
             ),)),),
         )
@@ -282,7 +313,7 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
         return arv1_rq.AddRaftVoterRequest(
             cluster_id=request.cluster_id or None,
             timeout=_ms(request.timeout_ms),
-            voter_id=i32(request.voter_id),
+            voter_id=_i32(request.voter_id),
             voter_directory_id=request.voter_directory_id,
             listeners=_listeners(request.listeners, arv1_rq.Listener),
             ack_when_committed=True,
@@ -290,19 +321,19 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
     if isinstance(request, rm.RemoveRaftVoterRequest):
         return rrv_rq.RemoveRaftVoterRequest(
             cluster_id=request.cluster_id or None,
-            voter_id=i32(request.voter_id),
+            voter_id=_i32(request.voter_id),
             voter_directory_id=request.voter_directory_id,
         )
     if isinstance(request, rm.UpdateRaftVoterRequest):
         return urv_rq.UpdateRaftVoterRequest(
             cluster_id=request.cluster_id or None,
-            current_leader_epoch=i32(request.current_leader_epoch),
-            voter_id=i32(request.voter_id),
+            current_leader_epoch=_i32(request.current_leader_epoch),
+            voter_id=_i32(request.voter_id),
             voter_directory_id=request.voter_directory_id,
             listeners=_listeners(request.listeners, urv_rq.Listener),
             k_raft_version_feature=urv_rq.KRaftVersionFeature(
-                min_supported_version=i16(request.min_kraft_version),
-                max_supported_version=i16(request.max_kraft_version)),
+                min_supported_version=_i16(request.min_kraft_version),
+                max_supported_version=_i16(request.max_kraft_version)),
         )
     raise TypeError(f"not a raft request: {type(request).__name__}")
 
@@ -511,40 +542,40 @@ def response_to_kafka(api_key: ApiKey, version: int, response: Any,
         return vote_rs.VoteResponse(error_code=top, topics=(vote_rs.TopicData(
             topic_name=_TOPIC, partitions=(vote_rs.PartitionData(
                 partition_index=_PARTITION, error_code=part,
-                leader_id=BrokerId(response.leader_id), leader_epoch=i32(response.leader_epoch),
+                leader_id=_broker_id(response.leader_id), leader_epoch=_i32(response.leader_epoch),
                 vote_granted=response.vote_granted),)),))
     if api_key == ApiKey.BEGIN_QUORUM_EPOCH:
         return bqe_rs.BeginQuorumEpochResponse(error_code=top, topics=(bqe_rs.TopicData(
             topic_name=_TOPIC, partitions=(bqe_rs.PartitionData(
                 partition_index=_PARTITION, error_code=part,
-                leader_id=BrokerId(response.leader_id),
-                leader_epoch=i32(response.leader_epoch)),)),))
+                leader_id=_broker_id(response.leader_id),
+                leader_epoch=_i32(response.leader_epoch)),)),))
     if api_key == ApiKey.END_QUORUM_EPOCH:
         return eqe_rs.EndQuorumEpochResponse(error_code=top, topics=(eqe_rs.TopicData(
             topic_name=_TOPIC, partitions=(eqe_rs.PartitionData(
                 partition_index=_PARTITION, error_code=part,
-                leader_id=BrokerId(response.leader_id),
-                leader_epoch=i32(response.leader_epoch)),)),))
+                leader_id=_broker_id(response.leader_id),
+                leader_epoch=_i32(response.leader_epoch)),)),))
     if api_key == ApiKey.FETCH:
         return fetch_rs.FetchResponse(
-            throttle_time=_NO_THROTTLE, error_code=top, session_id=i32(0),
+            throttle_time=_NO_THROTTLE, error_code=top, session_id=_i32(0),
             responses=(fetch_rs.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(
                 fetch_rs.PartitionData(
                     partition_index=_PARTITION, error_code=part,
-                    high_watermark=i64(response.high_watermark),
-                    last_stable_offset=i64(response.high_watermark),
-                    log_start_offset=i64(response.log_start_offset),
+                    high_watermark=_i64(response.high_watermark),
+                    last_stable_offset=_i64(response.high_watermark),
+                    log_start_offset=_i64(response.log_start_offset),
                     diverging_epoch=fetch_rs.EpochEndOffset(
-                        epoch=i32(response.diverging_epoch),
-                        end_offset=i64(response.diverging_end_offset)),
+                        epoch=_i32(response.diverging_epoch),
+                        end_offset=_i64(response.diverging_end_offset)),
                     current_leader=fetch_rs.LeaderIdAndEpoch(
-                        leader_id=BrokerId(response.leader_id),
-                        leader_epoch=i32(response.leader_epoch)),
+                        leader_id=_broker_id(response.leader_id),
+                        leader_epoch=_i32(response.leader_epoch)),
                     snapshot_id=fetch_rs.SnapshotId(
-                        end_offset=i64(response.snapshot_end_offset),
-                        epoch=i32(response.snapshot_epoch)),
+                        end_offset=_i64(response.snapshot_end_offset),
+                        epoch=_i32(response.snapshot_epoch)),
                     aborted_transactions=None,
-                    records=Records(response.records),
+                    records=_records(response.records),
                 ),)),),
             node_endpoints=_node_endpoint(response.leader_id, response.leader_endpoint,
                                           fetch_rs.NodeEndpoint),
@@ -554,13 +585,13 @@ def response_to_kafka(api_key: ApiKey, version: int, response: Any,
             throttle_time=_NO_THROTTLE, error_code=top,
             topics=(fs_rs.TopicSnapshot(name=_TOPIC, partitions=(fs_rs.PartitionSnapshot(
                 index=_PARTITION, error_code=part,
-                snapshot_id=fs_rs.SnapshotId(end_offset=i64(response.snapshot_end_offset),
-                                             epoch=i32(response.snapshot_epoch)),
+                snapshot_id=fs_rs.SnapshotId(end_offset=_i64(response.snapshot_end_offset),
+                                             epoch=_i32(response.snapshot_epoch)),
                 current_leader=fs_rs.LeaderIdAndEpoch(
-                    leader_id=BrokerId(response.leader_id),
-                    leader_epoch=i32(response.leader_epoch)),
-                size=i64(response.size), position=i64(response.position),
-                unaligned_records=Records(response.unaligned_records),
+                    leader_id=_broker_id(response.leader_id),
+                    leader_epoch=_i32(response.leader_epoch)),
+                size=_i64(response.size), position=_i64(response.position),
+                unaligned_records=_records(response.unaligned_records),
             ),)),),
             node_endpoints=_node_endpoint(response.leader_id, response.leader_endpoint,
                                           fs_rs.NodeEndpoint),
@@ -580,8 +611,8 @@ def response_to_kafka(api_key: ApiKey, version: int, response: Any,
         return urv_rs.UpdateRaftVoterResponse(
             throttle_time=_NO_THROTTLE, error_code=error_code(response.error_code),
             current_leader=urv_rs.CurrentLeader(
-                leader_id=BrokerId(response.leader_id), leader_epoch=i32(response.leader_epoch),
-                host=hp[0], port=i32(hp[1])))
+                leader_id=_broker_id(response.leader_id), leader_epoch=_i32(response.leader_epoch),
+                host=hp[0], port=_i32(hp[1])))
     raise TypeError(f"{api_key.name} is not a raft API")
 
 
@@ -590,17 +621,17 @@ def describe_quorum_to_kafka(response: rm.DescribeQuorumResponse) -> Any:
 
     def state(r: rm.ReplicaState) -> Any:
         return dq_rs.ReplicaState(
-            replica_id=BrokerId(r.replica_id), replica_directory_id=r.replica_directory_id,
-            log_end_offset=i64(r.log_end_offset),
-            last_fetch_timestamp=i64(r.last_fetch_timestamp_ms),
-            last_caught_up_timestamp=i64(r.last_caught_up_timestamp_ms))
+            replica_id=_broker_id(r.replica_id), replica_directory_id=r.replica_directory_id,
+            log_end_offset=_i64(r.log_end_offset),
+            last_fetch_timestamp=_i64(r.last_fetch_timestamp_ms),
+            last_caught_up_timestamp=_i64(r.last_caught_up_timestamp_ms))
 
     nodes: dict[int, dict[str, str]] = {}
     for e in [*response.voter_endpoints, *response.observer_endpoints]:
         nodes.setdefault(e.voter_id, {}).update(e.endpoints)
     listed = tuple(
-        dq_rs.Node(node_id=BrokerId(node_id), listeners=tuple(
-            dq_rs.Listener(name=name, host=hp[0], port=u16(hp[1]))
+        dq_rs.Node(node_id=_broker_id(node_id), listeners=tuple(
+            dq_rs.Listener(name=name, host=hp[0], port=_u16(hp[1]))
             for name, hp in ((n, _host_port(e)) for n, e in listeners.items()) if hp is not None))
         for node_id, listeners in nodes.items()
     )
@@ -610,8 +641,8 @@ def describe_quorum_to_kafka(response: rm.DescribeQuorumResponse) -> Any:
         topics=(dq_rs.TopicData(topic_name=_TOPIC, partitions=(dq_rs.PartitionData(
             partition_index=_PARTITION, error_code=part,
             error_message=message if int(part) else None,
-            leader_id=BrokerId(response.leader_id), leader_epoch=i32(response.leader_epoch),
-            high_watermark=i64(response.high_watermark),
+            leader_id=_broker_id(response.leader_id), leader_epoch=_i32(response.leader_epoch),
+            high_watermark=_i64(response.high_watermark),
             current_voters=tuple(state(r) for r in response.current_voters),
             observers=tuple(state(r) for r in response.observers)),)),),
         nodes=listed,
