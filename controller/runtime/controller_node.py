@@ -137,7 +137,7 @@ class ControllerNode:
         self.quorum_controller = QuorumController(self.raft, self.state, config)
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
-        KafkaRaftApis(self.raft, listener.name).route(self.kafka_router)
+        KafkaRaftApis(self.raft).route(self.kafka_router)
         self.server = RpcServer(
             listener.host,
             listener.port,

@@ -534,8 +534,7 @@ def request_from_kafka(
 # -- server side: core response -> kio response ---------------------------------------------------
 
 
-def response_to_kafka(api_key: ApiKey, version: int, response: Any,
-                      listener: str = DEFAULT_LISTENER) -> Any:
+def response_to_kafka(api_key: ApiKey, version: int, response: Any) -> Any:
     """The kio response (of `version`) for a core response."""
     top, part = _split(response.error_code)
     if api_key == ApiKey.VOTE:
@@ -674,9 +673,8 @@ class KafkaRaftApis:
     raises into the router (that would close the caller's connection): every failure is an
     error code in the response."""
 
-    def __init__(self, manager: RaftManager, listener: str = DEFAULT_LISTENER) -> None:
+    def __init__(self, manager: RaftManager) -> None:
         self.manager = manager
-        self.listener = listener
 
     def route(self, router: KafkaRouter) -> None:
         for api_key in RAFT_API_KEYS:
@@ -700,7 +698,7 @@ class KafkaRaftApis:
                                          replica_endpoint=self._replica_endpoint)
             source = -1 if ctx.source_node_id is None else ctx.source_node_id
             response = await self.manager.driver.handle_request(source, request)
-            return response_to_kafka(api_key, version, response, self.listener)
+            return response_to_kafka(api_key, version, response)
         except KafkaError as exc:
             return error_to_kafka(api_key, version, exc.error, exc.message)
         except Exception as exc:  # never close the caller's connection over our own failure

@@ -33,7 +33,11 @@ from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftRe
 from raft.core.record_batch import RecordBatch, iter_batches
 from raft.core.replicated_log import SnapshotId
 from raft.runtime.disk_log import DiskLog
-from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
+from raft.runtime.kafka_raft_apis import (
+    DEFAULT_LISTENER,
+    request_to_kafka,
+    response_from_kafka,
+)
 from raft.runtime.quorum_state_file import ElectionStateFile
 
 log = logging.getLogger("minikraft.raft")
@@ -88,8 +92,10 @@ class RaftDriver:
         request_timeout_ms: int = 2000,
         on_error: Callable[[BaseException], Awaitable[None]] | None = None,
         fsync: bool = True,
+        listener_name: str = DEFAULT_LISTENER,
     ) -> None:
         self.replica = replica
+        self.listener_name = listener_name  # names the leader's endpoint in BeginQuorumEpoch
         # minikraft.raft.fsync: false only to pair with peers that do not fsync (BENCHMARKS.md).
         self.fsync = fsync
         self.log = log_
@@ -344,7 +350,7 @@ class RaftDriver:
                 # Kafka's wire protocol: the core's request as its kio entity, and back.
                 answer = await self.client.request(
                     address,
-                    request_to_kafka(outbound.request),
+                    request_to_kafka(outbound.request, self.listener_name),
                     timeout_ms=timeout_ms,
                     dest_node_id=outbound.dest_node_id,
                 )

@@ -61,6 +61,9 @@ class RaftManager:
         )
         self.state_file = ElectionStateFile(self.partition_dir / QUORUM_STATE_FILE)
         rng = random.Random(seed)
+        # The listener a voter's endpoint is named for (VotersRecord, UpdateRaftVoter).
+        listener_name = (config.get("controller.listener.names") or "CONTROLLER").split(",")[0]
+        listener_name = listener_name.strip()
         # Kafka's wire protocol to the other replicas, with its own connections (as Kafka's
         # KafkaRaftManager has its own NetworkClient); client id node-<id> lets the peers' fault
         # layer know the caller, and `faults` is the node's, so chaos partitions apply to Raft.
@@ -86,10 +89,7 @@ class RaftManager:
                     "minikraft.quorum.leader.lost.jitter.max.ms"
                 ),
                 bootstrap_servers=config.bootstrap_servers,
-                # The listener a voter's endpoint is named for (VotersRecord, UpdateRaftVoter).
-                default_listener_name=(config.get("controller.listener.names") or "CONTROLLER")
-                .split(",")[0]
-                .strip(),
+                default_listener_name=listener_name,
             ),
             random_source=rng.random,
             now_ms=now_ms(),
@@ -103,6 +103,7 @@ class RaftManager:
             listener=listener,
             request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
             fsync=config.get("minikraft.raft.fsync", "true") != "false",
+            listener_name=listener_name,
         )
 
     @property
