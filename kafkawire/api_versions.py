@@ -66,7 +66,7 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DELETE_RECORDS: VersionRange(0, 2),
         ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
         # Forwarded to the controllers unchanged (the Raft leader answers).
-        ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
+        ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
         ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
         ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
     }
@@ -85,6 +85,17 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+        # The metadata quorum's Raft RPCs (raft/runtime/kafka_raft_apis.py): one version node
+        # to node, the newest kio has with directory ids, PreVote and endpoints.
+        ApiKey.FETCH: VersionRange(17, 17),
+        ApiKey.VOTE: VersionRange(2, 2),
+        ApiKey.BEGIN_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.END_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
+        ApiKey.FETCH_SNAPSHOT: VersionRange(1, 1),
+        ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+        ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+        ApiKey.UPDATE_RAFT_VOTER: VersionRange(0, 0),
     }
 )
 

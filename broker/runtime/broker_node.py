@@ -119,7 +119,7 @@ class BrokerNode:
         # Two clients: the global registry for Raft and the controller, BROKER_REGISTRY for
         # partition data between brokers.
         self.client = RpcClient(f"node-{config.node_id}", cluster_id=None, faults=self.faults)
-        self.raft = RaftManager(config, self.client, listener=self.metadata)
+        self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
         self.client.cluster_id = self.raft.cluster_id
         self.broker_client = RpcClient(
             f"node-{config.node_id}",
