@@ -238,6 +238,18 @@ class ProducerStateManager:
                 self.producers[batch.producer_id] = current.with_batch(batch)
         self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
 
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Kafka: producers whose last batch is wholly below the new log start are forgotten
+        (DeleteRecords); their next batch is then accepted at any sequence."""
+        gone = [
+            pid
+            for pid, entry in self.producers.items()
+            if not entry.batches or entry.batches[-1].last_offset < log_start_offset
+        ]
+        for pid in gone:
+            del self.producers[pid]
+        self.map_end_offset = max(self.map_end_offset, log_start_offset)
+
     def update_map_end_offset(self, end_offset: int) -> None:
         self.map_end_offset = max(self.map_end_offset, end_offset)
 

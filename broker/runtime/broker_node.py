@@ -119,7 +119,7 @@ class BrokerNode:
         # Two clients: the global registry for Raft and the controller, BROKER_REGISTRY for
         # partition data between brokers.
         self.client = RpcClient(f"node-{config.node_id}", cluster_id=None, faults=self.faults)
-        self.raft = RaftManager(config, self.client, listener=self.metadata)
+        self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
         self.client.cluster_id = self.raft.cluster_id
         self.broker_client = RpcClient(
             f"node-{config.node_id}",
@@ -249,7 +249,7 @@ class BrokerNode:
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
         await self.client.close()
         await self.broker_client.close()
-        await self.kafka_apis.producer_ids.close()
+        await self.kafka_apis.admin.close()
 
     async def _controlled_shutdown(self) -> None:
         """Heartbeat want_shut_down until the controller moved our leaderships away."""
@@ -438,10 +438,6 @@ class BrokerNode:
     # ---- handlers ----
 
     async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
-        if api_key in bm.FORWARDED_ADMIN_KEYS:
-            # The CLI's admin commands against broker addresses (Kafka's forwarding).
-            timeout_ms = int(getattr(request, "timeout_ms", 0)) or None
-            return await self.kafka_apis.admin.forward(request, timeout_ms)
         handler = self.handlers.get(api_key)
         if handler is None:
             raise KafkaError(Errors.UNSUPPORTED_VERSION, f"broker does not serve {api_key.name}")

@@ -94,6 +94,15 @@ def test_an_unknown_producer_is_accepted_at_any_sequence() -> None:
     assert error_of(state, pb(45, 1, offset=9)) is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+def test_producers_wholly_below_a_new_log_start_are_forgotten() -> None:
+    state = ProducerStateManager()
+    append(state, pb(0, 2, offset=0, pid=1))
+    append(state, pb(0, 2, offset=2, pid=2))
+    state.on_log_start_offset_incremented(3)  # DeleteRecords up to offset 3
+    assert state.entry(1) is None and state.entry(2) is not None
+    assert append(state, pb(9, 1, offset=4, pid=1)) == 4  # unknown again: any sequence
+
+
 def test_sequences_wrap_at_int_max() -> None:
     assert increment_sequence(INT32_MAX, 1) == 0
     assert increment_sequence(INT32_MAX - 1, 3) == 1
