@@ -49,7 +49,7 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
         ApiKey.ELECT_LEADERS: VersionRange(0, 3),  # v3: DesignatedLeaders (seed 004)
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
-        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
         ApiKey.GET_REPLICA_LOG_INFO: VersionRange(0, 0),
         # The group coordinator (classic protocol), Kafka 4.0's ranges.
@@ -85,7 +85,7 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
         ApiKey.ELECT_LEADERS: VersionRange(0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
-        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
         # The metadata quorum's Raft RPCs (raft/runtime/kafka_raft_apis.py): one version node
         # to node, the newest kio has with directory ids, PreVote and endpoints.

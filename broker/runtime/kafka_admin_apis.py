@@ -226,12 +226,18 @@ class KafkaAdminApis:
         )
         return kafka_describe.describe_topic_partitions(self.broker.metadata.image, body, limit)
 
-    async def describe_cluster(self, _body: Any, version: int) -> Any:
+    async def describe_cluster(self, body: Any, version: int) -> Any:
         # KRaft brokers name a live broker as "controller": admin requests sent to it are
         # forwarded to the active controller.
+        image = self.broker.metadata.image
         return kafka_describe.describe_cluster(
             version,
             self.broker.raft.cluster_id,
             self.broker.broker_id,
-            kafka_describe.live_brokers(self.broker.metadata.image, self.broker.listener.name),
+            kafka_describe.live_brokers(
+                image,
+                self.broker.listener.name,
+                include_fenced=bool(getattr(body, "include_fenced_brokers", False)),
+            ),
+            fenced=kafka_describe.fenced_broker_ids(image),
         )

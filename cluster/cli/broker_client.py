@@ -3,10 +3,6 @@ Kafka client of the brokers, Metadata from whichever bootstrap broker answers, p
 lookup, and one Produce / Fetch / ListOffsets per partition in kio entities, records as Kafka
 record batch v2 (raft.core.record_batch). After the Kafka producer's and consumer's metadata
 handling: a retriable error refreshes metadata and the caller retries.
-
-`new_client` / `fetch_metadata` below the Kafka part still speak the msgpack registry for the
-commands another stage-2 family migrates (health, unclean-recovery); the lead deletes them with
-the msgpack path.
 """
 
 from __future__ import annotations
@@ -31,9 +27,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from cluster.cli.bootstrap import new_client as new_kafka_client
-from cluster.cli.bootstrap import send_to_any, split_bootstrap
-from cluster.net.client import RpcClient
-from cluster.protocol import broker_messages as bm
+from cluster.cli.bootstrap import send_to_any
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, iter_batches
@@ -328,31 +322,3 @@ async def fetch_records(
                         out.append((offset, record))
             return FetchedRecords(out, int(answer.high_watermark), int(answer.log_start_offset))
     raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"no Fetch answer for {partition}")
-
-
-# ---- msgpack (health, unclean-recovery until their families move to Kafka's protocol) ----
-
-
-def new_client(client_id: str) -> RpcClient:
-    return RpcClient(
-        client_id, cluster_id=None, request_timeout_ms=REQUEST_TIMEOUT_MS, registry=bm.BROKER_REGISTRY
-    )
-
-
-async def fetch_metadata(
-    client: RpcClient, bootstrap: str, topics: list[str] | None, timeout_ms: int = 3000
-) -> bm.MetadataResponse:
-    """METADATA from the first bootstrap broker that answers; NETWORK_EXCEPTION if none does."""
-    last = KafkaError(Errors.NETWORK_EXCEPTION, f"no broker answered at {bootstrap}")
-    for address in split_bootstrap(bootstrap):
-        try:
-            response: bm.MetadataResponse = await client.request(
-                address, bm.MetadataRequest(topics=topics), timeout_ms=timeout_ms
-            )
-        except KafkaError as exc:
-            last = exc
-            continue
-        if response.error_code == 0:
-            return response
-        last = KafkaError(Errors.of(response.error_code), response.error_message)
-    raise last

@@ -2,9 +2,6 @@
 (CLI.md, Kafka's kafka-topics.sh), on Kafka's protocol: CreateTopics, DescribeTopicPartitions
 (seed 001's paging) and CreatePartitions (`alter --partitions`). Brokers forward the writes to the
 active controller; controllers (KIP-919) answer them themselves (cluster.cli.bootstrap).
-
-`controller_request` is the msgpack path the chaos workload and the produce bench still use
-against controllers; the lead removes it with the msgpack protocol.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import time
 from typing import Any
 
 import click
@@ -33,7 +29,6 @@ from kio.schema.describe_topic_partitions.v0.request import (
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from cluster.cli.admin_client import describe_quorum, split_bootstrap
 from cluster.cli.bootstrap import (
     ADMIN_TIMEOUT_MS,
     bootstrap_options,
@@ -41,59 +36,11 @@ from cluster.cli.bootstrap import (
     request_admin,
 )
 from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
-from cluster.net.client import RpcClient
 from cluster.protocol import controller_messages as msg
 from cluster.protocol.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_to_str
 
 _RETRY_SLEEP_S = 0.1
-
-
-async def controller_request(
-    bootstrap: str, request: Any, *, timeout_ms: int = ADMIN_TIMEOUT_MS
-) -> Any:
-    """The msgpack admin path (chaos workload, produce bench): send to whichever bootstrap
-    controller answers, following NOT_CONTROLLER to the active controller. A top-level error
-    other than NOT_CONTROLLER raises KafkaError."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    addresses = split_bootstrap(bootstrap)
-    client = RpcClient("minikraft-admin", cluster_id=None, request_timeout_ms=timeout_ms)
-    last = KafkaError(Errors.NETWORK_EXCEPTION, f"no node answered at {bootstrap}")
-    try:
-        while time.monotonic() < deadline:
-            for address in list(addresses):
-                remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))
-                try:
-                    response = await client.request(
-                        address, request, timeout_ms=min(remaining_ms, 5000)
-                    )
-                except KafkaError as exc:
-                    last = exc
-                    continue
-                error = Errors.of(response.error_code)
-                if error == Errors.NONE:
-                    return response
-                last = KafkaError(error, response.error_message)
-                if error != Errors.NOT_CONTROLLER:
-                    raise last
-                active = await _active_controller(bootstrap, remaining_ms)
-                if active is not None and active not in addresses:
-                    addresses.insert(0, active)
-            await asyncio.sleep(_RETRY_SLEEP_S)
-        raise last
-    finally:
-        await client.close()
-
-
-async def _active_controller(bootstrap: str, timeout_ms: int) -> str | None:
-    try:
-        status = await describe_quorum(bootstrap, timeout_ms=min(timeout_ms, 2000))
-    except KafkaError:
-        return None
-    if status.leader_id is None:
-        return None
-    endpoints = status.endpoints().get(status.leader_id, {})
-    return next(iter(endpoints.values()), None)
 
 
 def kafka_timeout(timeout_ms: int = ADMIN_TIMEOUT_MS) -> i32Timedelta:
@@ -208,12 +155,12 @@ def partition_rows(topics: list[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _under_min_isr(topic: Any, row: dict[str, Any]) -> bool:
+def under_min_isr_row(topic: Any, row: dict[str, Any]) -> bool:
     min_isr = topic.min_insync_replicas if topic.min_insync_replicas > 0 else 1
     return len(row["isr"]) < min(min_isr, len(row["replicas"]))  # rule 9
 
 
-def _unavailable(row: dict[str, Any]) -> bool:
+def unavailable(row: dict[str, Any]) -> bool:
     return row["leader"] < 0 or row["leader"] in row["offline_replicas"]
 
 
@@ -312,9 +259,9 @@ def describe(
     rows = []
     for t in described:
         for row in partition_rows([t]):
-            if under_min_isr_partitions and not _under_min_isr(t, row):
+            if under_min_isr_partitions and not under_min_isr_row(t, row):
                 continue
-            if unavailable_partitions and not _unavailable(row):
+            if unavailable_partitions and not unavailable(row):
                 continue
             rows.append(row)
     if output == "json":

@@ -351,9 +351,18 @@ class ControllerKafkaAdminApis:
                     host, _, port = address.rpartition(":")
                     nodes.append((voter_id, host.strip("[]"), int(port), None))
         else:
-            nodes = kafka_describe.live_brokers(self.controller.state.image, None)
+            nodes = kafka_describe.live_brokers(
+                self.controller.state.image,
+                None,
+                include_fenced=bool(getattr(body, "include_fenced_brokers", False)),
+            )
         return kafka_describe.describe_cluster(
-            version, self.node.raft.cluster_id, leader, nodes, endpoint_type
+            version,
+            self.node.raft.cluster_id,
+            leader,
+            nodes,
+            endpoint_type,
+            kafka_describe.fenced_broker_ids(self.controller.state.image),
         )
 
 

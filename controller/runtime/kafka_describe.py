@@ -38,13 +38,14 @@ TOPIC_CONFIG_DEFAULTS = {
 
 
 def live_brokers(
-    image: MetadataImage, listener_name: str | None
+    image: MetadataImage, listener_name: str | None, *, include_fenced: bool = False
 ) -> list[tuple[int, str, int, str | None]]:
     """(id, host, port, rack) of unfenced brokers with an endpoint on the listener (None: their
-    first endpoint): what Metadata and DescribeCluster list (Kafka lists alive brokers)."""
+    first endpoint): what Metadata and DescribeCluster list (Kafka lists alive brokers).
+    `include_fenced`: registered fenced brokers too (DescribeCluster v2, KIP-1073)."""
     rows = []
     for reg in sorted(image.brokers.values(), key=lambda r: r.broker_id):
-        if reg.fenced:
+        if reg.fenced and not include_fenced:
             continue
         for endpoint in reg.endpoints:
             if listener_name is None or endpoint.name == listener_name:
@@ -53,13 +54,19 @@ def live_brokers(
     return rows
 
 
+def fenced_broker_ids(image: MetadataImage) -> frozenset[int]:
+    return frozenset(r.broker_id for r in image.brokers.values() if r.fenced)
+
+
 def describe_cluster(
     version: int,
     cluster_id: str,
     controller_id: int,
     nodes: list[tuple[int, str, int, str | None]],
     endpoint_type: int = ENDPOINT_TYPE_BROKER,
+    fenced: frozenset[int] = frozenset(),
 ) -> Any:
+    """`fenced`: node ids listed as IsFenced (v2+; they are listed only when asked for)."""
     schema = response_schema(int(ApiKey.DESCRIBE_CLUSTER), version)
     broker_cls = item_type(schema, "brokers")
     return build(
@@ -71,7 +78,7 @@ def describe_cluster(
         cluster_id=cluster_id,
         controller_id=controller_id,
         brokers=tuple(
-            build(broker_cls, broker_id=n, host=host, port=port, rack=rack)
+            build(broker_cls, broker_id=n, host=host, port=port, rack=rack, is_fenced=n in fenced)
             for n, host, port, rack in nodes
         ),
     )

@@ -72,7 +72,7 @@ def test_the_broker_table_is_kip_896s_client_facing_baseline() -> None:
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.ELECT_LEADERS: (0, 3),  # v3: seed 004's DesignatedLeaders
         ApiKey.CREATE_PARTITIONS: (0, 3),
-        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_CLUSTER: (0, 2),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         # The group coordinator (issue 16): Kafka 4.0's ranges.
         ApiKey.FIND_COORDINATOR: (0, 6),
