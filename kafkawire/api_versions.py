@@ -69,6 +69,8 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
         ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
         ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+        # The idempotent producer; no transactional APIs (transactions are out of scope).
+        ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     }
 )
 
@@ -96,6 +98,7 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
         ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
         ApiKey.UPDATE_RAFT_VOTER: VersionRange(0, 0),
+        ApiKey.ALLOCATE_PRODUCER_IDS: VersionRange(0, 0),
     }
 )
 

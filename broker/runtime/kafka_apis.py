@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis, NewTopic
 from broker.runtime.kafka_group_apis import KafkaGroupApis
+from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import HostedPartition
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from cluster.protocol import broker_messages as bm
@@ -71,7 +72,13 @@ class KafkaApis:
             **self.admin.handlers(),
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
             ApiKey.DELETE_RECORDS: self._delete_records,
+            ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
         }
+        self.producer_ids = ProducerIdManager(
+            broker.broker_id,
+            lambda: broker.broker_epoch,
+            lambda body, timeout_ms: self.admin.forward_body(body, timeout_ms),
+        )
         # The group coordinator's APIs take the connection's context (client id and host).
         self.groups = KafkaGroupApis(broker)
         missing = set(BROKER_API_VERSIONS) - set(self._handlers) - set(self.groups.handlers)
@@ -525,6 +532,29 @@ class KafkaApis:
                 )
             topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
         return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    # ---- InitProducerId (idempotent producers only) ----
+
+    async def _init_producer_id(self, body: Any, version: int) -> Any:
+        """A new producer id at epoch 0 for every request (Kafka's answer without a
+        transactional id, also to an epoch bump). A transactional id is refused: transactions
+        are not built, and their APIs are not advertised."""
+        schema = _response(ApiKey.INIT_PRODUCER_ID, version)
+        producer_id, epoch, error = -1, -1, Errors.NONE
+        if body.transactional_id is not None:
+            error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            try:
+                producer_id, epoch = await self.producer_ids.generate(), 0
+            except KafkaError as exc:
+                error = exc.error
+        return build(
+            schema,
+            throttle_time=NO_THROTTLE,
+            error_code=error_code(error),
+            producer_id=producer_id,
+            producer_epoch=epoch,
+        )
 
     # ---- GetReplicaLogInfo (seed 004) ----
 

@@ -3,8 +3,11 @@
 Segments are raft's DiskLog (CRC32C-checked batches of the one record batch format; opening
 cuts a torn or corrupt tail with a WARNING). Next to them, `leader-epoch-checkpoint` holds the
 leader epoch cache in Kafka's text format (version line, count line, `epoch start_offset`
-lines), rewritten atomically whenever the cache changes. Per log directory,
-`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (the HWM) and
+lines), rewritten atomically whenever the cache changes. `<offset>.snapshot` files hold the
+idempotent producers' state (broker/core/producer_state.py) as of that offset: written when a
+segment rolls and on close, so opening loads the newest one and replays only the log after it;
+a truncation drops the snapshots past the cut and rebuilds the state the same way. Per log
+directory, `recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (the HWM) and
 `log-start-offset-checkpoint` (the log start offset DeleteRecords advanced) use Kafka's format with
 `topic partition offset` lines; the runtime writes them with `write_offset_checkpoint`.
 
@@ -30,9 +33,17 @@ from types import TracebackType
 
 from broker.core.leader_epoch_cache import EpochEndOffset, EpochEntry, LeaderEpochCache
 from broker.core.partition_state import ACKS_ALL
+from broker.core.producer_state import (
+    CorruptSnapshotError,
+    ProducerBatch,
+    ProducerStateManager,
+    parse_snapshot_file_name,
+    snapshot_file_name,
+)
 from cluster.protocol.errors import Errors, KafkaError
 from raft.core.compression import UnsupportedCompressionError
 from raft.core.record_batch import (
+    BatchHeader,
     CorruptBatchError,
     MessageTooLargeError,
     Record,
@@ -49,6 +60,7 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 _SCAN_CHUNK_BYTES = 1 << 20
+PRODUCER_SNAPSHOTS_RETAINED = 2
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 _log = logging.getLogger("minikraft.broker")
@@ -192,6 +204,19 @@ class AppendInfo:
         return self.last_offset + 1
 
 
+def producer_batch(header: BatchHeader, base_offset: int | None = None) -> ProducerBatch:
+    """The producer fields of a batch header, at base_offset if the leader is assigning it."""
+    base = header.base_offset if base_offset is None else base_offset
+    return ProducerBatch(
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        base,
+        base + header.last_offset_delta,
+        header.max_timestamp_ms,
+    )
+
+
 def _stamp(raw: bytes, position: int, base_offset: int, leader_epoch: int) -> bytes:
     """The batch at position with the leader's offset and epoch (neither is under the CRC)."""
     header = bytearray(raw[position : position + 16])
@@ -230,6 +255,9 @@ class PartitionLog:
         self._start_offset = min(log_start_offset or 0, self._log.end_offset())
         self.epoch_cache = LeaderEpochCache()
         self._load_epoch_cache(recovery_point)
+        self.producer_state = ProducerStateManager()
+        self._segment_count = len(self._log.segment_paths())
+        self._load_producer_state()
 
     # ---- recovery ----
 
@@ -279,6 +307,61 @@ class PartitionLog:
                 position += header.size
                 offset = header.last_offset + 1
 
+    def _snapshot_offsets(self) -> list[int]:
+        offsets = (parse_snapshot_file_name(p.name) for p in self.directory.iterdir())
+        return sorted(o for o in offsets if o is not None)
+
+    def _load_producer_state(self) -> None:
+        """The newest usable snapshot, then every batch after it (Kafka's loadProducerState).
+        Snapshots past the log end (a cut tail, a truncation) or unreadable ones are deleted."""
+        remove_stale_temp_files(self.directory, ".snapshot")
+        start, end = self.log_start_offset, self.log_end_offset
+        state = ProducerStateManager(map_end_offset=start)
+        for offset in reversed(self._snapshot_offsets()):
+            path = self.directory / snapshot_file_name(offset)
+            if offset > end or offset < start:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                with storage_errors(f"read {path}"):
+                    data = path.read_bytes()
+                state = ProducerStateManager.decode_snapshot(data, offset)
+                break
+            except CorruptSnapshotError as exc:
+                self._logger.warning("Partition %s: deleting %s: %s", self.name, path.name, exc)
+                path.unlink(missing_ok=True)
+        offset = state.map_end_offset
+        while offset < end:
+            raw = self._log.read(offset, _SCAN_CHUNK_BYTES)
+            if not raw:
+                break
+            position = 0
+            while position < len(raw):
+                header = read_header(raw, position)
+                if header.last_offset >= state.map_end_offset and not header.is_control:
+                    state.replay(producer_batch(header))
+                position += header.size
+                offset = header.last_offset + 1
+        state.update_map_end_offset(end)
+        self.producer_state = state
+
+    def take_producer_snapshot(self) -> None:
+        """Write the producer state as of the log end (Kafka: at roll and clean shutdown);
+        keeps the newest PRODUCER_SNAPSHOTS_RETAINED files."""
+        end = self.log_end_offset
+        path = self.directory / snapshot_file_name(end)
+        if path.exists():
+            return
+        write_atomic(path, self.producer_state.encode_snapshot())
+        for old in self._snapshot_offsets()[:-PRODUCER_SNAPSHOTS_RETAINED]:
+            (self.directory / snapshot_file_name(old)).unlink(missing_ok=True)
+
+    def _after_append(self) -> None:
+        count = len(self._log.segment_paths())
+        if count != self._segment_count:
+            self._segment_count = count
+            self.take_producer_snapshot()
+
     def _write_epoch_checkpoint(self) -> None:
         write_leader_epoch_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries())
 
@@ -322,6 +405,7 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return False
         self._start_offset = offset
+        self.producer_state.on_log_start_offset_incremented(offset)
         if self.epoch_cache.truncate_from_start(offset):
             self._write_epoch_checkpoint()
         self._logger.info("Partition %s: log start offset advanced to %d", self.name, offset)
@@ -337,6 +421,7 @@ class PartitionLog:
         base_offset = self.log_end_offset
         next_offset = base_offset
         stamped: list[bytes] = []
+        produced: list[ProducerBatch] = []
         position = 0
         try:
             while position < len(view):
@@ -348,11 +433,26 @@ class PartitionLog:
                 )
                 if header.is_control:
                     raise KafkaError(Errors.INVALID_RECORD, "producers may not send control batches")
+                if header.is_transactional:
+                    # No transactions (issue 16): Kafka's answer to a transactional batch
+                    # outside a transaction the coordinator knows.
+                    raise KafkaError(Errors.INVALID_TXN_STATE, "transactions are not supported")
+                produced.append(producer_batch(header, next_offset))
                 count = header.last_offset - header.base_offset + 1
                 stamped.append(_stamp(raw_batches, position, next_offset, leader_epoch))
                 stamped.append(bytes(view[position + 16 : position + header.size]))
                 next_offset += count
                 position += header.size
+            producers = self.producer_state.check_client_batches(produced)
+            if producers.duplicate is not None:
+                # A retried batch already in the log: answer with its offsets, append nothing.
+                dup = producers.duplicate
+                self._logger.info(
+                    "Partition %s: duplicate batch (producer sequences %d..%d) answered with its"
+                    " offsets %d..%d", self.name, dup.first_seq, dup.last_seq,
+                    dup.first_offset, dup.last_offset,
+                )
+                return AppendInfo(dup.first_offset, dup.last_offset, 0)
             self._log.append_as_follower(b"".join(stamped))  # decodes and CRC-checks each batch
         except UnsupportedMagicError as exc:
             raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, str(exc)) from exc
@@ -362,10 +462,12 @@ class PartitionLog:
             raise KafkaError(Errors.MESSAGE_TOO_LARGE, str(exc)) from exc
         except UnsupportedCompressionError as exc:
             raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from exc
+        self.producer_state.commit(producers, next_offset)
         if leader_epoch > self.epoch_cache.latest_epoch():
             self.assign_leader_epoch(leader_epoch, base_offset)
         count = next_offset - base_offset
         self._unflushed_messages += count
+        self._after_append()
         return AppendInfo(base_offset, next_offset - 1, count)
 
     def append_records_as_leader(
@@ -373,9 +475,11 @@ class PartitionLog:
     ) -> AppendInfo:
         base_offset = self.log_end_offset
         last = self._log.append_as_leader(records, leader_epoch, timestamp_ms)
+        self.producer_state.update_map_end_offset(last.offset + 1)
         if leader_epoch > self.epoch_cache.latest_epoch():
             self.assign_leader_epoch(leader_epoch, base_offset)
         self._unflushed_messages += len(records)
+        self._after_append()
         return AppendInfo(base_offset, last.offset, len(records))
 
     def append_as_follower(self, raw_batches: bytes) -> AppendInfo:
@@ -391,11 +495,16 @@ class PartitionLog:
             header = read_header(raw_batches, position)
             if header.leader_epoch > self.epoch_cache.latest_epoch():
                 changed |= self.epoch_cache.assign(header.leader_epoch, header.base_offset)
+            if not header.is_control:
+                # Followers keep the same producer state, so a new leader dedups retries.
+                self.producer_state.replay(producer_batch(header))
             position += header.size
+        self.producer_state.update_map_end_offset(self.log_end_offset)
         if changed:
             self._write_epoch_checkpoint()
         count = self.log_end_offset - base_offset
         self._unflushed_messages += count
+        self._after_append()
         return AppendInfo(base_offset, self.log_end_offset - 1, count)
 
     def truncate_to(self, offset: int) -> int:
@@ -413,6 +522,9 @@ class PartitionLog:
             self._logger.info(
                 "Partition %s: truncated from %d to %d", self.name, old_end, offset
             )
+            # Kafka's truncateAndReload: the newest snapshot at or below the cut, then replay.
+            self._segment_count = len(self._log.segment_paths())
+            self._load_producer_state()
         self._unflushed_messages = max(0, self.log_end_offset - self.flushed_offset)
         return self.log_end_offset
 
@@ -456,6 +568,8 @@ class PartitionLog:
         return raw[:position]
 
     def close(self) -> None:
+        if self._log.end_offset() > self.log_start_offset:
+            self.take_producer_snapshot()  # a clean shutdown: the next open replays nothing
         self._log.close()
 
     def __enter__(self) -> PartitionLog:

@@ -29,6 +29,7 @@ from cluster.protocol.errors import Errors, KafkaError
 from controller.core import replication_control
 from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
+from controller.runtime.kafka_producer_id_apis import route_producer_id_apis
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
@@ -140,6 +141,7 @@ class ControllerNode:
         self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
         KafkaRaftApis(self.raft).route(self.kafka_router)
         ControllerKafkaAdminApis(self).route(self.kafka_router)
+        route_producer_id_apis(self.kafka_router, self.quorum_controller)
         self.server = RpcServer(
             listener.host,
             listener.port,
