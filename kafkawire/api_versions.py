@@ -55,10 +55,16 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
     }
 )
 
-# Controllers: node-to-node RPCs still travel in the msgpack framing in this stage; on Kafka's
-# protocol a controller answers ApiVersions only, so a client pointed at it learns so cleanly.
+# Controllers: the node-to-node RPCs served on Kafka's protocol, one version each (the newest kio
+# has with the fields minikraft needs); the rest still travel in the msgpack framing.
 CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
-    {ApiKey.API_VERSIONS: VersionRange(0, 4)}
+    {
+        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        # Broker lifecycle (controller/runtime/kafka_broker_lifecycle.py).
+        ApiKey.ALTER_PARTITION: VersionRange(3, 3),
+        ApiKey.BROKER_REGISTRATION: VersionRange(4, 4),
+        ApiKey.BROKER_HEARTBEAT: VersionRange(1, 1),
+    }
 )
 
 

@@ -45,7 +45,12 @@ from cluster.protocol import controller_messages as cm
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core.metadata_image import MetadataImage
+from controller.runtime.kafka_broker_lifecycle import (
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
 from controller.runtime.metadata_state import MetadataState
+from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.faults import FaultInjector
 from raft.core.record_batch import RecordBatch
 from raft.core.replica_key import uuid_to_str
@@ -116,17 +121,14 @@ class BrokerNode:
         self.metadata = BrokerMetadataState(
             config.get_int("metadata.log.snapshot.interval.records"), self._on_image
         )
-        # Two clients: the global registry for Raft and the controller, BROKER_REGISTRY for
-        # partition data between brokers.
+        # The msgpack client for Raft; controller and broker peers are on Kafka's protocol.
         self.client = RpcClient(f"node-{config.node_id}", cluster_id=None, faults=self.faults)
         self.raft = RaftManager(config, self.client, listener=self.metadata)
         self.client.cluster_id = self.raft.cluster_id
-        self.broker_client = RpcClient(
-            f"node-{config.node_id}",
-            cluster_id=self.raft.cluster_id,
-            faults=self.faults,
-            registry=bm.BROKER_REGISTRY,
-        )
+        # Broker lifecycle with the active controller on Kafka's protocol, on connections of
+        # its own: a Kafka listener serves one request per connection at a time, so heartbeats
+        # never queue behind another family's long-polling requests.
+        self.controller_client = KafkaClient(client_id_for_node(config.node_id), faults=self.faults)
         self.metadata.bind(self.raft)
         flush_text = config.get("flush.messages")
         self.journal = EventJournal(journal_path(config))
@@ -248,7 +250,7 @@ class BrokerNode:
             # Written after the final flush (seed 001): the controller compares it at restart.
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
         await self.client.close()
-        await self.broker_client.close()
+        await self.controller_client.close()
 
     async def _controlled_shutdown(self) -> None:
         """Heartbeat want_shut_down until the controller moved our leaderships away."""
@@ -354,21 +356,27 @@ class BrokerNode:
         answers NOT_CONTROLLER (it lost the leadership), the other bootstrap controllers at
         once, rather than waiting until our Raft observer learns the new leader (issue 19).
         Returns the first answer that is not NOT_CONTROLLER, else the first NOT_CONTROLLER
-        answer, else raises the last failure."""
+        answer, else raises the last failure. `request` is a core lifecycle request; it travels
+        as Kafka's (controller/runtime/kafka_broker_lifecycle.py) and the answer comes back as
+        the core's response."""
         leader = self.raft.replica.leader_endpoint
         candidates = ([leader] if leader else []) + [
             s for s in self.config.bootstrap_servers if s != leader
         ]
+        body = lifecycle_request_to_kio(request)
         failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
-        not_controller: Any = None  # the first NOT_CONTROLLER answer, kept for its message
+        not_controller: Any = None  # the first NOT_CONTROLLER answer
         for candidate in candidates:
             try:
-                response = await self.client.request(candidate, request, timeout_ms=timeout_ms)
+                answer = await self.controller_client.request(
+                    candidate, body, timeout_ms=timeout_ms
+                )
             except KafkaError as exc:
                 if candidate == leader and exc.error != Errors.NETWORK_EXCEPTION:
                     raise  # a slow leader is not a gone one: do not multiply the timeout
                 failure = exc
                 continue
+            response = lifecycle_response_from_kio(answer)
             if Errors.of(response.error_code) is not Errors.NOT_CONTROLLER:
                 return response
             if not_controller is None:
@@ -417,10 +425,11 @@ class BrokerNode:
             fetcher = ReplicaFetcher(
                 self.replicas,
                 hosted,
-                self.broker_client,
+                KafkaClient(client_id_for_node(self.broker_id), faults=self.faults),
                 self._broker_address,
                 lambda: self.broker_epoch,
                 self.config.get_int("replica.fetch.backoff.ms"),
+                self.raft.cluster_id,
             )
             self.fetchers[key] = fetcher
             fetcher.start()

@@ -29,6 +29,7 @@ from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core import replication_control
 from controller.core.records import NoOpRecord, encode_record
+from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
@@ -137,6 +138,7 @@ class ControllerNode:
         self.quorum_controller = QuorumController(self.raft, self.state, config)
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
+        route_broker_lifecycle(self.kafka_router, self.quorum_controller)
         self.server = RpcServer(
             listener.host,
             listener.port,
