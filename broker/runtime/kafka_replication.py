@@ -208,4 +208,3 @@ def offset_for_leader_epoch_partition_to_kio(
         leader_epoch=result.leader_epoch,
         end_offset=result.end_offset,
     )
-

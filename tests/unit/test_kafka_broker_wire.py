@@ -59,9 +59,9 @@ def test_the_controller_advertises_exactly_the_lifecycle_versions_translated_her
     ):
         assert list(CONTROLLER_API_VERSIONS[key].versions()) == [version], key.name
     assert wire.FETCH_VERSION in BROKER_API_VERSIONS[ApiKey.FETCH]
-    assert wire.OFFSET_FOR_LEADER_EPOCH_VERSION in BROKER_API_VERSIONS[
-        ApiKey.OFFSET_FOR_LEADER_EPOCH
-    ]
+    assert (
+        wire.OFFSET_FOR_LEADER_EPOCH_VERSION in BROKER_API_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH]
+    )
 
 
 REGISTRATIONS = [
@@ -282,14 +282,19 @@ def test_offset_for_leader_epoch_round_trips() -> None:
     assert int(body.replica_id) == 3
     [topic] = body.topics
     [partition] = topic.partitions
-    assert bm.OffsetForLeaderEpochRequest(
-        topic.topic,
-        int(partition.partition),
-        int(partition.leader_epoch),
-        int(partition.current_leader_epoch),
-        int(body.replica_id),
-    ) == request_
-    schema = response_schema(int(ApiKey.OFFSET_FOR_LEADER_EPOCH), wire.OFFSET_FOR_LEADER_EPOCH_VERSION)
+    assert (
+        bm.OffsetForLeaderEpochRequest(
+            topic.topic,
+            int(partition.partition),
+            int(partition.leader_epoch),
+            int(partition.current_leader_epoch),
+            int(body.replica_id),
+        )
+        == request_
+    )
+    schema = response_schema(
+        int(ApiKey.OFFSET_FOR_LEADER_EPOCH), wire.OFFSET_FOR_LEADER_EPOCH_VERSION
+    )
     topic_cls = item_type(schema, "topics")
     partition_cls = item_type(topic_cls, "partitions")
     for answer in (
@@ -301,7 +306,9 @@ def test_offset_for_leader_epoch_round_trips() -> None:
             topics=(
                 topic_cls(
                     topic="orders",
-                    partitions=(wire.offset_for_leader_epoch_partition_to_kio(partition_cls, 2, answer),),
+                    partitions=(
+                        wire.offset_for_leader_epoch_partition_to_kio(partition_cls, 2, answer),
+                    ),
                 ),
             ),
         )
