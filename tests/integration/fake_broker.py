@@ -5,6 +5,9 @@ unreachable or silent controller it tries the next bootstrap controller at once,
 metadata log: it reports its own registration offset as its metadata offset, which is exactly
 what the controller needs to unfence it (caught up to its registration).
 
+`follower_fetch` sends one follower Fetch the way a replica fetcher does, for tests that probe a
+leader's answers to followers.
+
 `FakeBrokers` runs several on an event loop in a background thread, so synchronous tests can call
 the CLI meanwhile; `stop()` ends them (without controlled shutdown, like a crash).
 """
@@ -17,7 +20,9 @@ import threading
 import time
 import uuid
 
+from broker.runtime.kafka_replication import fetch_request_to_kio, fetch_response_from_kio
 from cluster.cli.bootstrap import split_bootstrap
+from cluster.protocol import broker_messages as bm
 from cluster.protocol import controller_messages as msg
 from controller.runtime.kafka_broker_lifecycle import (
     lifecycle_request_to_kio,
@@ -161,3 +166,19 @@ class FakeBrokers:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def follower_fetch(
+    address: str,
+    request: bm.FetchRequest,
+    topic_id: uuid.UUID,
+    cluster_id: str | None = None,
+) -> bm.FetchResponse:
+    """One follower Fetch (v17, ReplicaState from `request`) to a broker's Kafka listener, as a
+    replica fetcher sends it; the partition's answer."""
+    client = KafkaClient(f"node-{request.replica_id}", request_timeout_ms=5000)
+    try:
+        body = await client.request(address, fetch_request_to_kio(request, topic_id, cluster_id))
+        return fetch_response_from_kio(body, topic_id, request.partition)
+    finally:
+        await client.close()

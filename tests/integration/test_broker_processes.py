@@ -21,7 +21,9 @@ from cluster.launch.readiness import wait_until_ready
 from cluster.protocol import broker_messages as bm
 from cluster.protocol.errors import Errors
 from raft.core.record_batch import encode_batch
+from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import describe, minikraft, wait_describe
+from tests.integration.fake_broker import follower_fetch
 
 OVERRIDES = {
     "broker.session.timeout.ms": "3000",
@@ -243,6 +245,16 @@ def test_bad_input_gets_named_errors_and_broker_keeps_serving(
         _raw(address, bm.FetchRequest("bad", 0, 0, current_leader_epoch=old_epoch))
     )
     assert Errors.of(response.error_code) is Errors.FENCED_LEADER_EPOCH
+    # A follower Fetch naming another cluster (Fetch v17's ClusterId) is refused as Kafka does.
+    foreign = asyncio.run(
+        follower_fetch(
+            address,
+            bm.FetchRequest("bad", 0, 0, replica_id=99, replica_epoch=1),
+            uuid_from_str(state["topic_id"]),
+            cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
+        )
+    )
+    assert Errors.of(foreign.error_code) is Errors.INCONSISTENT_CLUSTER_ID
     # The brokers kept serving: acks=all still works with two of three and data is intact.
     assert produce(c, "bad", "all", 2, journal)["acked"] == 2
     assert len(consume(c, "bad")) == 7

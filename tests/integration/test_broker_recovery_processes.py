@@ -30,7 +30,9 @@ from cluster.launch.readiness import wait_until_ready
 from cluster.protocol import broker_messages as bm
 from cluster.protocol.errors import Errors, KafkaError
 from raft.core.record_batch import encode_batch, read_header
+from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft
+from tests.integration.fake_broker import follower_fetch
 from tests.integration.test_broker_processes import (
     acked_values,
     bootstrap,
@@ -217,7 +219,11 @@ def test_unclean_election_recovers_before_serving_followers(
     refused_at_ms = int(time.time() * 1000)
     address = broker(c, stale).address
     fetched = asyncio.run(
-        _raw(address, bm.FetchRequest(topic, 0, 0, replica_id=leader, replica_epoch=1))
+        follower_fetch(
+            address,
+            bm.FetchRequest(topic, 0, 0, replica_id=leader, replica_epoch=1),
+            uuid_from_str(recovering["topic_id"]),
+        )
     )
     produced = asyncio.run(
         _raw(address, bm.ProduceRequest(topic, 0, encode_batch(0, 0, 0, [b"x"]), acks=1))
