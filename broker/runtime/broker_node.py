@@ -46,6 +46,7 @@ from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core.metadata_image import MetadataImage
 from controller.runtime.kafka_broker_lifecycle import (
+    is_lifecycle_request,
     lifecycle_request_to_kio,
     lifecycle_response_from_kio,
 )
@@ -356,27 +357,22 @@ class BrokerNode:
         answers NOT_CONTROLLER (it lost the leadership), the other bootstrap controllers at
         once, rather than waiting until our Raft observer learns the new leader (issue 19).
         Returns the first answer that is not NOT_CONTROLLER, else the first NOT_CONTROLLER
-        answer, else raises the last failure. `request` is a core lifecycle request; it travels
-        as Kafka's (controller/runtime/kafka_broker_lifecycle.py) and the answer comes back as
-        the core's response."""
+        answer, else raises the last failure."""
         leader = self.raft.replica.leader_endpoint
         candidates = ([leader] if leader else []) + [
             s for s in self.config.bootstrap_servers if s != leader
         ]
-        body = lifecycle_request_to_kio(request)
+        send = self._send_to_controller(request, timeout_ms)
         failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
         not_controller: Any = None  # the first NOT_CONTROLLER answer
         for candidate in candidates:
             try:
-                answer = await self.controller_client.request(
-                    candidate, body, timeout_ms=timeout_ms
-                )
+                response = await send(candidate)
             except KafkaError as exc:
                 if candidate == leader and exc.error != Errors.NETWORK_EXCEPTION:
                     raise  # a slow leader is not a gone one: do not multiply the timeout
                 failure = exc
                 continue
-            response = lifecycle_response_from_kio(answer)
             if Errors.of(response.error_code) is not Errors.NOT_CONTROLLER:
                 return response
             if not_controller is None:
@@ -384,6 +380,21 @@ class BrokerNode:
         if not_controller is not None:
             return not_controller
         raise failure
+
+    def _send_to_controller(
+        self, request: Any, timeout_ms: int
+    ) -> Callable[[str], Awaitable[Any]]:
+        """How `request` reaches one controller: the lifecycle APIs on Kafka's protocol (the
+        core's response comes back), the forwarded admin requests still in msgpack."""
+        if not is_lifecycle_request(request):
+            return lambda address: self.client.request(address, request, timeout_ms=timeout_ms)
+        body = lifecycle_request_to_kio(request)
+
+        async def send(address: str) -> Any:
+            answer = await self.controller_client.request(address, body, timeout_ms=timeout_ms)
+            return lifecycle_response_from_kio(answer)
+
+        return send
 
     async def _send_alter_partition(
         self, request: cm.AlterPartitionRequest

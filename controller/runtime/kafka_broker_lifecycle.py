@@ -264,6 +264,17 @@ def alter_partition_response_from_kio(body: Any) -> cm.AlterPartitionResponse:
 # -- client side: any of the three core requests as its kio request ----------------------------
 
 
+LIFECYCLE_REQUESTS = (
+    cm.BrokerRegistrationRequest,
+    cm.BrokerHeartbeatRequest,
+    cm.AlterPartitionRequest,
+)
+
+
+def is_lifecycle_request(request: object) -> bool:
+    return isinstance(request, LIFECYCLE_REQUESTS)
+
+
 def lifecycle_request_to_kio(request: Any) -> Any:
     """The kio request for a core lifecycle request (the broker's side)."""
     if isinstance(request, cm.BrokerRegistrationRequest):

@@ -21,6 +21,7 @@ from cluster.net.client import RpcClient
 from cluster.protocol import controller_messages as msg
 from cluster.protocol.errors import Errors
 from controller.runtime.kafka_broker_lifecycle import (
+    is_lifecycle_request,
     lifecycle_request_to_kio,
     lifecycle_response_from_kio,
 )
@@ -29,11 +30,6 @@ from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft, quorum, start_cluster, wait_for
 from tests.integration.fake_broker import FakeBrokers
 
-LIFECYCLE_REQUESTS = (
-    msg.BrokerRegistrationRequest,
-    msg.BrokerHeartbeatRequest,
-    msg.AlterPartitionRequest,
-)
 ROW_KEYS = {
     "topic",
     "topic_id",
@@ -140,7 +136,7 @@ def _active_address(cluster: LocalCluster) -> str:
 
 
 async def _request(address: str, request: Any) -> Any:
-    if isinstance(request, LIFECYCLE_REQUESTS):
+    if is_lifecycle_request(request):
         # Broker lifecycle travels on Kafka's protocol, translated as a broker does.
         kafka = KafkaClient(client_id_for_node(1))
         try:
