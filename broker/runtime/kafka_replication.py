@@ -22,7 +22,7 @@ from typing import Any
 
 from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
-from kio.static.primitive import Records, i8, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from cluster.protocol import broker_messages as bm
 from kafkawire.entities import build, has_field, item_type
@@ -193,7 +193,7 @@ def fetch_partition_to_kio(partition_cls: type, index: int, result: bm.FetchResp
         log_start_offset=result.log_start_offset,
         aborted_transactions=None,
         preferred_read_replica=-1,
-        records=Records(result.records),
+        records=result.records,
         **extra,
     )
 
