@@ -52,6 +52,17 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
         ApiKey.GET_REPLICA_LOG_INFO: VersionRange(0, 0),
+        # The group coordinator (classic protocol), Kafka 4.0's ranges.
+        ApiKey.FIND_COORDINATOR: VersionRange(0, 6),
+        ApiKey.JOIN_GROUP: VersionRange(2, 9),
+        ApiKey.SYNC_GROUP: VersionRange(0, 5),
+        ApiKey.HEARTBEAT: VersionRange(0, 4),
+        ApiKey.LEAVE_GROUP: VersionRange(0, 5),
+        ApiKey.OFFSET_COMMIT: VersionRange(2, 9),
+        ApiKey.OFFSET_FETCH: VersionRange(1, 9),
+        ApiKey.LIST_GROUPS: VersionRange(0, 5),
+        ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
+        ApiKey.DELETE_GROUPS: VersionRange(0, 2),
     }
 )
 

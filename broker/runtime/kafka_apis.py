@@ -16,7 +16,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis, live_brokers
+from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_replication import (
     fetch_partition_from_request,
     fetch_partition_to_kio,
@@ -80,15 +82,19 @@ class KafkaApis:
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.admin.describe_topic_partitions,
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
         }
-        missing = set(BROKER_API_VERSIONS) - set(self._handlers)
+        # The group coordinator's APIs take the connection's context (client id and host).
+        self.groups = KafkaGroupApis(broker)
+        missing = set(BROKER_API_VERSIONS) - set(self._handlers) - set(self.groups.handlers)
         if missing:  # the table advertises exactly what is implemented
             raise RuntimeError(f"advertised but not handled: {sorted(missing)}")
         self.service = KafkaService(BROKER_API_VERSIONS, self.handle)
         self._background: set[asyncio.Future[None]] = set()
         self._creating: set[str] = set()
 
-    async def handle(self, request: KafkaRequest, _ctx: KafkaRequestContext) -> Any | None:
+    async def handle(self, request: KafkaRequest, ctx: KafkaRequestContext) -> Any | None:
         header = request.header
+        if header.api_key in self.groups.handlers:
+            return await self.groups.handle(request, ctx)
         return await self._handlers[ApiKey(header.api_key)](request.body, header.api_version)
 
     @property
@@ -169,7 +175,7 @@ class KafkaApis:
                     error_code=error_code(Errors.NONE),
                     name=topic.name,
                     topic_id=topic.topic_id,
-                    is_internal=False,
+                    is_internal=topic.name == OFFSETS_TOPIC,
                     partitions=tuple(partitions),
                 )
             )

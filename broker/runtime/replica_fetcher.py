@@ -82,6 +82,9 @@ class ReplicaFetcher:
                 await self._backoff()
                 continue
             try:
+                # A leader's fsync may still run from before this replica became a follower:
+                # truncation must not cut segments under it.
+                await self.hosted.commit.idle()
                 if self.hosted.state.truncation_pending:
                     await self._truncate(address)
                 else:
@@ -180,7 +183,10 @@ class ReplicaFetcher:
         if response.records:
             plog.append_as_follower(response.records)
             if plog.flush_due(None):
-                plog.flush()
+                # Before the next Fetch reports the new end (rule 20); off the event loop.
+                await hosted.commit.sync()
+                if not self._current():
+                    return
             hosted.notify()
         ready = hosted.state.on_fetch_response(
             response.high_watermark, plog.log_end_offset, plog.flushed_offset, now_ms()

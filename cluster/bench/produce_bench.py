@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster.bench.floor import measure_floor
 from cluster.cli.broker_client import Leaders, fetch_metadata, new_client
 from cluster.cli.produce_cmd import percentile, send_batch
 from cluster.cli.topics_cmd import controller_request
@@ -174,6 +175,7 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
         directory, controllers=3, brokers=3, base_port=0, overrides=dict(BENCH_PROPS)
     )
     cluster.format()
+    floor = measure_floor(directory)  # before the cluster loads the disk and the cores
     cluster.start()
     try:
         asyncio.run(wait_until_ready(cluster, 90))
@@ -212,6 +214,13 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
             "records": batched.acked,
         },
         "results": results,
+        "floor": floor.as_json(),
+        "notes": [
+            f"floor on this machine: fsync p50 {floor.fsync_p50_ms:.3f} ms "
+            f"(p99 {floor.fsync_p99_ms:.3f}), loopback RTT p50 {floor.rtt_p50_ms * 1000:.0f} us; "
+            f"one acks=all record needs at least 2 fsyncs + 2 round trips = "
+            f"{floor.one_record_ack_ms:.3f} ms"
+        ],
     }
 
 

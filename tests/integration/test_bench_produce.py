@@ -34,3 +34,10 @@ def test_bench_produce_quick_reports_cli_json_shape() -> None:
         assert row["better"] == ("higher" if row["unit"] == "records/s" else "lower")
     p50 = metrics["ack latency p50, batched"]["minikraft"]
     assert metrics["ack latency p99, batched"]["minikraft"] >= p50
+    # Issue 17: the floor measured beside the figures (2 fsyncs + 2 loopback round trips).
+    floor = report["floor"]
+    assert floor["fsync_p50_ms"] > 0 and floor["loopback_rtt_p50_ms"] > 0
+    assert floor["fsync_p99_ms"] >= floor["fsync_p50_ms"]
+    expected = 2 * floor["fsync_p50_ms"] + 2 * floor["loopback_rtt_p50_ms"]
+    assert abs(floor["one_record_ack_floor_ms"] - expected) < 0.01
+    assert any(note.startswith("floor on this machine") for note in report["notes"])

@@ -62,12 +62,19 @@ class Up:
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    yield from start_up(tmp_path_factory)
+
+
+def start_up(tmp_path_factory: pytest.TempPathFactory, *settings: str) -> Iterator[Up]:
+    """`minikraft up` of 3 controllers + 3 brokers with `settings` (k=v) added; stopped after."""
     directory = tmp_path_factory.mktemp("kafka-clients") / "up"
+    extra = [arg for setting in settings for arg in ("--set", setting)]
     result = minikraft(
         "up", "--dir", str(directory), "--base-port", "0", "--detach",
         "--timeout-s", str(READY_TIMEOUT_S), "--output", "json",
         # A killed broker is fenced in 3 s rather than 9 s: the kill -9 test stays short.
         "--set", "broker.session.timeout.ms=3000", "--set", "broker.heartbeat.interval.ms=300",
+        *extra,
         timeout=READY_TIMEOUT_S + 30,
     )
     cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None

@@ -13,7 +13,6 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
 from kio.schema.metadata.v1.request import MetadataRequest
 
-from cluster.net.server import RpcServer
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import VersionRange
 from kafkawire.client import KafkaClient, client_id_for_node, source_node_id_of
@@ -23,14 +22,14 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
 from kafkawire.messages import response_schema
 from kafkawire.router import KafkaRouter
-from tests.unit.test_net import _server_registry, echo_handler
+from kafkawire.server import KafkaServer
 
 _DC = DescribeClusterRequest(include_cluster_authorized_operations=False)
 TABLE = {ApiKey.API_VERSIONS: VersionRange(0, 4), ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 0)}
 
 
 @pytest.fixture
-async def served() -> AsyncIterator[tuple[RpcServer, FaultInjector, list[int | None]]]:
+async def served() -> AsyncIterator[tuple[KafkaServer, FaultInjector, list[int | None]]]:
     callers: list[int | None] = []
 
     async def describe_cluster(_body: Any, version: int, ctx: KafkaRequestContext) -> Any:
@@ -45,16 +44,7 @@ async def served() -> AsyncIterator[tuple[RpcServer, FaultInjector, list[int | N
     router = KafkaRouter(TABLE)
     router.route(ApiKey.DESCRIBE_CLUSTER, describe_cluster)
     faults = FaultInjector()
-    server = RpcServer(
-        "127.0.0.1",
-        0,
-        echo_handler,  # type: ignore[arg-type]
-        cluster_id="c",
-        node_id=1,
-        registry=_server_registry(),
-        kafka_service=router.service(),
-        faults=faults,
-    )
+    server = KafkaServer("127.0.0.1", 0, router.service(), faults=faults)
     await server.start()
     try:
         yield server, faults, callers
@@ -68,7 +58,7 @@ def test_node_client_ids_round_trip() -> None:
 
 
 async def test_requests_of_several_apis_share_one_connection(
-    served: tuple[RpcServer, FaultInjector, list[int | None]],
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
 ) -> None:
     server, _, callers = served
     client = KafkaClient(client_id_for_node(4))
@@ -89,7 +79,7 @@ async def test_requests_of_several_apis_share_one_connection(
 
 
 async def test_an_unserved_api_closes_the_connection_as_network_exception(
-    served: tuple[RpcServer, FaultInjector, list[int | None]],
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
 ) -> None:
     server, _, _ = served
     client = KafkaClient("t")
@@ -105,7 +95,7 @@ async def test_an_unserved_api_closes_the_connection_as_network_exception(
 
 
 async def test_inbound_drop_times_out_and_outbound_drop_never_sends(
-    served: tuple[RpcServer, FaultInjector, list[int | None]],
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
 ) -> None:
     server, server_faults, callers = served
     server_faults.drop(4, "inbound")
@@ -145,4 +135,8 @@ def test_the_router_refuses_an_unrouted_advertised_key() -> None:
     with pytest.raises(RuntimeError, match="DESCRIBE_CLUSTER"):
         KafkaRouter(TABLE).service()
     with pytest.raises(ValueError, match="not in this listener"):
-        KafkaRouter(TABLE).route(ApiKey.METADATA, echo_handler)  # type: ignore[arg-type]
+        KafkaRouter(TABLE).route(ApiKey.METADATA, _never)
+
+
+async def _never(_body: Any, _version: int, _ctx: KafkaRequestContext) -> Any:
+    raise AssertionError("not routed")

@@ -68,6 +68,17 @@ def test_the_broker_table_is_kip_896s_client_facing_baseline() -> None:
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        # The group coordinator (issue 16): Kafka 4.0's ranges.
+        ApiKey.FIND_COORDINATOR: (0, 6),
+        ApiKey.JOIN_GROUP: (2, 9),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.OFFSET_COMMIT: (2, 9),
+        ApiKey.OFFSET_FETCH: (1, 9),
+        ApiKey.LIST_GROUPS: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
+        ApiKey.DELETE_GROUPS: (0, 2),
     }
     for key, (low, high) in expected.items():
         got = BROKER_API_VERSIONS[key]
