@@ -1,7 +1,9 @@
 """One broker process (ARCHITECTURE.md "Processes"): a Raft observer of `__cluster_metadata`
-replaying it into the MetadataImage, registration and heartbeats with the active controller, the
-partitions it hosts (ReplicaManager), replica fetchers, the broker's RPC listener (its own
-BROKER_REGISTRY) and its HTTP side.
+replaying it into the MetadataImage, registration, heartbeats and AlterPartition with the active
+controller (Kafka's BrokerRegistration/BrokerHeartbeat/AlterPartition,
+controller/runtime/kafka_broker_lifecycle.py), the partitions it hosts (ReplicaManager), replica
+fetchers (Kafka's Fetch to the leader broker), the broker's listener (Kafka's protocol, and its
+msgpack BROKER_REGISTRY for the tools not yet moved) and its HTTP side.
 
 A broker never votes: it is not in the voter set, so its RaftReplica is an observer that
 fetches from the leader it finds through `controller.quorum.bootstrap.servers`.
