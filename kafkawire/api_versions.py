@@ -47,9 +47,9 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.CREATE_TOPICS: VersionRange(2, 7),
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
-        ApiKey.ELECT_LEADERS: VersionRange(0, 2),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 3),  # v3: DesignatedLeaders (seed 004)
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
-        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
         ApiKey.GET_REPLICA_LOG_INFO: VersionRange(0, 0),
         # The group coordinator (classic protocol), Kafka 4.0's ranges.
@@ -63,15 +63,40 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.LIST_GROUPS: VersionRange(0, 5),
         ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+        ApiKey.DELETE_RECORDS: VersionRange(0, 2),
+        ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+        # Forwarded to the controllers unchanged (the Raft leader answers).
+        ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
+        ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+        ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
     }
 )
 
-# Controllers: the node-to-node RPCs served on Kafka's protocol, one version each (the newest kio
-# has with the fields minikraft needs); the rest still travel in the msgpack framing.
+# Controllers: each family adds the APIs it serves on the controller listener.
 CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
     {
         ApiKey.API_VERSIONS: VersionRange(0, 4),
-        # Broker lifecycle (controller/runtime/kafka_broker_lifecycle.py).
+        # Admin APIs (KIP-919 --bootstrap-controller; what brokers forward), same ranges as brokers.
+        ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+        ApiKey.DELETE_TOPICS: VersionRange(1, 6),
+        ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+        ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 3),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+        # The metadata quorum's Raft RPCs (raft/runtime/kafka_raft_apis.py): one version node
+        # to node, the newest kio has with directory ids, PreVote and endpoints.
+        ApiKey.FETCH: VersionRange(17, 17),
+        ApiKey.VOTE: VersionRange(2, 2),
+        ApiKey.BEGIN_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.END_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
+        ApiKey.FETCH_SNAPSHOT: VersionRange(1, 1),
+        ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+        ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+        ApiKey.UPDATE_RAFT_VOTER: VersionRange(0, 0),
+        # Broker lifecycle (controller/runtime/kafka_broker_lifecycle.py): one version each.
         ApiKey.ALTER_PARTITION: VersionRange(3, 3),
         ApiKey.BROKER_REGISTRATION: VersionRange(4, 4),
         ApiKey.BROKER_HEARTBEAT: VersionRange(1, 1),

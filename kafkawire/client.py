@@ -131,20 +131,32 @@ class _ClientConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
-    async def call(self, body: Any, client_id: str, timeout_s: float) -> Any:
+    def _check_open(self) -> asyncio.Transport:
         if self.closed or self._transport is None or self._transport.is_closing():
             raise KafkaError(
                 Errors.NETWORK_EXCEPTION, f"connection to {format_address(self.address)} is closed"
             )
-        loop = asyncio.get_running_loop()
+        return self._transport
+
+    def _correlation_id(self) -> int:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & _MAX_CORRELATION_ID
+        return correlation_id
+
+    def send(self, body: Any, client_id: str) -> None:
+        """Write a request the peer answers with nothing (Produce with acks=0)."""
+        self._check_open().write(encode_request(body, self._correlation_id(), client_id))
+
+    async def call(self, body: Any, client_id: str, timeout_s: float) -> Any:
+        transport = self._check_open()
+        loop = asyncio.get_running_loop()
+        correlation_id = self._correlation_id()
         api_key, version = int(body.__api_key__), int(body.__version__)
         future: asyncio.Future[Any] = loop.create_future()
         self._pending[correlation_id] = _Pending(future, api_key, version)
         timer = loop.call_later(timeout_s, _expire, future, api_key, self.address, timeout_s)
         try:
-            self._transport.write(encode_request(body, correlation_id, client_id))
+            transport.write(encode_request(body, correlation_id, client_id))
             return await future
         finally:
             timer.cancel()
@@ -220,6 +232,17 @@ class KafkaClient:
                 Errors.REQUEST_TIMED_OUT, f"no time left to send to {format_address(addr)}"
             )
         return await conn.call(body, self.client_id, remaining_s)
+
+    async def send(self, address: Address | str, body: Any, *, timeout_ms: int | None = None) -> None:
+        """Send a request that gets no response (Kafka's Produce with acks=0): written once the
+        connection is up; a connect failure raises as `request` does."""
+        addr = parse_address(address)
+        timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        conn = self._connections.get(addr)
+        if conn is None or conn.closed:
+            conn = await self._connection(addr, deadline)
+        conn.send(body, self.client_id)
 
     async def close(self) -> None:
         """Close every connection; pending requests fail with NETWORK_EXCEPTION."""

@@ -23,7 +23,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from kafkawire import get_replica_log_info
+from kafkawire import describe_topic_partitions, elect_leaders_v3, get_replica_log_info
 from kafkawire.api_keys import ApiKey
 from kafkawire.errors import Errors
 from kafkawire.framing import frame
@@ -33,6 +33,16 @@ _CUSTOM: dict[tuple[int, int], tuple[type, type]] = {
     (int(ApiKey.GET_REPLICA_LOG_INFO), 0): (
         get_replica_log_info.GetReplicaLogInfoRequest,
         get_replica_log_info.GetReplicaLogInfoResponse,
+    ),
+    (int(ApiKey.ELECT_LEADERS), 3): (
+        elect_leaders_v3.ElectLeadersRequest,
+        elect_leaders_v3.ElectLeadersResponse,
+    ),
+}
+# DescribeTopicPartitions v0 keeps kio's request; its response carries minikraft's tagged fields.
+_CUSTOM_RESPONSES: dict[tuple[int, int], type] = {
+    (int(ApiKey.DESCRIBE_TOPIC_PARTITIONS), 0): (
+        describe_topic_partitions.DescribeTopicPartitionsResponse
     ),
 }
 
@@ -44,6 +54,29 @@ def error_code(error: Errors | int) -> ErrorCode:
         return ErrorCode(int(error))
     except ValueError:
         return ErrorCode.unknown_server_error
+
+
+def error_message(error: Errors | int, message: str | None) -> str | None:
+    """The message to send beside error_code(error): a code kio lacks travels as
+    UNKNOWN_SERVER_ERROR with its name first in the message, so our own clients recover it
+    (`wire_error`) and other clients read the name."""
+    try:
+        ErrorCode(int(error))
+    except ValueError:
+        name = Errors.of(int(error)).name
+        return f"{name}: {message}" if message else name
+    return message or None
+
+
+def wire_error(code: int, message: str | None) -> Errors:
+    """The error a response's code and message stand for (inverse of error_message)."""
+    error = Errors.of(int(code))
+    if error is Errors.UNKNOWN_SERVER_ERROR and message:
+        name = message.split(":", 1)[0]
+        own = Errors.__members__.get(name)
+        if own is not None:
+            return own
+    return error
 
 
 class UndecodableRequestError(ValueError):
@@ -87,6 +120,9 @@ def response_schema(api_key: int, version: int) -> type:
     custom = _CUSTOM.get((api_key, version))
     if custom is not None:
         return custom[1]
+    custom_response = _CUSTOM_RESPONSES.get((api_key, version))
+    if custom_response is not None:
+        return custom_response
     try:
         return load_response_schema(api_key, version)
     except KioIndexError:

@@ -38,7 +38,6 @@ from broker.runtime.kafka_apis import KafkaApis
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from cluster.config import NodeConfig, parse_listeners
-from cluster.net.client import RpcClient
 from cluster.net.http_server import HttpStatusServer
 from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
@@ -48,7 +47,6 @@ from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core.metadata_image import MetadataImage
 from controller.runtime.kafka_broker_lifecycle import (
-    is_lifecycle_request,
     lifecycle_request_to_kio,
     lifecycle_response_from_kio,
 )
@@ -124,10 +122,7 @@ class BrokerNode:
         self.metadata = BrokerMetadataState(
             config.get_int("metadata.log.snapshot.interval.records"), self._on_image
         )
-        # The msgpack client for Raft; controller and broker peers are on Kafka's protocol.
-        self.client = RpcClient(f"node-{config.node_id}", cluster_id=None, faults=self.faults)
-        self.raft = RaftManager(config, self.client, listener=self.metadata)
-        self.client.cluster_id = self.raft.cluster_id
+        self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
         # Broker lifecycle with the active controller on Kafka's protocol, on connections of
         # its own: a Kafka listener serves one request per connection at a time, so heartbeats
         # never queue behind another family's long-polling requests.
@@ -252,8 +247,8 @@ class BrokerNode:
         if clean:
             # Written after the final flush (seed 001): the controller compares it at restart.
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
-        await self.client.close()
         await self.controller_client.close()
+        await self.kafka_apis.admin.close()
 
     async def _controlled_shutdown(self) -> None:
         """Heartbeat want_shut_down until the controller moved our leaderships away."""
@@ -386,10 +381,8 @@ class BrokerNode:
     def _send_to_controller(
         self, request: Any, timeout_ms: int
     ) -> Callable[[str], Awaitable[Any]]:
-        """How `request` reaches one controller: the lifecycle APIs on Kafka's protocol (the
-        core's response comes back), the forwarded admin requests still in msgpack."""
-        if not is_lifecycle_request(request):
-            return lambda address: self.client.request(address, request, timeout_ms=timeout_ms)
+        """How a core lifecycle request reaches one controller: on Kafka's protocol
+        (kafka_broker_lifecycle), the core's response coming back."""
         body = lifecycle_request_to_kio(request)
 
         async def send(address: str) -> Any:
@@ -459,10 +452,6 @@ class BrokerNode:
     # ---- handlers ----
 
     async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
-        if api_key in bm.FORWARDED_ADMIN_KEYS:
-            # The CLI's admin commands against broker addresses (Kafka's forwarding).
-            timeout_ms = int(getattr(request, "timeout_ms", 0)) or None
-            return await self.kafka_apis.admin.forward(request, timeout_ms)
         handler = self.handlers.get(api_key)
         if handler is None:
             raise KafkaError(Errors.UNSUPPORTED_VERSION, f"broker does not serve {api_key.name}")

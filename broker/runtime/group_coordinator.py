@@ -30,8 +30,8 @@ from broker.core.group_coordinator_shard import (
     SyncResult,
 )
 from broker.core.partition_state import Role
+from broker.runtime.kafka_admin_apis import NewTopic
 from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.group_coordinator_records import (
     Key,
@@ -201,24 +201,14 @@ class GroupCoordinator:
         config = self.broker.config
         live = sum(1 for b in self.broker.metadata.image.brokers.values() if not b.fenced)
         replication_factor = max(1, min(config.get_int("offsets.topic.replication.factor"), live))
-        request = cm.CreateTopicsRequest(
-            [
-                cm.CreatableTopic(
-                    OFFSETS_TOPIC,
-                    config.get_int("offsets.topic.num.partitions"),
-                    replication_factor,
-                    {"cleanup.policy": "compact"},
-                )
-            ]
-        )
+        partitions = config.get_int("offsets.topic.num.partitions")
+        topic = NewTopic(OFFSETS_TOPIC, partitions, replication_factor, {"cleanup.policy": "compact"})
         try:
-            response = await self.broker.kafka_apis.admin.forward(request)
-            for result in response.topics:
-                log.info(
-                    "Creating %s (%d partitions, replication factor %d): %s",
-                    OFFSETS_TOPIC, config.get_int("offsets.topic.num.partitions"),
-                    replication_factor, Errors.of(result.error_code).name,
-                )
+            outcome = await self.broker.kafka_apis.admin.create_topics([topic])
+            log.info(
+                "Creating %s (%d partitions, replication factor %d): %s",
+                OFFSETS_TOPIC, partitions, replication_factor, outcome.get(OFFSETS_TOPIC),
+            )
         except KafkaError as exc:
             log.info("Creating %s failed: %s", OFFSETS_TOPIC, exc)
         finally:

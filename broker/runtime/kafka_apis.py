@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
-from broker.runtime.kafka_admin_apis import KafkaAdminApis, live_brokers
+from broker.runtime.kafka_admin_apis import KafkaAdminApis, NewTopic
 from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_replication import (
     fetch_partition_from_request,
@@ -28,8 +28,8 @@ from broker.runtime.kafka_replication import (
 from broker.runtime.replica_manager import HostedPartition
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
 from controller.core.metadata_image import MetadataImage
+from controller.runtime import kafka_describe
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
@@ -50,6 +50,7 @@ AUTO_CREATE_DEFAULTS = {
     "num.partitions": "1",
     "default.replication.factor": "1",
 }
+
 
 Handler = Callable[[Any, int], Awaitable[Any | None]]
 
@@ -73,14 +74,9 @@ class KafkaApis:
             ApiKey.FETCH: self._fetch,
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
-            ApiKey.CREATE_TOPICS: self.admin.create_topics,
-            ApiKey.DELETE_TOPICS: self.admin.delete_topics,
-            ApiKey.DESCRIBE_CONFIGS: self.admin.describe_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
-            ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
-            ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.admin.describe_topic_partitions,
+            **self.admin.handlers(),
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
+            ApiKey.DELETE_RECORDS: self._delete_records,
         }
         # The group coordinator's APIs take the connection's context (client id and host).
         self.groups = KafkaGroupApis(broker)
@@ -185,7 +181,7 @@ class KafkaApis:
             task.add_done_callback(self._background.discard)
         brokers = tuple(
             build(broker_cls, node_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(self._image, self.broker.listener.name)
+            for b, host, port, rack in kafka_describe.live_brokers(self._image, self.broker.listener.name)
         )
         return build(
             schema,
@@ -212,25 +208,19 @@ class KafkaApis:
             self._creating.difference_update(names)
 
     async def _auto_create_now(self, names: list[str]) -> None:
+        """Kafka's auto-creation: a CreateTopics with this broker's `num.partitions` and
+        `default.replication.factor`, forwarded to the active controller like a client's."""
         config = self.broker.config
-        request = cm.CreateTopicsRequest(
-            [
-                cm.CreatableTopic(
-                    name,
-                    config.get_int("num.partitions"),
-                    config.get_int("default.replication.factor"),
-                )
-                for name in names
-            ]
-        )
+        topics = [
+            NewTopic(name, config.get_int("num.partitions"), config.get_int("default.replication.factor"))
+            for name in names
+        ]
         try:
-            response = await self.admin.forward(request)
-            for result in response.topics:
-                error = Errors.of(result.error_code)
+            for name, error in (await self.admin.create_topics(topics)).items():
                 if error is Errors.NONE:
-                    log.info("Auto-created topic %s for a client's Metadata request", result.name)
+                    log.info("Auto-created topic %s for a client's Metadata request", name)
                 elif error is not Errors.TOPIC_ALREADY_EXISTS:  # a race with its creation
-                    log.info("Auto-creating topic %s failed: %s", result.name, error.name)
+                    log.info("Auto-creating topic %s failed: %s", name, error.name)
         except KafkaError as exc:
             log.info("Auto-creating %s failed: %s", names, exc)
 
@@ -276,7 +266,9 @@ class KafkaApis:
                     error_code=error_code(result.error_code),
                     base_offset=result.base_offset,
                     log_append_time=None,
-                    log_start_offset=0 if result.error_code == 0 else -1,
+                    log_start_offset=self._log_start_offset(name, index)
+                    if result.error_code == 0
+                    else -1,
                     record_errors=(),
                     error_message=result.error_message or None,
                     **extra,
@@ -290,6 +282,11 @@ class KafkaApis:
             ),
             throttle_time=NO_THROTTLE,
         )
+
+    def _log_start_offset(self, topic: str, partition: int) -> int:
+        """The partition's log start offset (DeleteRecords moves it), for Produce answers."""
+        hosted = self.broker.replicas.partitions.get((topic, partition))
+        return -1 if hosted is None else hosted.log.log_start_offset
 
     # ---- Fetch ----
 
@@ -483,6 +480,39 @@ class KafkaApis:
                     offset_for_leader_epoch_partition_to_kio(partition_cls, index, answer)
                 )
             topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
+        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    # ---- DeleteRecords (KIP-107) ----
+
+    async def _delete_records(self, body: Any, version: int) -> Any:
+        """Per partition: the leader advances its log start offset and answers the low
+        watermark; a follower, an unknown partition or an offset beyond the HWM gets its error
+        and low watermark -1. Answered once the leader's start is checkpointed (replicas
+        follow through Fetch's LogStartOffset; the response does not wait for them)."""
+        schema = _response(ApiKey.DELETE_RECORDS, version)
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for partition in topic.partitions:
+                index = int(partition.partition_index)
+                try:
+                    low_watermark = self.broker.replicas.delete_records(
+                        topic.name, index, int(partition.offset)
+                    )
+                    error = Errors.NONE
+                except KafkaError as exc:
+                    low_watermark, error = -1, exc.error
+                partitions.append(
+                    build(
+                        partition_cls,
+                        partition_index=index,
+                        low_watermark=low_watermark,
+                        error_code=error_code(error),
+                    )
+                )
+            topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
         return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
     # ---- GetReplicaLogInfo (seed 004) ----

@@ -4,8 +4,13 @@ Segments are raft's DiskLog (CRC32C-checked batches of the one record batch form
 cuts a torn or corrupt tail with a WARNING). Next to them, `leader-epoch-checkpoint` holds the
 leader epoch cache in Kafka's text format (version line, count line, `epoch start_offset`
 lines), rewritten atomically whenever the cache changes. Per log directory,
-`recovery-point-offset-checkpoint` and `replication-offset-checkpoint` (the HWM) use Kafka's
-format with `topic partition offset` lines; the runtime writes them with `write_offset_checkpoint`.
+`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (the HWM) and
+`log-start-offset-checkpoint` (the log start offset DeleteRecords advanced) use Kafka's format with
+`topic partition offset` lines; the runtime writes them with `write_offset_checkpoint`.
+
+The log start offset may sit above the first segment (DeleteRecords, KIP-107): offsets below it
+are no longer served (OFFSET_OUT_OF_RANGE, ListOffsets earliest), while the segments holding them
+stay on disk, where the audit reads every replica's whole log.
 
 Flush policy (`flush.messages`): None (the default) fsyncs every acks=all append and every
 follower append before the follower reports its new end in its next Fetch, so an acked acks=all
@@ -41,6 +46,7 @@ from raft.runtime.fsutil import remove_stale_temp_files, storage_errors, write_a
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 _SCAN_CHUNK_BYTES = 1 << 20
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -127,7 +133,7 @@ def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) 
 
 
 class LogDirCheckpoints:
-    """The two per-log-dir checkpoints. A file that does not parse is logged and read as empty:
+    """The per-log-dir checkpoints. A file that does not parse is logged and read as empty:
     HWMs are then relearned from the leaders, and recovery always CRC-checks every batch."""
 
     def __init__(self, log_dir: Path, logger: logging.Logger | None = None) -> None:
@@ -148,6 +154,16 @@ class LogDirCheckpoints:
         except CheckpointError as exc:
             self._logger.warning("Ignoring corrupt checkpoint: %s", exc)
             return {}
+
+    @property
+    def log_start_offset_path(self) -> Path:
+        return self.log_dir / LOG_START_OFFSET_CHECKPOINT
+
+    def read_log_start_offsets(self) -> dict[tuple[str, int], int]:
+        return self._read(self.log_start_offset_path)
+
+    def write_log_start_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        write_offset_checkpoint(self.log_start_offset_path, offsets)
 
     def read_recovery_points(self) -> dict[tuple[str, int], int]:
         return self._read(self.recovery_point_path)
@@ -197,6 +213,7 @@ class PartitionLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         flush_messages: int | None = None,
         recovery_point: int | None = None,
+        log_start_offset: int | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         if flush_messages is not None and flush_messages < 1:
@@ -209,6 +226,8 @@ class PartitionLog:
         self._logger = logger or _log
         self._log = DiskLog(self.directory, segment_bytes=segment_bytes, logger=self._logger)
         self._unflushed_messages = 0
+        # DeleteRecords' start, checkpointed; never past the log end (recovery may cut a tail).
+        self._start_offset = min(log_start_offset or 0, self._log.end_offset())
         self.epoch_cache = LeaderEpochCache()
         self._load_epoch_cache(recovery_point)
 
@@ -237,6 +256,7 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(end)
         self.epoch_cache.truncate_from_start(self._log.start_offset())
         self._scan_epochs(scan_from, end)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
         if self.epoch_cache.entries() != before:
             self._logger.info(
                 "Partition %s: leader epoch cache %s -> %s after loading a log ending at %d",
@@ -266,7 +286,7 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log.start_offset()
+        return max(self._log.start_offset(), self._start_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -293,6 +313,19 @@ class PartitionLog:
         if changed:
             self._write_epoch_checkpoint()
         return changed
+
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Kafka's maybeIncrementLogStartOffset: move the start up to `offset` (never down,
+        never past the log end); the epoch cache forgets epochs wholly below it. True if moved;
+        the caller checkpoints it."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        self._start_offset = offset
+        if self.epoch_cache.truncate_from_start(offset):
+            self._write_epoch_checkpoint()
+        self._logger.info("Partition %s: log start offset advanced to %d", self.name, offset)
+        return True
 
     def append_as_leader(
         self, raw_batches: bytes, leader_epoch: int, max_batch_bytes: int | None = None

@@ -192,3 +192,4 @@ class ReplicaFetcher:
             response.high_watermark, plog.log_end_offset, plog.flushed_offset, now_ms()
         )
         self.manager.apply_ready(hosted, ready)
+        self.manager.follow_log_start_offset(hosted, response.log_start_offset)  # DeleteRecords

@@ -43,7 +43,9 @@ def describe(ctx: click.Context, mode: str | None, output: str) -> None:
     if mode is None:
         fail("one of --status or --replication is required", EXIT_USAGE)
     try:
-        status = asyncio.run(describe_quorum(ctx.obj["bootstrap_controller"]))
+        status = asyncio.run(
+            describe_quorum(ctx.obj["bootstrap_controller"], with_cluster_id=mode == "status")
+        )
     except KafkaError as exc:
         fail(f"{exc.error.name}: {exc.message or 'no controller answered'}", EXIT_USAGE)
     if mode == "status":

@@ -116,7 +116,7 @@ def run_demo(directory: Path) -> int:
             )
         )
         created = minikraft(
-            "topics", "--bootstrap-server", cluster.bootstrap_controller, "create", "--topic",
+            "topics", "--bootstrap-server", bootstrap, "create", "--topic",
             TOPIC, "--partitions", "3", "--replication-factor", "3",
             "--config", "min.insync.replicas=2",
         )

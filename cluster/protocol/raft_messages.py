@@ -206,6 +206,30 @@ class RemoveRaftVoterResponse:
     leader_endpoint: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterRequest:
+    """KIP-853 UpdateRaftVoter: a voter tells the leader its listeners and the kraft.version
+    range it supports; the leader rewrites its entry in the voter set (rule 5). Kafka's only:
+    it never travelled in minikraft's msgpack framing, so it is not registered below."""
+
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: dict[str, str] = field(default_factory=dict)  # listener name -> "host:port"
+    min_kraft_version: int = 0
+    max_kraft_version: int = 1
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    leader_endpoint: str = ""
+
+
 from cluster.protocol.registry import register  # noqa: E402  (registration needs the classes)
 
 register(ApiKey.VOTE, VoteRequest, VoteResponse)

@@ -21,7 +21,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from cluster.config import NodeConfig
-from cluster.net.client import RpcClient
 from cluster.net.http_server import HttpStatusServer
 from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
@@ -29,6 +28,7 @@ from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core import replication_control
 from controller.core.records import NoOpRecord, encode_record
+from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
 from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
@@ -37,6 +37,7 @@ from kafkawire.faults import FaultInjector
 from kafkawire.router import KafkaRouter
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
+from raft.runtime.kafka_raft_apis import KafkaRaftApis
 from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
 from raft.runtime.raft_workload import run_append_workload
 
@@ -131,13 +132,15 @@ class ControllerNode:
             snapshot_interval_records=config.get_int("metadata.log.snapshot.interval.records")
         )
         node_id = config.node_id
-        self.client = RpcClient(f"node-{node_id}", cluster_id=None, faults=self.faults)
-        self.raft = RaftManager(config, self.client, listener=self.state, endpoint=listener.address)
-        self.client.cluster_id = self.raft.cluster_id
+        self.raft = RaftManager(
+            config, faults=self.faults, listener=self.state, endpoint=listener.address
+        )
         self.state.bind(self.raft)
         self.quorum_controller = QuorumController(self.raft, self.state, config)
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
+        KafkaRaftApis(self.raft).route(self.kafka_router)
+        ControllerKafkaAdminApis(self).route(self.kafka_router)
         route_broker_lifecycle(self.kafka_router, self.quorum_controller)
         self.server = RpcServer(
             listener.host,
@@ -222,7 +225,6 @@ class ControllerNode:
         await self.server.stop()
         if self.http is not None:
             await self.http.stop()
-        await self.client.close()
 
     async def _noop_loop(self) -> None:
         interval_s = self.config.get_int("metadata.max.idle.interval.ms") / 1000

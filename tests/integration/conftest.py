@@ -43,7 +43,7 @@ def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
     # A standby controller may answer before it replayed a just-created topic: ask again.
     for _attempt in range(20):
         result = minikraft(
-            "topics", "--bootstrap-server", c.bootstrap_controller, "describe", "--topic", topic,
+            "topics", "--bootstrap-controller", c.bootstrap_controller, "describe", "--topic", topic,
             "--output", "json",
         )
         if "UNKNOWN_TOPIC_OR_PARTITION" not in result.stderr:

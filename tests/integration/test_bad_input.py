@@ -18,7 +18,6 @@ import pytest
 from cluster.config import NodeConfig
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import LocalCluster
-from cluster.net.client import RpcClient
 from cluster.protocol import controller_messages as cm
 from cluster.protocol.errors import Errors
 from cluster.protocol.frame import encode_request
@@ -28,6 +27,7 @@ from controller.runtime.kafka_broker_lifecycle import (
     lifecycle_response_from_kio,
 )
 from kafkawire.client import KafkaClient, client_id_for_node
+from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from tests.integration.conftest import minikraft, quorum, wait_for
 
@@ -114,22 +114,23 @@ def test_foreign_cluster_id_is_refused_and_changes_nothing(cluster3: LocalCluste
     before = quorum(cluster3)
 
     async def vote() -> int:
-        client = RpcClient("node-9", cluster_id="AAAAAAAAAAAAAAAAAAAAAA")
+        # A foreign cluster's candidate on Kafka's protocol (Vote v2 with its ClusterId).
+        client = KafkaClient("node-9")
+        request = VoteRequest(
+            candidate_epoch=before.leader_epoch + 100,
+            candidate_id=9,
+            candidate_directory_id=uuid.uuid4(),
+            voter_id=1,
+            voter_directory_id=uuid.UUID(int=0),
+            last_offset_epoch=before.leader_epoch + 100,
+            last_offset=10**9,
+            cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
+        )
         try:
-            response = await client.request(
-                cluster3.controllers[0].address,
-                VoteRequest(
-                    candidate_epoch=before.leader_epoch + 100,
-                    candidate_id=9,
-                    candidate_directory_id=uuid.uuid4(),
-                    voter_id=1,
-                    voter_directory_id=uuid.UUID(int=0),
-                    last_offset_epoch=before.leader_epoch + 100,
-                    last_offset=10**9,
-                ),
-                timeout_ms=3000,
+            answer = await client.request(
+                cluster3.controllers[0].address, request_to_kafka(request), timeout_ms=3000
             )
-            return response.error_code
+            return int(response_from_kafka(request, answer).error_code)
         finally:
             await client.close()
 

@@ -53,7 +53,7 @@ def bootstrap(c: LocalCluster) -> str:
 
 def create_topic(c: LocalCluster, topic: str, min_isr: int) -> None:
     result = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", topic,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
         "--partitions", "1", "--replication-factor", "3",
         "--config", f"min.insync.replicas={min_isr}",
     )

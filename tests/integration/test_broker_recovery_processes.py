@@ -83,7 +83,7 @@ def create_topic(c: LocalCluster, topic: str, *configs: str) -> None:
     for config in configs:
         args += ["--config", config]
     result = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", topic,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
         "--partitions", "1", "--replication-factor", "3", *args,
     )
     assert result.returncode == 0, result.stderr

@@ -62,7 +62,7 @@ def cluster_with_brokers(tmp_path: Path) -> Iterator[tuple[LocalCluster, FakeBro
 
 
 def topics(cluster: LocalCluster, *args: str) -> Any:
-    return minikraft("topics", "--bootstrap-server", cluster.bootstrap_controller, *args)
+    return minikraft("topics", "--bootstrap-controller", cluster.bootstrap_controller, *args)
 
 
 def describe(cluster: LocalCluster, *args: str) -> list[dict[str, Any]]:
@@ -174,7 +174,7 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
         (
             minikraft(
                 "configs",
-                "--bootstrap-server",
+                "--bootstrap-controller",
                 cluster.bootstrap_controller,
                 "alter",
                 "--entity-type",
@@ -189,7 +189,7 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
         (
             minikraft(
                 "configs",
-                "--bootstrap-server",
+                "--bootstrap-controller",
                 cluster.bootstrap_controller,
                 "alter",
                 "--entity-type",
@@ -204,7 +204,7 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
         (
             minikraft(
                 "leader-election",
-                "--bootstrap-server",
+                "--bootstrap-controller",
                 cluster.bootstrap_controller,
                 "--election-type",
                 "PREFERRED",
@@ -318,7 +318,7 @@ def test_configs_alter_and_leader_election_through_the_cli(
     assert create(cluster, "cfg", "1", "3", "min.insync.replicas=2").returncode == 0
     describe_until(cluster, lambda r: any(row["topic"] == "cfg" for row in r))
     altered = minikraft(
-        "configs", "--bootstrap-server", cluster.bootstrap_controller, "alter",
+        "configs", "--bootstrap-controller", cluster.bootstrap_controller, "alter",
         "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=3",
     )
     assert altered.returncode == 0, altered.stderr
@@ -336,14 +336,14 @@ def test_configs_alter_and_leader_election_through_the_cli(
     assert any("min.insync.replicas" in json.dumps(c) and '"3"' in json.dumps(c) for c in configs), configs
     # ...and an impossible value is refused with Kafka's name, nothing written.
     bad = minikraft(
-        "configs", "--bootstrap-server", cluster.bootstrap_controller, "alter",
+        "configs", "--bootstrap-controller", cluster.bootstrap_controller, "alter",
         "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=-4",
     )
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
     for election in (["--election-type", "PREFERRED"],
                      ["--election-type", "DESIGNATED", "--designated-leader", "2"]):
         result = minikraft(
-            "leader-election", "--bootstrap-server", cluster.bootstrap_controller, *election,
+            "leader-election", "--bootstrap-controller", cluster.bootstrap_controller, *election,
             "--topic", "cfg", "--partition", "0", "--output", "json",
         )
         rows = json.loads(result.stdout)

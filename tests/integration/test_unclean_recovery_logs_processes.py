@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from cluster.cli.topics_cmd import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
 from controller.core.partition_registration import LeaderRecoveryState
@@ -60,7 +61,7 @@ def none_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     # A longer session lets a SIGSTOPped leader stay unfenced while describe sees RECOVERING.
     c = start(
         tmp_path / "c",
-        {**BASE, "broker.session.timeout.ms": "6000", "unclean.recovery.strategy": "None"},
+        {**BASE, "broker.session.timeout.ms": "10000", "unclean.recovery.strategy": "None"},
     )
     try:
         yield c
@@ -86,7 +87,7 @@ def brokers(c: LocalCluster) -> str:
 def create(c: LocalCluster, topic: str, *configs: str) -> None:
     args = [f"--config={kv}" for kv in configs]
     created = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", topic,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
         "--partitions", "1", "--replication-factor", "3", *args,
     )
     assert created.returncode == 0, created.stderr
@@ -198,10 +199,11 @@ def test_plan_names_the_longest_log_and_the_designated_election_is_on_record(
     c.kill(node(c, second), signal.SIGSTOP)
     try:
         elected = minikraft(
-            "leader-election", "--bootstrap-server", c.bootstrap_controller,
+            "leader-election", "--bootstrap-controller", c.bootstrap_controller,
             "--election-type", "DESIGNATED", "--path-to-json-file", str(plan), "--output", "json",
         )
-        recovering = describe(c, topic)
+        # In-process (no CLI start-up): read while the leader is still paused and unfenced.
+        recovering = partition_rows(asyncio.run(describe_all(c.bootstrap_controller, [topic])))[0]
     finally:
         c.kill(node(c, second), signal.SIGCONT)
     assert elected.returncode == 0, elected.stdout + elected.stderr

@@ -140,3 +140,19 @@ def test_the_router_refuses_an_unrouted_advertised_key() -> None:
 
 async def _never(_body: Any, _version: int, _ctx: KafkaRequestContext) -> Any:
     raise AssertionError("not routed")
+
+
+async def test_send_writes_a_request_that_gets_no_response_acks_0(
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
+) -> None:
+    """`send` (Produce with acks=0) writes without waiting; the served handler sees it and the
+    connection's next request is matched to its own answer."""
+    server, _, callers = served
+    client = KafkaClient(client_id_for_node(5))
+    try:
+        await client.send(("127.0.0.1", server.port), _DC)
+        answer = await client.request(("127.0.0.1", server.port), _DC)
+        assert answer.cluster_id == "c-1" and callers == [5, 5]
+        assert len(client.connected_addresses()) == 1
+    finally:
+        await client.close()

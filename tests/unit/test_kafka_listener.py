@@ -41,12 +41,13 @@ async def _serve(service: KafkaService) -> AsyncIterator[RpcServer]:
         await server.stop()
 
 
+# A listener that serves ApiVersions only (Metadata is not in its table).
+ONLY_API_VERSIONS = {ApiKey.API_VERSIONS: CONTROLLER_API_VERSIONS[ApiKey.API_VERSIONS]}
+
+
 @pytest.fixture
 async def controller_like() -> AsyncIterator[RpcServer]:
-    # A listener that serves ApiVersions only (the controller's table, less the APIs routed by
-    # the node: those need a running controller).
-    table = {ApiKey.API_VERSIONS: CONTROLLER_API_VERSIONS[ApiKey.API_VERSIONS]}
-    async for server in _serve(KafkaRouter(table).service()):
+    async for server in _serve(KafkaRouter(ONLY_API_VERSIONS).service()):
         yield server
 
 
