@@ -1,7 +1,9 @@
 """One broker process (ARCHITECTURE.md "Processes"): a Raft observer of `__cluster_metadata`
-replaying it into the MetadataImage, registration and heartbeats with the active controller, the
-partitions it hosts (ReplicaManager), replica fetchers, the broker's RPC listener (its own
-BROKER_REGISTRY) and its HTTP side.
+replaying it into the MetadataImage, registration, heartbeats and AlterPartition with the active
+controller (Kafka's BrokerRegistration/BrokerHeartbeat/AlterPartition,
+controller/runtime/kafka_broker_lifecycle.py), the partitions it hosts (ReplicaManager), replica
+fetchers (Kafka's Fetch to the leader broker), the broker's listener (Kafka's protocol, and its
+msgpack BROKER_REGISTRY for the tools not yet moved) and its HTTP side.
 
 A broker never votes: it is not in the voter set, so its RaftReplica is an observer that
 fetches from the leader it finds through `controller.quorum.bootstrap.servers`.
@@ -36,7 +38,6 @@ from broker.runtime.kafka_apis import KafkaApis
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from cluster.config import NodeConfig, parse_listeners
-from cluster.net.client import RpcClient
 from cluster.net.http_server import HttpStatusServer
 from cluster.net.loop import serve_until_signalled
 from cluster.net.server import RequestContext, RpcServer
@@ -45,7 +46,12 @@ from cluster.protocol import controller_messages as cm
 from cluster.protocol.api_keys import ApiKey
 from cluster.protocol.errors import Errors, KafkaError
 from controller.core.metadata_image import MetadataImage
+from controller.runtime.kafka_broker_lifecycle import (
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
 from controller.runtime.metadata_state import MetadataState
+from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.faults import FaultInjector
 from raft.core.record_batch import RecordBatch
 from raft.core.replica_key import uuid_to_str
@@ -116,17 +122,11 @@ class BrokerNode:
         self.metadata = BrokerMetadataState(
             config.get_int("metadata.log.snapshot.interval.records"), self._on_image
         )
-        # Two clients: the global registry for Raft and the controller, BROKER_REGISTRY for
-        # partition data between brokers.
-        self.client = RpcClient(f"node-{config.node_id}", cluster_id=None, faults=self.faults)
         self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
-        self.client.cluster_id = self.raft.cluster_id
-        self.broker_client = RpcClient(
-            f"node-{config.node_id}",
-            cluster_id=self.raft.cluster_id,
-            faults=self.faults,
-            registry=bm.BROKER_REGISTRY,
-        )
+        # Broker lifecycle with the active controller on Kafka's protocol, on connections of
+        # its own: a Kafka listener serves one request per connection at a time, so heartbeats
+        # never queue behind another family's long-polling requests.
+        self.controller_client = KafkaClient(client_id_for_node(config.node_id), faults=self.faults)
         self.metadata.bind(self.raft)
         flush_text = config.get("flush.messages")
         self.journal = EventJournal(journal_path(config))
@@ -247,8 +247,7 @@ class BrokerNode:
         if clean:
             # Written after the final flush (seed 001): the controller compares it at restart.
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
-        await self.client.close()
-        await self.broker_client.close()
+        await self.controller_client.close()
         await self.kafka_apis.admin.close()
 
     async def _controlled_shutdown(self) -> None:
@@ -360,11 +359,12 @@ class BrokerNode:
         candidates = ([leader] if leader else []) + [
             s for s in self.config.bootstrap_servers if s != leader
         ]
+        send = self._send_to_controller(request, timeout_ms)
         failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
-        not_controller: Any = None  # the first NOT_CONTROLLER answer, kept for its message
+        not_controller: Any = None  # the first NOT_CONTROLLER answer
         for candidate in candidates:
             try:
-                response = await self.client.request(candidate, request, timeout_ms=timeout_ms)
+                response = await send(candidate)
             except KafkaError as exc:
                 if candidate == leader and exc.error != Errors.NETWORK_EXCEPTION:
                     raise  # a slow leader is not a gone one: do not multiply the timeout
@@ -377,6 +377,19 @@ class BrokerNode:
         if not_controller is not None:
             return not_controller
         raise failure
+
+    def _send_to_controller(
+        self, request: Any, timeout_ms: int
+    ) -> Callable[[str], Awaitable[Any]]:
+        """How a core lifecycle request reaches one controller: on Kafka's protocol
+        (kafka_broker_lifecycle), the core's response coming back."""
+        body = lifecycle_request_to_kio(request)
+
+        async def send(address: str) -> Any:
+            answer = await self.controller_client.request(address, body, timeout_ms=timeout_ms)
+            return lifecycle_response_from_kio(answer)
+
+        return send
 
     async def _send_alter_partition(
         self, request: cm.AlterPartitionRequest
@@ -418,10 +431,11 @@ class BrokerNode:
             fetcher = ReplicaFetcher(
                 self.replicas,
                 hosted,
-                self.broker_client,
+                KafkaClient(client_id_for_node(self.broker_id), faults=self.faults),
                 self._broker_address,
                 lambda: self.broker_epoch,
                 self.config.get_int("replica.fetch.backoff.ms"),
+                self.raft.cluster_id,
             )
             self.fetchers[key] = fetcher
             fetcher.start()

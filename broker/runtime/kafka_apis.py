@@ -19,6 +19,12 @@ from typing import TYPE_CHECKING, Any
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis, NewTopic
 from broker.runtime.kafka_group_apis import KafkaGroupApis
+from broker.runtime.kafka_replication import (
+    fetch_partition_from_request,
+    fetch_partition_to_kio,
+    fetch_replica,
+    offset_for_leader_epoch_partition_to_kio,
+)
 from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import HostedPartition
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
@@ -299,12 +305,18 @@ class KafkaApis:
         return None if found is None else found.name
 
     async def _fetch(self, body: Any, version: int) -> Any:
-        replica_id = int(getattr(body, "replica_id", -1))
-        replica_state = getattr(body, "replica_state", None)
-        if replica_state is not None and int(replica_state.replica_id) >= 0:
-            replica_id = int(replica_state.replica_id)
-        if replica_id >= 0:
-            raise KafkaError(Errors.INVALID_REQUEST, "replica fetches use the broker RPC")
+        """Consumers and followers alike (kafka_replication): a follower names itself in
+        ReplicaState with its broker epoch (KIP-903) and gets follower semantics from the same
+        ReplicaManager.fetch the msgpack path used (ISR tracking, log-end reads, DivergingEpoch)."""
+        replica_id, replica_epoch = fetch_replica(body)
+        cluster_id = getattr(body, "cluster_id", None)
+        if cluster_id is not None and cluster_id != self.broker.raft.cluster_id:
+            return build(
+                _response(ApiKey.FETCH, version),
+                error_code=error_code(Errors.INCONSISTENT_CLUSTER_ID),
+                session_id=0,
+                responses=(),
+            )
         deadline = time.monotonic() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
         min_bytes = max(0, int(body.min_bytes))
         max_bytes = int(body.max_bytes)
@@ -313,31 +325,34 @@ class KafkaApis:
             for topic in body.topics
             for partition in topic.partitions
         ]
+        first = True
         while True:
             results = []
             total = 0
-            errors = False
+            done = False
             for _topic, partition, name in wanted:
                 if name is None:
                     result = bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id")
                 else:
                     budget = max(0, max_bytes - total)
+                    partition_max = int(partition.partition_max_bytes)
                     result = await self.broker.replicas.fetch(
-                        bm.FetchRequest(
+                        fetch_partition_from_request(
                             name,
-                            int(partition.partition),
-                            int(partition.fetch_offset),
-                            current_leader_epoch=int(partition.current_leader_epoch),
-                            max_bytes=min(int(partition.partition_max_bytes), budget)
-                            if total
-                            else int(partition.partition_max_bytes),
-                        )
+                            partition,
+                            replica_id,
+                            replica_epoch,
+                            min(partition_max, budget) if total else partition_max,
+                        ),
+                        # A follower's fetch position counts once per request, as in Kafka.
+                        record_progress=first,
                     )
                 total += len(result.records)
-                errors |= result.error_code != 0
+                done |= result.error_code != 0 or result.diverging_epoch != bm.NO_EPOCH
                 results.append(result)
+            first = False
             remaining = deadline - time.monotonic()
-            if total >= max(1, min_bytes) or errors or remaining <= 0 or not wanted:
+            if total >= max(1, min_bytes) or done or remaining <= 0 or not wanted:
                 break
             await self._wait_for_change([w[2] for w in wanted], wanted, remaining)
         return self._fetch_response(version, wanted, results)
@@ -375,33 +390,11 @@ class KafkaApis:
         schema = _response(ApiKey.FETCH, version)
         topic_cls = item_type(schema, "responses")
         partition_cls = item_type(topic_cls, "partitions")
-        leader_cls = (
-            item_type(partition_cls, "current_leader")
-            if has_field(partition_cls, "current_leader")
-            else None
-        )
         by_topic: dict[Any, list[Any]] = {}
         for (topic, partition, _name), result in zip(wanted, results, strict=True):
-            extra: dict[str, Any] = {}
-            if leader_cls is not None and result.error_code:
-                extra["current_leader"] = leader_cls(
-                    leader_id=result.leader_id, leader_epoch=result.leader_epoch
-                )
             key = getattr(topic, "topic", None) or topic.topic_id
             by_topic.setdefault(key, []).append(
-                build(
-                    partition_cls,
-                    partition_index=int(partition.partition),
-                    error_code=error_code(result.error_code),
-                    high_watermark=result.high_watermark,
-                    # No transactions yet: the last stable offset is the HWM (READ_COMMITTED).
-                    last_stable_offset=result.high_watermark,
-                    log_start_offset=result.log_start_offset,
-                    aborted_transactions=None,
-                    preferred_read_replica=-1,
-                    records=result.records,
-                    **extra,
-                )
+                fetch_partition_to_kio(partition_cls, int(partition.partition), result)
             )
         key_field = "topic" if has_field(topic_cls, "topic") else "topic_id"
         return build(
@@ -477,25 +470,21 @@ class KafkaApis:
         for topic in body.topics:
             partitions = []
             for partition in topic.partitions:
+                index = int(partition.partition)
                 request = bm.OffsetForLeaderEpochRequest(
                     topic.topic,
-                    int(partition.partition),
+                    index,
                     int(partition.leader_epoch),
                     int(partition.current_leader_epoch),
+                    # v3+: a follower names itself (kafka_replication); consumers send -1.
+                    replica_id=int(getattr(body, "replica_id", bm.CONSUMER_REPLICA_ID)),
                 )
                 try:
                     answer = self.broker.replicas.offset_for_leader_epoch(request)
-                    values = {"leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset}
-                    error = Errors.NONE
                 except KafkaError as exc:
-                    values, error = {"leader_epoch": -1, "end_offset": -1}, exc.error
+                    answer = bm.OffsetForLeaderEpochResponse(int(exc.error), exc.message)
                 partitions.append(
-                    build(
-                        partition_cls,
-                        error_code=error_code(error),
-                        partition=int(partition.partition),
-                        **values,
-                    )
+                    offset_for_leader_epoch_partition_to_kio(partition_cls, index, answer)
                 )
             topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
         return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -425,13 +425,17 @@ class ReplicaManager:
 
     # ---- Fetch ----
 
-    async def fetch(self, request: bm.FetchRequest) -> bm.FetchResponse:
+    async def fetch(
+        self, request: bm.FetchRequest, *, record_progress: bool = True
+    ) -> bm.FetchResponse:
+        """`record_progress=False` for a re-read while the same request long-polls: a
+        follower's position counts once per request (Kafka's updateFollowerFetchState)."""
         try:
             hosted = self._hosted(request.topic, request.partition)
         except KafkaError as exc:
             return bm.FetchResponse(int(exc.error), exc.message)
         deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
-        first = True
+        first = record_progress
         while True:
             response = self._fetch_once(hosted, request, first)
             first = False

@@ -29,6 +29,7 @@ from cluster.protocol.errors import Errors, KafkaError
 from controller.core import replication_control
 from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
+from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
 from controller.runtime.kafka_producer_id_apis import route_producer_id_apis
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
@@ -142,6 +143,7 @@ class ControllerNode:
         KafkaRaftApis(self.raft).route(self.kafka_router)
         ControllerKafkaAdminApis(self).route(self.kafka_router)
         route_producer_id_apis(self.kafka_router, self.quorum_controller)
+        route_broker_lifecycle(self.kafka_router, self.quorum_controller)
         self.server = RpcServer(
             listener.host,
             listener.port,

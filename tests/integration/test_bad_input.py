@@ -8,6 +8,7 @@ import signal
 import socket
 import struct
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -17,10 +18,15 @@ import pytest
 from cluster.config import NodeConfig
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import LocalCluster
+from cluster.protocol import controller_messages as cm
 from cluster.protocol.errors import Errors
 from cluster.protocol.frame import encode_request
 from cluster.protocol.raft_messages import VoteRequest
-from kafkawire.client import KafkaClient
+from controller.runtime.kafka_broker_lifecycle import (
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
+from kafkawire.client import KafkaClient, client_id_for_node
 from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from tests.integration.conftest import minikraft, quorum, wait_for
@@ -133,6 +139,46 @@ def test_foreign_cluster_id_is_refused_and_changes_nothing(cluster3: LocalCluste
     # The foreign candidate's huge epoch did not move this quorum.
     assert after.leader_epoch == before.leader_epoch
     assert after.leader_id == before.leader_id
+
+
+def test_foreign_cluster_id_registration_is_refused_and_registers_nothing(
+    cluster3: LocalCluster,
+) -> None:
+    """BrokerRegistration on Kafka's protocol naming another cluster: the active controller
+    answers INCONSISTENT_CLUSTER_ID in the response (standbys NOT_CONTROLLER), the connection
+    stays open and no broker is registered."""
+    foreign = cm.BrokerRegistrationRequest(
+        7,
+        "AAAAAAAAAAAAAAAAAAAAAA",
+        uuid.uuid4(),
+        [cm.BrokerListener("PLAINTEXT", "127.0.0.1", 1)],
+    )
+
+    async def register() -> dict[int, Errors]:
+        client = KafkaClient(client_id_for_node(7))
+        try:
+            answers = {}
+            for spec in cluster3.controllers:
+                body = await client.request(
+                    spec.address, lifecycle_request_to_kio(foreign), timeout_ms=5000
+                )
+                answers[spec.node_id] = Errors.of(lifecycle_response_from_kio(body).error_code)
+            return answers
+        finally:
+            await client.close()
+
+    answers = asyncio.run(register())
+    leader = quorum(cluster3).leader_id
+    assert answers.pop(leader) is Errors.INCONSISTENT_CLUSTER_ID, answers
+    assert set(answers.values()) == {Errors.NOT_CONTROLLER}
+    active = cluster3.node(f"controller-{leader}")
+    with urllib.request.urlopen(
+        f"http://{active.host}:{active.http_port}/metrics", timeout=5
+    ) as page:
+        metrics = page.read().decode()
+    assert "kafka_controller_fenced_broker_count 0.0" in metrics
+    assert "kafka_controller_active_broker_count 0.0" in metrics
+    _still_serving(cluster3)
 
 
 def test_corrupt_segment_byte_truncates_at_the_batch_and_rejoins(cluster3: LocalCluster) -> None:

@@ -20,6 +20,12 @@ from cluster.launch.local_cluster import LocalCluster
 from cluster.net.client import RpcClient
 from cluster.protocol import controller_messages as msg
 from cluster.protocol.errors import Errors
+from controller.runtime.kafka_broker_lifecycle import (
+    is_lifecycle_request,
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
+from kafkawire.client import KafkaClient, client_id_for_node
 from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft, quorum, start_cluster, wait_for
 from tests.integration.fake_broker import FakeBrokers
@@ -130,6 +136,15 @@ def _active_address(cluster: LocalCluster) -> str:
 
 
 async def _request(address: str, request: Any) -> Any:
+    if is_lifecycle_request(request):
+        # Broker lifecycle travels on Kafka's protocol, translated as a broker does.
+        kafka = KafkaClient(client_id_for_node(1))
+        try:
+            return lifecycle_response_from_kio(
+                await kafka.request(address, lifecycle_request_to_kio(request))
+            )
+        finally:
+            await kafka.close()
     client = RpcClient("node-1", cluster_id=None)
     try:
         return await client.request(address, request)
