@@ -20,6 +20,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.core import messages as bm
 from broker.core.group_coordinator_shard import (
     GroupConfig,
     GroupCoordinatorShard,
@@ -31,7 +32,6 @@ from broker.core.group_coordinator_shard import (
 )
 from broker.core.partition_state import Role
 from broker.runtime.kafka_admin_apis import NewTopic
-from cluster.protocol import broker_messages as bm
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.group_coordinator_records import (
     Key,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from cluster.protocol import controller_messages as cm
+from controller.core import messages as cm
 from controller.runtime import kafka_describe
 from controller.runtime.kafka_admin_apis import elect_leaders_error
 from kafkawire.api_keys import ApiKey

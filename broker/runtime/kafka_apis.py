@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from broker.core import messages as bm
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis, NewTopic
 from broker.runtime.kafka_group_apis import KafkaGroupApis
@@ -28,7 +29,6 @@ from broker.runtime.kafka_replication import (
 from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import HostedPartition
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
-from cluster.protocol import broker_messages as bm
 from controller.core.metadata_image import MetadataImage
 from controller.runtime import kafka_describe
 from kafkawire import get_replica_log_info as grli
@@ -307,7 +307,7 @@ class KafkaApis:
     async def _fetch(self, body: Any, version: int) -> Any:
         """Consumers and followers alike (kafka_replication): a follower names itself in
         ReplicaState with its broker epoch (KIP-903) and gets follower semantics from the same
-        ReplicaManager.fetch the msgpack path used (ISR tracking, log-end reads, DivergingEpoch)."""
+        ReplicaManager.fetch (ISR tracking, log-end reads, DivergingEpoch)."""
         replica_id, replica_epoch = fetch_replica(body)
         cluster_id = getattr(body, "cluster_id", None)
         if cluster_id is not None and cluster_id != self.broker.raft.cluster_id:

@@ -11,7 +11,7 @@ another cluster is INCONSISTENT_CLUSTER_ID. Records are the stored batch bytes b
 
 The follower side builds its request from the broker's own dataclass (bm.FetchRequest,
 bm.OffsetForLeaderEpochRequest) and reads the answer back into bm.FetchResponse /
-bm.OffsetForLeaderEpochResponse, so the fetcher's logic is the msgpack path's.
+bm.OffsetForLeaderEpochResponse, so the fetcher's logic works on the core's values.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
-from cluster.protocol import broker_messages as bm
+from broker.core import messages as bm
 from kafkawire.entities import build, has_field, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code

@@ -40,7 +40,7 @@ from broker.core.producer_state import (
     parse_snapshot_file_name,
     snapshot_file_name,
 )
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.errors import Errors, KafkaError
 from raft.core.compression import UnsupportedCompressionError
 from raft.core.record_batch import (
     BatchHeader,

@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from broker.core import messages as bm
 from broker.core.leader_epoch_cache import EpochEndOffset, follower_truncation
 from broker.core.partition_state import Role
 from broker.runtime.kafka_replication import (
@@ -25,7 +26,6 @@ from broker.runtime.kafka_replication import (
     offset_for_leader_epoch_response_from_kio,
 )
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, now_ms
-from cluster.protocol import broker_messages as bm
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
 

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.core import messages as bm
 from broker.core.leader_epoch_cache import diverging_epoch
 from broker.core.partition_state import (
     ACKS_ALL,
@@ -34,12 +35,11 @@ from broker.runtime.partition_log import (
     PartitionLog,
     parse_partition_dir_name,
 )
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as cm
 from controller.core.alter_partition import AlterPartitionPartitionResult
 from controller.core.metadata_image import MetadataImage
 from controller.core.partition_registration import PartitionRegistration
+from kafkawire.errors import Errors, KafkaError
 
 log = logging.getLogger("minikraft.broker")
 

@@ -33,7 +33,7 @@ from cluster.cli.admin_client import describe_quorum
 from cluster.cli.health_cmd import check_health
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import NETNS, LocalCluster, is_running
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 log = logging.getLogger(__name__)
 

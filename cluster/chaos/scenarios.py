@@ -25,8 +25,8 @@ from cluster.chaos.process_faults import ProcessFaults
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.cli.bootstrap import new_client, send_to_any
 from cluster.cli.topics_cmd import describe_all, partition_rows
-from cluster.config import ConfigError, NodeConfig
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running
+from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import read_meta_properties

@@ -18,8 +18,10 @@ from kio.static.primitive import i8
 
 from cluster.cli.bootstrap import new_client
 from cluster.cli.bootstrap import split_bootstrap as split_bootstrap  # re-exported for callers
-from cluster.protocol.errors import Errors, KafkaError
-from cluster.protocol.raft_messages import (
+from kafkawire.api_keys import ApiKey
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
+from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     DescribeQuorumRequest,
@@ -28,8 +30,6 @@ from cluster.protocol.raft_messages import (
     RemoveRaftVoterResponse,
     ReplicaState,
 )
-from kafkawire.api_keys import ApiKey
-from kafkawire.client import KafkaClient
 from raft.core.replica_key import ReplicaKey, uuid_to_str
 from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
 

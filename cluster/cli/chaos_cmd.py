@@ -18,7 +18,7 @@ from cluster.chaos.workload import CLIENTS, MINIKRAFT
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.output import stdout as console
 from cluster.launch.local_cluster import CLUSTER_FILE
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 
 @click.command()

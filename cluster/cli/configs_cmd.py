@@ -16,7 +16,7 @@ from kio.static.primitive import i8
 from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.topics_cmd import error_name, parse_configs, run_admin
-from cluster.protocol import controller_messages as msg
+from controller.core import messages as msg
 
 _RESOURCE_TYPES = {"topics": msg.RESOURCE_TYPE_TOPIC, "brokers": msg.RESOURCE_TYPE_BROKER}
 

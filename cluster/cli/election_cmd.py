@@ -19,9 +19,9 @@ from kio.static.primitive import i8, i32
 from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option, stderr
 from cluster.cli.topics_cmd import error_name, kafka_timeout, run_admin
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
+from controller.core import messages as msg
 from kafkawire import elect_leaders_v3 as el3
+from kafkawire.errors import Errors
 from kafkawire.messages import wire_error
 
 _TYPES = {

@@ -36,8 +36,8 @@ from cluster.cli.bootstrap import (
     request_admin,
 )
 from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as msg
+from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_to_str
 
 _RETRY_SLEEP_S = 0.1

@@ -47,11 +47,11 @@ from cluster.cli.output import (
     stderr,
 )
 from cluster.cli.topics_cmd import describe_all
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as msg
 from controller.core.unclean_recovery import RankBy, ReplicaLogAnswer, select_leader, usable_answers
 from kafkawire import get_replica_log_info as grli
 from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import wire_error
 
 DEFAULT_DURATION_MS = 30_000

@@ -28,7 +28,7 @@ from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.committed_prefix import compare_committed_prefixes
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 console = Console()
 TOPIC = "demo"

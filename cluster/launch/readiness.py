@@ -11,7 +11,7 @@ from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.cli.bootstrap import new_client
 from cluster.cli.broker_client import metadata
 from cluster.launch.local_cluster import LocalCluster
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 
 async def wait_until_ready(

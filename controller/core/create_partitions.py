@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cluster.protocol.errors import Errors
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataImage, TopicImage
 from controller.core.records import MetadataRecord, PartitionRecord
 from controller.core.replication_control import place_replicas, usable_brokers
+from kafkawire.errors import Errors
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The admin APIs on the controller listener, on Kafka's protocol (KIP-919's
 `--bootstrap-controller`, and what brokers forward to the active controller unchanged):
 CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs and ElectLeaders (writes,
-through QuorumController's single writer, exactly as the msgpack handler calls it), and
+through QuorumController's single writer, through the one write path), and
 DescribeTopicPartitions, DescribeConfigs, DescribeCluster (reads of this controller's committed
 image, controller.runtime.kafka_describe, shared with brokers).
 
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cluster.protocol import controller_messages as cm
+from controller.core import messages as cm
 from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
 from controller.runtime import kafka_describe
 from kafkawire.api_keys import ApiKey

@@ -2,7 +2,7 @@
 AlterPartition v3 between brokers and the active controller (ARCHITECTURE.md "Wire protocol").
 
 Both sides translate here, so one module owns each field's meaning: the broker turns the
-controller core's dataclasses (cluster.protocol.controller_messages) into kio requests and reads
+controller core's dataclasses (controller.core.messages) into kio requests and reads
 kio responses back; the controller's handlers (`route_broker_lifecycle`) turn kio requests into
 the same dataclasses, run QuorumController as before, and answer the kio response. Fields:
 
@@ -32,7 +32,7 @@ from kio.schema.broker_registration.v4 import request as registration_req
 from kio.schema.broker_registration.v4 import response as registration_resp
 from kio.static.primitive import i8, i16, i32, i64, u16
 
-from cluster.protocol import controller_messages as cm
+from controller.core import messages as cm
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext

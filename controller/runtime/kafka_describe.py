@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from cluster.protocol import controller_messages as msg
+from controller.core import messages as msg
 from controller.core import replication_control
 from controller.core.metadata_image import MetadataImage
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC

@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.static.primitive import i32
 
-from cluster.config import NodeConfig
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as msg
 from controller.core import replication_control
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataImage
@@ -41,6 +39,8 @@ from controller.core.unclean_recovery import (
 )
 from kafkawire import get_replica_log_info as grli
 from kafkawire.client import KafkaClient
+from kafkawire.config import NodeConfig
+from kafkawire.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from controller.runtime.quorum_controller import QuorumController

@@ -10,8 +10,18 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from cluster.protocol.errors import Errors
-from cluster.protocol.raft_messages import (
+from kafkawire.errors import Errors
+from raft.core.control_records import (
+    KRaftVersionRecord,
+    LeaderChangeRecord,
+    VotersRecord,
+    decode_control,
+    encode_control,
+    snapshot_batches,
+    snapshot_voters,
+)
+from raft.core.leader_state import LeaderState, ReplicaProgress
+from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     BeginQuorumEpochRequest,
@@ -33,16 +43,6 @@ from cluster.protocol.raft_messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.core.control_records import (
-    KRaftVersionRecord,
-    LeaderChangeRecord,
-    VotersRecord,
-    decode_control,
-    encode_control,
-    snapshot_batches,
-    snapshot_voters,
-)
-from raft.core.leader_state import LeaderState, ReplicaProgress
 from raft.core.quorum_state import (
     CandidateState,
     ElectionState,

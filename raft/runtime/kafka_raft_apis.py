@@ -1,5 +1,5 @@
 """The metadata quorum's Raft RPCs on Kafka's wire protocol: translation between the core's
-input dataclasses (cluster.protocol.raft_messages) and kio's entities, both ways, and the
+input dataclasses (raft.core.messages) and kio's entities, both ways, and the
 controller listener's handlers (Kafka's KafkaRaftClient request handling, KIP-595/853/996).
 
 One version per API node to node (kafkawire's CONTROLLER_API_VERSIONS), the newest kio has with every field the
@@ -51,12 +51,12 @@ from kio.schema.vote.v2 import request as vote_rq
 from kio.schema.vote.v2 import response as vote_rs
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64, u16
 
-from cluster.protocol import raft_messages as rm
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import parse_address
 from kafkawire.connection import KafkaRequestContext
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import error_code
+from raft.core import messages as rm
 
 if TYPE_CHECKING:
     from kafkawire.router import KafkaRouter

@@ -20,15 +20,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from cluster.protocol.errors import Errors, KafkaError
-from cluster.protocol.raft_messages import (
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
+from raft.core.control_records import snapshot_batches
+from raft.core.messages import (
     AddRaftVoterRequest,
     FetchRequest,
     FetchResponse,
     RemoveRaftVoterRequest,
 )
-from kafkawire.client import KafkaClient
-from raft.core.control_records import snapshot_batches
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
 from raft.core.record_batch import RecordBatch, iter_batches
 from raft.core.replicated_log import SnapshotId

@@ -7,11 +7,9 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
-from typing import Any
 
-from cluster.config import NodeConfig
-from cluster.protocol.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.config import NodeConfig
 from kafkawire.faults import FaultInjector
 from raft.core.raft_replica import RaftConfig, RaftReplica
 from raft.core.replica_key import uuid_to_str
@@ -24,20 +22,6 @@ log = logging.getLogger("minikraft.raft")
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 QUORUM_STATE_FILE = "quorum-state"
-
-RAFT_API_KEYS = frozenset(
-    {
-        ApiKey.VOTE,
-        ApiKey.BEGIN_QUORUM_EPOCH,
-        ApiKey.END_QUORUM_EPOCH,
-        ApiKey.FETCH,
-        ApiKey.FETCH_SNAPSHOT,
-        ApiKey.DESCRIBE_QUORUM,
-        ApiKey.ADD_RAFT_VOTER,
-        ApiKey.REMOVE_RAFT_VOTER,
-    }
-)
-
 
 class RaftManager:
     def __init__(
@@ -123,10 +107,3 @@ class RaftManager:
         await self.driver.stop()
         await self.client.close()
         self.log.close()
-
-    async def handle_request(
-        self, api_key: ApiKey, source_node_id: int | None, request: Any
-    ) -> Any:
-        return await self.driver.handle_request(
-            -1 if source_node_id is None else source_node_id, request
-        )

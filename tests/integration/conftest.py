@@ -18,7 +18,7 @@ import pytest
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,10 +20,10 @@ import threading
 import time
 import uuid
 
+from broker.core import messages as bm
 from broker.runtime.kafka_replication import fetch_request_to_kio, fetch_response_from_kio
 from cluster.cli.bootstrap import split_bootstrap
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as msg
+from controller.core import messages as msg
 from controller.runtime.kafka_broker_lifecycle import (
     lifecycle_request_to_kio,
     lifecycle_response_from_kio,

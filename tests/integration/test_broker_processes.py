@@ -19,12 +19,12 @@ from kio.schema.produce.v11 import request as produce_request
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
+from broker.core import messages as bm
 from broker.runtime.event_journal import read_journal_dicts
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors
 from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors
 from raft.core.record_batch import encode_batch
 from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import describe, minikraft, wait_describe

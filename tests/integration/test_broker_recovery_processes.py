@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
 
+from broker.core import messages as bm
 from broker.runtime.event_journal import read_journal_dicts
 from cluster.cli.topics_cmd import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors, KafkaError
 from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import encode_batch, read_header
 from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft

@@ -8,9 +8,9 @@ import json
 import signal
 from pathlib import Path
 
-from cluster.config import render_properties
 from cluster.launch.committed_prefix import committed_entries, compare_committed_prefixes
 from cluster.launch.local_cluster import free_ports
+from kafkawire.config import render_properties
 from raft.core.replica_key import ReplicaKey, uuid_to_str
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from tests.integration.conftest import quorum, start_cluster, wait_for

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cluster.cli.admin_client import QuorumStatus
 from cluster.cli.election_cmd import leader_election
-from cluster.protocol.raft_messages import DescribeQuorumResponse, ReplicaState, VoterEndpoint
+from raft.core.messages import DescribeQuorumResponse, ReplicaState, VoterEndpoint
 from raft.core.replica_key import uuid_to_str
 
 

@@ -5,11 +5,11 @@ and refusals write nothing. New partitions pass the partition invariants (rule 8
 
 from __future__ import annotations
 
-from cluster.protocol.errors import Errors
 from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
 from controller.core.invariants import check_partition
 from controller.core.metadata_image import MetadataImage
 from controller.core.records import PartitionRecord
+from kafkawire.errors import Errors
 from tests.unit.test_replication_control import FOO, apply, brokers, with_foo
 
 

@@ -16,7 +16,6 @@ from kio.schema.describe_quorum.v2 import response as dq
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta
 
-from cluster.net.server import RpcServer
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import VersionRange
 from kafkawire.client import KafkaClient
@@ -26,7 +25,7 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.forwarding import request_active, wrong_node
 from kafkawire.messages import error_code, response_schema
 from kafkawire.router import KafkaRouter
-from tests.unit.test_net import _server_registry, echo_handler
+from kafkawire.server import KafkaServer
 
 TABLE = {ApiKey.API_VERSIONS: VersionRange(0, 4), ApiKey.CREATE_PARTITIONS: VersionRange(0, 3)}
 BODY = CreatePartitionsRequest(
@@ -42,22 +41,14 @@ def _answer(error: Errors) -> Any:
     return build(schema, throttle_time=NO_THROTTLE, results=(result,))
 
 
-async def _serve(error: Errors, asked: list[Errors]) -> RpcServer:
+async def _serve(error: Errors, asked: list[Errors]) -> KafkaServer:
     async def create_partitions(_body: Any, _version: int, _ctx: KafkaRequestContext) -> Any:
         asked.append(error)
         return _answer(error)
 
     router = KafkaRouter(TABLE)
     router.route(ApiKey.CREATE_PARTITIONS, create_partitions)
-    server = RpcServer(
-        "127.0.0.1",
-        0,
-        echo_handler,  # type: ignore[arg-type]
-        cluster_id="c",
-        node_id=1,
-        registry=_server_registry(),
-        kafka_service=router.service(),
-    )
+    server = KafkaServer("127.0.0.1", 0, router.service())
     await server.start()
     return server
 

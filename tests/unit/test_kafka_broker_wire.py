@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from broker.core import messages as bm
 from broker.runtime import kafka_replication as wire
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
+from controller.core import messages as cm
 from controller.runtime import kafka_broker_lifecycle as lifecycle
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, CONTROLLER_API_VERSIONS

@@ -16,12 +16,12 @@ from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, Partiti
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, u16
 
-from cluster.protocol import raft_messages as rm
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.framing import FrameDecoder
 from kafkawire.messages import decode_request, decode_response, encode_request, encode_response
+from raft.core import messages as rm
 from raft.runtime.kafka_raft_apis import (
     RAFT_API_KEYS,
     error_to_kafka,

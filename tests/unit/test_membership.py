@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import uuid
 
-from cluster.protocol.errors import Errors
-from cluster.protocol.raft_messages import (
+from kafkawire.errors import Errors
+from raft.core.control_records import VotersRecord, encode_control, iter_control_records
+from raft.core.memory_log import MemoryLog
+from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     BeginQuorumEpochRequest,
@@ -22,8 +24,6 @@ from cluster.protocol.raft_messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.core.control_records import VotersRecord, encode_control, iter_control_records
-from raft.core.memory_log import MemoryLog
 from raft.core.raft_replica import RaftConfig, RaftReplica, RaftResult
 from raft.core.replica_key import ReplicaKey
 from raft.core.replicated_log import ReplicatedLog

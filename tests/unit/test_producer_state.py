@@ -20,7 +20,7 @@ from broker.core.producer_state import (
     snapshot_file_name,
 )
 from broker.runtime.partition_log import PartitionLog
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import encode_batch, iter_batches
 
 PID = 4000

@@ -11,11 +11,10 @@ from types import MappingProxyType
 
 import pytest
 
+from broker.core import messages as bm
 from broker.runtime.partition_log import LogDirCheckpoints
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as cm
 from controller.core.metadata_image import (
     MIN_INSYNC_REPLICAS,
     BrokerRegistration,
@@ -24,6 +23,7 @@ from controller.core.metadata_image import (
 )
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_TOPIC
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import encode_batch
 
 TOPIC_ID = uuid.UUID(int=7)

@@ -14,10 +14,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
+from broker.core import messages as bm
 from cluster.cli.unclean_recovery_cmd import Target, exit_code, parse_partition_file, plan_document
-from cluster.config import NodeConfig
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors, KafkaError
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataDelta, MetadataImage
@@ -45,7 +43,9 @@ from controller.core.unclean_recovery import (
 )
 from controller.runtime.recovery_manager import RecoveryManager, manager_enabled
 from kafkawire import get_replica_log_info as grli
+from kafkawire.config import NodeConfig
 from kafkawire.entities import NO_THROTTLE
+from kafkawire.errors import Errors, KafkaError
 
 FOO = uuid.UUID(int=7)
 

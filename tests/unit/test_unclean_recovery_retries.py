@@ -10,9 +10,9 @@ import pytest
 from kio.static.primitive import i32
 
 from cluster.cli import unclean_recovery_cmd as tool
-from cluster.protocol.errors import Errors
 from kafkawire import elect_leaders_v3 as el3
 from kafkawire.entities import NO_THROTTLE
+from kafkawire.errors import Errors
 from kafkawire.messages import error_code
 
 
