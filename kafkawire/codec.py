@@ -34,7 +34,6 @@ from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveField,
-    PrimitiveTupleField,
     classify_field,
     get_field_tag,
     get_schema_field_type,
@@ -65,7 +64,10 @@ _FIXED_WRITE: dict[Any, tuple[str, str]] = {
     writers.write_timedelta_i64: ("q", "round({}.total_seconds() * 1000)"),
     writers.write_uuid: ("16s", "(_Z if {0} is None else {0}.bytes)"),
     writers.write_datetime_i64: ("q", "round({}.timestamp() * 1000)"),
-    writers.write_nullable_datetime_i64: ("q", "(-1 if {0} is None else round({0}.timestamp() * 1000))"),
+    writers.write_nullable_datetime_i64: (
+        "q",
+        "(-1 if {0} is None else round({0}.timestamp() * 1000))",
+    ),
 }
 # kio's reader name -> (struct code, conversion of the unpacked value) for fixed-size values.
 _FIXED_READ: dict[str, tuple[str, str]] = {
@@ -82,7 +84,7 @@ _FIXED_READ: dict[str, tuple[str, str]] = {
     "read_error_code": ("h", "_ec({})"),
     "read_timedelta_i32": ("i", "_td(0, 0, 0, {})"),
     "read_timedelta_i64": ("q", "_td(0, 0, 0, {})"),
-    "read_uuid": ("16s", "(None if {0} == _Z else _uuid(bytes={0}))"),
+    "read_uuid": ("16s", "(None if {0} == _Z else _mkuuid({0}))"),
 }
 _STRINGS_READ = {
     # name -> (compact?, nullable?, decode to str?)
@@ -149,6 +151,38 @@ def _ec(value: int) -> ErrorCode:
     return member if member is not None else ErrorCode(value)
 
 
+def _mkuuid(raw: bytes) -> uuid.UUID:
+    """uuid.UUID(bytes=raw) without its argument checks (raw is 16 bytes from struct)."""
+    value = _new_object(uuid.UUID)
+    _set_object(value, "int", int.from_bytes(raw, "big"))
+    _set_object(value, "is_safe", uuid.SafeUUID.unknown)
+    return value
+
+
+_new_object = object.__new__
+_set_object = object.__setattr__
+_ARRAY_CACHED = 64
+
+
+@cache
+def _array_structs(code: str) -> tuple[struct.Struct, ...]:
+    """Structs for arrays of 0.._ARRAY_CACHED items of one fixed-size type."""
+    return tuple(struct.Struct(f">{n}{code}") for n in range(_ARRAY_CACHED + 1))
+
+
+def _array(structs: tuple[struct.Struct, ...], code: str, count: int) -> struct.Struct:
+    return structs[count] if count <= _ARRAY_CACHED else struct.Struct(f">{count}{code}")
+
+
+def _compile(src: _Source, what: str) -> None:
+    # The source is generated here from kio's own field introspection, never from input.
+    code = compile("\n".join(src.lines), f"<kafkawire.codec {what}>", "exec")
+    exec(code, src.ns)
+
+
+_NULL_MESSAGE = "Unexpectedly read null where compact string/bytes was expected"
+
+
 def _underflow() -> BufferUnderflow:
     return BufferUnderflow("Buffer is exhausted")
 
@@ -166,6 +200,9 @@ _BASE_NS: dict[str, Any] = {
     "_new": object.__new__,
     "_setattr": object.__setattr__,
     "_underflow": _underflow,
+    "_NULL_MESSAGE": _NULL_MESSAGE,
+    "_mkuuid": _mkuuid,
+    "_array": _array,
     "_UnexpectedNull": UnexpectedNull,
     "_NegativeByteLength": NegativeByteLength,
     "_read_datetime_i64": read_datetime_i64,
@@ -289,7 +326,8 @@ def _emit_write_field(
         kio_writer = _field_writer_kind(entity_type, field, tagged)
         fixed = _FIXED_WRITE.get(kio_writer)
         if fixed is not None and fixed[1] == "{}":
-            src.emit(ind, f"{out} += _pack('>%d{fixed[0]}' % len({var}), *{var})")
+            cache_ = src.const("_A", _array_structs(fixed[0]))
+            src.emit(ind, f"{out} += _array({cache_}, '{fixed[0]}', len({var})).pack(*{var})")
             return
         src.emit(ind, f"for {item} in {var}:")
         _emit_write_primitive(src, ind + 1, out, kio_writer, item)
@@ -375,7 +413,7 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
             src.emit(1, "out += _tb")
     if len(src.lines) == 1:
         src.emit(1, "pass")
-    exec(compile("\n".join(src.lines), f"<kafkawire.codec write {entity_type.__qualname__}>", "exec"), ns)  # noqa: S102 - source generated from kio's schema
+    _compile(src, f"write {entity_type.__qualname__}")
     write_into: Callable[[bytearray, Any], None] = ns["write"]
     write_into.__source__ = "\n".join(src.lines)  # type: ignore[attr-defined]
     return write_into
@@ -407,7 +445,7 @@ def _kio_reader_name(entity_type: type, field: dataclasses.Field[Any], tagged: b
 
 
 def _emit_read_uvarint(src: _Source, ind: int, var: str) -> None:
-    src.emit(ind, f"if p >= L: raise _underflow()")
+    src.emit(ind, "if p >= L: raise _underflow()")
     src.emit(ind, f"{var} = buf[p]")
     src.emit(ind, f"if {var} & 128: {var}, p = _ruv(buf, p)")
     src.emit(ind, "else: p += 1")
@@ -435,7 +473,7 @@ def _emit_read_primitive(src: _Source, ind: int, name: str, var: str) -> None:
         if nullable:
             src.emit(ind + 1, f"{var} = None")
         else:
-            src.emit(ind + 1, "raise _UnexpectedNull('Unexpectedly read null where compact string/bytes was expected')")
+            src.emit(ind + 1, "raise _UnexpectedNull(_NULL_MESSAGE)")
         src.emit(ind, "else:")
         src.emit(ind + 1, f"{n} += p - 1")
     else:
@@ -446,7 +484,7 @@ def _emit_read_primitive(src: _Source, ind: int, name: str, var: str) -> None:
         if nullable:
             src.emit(ind + 1, f"{var} = None")
         else:
-            src.emit(ind + 1, "raise _UnexpectedNull('Unexpectedly read null where string/bytes was expected')")
+            src.emit(ind + 1, "raise _UnexpectedNull(_NULL_MESSAGE)")
         src.emit(ind, f"elif {n} < 0: raise _NegativeByteLength('Found negative byte length')")
         src.emit(ind, "else:")
         src.emit(ind + 1, f"{n} += p")
@@ -492,7 +530,8 @@ def _emit_read_field(
         fixed = _FIXED_READ.get(name)
         if fixed is not None and fixed[1] == "{}":
             size = struct.calcsize(">" + fixed[0])
-            src.emit(ind, f"{var} = _unpack_from('>%d{fixed[0]}' % {n}, buf, p)")
+            cache_ = src.const("_A", _array_structs(fixed[0]))
+            src.emit(ind, f"{var} = _array({cache_}, '{fixed[0]}', {n}).unpack_from(buf, p)")
             src.emit(ind, f"p += {size} * {n}")
             return
         item = src.name("_i")
@@ -530,7 +569,7 @@ def _setter(entity_type: type, name: str) -> Callable[[Any, Any], None]:
     """The slot's own setter (what object.__setattr__ ends in, minus the lookup); frozen
     dataclasses only forbid `setattr` on instances, not the slot descriptor."""
     descriptor = entity_type.__dict__.get(name)
-    if descriptor is not None and hasattr(descriptor, "__set__") and type(descriptor).__name__ == "member_descriptor":
+    if type(descriptor).__name__ == "member_descriptor":
         return descriptor.__set__  # type: ignore[no-any-return]
 
     def set_attribute(obj: Any, value: Any) -> None:
@@ -596,7 +635,7 @@ def _entity_read(entity_type: type) -> Callable[[bytes, int, int], tuple[Any, in
         setter = src.const("_set", _setter(entity_type, field.name))
         src.emit(1, f"{setter}(o, {names[field.name]})")
     src.emit(1, "return o, p")
-    exec(compile("\n".join(src.lines), f"<kafkawire.codec read {entity_type.__qualname__}>", "exec"), ns)  # noqa: S102 - source generated from kio's schema
+    _compile(src, f"read {entity_type.__qualname__}")
     read: Callable[[bytes, int, int], tuple[Any, int]] = ns["read"]
     read.__source__ = "\n".join(src.lines)  # type: ignore[attr-defined]
     return read
