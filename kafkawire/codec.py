@@ -233,6 +233,10 @@ class _Source:
         self.lines.append("    " * indent + line)
 
 
+def _flexible(entity_type: type) -> bool:
+    return bool(getattr(entity_type, "__flexible__", False))
+
+
 def _is_request_header(entity_type: type) -> bool:
     # kio special-cases RequestHeader.client_id as a legacy nullable string (see its writer).
     return entity_type.__name__ == "RequestHeader"
@@ -249,7 +253,7 @@ def _field_writer_kind(entity_type: type, field: dataclasses.Field[Any], tagged:
     optional = False if (tagged or field_class.is_array) else is_optional(field)
     return _serialize.get_writer(
         kafka_type=get_schema_field_type(field),
-        flexible=entity_type.__flexible__,
+        flexible=_flexible(entity_type),
         optional=optional,
     )
 
@@ -307,7 +311,7 @@ def _emit_write_field(
     src: _Source, ind: int, out: str, entity_type: type, field: dataclasses.Field[Any],
     var: str, tagged: bool,
 ) -> None:
-    flexible = entity_type.__flexible__
+    flexible = _flexible(entity_type)
     field_class = classify_field(field)
     if field_class.is_array:
         null_array = "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'"
@@ -367,7 +371,7 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
         (f for f in fields(entity_type) if get_field_tag(f) is not None),
         key=lambda f: int(get_field_tag(f)),  # type: ignore[arg-type]
     )
-    if tagged and not entity_type.__flexible__:
+    if tagged and not _flexible(entity_type):
         raise ValueError("Found tagged fields on a non-flexible model")
     i = 0
     while i < len(plain):
@@ -385,7 +389,7 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
         src.emit(1, f"{var} = e.{plain[i].name}")
         _emit_write_field(src, 1, "out", entity_type, plain[i], var, tagged=False)
         i += 1
-    if entity_type.__flexible__:
+    if _flexible(entity_type):
         if not tagged:
             src.emit(1, "out.append(0)")
         else:
@@ -419,9 +423,20 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
     return write_into
 
 
-@cache
+_WRITERS: dict[type, Writer] = {}
+_READERS: dict[type, Reader] = {}
+
+
 def writer(entity_type: type) -> Writer:
-    """`write(entity) -> bytes`, byte for byte kio's `entity_writer(entity_type)`."""
+    """`write(entity) -> bytes`, byte for byte kio's `entity_writer(entity_type)` (compiled
+    once per class)."""
+    write = _WRITERS.get(entity_type)
+    if write is None:
+        write = _WRITERS[entity_type] = _make_writer(entity_type)
+    return write
+
+
+def _make_writer(entity_type: type) -> Writer:
     write_into = _entity_write_into(entity_type)
 
     def write(entity: Any) -> bytes:
@@ -440,8 +455,8 @@ def _kio_reader_name(entity_type: type, field: dataclasses.Field[Any], tagged: b
         return "read_nullable_legacy_string"
     field_class = classify_field(field)
     optional = False if (tagged or field_class.is_array) else is_optional(field)
-    reader = _parse.get_reader(get_schema_field_type(field), entity_type.__flexible__, optional)
-    return str(reader.__name__)
+    reader = _parse.get_reader(get_schema_field_type(field), _flexible(entity_type), optional)
+    return str(getattr(reader, "__name__", reader))
 
 
 def _emit_read_uvarint(src: _Source, ind: int, var: str) -> None:
@@ -500,7 +515,7 @@ def _emit_read_field(
     src: _Source, ind: int, entity_type: type, field: dataclasses.Field[Any], var: str,
     tagged: bool,
 ) -> None:
-    flexible = entity_type.__flexible__
+    flexible = _flexible(entity_type)
     field_class = classify_field(field)
     if field_class.is_array:
         n = src.name("_n")
@@ -569,7 +584,7 @@ def _setter(entity_type: type, name: str) -> Callable[[Any, Any], None]:
     """The slot's own setter (what object.__setattr__ ends in, minus the lookup); frozen
     dataclasses only forbid `setattr` on instances, not the slot descriptor."""
     descriptor = entity_type.__dict__.get(name)
-    if type(descriptor).__name__ == "member_descriptor":
+    if descriptor is not None and type(descriptor).__name__ == "member_descriptor":
         return descriptor.__set__  # type: ignore[no-any-return]
 
     def set_attribute(obj: Any, value: Any) -> None:
@@ -587,7 +602,7 @@ def _entity_read(entity_type: type) -> Callable[[bytes, int, int], tuple[Any, in
     all_fields = fields(entity_type)
     plain = [f for f in all_fields if get_field_tag(f) is None]
     tagged = [f for f in all_fields if get_field_tag(f) is not None]
-    if tagged and not entity_type.__flexible__:
+    if tagged and not _flexible(entity_type):
         raise ValueError("Found tagged fields on a non-flexible model")
     names: dict[str, str] = {}
     i = 0
@@ -611,7 +626,7 @@ def _entity_read(entity_type: type) -> Callable[[bytes, int, int], tuple[Any, in
         names[plain[i].name] = var
         _emit_read_field(src, 1, entity_type, plain[i], var, tagged=False)
         i += 1
-    if entity_type.__flexible__:
+    if _flexible(entity_type):
         for field in tagged:
             var = src.name("_v")
             names[field.name] = var
@@ -641,10 +656,16 @@ def _entity_read(entity_type: type) -> Callable[[bytes, int, int], tuple[Any, in
     return read
 
 
-@cache
 def reader(entity_type: type) -> Reader:
     """`read(buffer, offset) -> (entity, new offset)`: kio's `entity_reader(entity_type)`'s
     entity; a truncated buffer or a length beyond it raises (never allocates for it)."""
+    read = _READERS.get(entity_type)
+    if read is None:
+        read = _READERS[entity_type] = _make_reader(entity_type)
+    return read
+
+
+def _make_reader(entity_type: type) -> Reader:
     read_entity = _entity_read(entity_type)
 
     def read(buffer: bytes, offset: int = 0) -> tuple[Any, int]:
