@@ -411,9 +411,9 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
                 _emit_write_field(src, 2, sub, entity_type, field, var, tagged=True)
                 src.emit(2, "_tc += 1")
                 src.emit(2, f"_tb += {src.const('_T', _uvarint(tag))}")
-                src.emit(2, f"_tb += _uv(len({sub}))")
+                _emit_uvarint_write(src, 2, "_tb", f"len({sub})")
                 src.emit(2, f"_tb += {sub}")
-            src.emit(1, "out += _uv(_tc)")
+            _emit_uvarint_write(src, 1, "out", "_tc")
             src.emit(1, "out += _tb")
     if len(src.lines) == 1:
         src.emit(1, "pass")
@@ -460,7 +460,7 @@ def _kio_reader_name(entity_type: type, field: dataclasses.Field[Any], tagged: b
 
 
 def _emit_read_uvarint(src: _Source, ind: int, var: str) -> None:
-    src.emit(ind, "if p >= L: raise _underflow()")
+    # Past the end, buf[p] raises IndexError: `reader` turns it into BufferUnderflow.
     src.emit(ind, f"{var} = buf[p]")
     src.emit(ind, f"if {var} & 128: {var}, p = _ruv(buf, p)")
     src.emit(ind, "else: p += 1")
