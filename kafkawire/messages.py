@@ -1,4 +1,6 @@
-"""Encode and decode any Kafka request or response by (api key, version), through kio.
+"""Encode and decode any Kafka request or response by (api key, version), with kio's schemas
+and kafkawire.codec's compiled writers and readers (kio's bytes and entities, faster; lengths
+beyond the frame refused before anything is allocated).
 
 Request header v1 (non-flexible bodies) or v2 (flexible: tagged fields); response header v0, or
 v1 for flexible bodies except ApiVersions, whose response header is always v0 so a client that
@@ -8,7 +10,6 @@ does not yet know the broker's versions can read it (KIP-511). A frame that does
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from functools import cache
@@ -20,10 +21,9 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from kafkawire import describe_topic_partitions, elect_leaders_v3, get_replica_log_info
+from kafkawire import codec, describe_topic_partitions, elect_leaders_v3, get_replica_log_info
 from kafkawire.api_keys import ApiKey
 from kafkawire.errors import Errors
 from kafkawire.framing import frame
@@ -162,7 +162,7 @@ def decode_request_header(payload: bytes) -> tuple[RequestHeader, int]:
     header_cls = RequestHeaderV2 if request_header_is_v2(api_key, api_version) else RequestHeaderV1
     header: Any
     try:
-        header, size = entity_reader(header_cls)(payload, 0)
+        header, size = codec.reader(header_cls)(payload, 0)
     except Exception as exc:  # kio raises several types for garbage
         raise UndecodableRequestError(f"undecodable request header: {exc}") from None
     return (
@@ -182,7 +182,7 @@ def decode_request(payload: bytes) -> KafkaRequest:
     schema = request_schema(header.api_key, header.api_version)
     body: Any
     try:
-        body, _size = entity_reader(schema)(payload, offset)
+        body, _end = codec.reader(schema)(payload, offset)
     except Exception as exc:  # kio raises several types for garbage
         raise UndecodableRequestError(
             f"undecodable api key {header.api_key} v{header.api_version} body: {exc}"
@@ -191,9 +191,7 @@ def decode_request(payload: bytes) -> KafkaRequest:
 
 
 def _write(entity: Any) -> bytes:
-    buffer = io.BytesIO()
-    entity_writer(type(entity))(buffer, entity)
-    return buffer.getvalue()
+    return codec.writer(type(entity))(entity)
 
 
 def encode_request(body: Any, correlation_id: int, client_id: str | None) -> bytes:
@@ -233,6 +231,6 @@ def decode_response(payload: bytes, api_key: int, version: int) -> tuple[int, An
     )
     header: Any
     body: Any
-    header, offset = entity_reader(header_cls)(payload, 0)
-    body, _size = entity_reader(response_schema(api_key, version))(payload, offset)
+    header, offset = codec.reader(header_cls)(payload, 0)
+    body, _end = codec.reader(response_schema(api_key, version))(payload, offset)
     return int(header.correlation_id), body
