@@ -117,6 +117,20 @@ def test_unknown_api_key_closes_that_connection(cluster3: LocalCluster) -> None:
     _still_serving(cluster3, address)
 
 
+def test_a_huge_length_closes_the_connection_not_the_process(cluster3: LocalCluster) -> None:
+    """Five body bytes claiming a 2**34-byte field: checked against the bytes left before
+    anything is allocated (kio's own reader tried to allocate 32 GiB and aborted the process)."""
+    address = cluster3.controllers[2].address
+    sock = _connect(address)
+    header = encode_request(_vote(1, "x"), 13, "t")[4:]
+    # Vote v2's request header (v2: api key, version, correlation id, client id, no tags).
+    head_size = 2 + 2 + 4 + 2 + 1 + 1
+    payload = header[:head_size] + bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
+    sock.sendall(struct.pack(">I", len(payload)) + payload)
+    assert _closed(sock)
+    _still_serving(cluster3, address)
+
+
 def test_truncated_body_closes_that_connection_and_changes_nothing(cluster3: LocalCluster) -> None:
     before = quorum(cluster3)
     address = cluster3.controllers[1].address
