@@ -258,6 +258,10 @@ def _field_writer_kind(entity_type: type, field: dataclasses.Field[Any], tagged:
     )
 
 
+class UnknownFieldTypeError(TypeError):
+    """A kio field writer this codec has no compiled form for (a newer kio's primitive)."""
+
+
 def _emit_uvarint_write(src: _Source, ind: int, out: str, expr: str) -> None:
     var = src.name("_n")
     src.emit(ind, f"{var} = {expr}")
@@ -274,7 +278,9 @@ def _emit_write_primitive(src: _Source, ind: int, out: str, kio_writer: Any, var
         return
     kind = _WRITE_STRING.get(kio_writer)
     if kind is None:
-        raise NotImplementedError(f"no compiled writer for {kio_writer!r}")
+        # Every field type of every kio schema has a form above (test_kafkawire_codec compiles
+        # them all); a kio release with a new primitive must fail loudly at compile time.
+        raise UnknownFieldTypeError(f"no compiled writer for kio's {kio_writer!r}")
     nullable = kio_writer in (
         writers.write_nullable_compact_string,
         writers.write_nullable_legacy_string,

@@ -31,7 +31,7 @@ from broker.core.group_coordinator_shard import (
     SyncResult,
 )
 from broker.core.partition_state import Role
-from broker.runtime.kafka_admin_apis import NewTopic
+from kafkawire.create_topics import NewTopic
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.group_coordinator_records import (
     Key,

@@ -16,21 +16,19 @@ metadata image by controller.runtime.kafka_describe, as Kafka answers them on th
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
-
-from kio.static.primitive import i16, i32, i32Timedelta
 
 from controller.core import messages as cm
 from controller.runtime import kafka_describe
 from controller.runtime.kafka_admin_apis import elect_leaders_error
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.create_topics import NewTopic, create_topics_request
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.forwarding import Candidate, request_active
-from kafkawire.messages import error_code, request_schema, response_schema
+from kafkawire.messages import error_code, response_schema
 
 if TYPE_CHECKING:
     from broker.runtime.broker_node import BrokerNode
@@ -51,41 +49,6 @@ FORWARDED_API_KEYS = frozenset(
 )
 
 Handler = Callable[[Any, int], Awaitable[Any]]
-
-
-# The CreateTopics a broker sends on its own behalf (Metadata auto-creation, the group
-# coordinator's __consumer_offsets), forwarded like a client's.
-OWN_CREATE_TOPICS_VERSION = 7
-OWN_CREATE_TIMEOUT_MS = 30_000
-
-
-@dataclass(frozen=True, slots=True)
-class NewTopic:
-    name: str
-    num_partitions: int
-    replication_factor: int
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-def create_topics_request(topics: Sequence[NewTopic]) -> Any:
-    """A kio CreateTopics request (v7) for `topics`."""
-    schema = request_schema(int(ApiKey.CREATE_TOPICS), OWN_CREATE_TOPICS_VERSION)
-    topic_cls = item_type(schema, "topics")
-    config_cls = item_type(topic_cls, "configs")
-    return schema(
-        topics=tuple(
-            topic_cls(
-                name=t.name,
-                num_partitions=i32(t.num_partitions),
-                replication_factor=i16(t.replication_factor),
-                assignments=(),
-                configs=tuple(config_cls(name=k, value=v) for k, v in t.configs.items()),
-            )
-            for t in topics
-        ),
-        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=OWN_CREATE_TIMEOUT_MS)),
-        validate_only=False,
-    )
 
 
 def forward_timeout_ms(body: Any) -> int:

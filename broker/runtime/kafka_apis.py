@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core import messages as bm
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
-from broker.runtime.kafka_admin_apis import KafkaAdminApis, NewTopic
+from broker.runtime.kafka_admin_apis import KafkaAdminApis
 from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_replication import (
     fetch_partition_from_request,
@@ -35,6 +35,7 @@ from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
 from kafkawire.connection import KafkaRequestContext, KafkaService
+from kafkawire.create_topics import NewTopic
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema

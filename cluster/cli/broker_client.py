@@ -13,7 +13,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from kio.schema.create_topics.v7 import request as create_topics_request
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.fetch.v16 import request as fetch_request
 from kio.schema.fetch.v16.response import FetchResponse
@@ -29,6 +28,8 @@ from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 from cluster.cli.bootstrap import new_client as new_kafka_client
 from cluster.cli.bootstrap import send_to_any
 from kafkawire.client import KafkaClient
+from kafkawire.create_topics import NewTopic
+from kafkawire.create_topics import create_topics_request as build_create_topics
 from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, iter_batches
 
@@ -89,21 +90,7 @@ async def create_topic(
 ) -> Errors:
     """CreateTopics v7 through a broker (forwarded to the active controller): NONE, or
     TOPIC_ALREADY_EXISTS for a topic a previous run made; any other error raises KafkaError."""
-    request = create_topics_request.CreateTopicsRequest(
-        topics=(
-            create_topics_request.CreatableTopic(
-                name=TopicName(name),
-                num_partitions=i32(partitions),
-                replication_factor=i16(replication_factor),
-                assignments=(),
-                configs=tuple(
-                    create_topics_request.CreatableTopicConfig(name=k, value=v)
-                    for k, v in (configs or {}).items()
-                ),
-            ),
-        ),
-        timeout=i32Timedelta.parse(_ms(timeout_ms)),
-    )
+    request = build_create_topics([NewTopic(name, partitions, replication_factor, configs or {})], timeout_ms)
     _address, response = await send_to_any(
         client, bootstrap, request, timeout_ms=timeout_ms + 2000
     )

@@ -17,8 +17,6 @@ from kio.schema.create_partitions.v3.request import (
     CreatePartitionsTopic,
 )
 from kio.schema.create_topics.v7.request import (
-    CreatableTopic,
-    CreatableTopicConfig,
     CreateTopicsRequest,
 )
 from kio.schema.describe_topic_partitions.v0.request import (
@@ -27,7 +25,7 @@ from kio.schema.describe_topic_partitions.v0.request import (
     TopicRequest,
 )
 from kio.schema.types import TopicName
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import i32, i32Timedelta
 
 from cluster.cli.bootstrap import (
     ADMIN_TIMEOUT_MS,
@@ -37,6 +35,8 @@ from cluster.cli.bootstrap import (
 )
 from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
 from controller.core import messages as msg
+from kafkawire.create_topics import NewTopic
+from kafkawire.create_topics import create_topics_request as build_create_topics
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_to_str
 
@@ -77,20 +77,8 @@ def parse_configs(items: tuple[str, ...] | list[str]) -> dict[str, str]:
 def create_topics_request(
     topic: str, partitions: int, replication_factor: int, configs: dict[str, str]
 ) -> CreateTopicsRequest:
-    return CreateTopicsRequest(
-        topics=(
-            CreatableTopic(
-                name=TopicName(topic),
-                num_partitions=i32(partitions),
-                replication_factor=i16(replication_factor),
-                assignments=(),
-                configs=tuple(
-                    CreatableTopicConfig(name=k, value=v) for k, v in sorted(configs.items())
-                ),
-            ),
-        ),
-        timeout=kafka_timeout(),
-        validate_only=False,
+    return build_create_topics(
+        [NewTopic(topic, partitions, replication_factor, configs)], ADMIN_TIMEOUT_MS
     )
 
 
