@@ -225,6 +225,7 @@ class BrokerNode:
         await self.server.stop()
         if self.http is not None:
             await self.http.stop()
+        await self.replicas.checkpoints_idle()  # a tick's write may still run in its thread
         self.replicas.flush_all()
         self.replicas.write_checkpoints()
         await self.replicas.close()
@@ -396,7 +397,9 @@ class BrokerNode:
                 self.replicas.tick()
                 ticks += 1
                 if ticks % checkpoint_every == 0:
-                    self.replicas.write_checkpoints()
+                    await self.replicas.write_checkpoints_off_loop()
+            except asyncio.CancelledError:
+                raise
             except Exception:
                 log.exception("Broker tick failed")
 

@@ -102,6 +102,8 @@ class ReplicaManager:
         self._ack_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
         self._checkpoints = [LogDirCheckpoints(d) for d in settings.log_dirs]
+        self._checkpoint_write: asyncio.Future[None] | None = None
+        self._written_log_starts: dict[Path, dict[tuple[str, int], int]] = {}
         self.on_role_change: Callable[[HostedPartition], None] | None = None
 
     # ---- loading and closing ----
@@ -161,22 +163,58 @@ class ReplicaManager:
         return HostedPartition(topic, partition, plog, state)
 
     def write_checkpoints(self) -> None:
+        """Every checkpoint now, on the caller's thread (shutdown: after checkpoints_idle)."""
+        self._offset_checkpoints()()
         for log_dir, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
             mine = [h for h in self.partitions.values() if h.log.directory.parent == log_dir]
-            checkpoints.write_recovery_points(
-                {(h.topic, h.partition): h.log.flushed_offset for h in mine}
-            )
-            checkpoints.write_high_watermarks(
-                {(h.topic, h.partition): h.state.high_watermark for h in mine}
-            )
             self._write_log_start_offsets(checkpoints, mine)
+
+    async def write_checkpoints_off_loop(self) -> None:
+        """The periodic checkpoint (Kafka's replica.high.watermark.checkpoint.interval.ms): the
+        offsets are read here, on the loop, and the files (two fsyncs and a directory fsync
+        each) are written in a worker thread, so produce and fetch keep being served
+        (issue 17). Log start offsets are written on the loop, and only when they moved: they
+        change on DeleteRecords, which writes them itself, so no thread races that write."""
+        await self.checkpoints_idle()
+        write = self._offset_checkpoints()
+        self._checkpoint_write = asyncio.get_running_loop().run_in_executor(None, write)
+        await asyncio.shield(self._checkpoint_write)
+        for log_dir, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
+            mine = [h for h in self.partitions.values() if h.log.directory.parent == log_dir]
+            starts = {(h.topic, h.partition): h.log.log_start_offset for h in mine}
+            if starts != self._written_log_starts.get(checkpoints.log_dir):
+                self._write_log_start_offsets(checkpoints, mine)
+
+    async def checkpoints_idle(self) -> None:
+        """Wait for a checkpoint write in a worker thread, if one runs (its errors were logged
+        by the tick that started it)."""
+        pending = self._checkpoint_write
+        if pending is not None and not pending.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pending)
+
+    def _offset_checkpoints(self) -> Callable[[], None]:
+        """The recovery points and HWMs as of now, and the function that writes them."""
+        snapshot = []
+        for log_dir, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
+            mine = [h for h in self.partitions.values() if h.log.directory.parent == log_dir]
+            recovery = {(h.topic, h.partition): h.log.flushed_offset for h in mine}
+            watermarks = {(h.topic, h.partition): h.state.high_watermark for h in mine}
+            snapshot.append((checkpoints, recovery, watermarks))
+
+        def write() -> None:
+            for checkpoints, recovery, watermarks in snapshot:
+                checkpoints.write_recovery_points(recovery)
+                checkpoints.write_high_watermarks(watermarks)
+
+        return write
 
     def _write_log_start_offsets(
         self, checkpoints: LogDirCheckpoints, hosted: list[HostedPartition]
     ) -> None:
-        checkpoints.write_log_start_offsets(
-            {(h.topic, h.partition): h.log.log_start_offset for h in hosted}
-        )
+        starts = {(h.topic, h.partition): h.log.log_start_offset for h in hosted}
+        checkpoints.write_log_start_offsets(starts)
+        self._written_log_starts[checkpoints.log_dir] = starts
 
     def _checkpoint_log_start(self, hosted: HostedPartition) -> None:
         """Write the log start offsets of hosted's log dir now (DeleteRecords answers after)."""

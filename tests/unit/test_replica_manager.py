@@ -198,3 +198,30 @@ async def test_delete_records_on_a_follower_is_refused_and_it_follows_the_leader
     assert hosted.log.log_start_offset == 3
     assert LogDirCheckpoints(tmp_path).read_log_start_offsets() == {("t", 0): 3}
     await rm.close()
+
+
+async def test_periodic_checkpoint_writes_a_snapshot_in_a_thread(tmp_path: Path) -> None:
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
+    await rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20))
+    await rm.fetch(bm.FetchRequest("t", 0, 1, replica_id=2, replica_epoch=20))
+    hosted = rm.partitions[("t", 0)]
+    await hosted.commit.sync()
+    checkpoints = LogDirCheckpoints(tmp_path)
+    # The snapshot is taken on the loop: a produce racing the thread's write is not in it.
+    write = rm.write_checkpoints_off_loop()
+    task = asyncio.ensure_future(write)
+    await asyncio.sleep(0)
+    await rm.produce(bm.ProduceRequest("t", 0, batch(b"b"), acks=1))
+    await task
+    assert checkpoints.read_high_watermarks() == {("t", 0): 1}
+    assert checkpoints.read_recovery_points() == {("t", 0): 1}
+    assert checkpoints.read_log_start_offsets() == {("t", 0): 0}
+    # Unchanged log start offsets are not rewritten; the next tick catches up on the rest.
+    before = checkpoints.log_start_offset_path.stat().st_mtime_ns
+    await hosted.commit.sync()
+    await rm.write_checkpoints_off_loop()
+    assert checkpoints.log_start_offset_path.stat().st_mtime_ns == before
+    assert checkpoints.read_recovery_points() == {("t", 0): 2}
+    await rm.close()
