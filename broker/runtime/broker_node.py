@@ -134,6 +134,7 @@ class BrokerNode:
                 replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                 max_message_bytes=config.get_int("message.max.bytes"),
                 flush_messages=int(flush_text) if flush_text else None,
+                flush_in_thread=config.get("minikraft.log.flush.in.thread", "false") == "true",
             ),
             self.journal,
             self._send_alter_partition,

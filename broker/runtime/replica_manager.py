@@ -62,10 +62,11 @@ class HostedPartition:
     topic_id: uuid.UUID | None = None
     registration: PartitionRegistration | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    flush_in_thread: bool = False
     commit: GroupCommit = field(init=False)
 
     def __post_init__(self) -> None:
-        self.commit = GroupCommit(self.log)
+        self.commit = GroupCommit(self.log, in_thread=self.flush_in_thread)
 
     def notify(self) -> None:
         """Wake long-polling fetches: new data or a new HWM."""
@@ -81,6 +82,8 @@ class ReplicaSettings:
     max_message_bytes: int = 1_048_588
     flush_messages: int | None = None
     alter_partition_backoff_ms: int = 100
+    # minikraft.log.flush.in.thread: fsync in a worker thread instead of on the loop (group_commit)
+    flush_in_thread: bool = False
 
 
 class ReplicaManager:
@@ -160,7 +163,9 @@ class ReplicaManager:
             flushed_offset=plog.flushed_offset,
             high_watermark=high_watermark,
         )
-        return HostedPartition(topic, partition, plog, state)
+        return HostedPartition(
+            topic, partition, plog, state, flush_in_thread=self.settings.flush_in_thread
+        )
 
     def write_checkpoints(self) -> None:
         """Every checkpoint now, on the caller's thread (shutdown: after checkpoints_idle)."""

@@ -1,11 +1,14 @@
-"""Group commit (issue 17): concurrent acks=all appends share fsyncs, run off the event loop, and
-`sync()` returns only once everything appended before it is on disk (rule 20)."""
+"""Group commit (issue 17): concurrent acks=all appends share fsyncs (on the loop by default, in a
+worker thread on request), a woken follower fetch answers before the leader's fsync blocks the
+loop, and `sync()` returns only once everything appended before it is on disk (rule 20)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from pathlib import Path
+
+import pytest
 
 from broker.runtime.group_commit import GroupCommit
 from broker.runtime.partition_log import PartitionLog
@@ -16,9 +19,9 @@ def _batch(value: bytes) -> bytes:
     return encode_batch(0, 0, 0, [value])
 
 
-async def test_concurrent_syncs_share_fsync_rounds(tmp_path: Path) -> None:
+async def test_in_a_thread_concurrent_syncs_share_fsync_rounds(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path, "t", 0)
-    commit = GroupCommit(log)
+    commit = GroupCommit(log, in_thread=True)
 
     async def produce(i: int) -> int:
         log.append_as_leader(_batch(b"%d" % i), 0, 1 << 20)
@@ -35,9 +38,9 @@ async def test_concurrent_syncs_share_fsync_rounds(tmp_path: Path) -> None:
     log.close()
 
 
-async def test_the_event_loop_keeps_running_during_an_fsync(tmp_path: Path) -> None:
+async def test_in_a_thread_the_event_loop_keeps_running_during_an_fsync(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path, "t", 0)
-    commit = GroupCommit(log)
+    commit = GroupCommit(log, in_thread=True)
     ticks = 0
     stop = False
 
@@ -61,10 +64,50 @@ async def test_the_event_loop_keeps_running_during_an_fsync(tmp_path: Path) -> N
     log.close()
 
 
-async def test_sync_with_nothing_appended_does_not_fsync(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_thread", [False, True])
+async def test_sync_with_nothing_appended_does_not_fsync(tmp_path: Path, in_thread: bool) -> None:
     log = PartitionLog(tmp_path, "t", 0)
-    commit = GroupCommit(log)
+    commit = GroupCommit(log, in_thread=in_thread)
     assert await commit.sync() == 0
     await commit.idle()
     assert commit.fsyncs == 0
+    log.close()
+
+
+async def test_on_the_loop_sync_fsyncs_at_once_what_is_unflushed(tmp_path: Path) -> None:
+    log = PartitionLog(tmp_path, "t", 0)
+    commit = GroupCommit(log)
+    for i in range(3):
+        log.append_as_leader(_batch(b"%d" % i), 0, 1 << 20)
+    # The coroutine finishes at its first step, never suspending: the fsync ran on the loop.
+    coroutine = commit.sync()
+    with pytest.raises(StopIteration) as finished:
+        coroutine.send(None)
+    assert finished.value.value == 3 and log.flushed_offset == 3
+    assert await commit.sync() == 3  # nothing new: no second fsync
+    assert commit.fsyncs == 1
+    log.close()
+
+
+async def test_in_a_thread_what_the_append_woke_runs_before_the_fsync(tmp_path: Path) -> None:
+    # A parked follower fetch (an Event waiter, then its handler) answers before the leader's
+    # fsync round starts, so the follower's hop and fsync overlap the leader's.
+    log = PartitionLog(tmp_path, "t", 0)
+    commit = GroupCommit(log, in_thread=True)
+    changed = asyncio.Event()
+    seen: list[tuple[str, int]] = []
+
+    async def parked_fetch() -> None:
+        # As KafkaApis._fetch long-polls: a task per partition's Event, awaited by asyncio.wait.
+        await asyncio.wait([asyncio.ensure_future(changed.wait())], timeout=5)
+        seen.append(("fetch answered", log.flushed_offset))
+
+    fetch = asyncio.ensure_future(parked_fetch())
+    await asyncio.sleep(0)
+    log.append_as_leader(_batch(b"a"), 0, 1 << 20)
+    changed.set()
+    assert await commit.sync() == 1
+    await fetch
+    assert seen == [("fetch answered", 0)]  # it ran while the batch was not yet fsynced
+    assert commit.fsyncs == 1
     log.close()
