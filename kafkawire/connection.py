@@ -106,11 +106,12 @@ class KafkaConnection:
             response = api_versions_response(table, 0, Errors.UNSUPPORTED_VERSION)
             self._queue.put_nowait(_Immediate(response, correlation_id))
             return
-        known = {int(k) for k in table}
-        if api_key not in known:
+        # ApiKey is an IntEnum: the table answers for a plain int key.
+        versions = table.get(api_key)  # type: ignore[call-overload]
+        if versions is None:
             self.close(f"unknown api key {api_key}")
             return
-        if version not in table[ApiKey(api_key)]:
+        if version not in versions:
             self.close(
                 f"UNSUPPORTED_VERSION: {ApiKey(api_key).name} v{version} "
                 f"(this listener serves {table[ApiKey(api_key)]})"

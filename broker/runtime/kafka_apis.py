@@ -27,7 +27,7 @@ from broker.runtime.kafka_replication import (
     offset_for_leader_epoch_partition_to_kio,
 )
 from broker.runtime.producer_id_manager import ProducerIdManager
-from broker.runtime.replica_manager import HostedPartition
+from broker.runtime.replica_manager import wait_for_change
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from controller.core.metadata_image import MetadataImage
 from controller.runtime import kafka_describe
@@ -364,23 +364,13 @@ class KafkaApis:
         wanted: Sequence[tuple[Any, Any, str | None]],
         timeout_s: float,
     ) -> None:
-        events = []
-        for _topic, partition, name in wanted:
-            hosted: HostedPartition | None = (
-                self.broker.replicas.partitions.get((name, int(partition.partition)))
-                if name
-                else None
-            )
-            if hosted is not None:
-                events.append(asyncio.ensure_future(hosted.changed.wait()))
-        if not events:
-            await asyncio.sleep(timeout_s)
-            return
-        try:
-            await asyncio.wait(events, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for event in events:
-                event.cancel()
+        partitions = self.broker.replicas.partitions
+        hosted = [
+            found
+            for _topic, partition, name in wanted
+            if name and (found := partitions.get((name, int(partition.partition)))) is not None
+        ]
+        await wait_for_change(hosted, timeout_s)
 
     def _fetch_response(
         self,

@@ -17,11 +17,13 @@ bm.OffsetForLeaderEpochResponse, so the fetcher's logic works on the core's valu
 from __future__ import annotations
 
 import datetime
+import functools
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
+from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from broker.core import messages as bm
@@ -41,30 +43,33 @@ NO_FETCH_SESSION_EPOCH = -1  # Kafka's FINAL_EPOCH: a full fetch outside any ses
 def fetch_request_to_kio(
     request: bm.FetchRequest, topic_id: uuid.UUID, cluster_id: str | None
 ) -> fetch_req.FetchRequest:
-    """A follower's Fetch v17 for one partition."""
+    """A follower's Fetch v17 for one partition.
+
+    Built once per fetch on the acks=all path, so the ints go in as they are: kio's i32()/i64()
+    return the same int after a range check, which the codec's writer makes again on encoding."""
     return fetch_req.FetchRequest(
         cluster_id=cluster_id,
         replica_state=fetch_req.ReplicaState(
-            replica_id=i32(request.replica_id),  # type: ignore[arg-type]
-            replica_epoch=i64(request.replica_epoch),
+            replica_id=cast(BrokerId, request.replica_id),
+            replica_epoch=cast(i64, request.replica_epoch),
         ),
-        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=request.max_wait_ms)),
-        min_bytes=i32(MIN_BYTES),
-        max_bytes=i32(request.max_bytes),
-        isolation_level=i8(0),
-        session_id=i32(0),
-        session_epoch=i32(NO_FETCH_SESSION_EPOCH),
+        max_wait=_max_wait(request.max_wait_ms),
+        min_bytes=cast(i32, MIN_BYTES),
+        max_bytes=cast(i32, request.max_bytes),
+        isolation_level=cast(i8, 0),
+        session_id=cast(i32, 0),
+        session_epoch=cast(i32, NO_FETCH_SESSION_EPOCH),
         topics=(
             fetch_req.FetchTopic(
                 topic_id=topic_id,
                 partitions=(
                     fetch_req.FetchPartition(
-                        partition=i32(request.partition),
-                        current_leader_epoch=i32(request.current_leader_epoch),
-                        fetch_offset=i64(request.fetch_offset),
-                        last_fetched_epoch=i32(request.last_fetched_epoch),
-                        log_start_offset=i64(-1),
-                        partition_max_bytes=i32(request.max_bytes),
+                        partition=cast(i32, request.partition),
+                        current_leader_epoch=cast(i32, request.current_leader_epoch),
+                        fetch_offset=cast(i64, request.fetch_offset),
+                        last_fetched_epoch=cast(i32, request.last_fetched_epoch),
+                        log_start_offset=cast(i64, -1),
+                        partition_max_bytes=cast(i32, request.max_bytes),
                     ),
                 ),
             ),
@@ -72,6 +77,11 @@ def fetch_request_to_kio(
         forgotten_topics_data=(),
         rack_id="",
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _max_wait(ms: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
 
 def fetch_response_from_kio(body: Any, topic_id: uuid.UUID, partition: int) -> bm.FetchResponse:

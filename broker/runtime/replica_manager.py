@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,7 +61,8 @@ class HostedPartition:
     state: PartitionState
     topic_id: uuid.UUID | None = None
     registration: PartitionRegistration | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Long-polling fetches parked on this partition (wait_for_change): one future per fetch.
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
     flush_in_thread: bool = False
     commit: GroupCommit = field(init=False)
 
@@ -70,8 +71,33 @@ class HostedPartition:
 
     def notify(self) -> None:
         """Wake long-polling fetches: new data or a new HWM."""
-        self.changed.set()
-        self.changed = asyncio.Event()
+        waiters, self.waiters = self.waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+async def wait_for_change(partitions: Iterable[HostedPartition], timeout_s: float) -> None:
+    """Park until one of the partitions notifies or the timeout passes. One future and one
+    timer per parked fetch, however many partitions it names: this runs once per follower
+    fetch on the acks=all path, so no task per partition (issue 17)."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    watched = list(partitions)
+    for hosted in watched:
+        hosted.waiters.add(waiter)
+    timer = loop.call_later(timeout_s, _wake, waiter)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        for hosted in watched:
+            hosted.waiters.discard(waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,8 +513,7 @@ class ReplicaManager:
                 return response
             if response.diverging_epoch != bm.NO_EPOCH:
                 return response
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(hosted.changed.wait(), remaining)
+            await wait_for_change((hosted,), remaining)
 
     def _fetch_once(
         self, hosted: HostedPartition, request: bm.FetchRequest, record_progress: bool

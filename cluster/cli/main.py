@@ -2,53 +2,57 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 
 import click
 
-from cluster.cli.audit_cmd import audit
-from cluster.cli.bench_cmd import bench
-from cluster.cli.chaos_cmd import chaos
-from cluster.cli.configs_cmd import configs
-from cluster.cli.consume_cmd import consume
-from cluster.cli.consumer_groups_cmd import consumer_groups
-from cluster.cli.dump_log_cmd import dump_log
-from cluster.cli.election_cmd import leader_election
-from cluster.cli.health_cmd import health
-from cluster.cli.node_cmds import broker, controller
 from cluster.cli.output import EXIT_USAGE
-from cluster.cli.produce_cmd import produce
-from cluster.cli.quorum_cmd import metadata_quorum
-from cluster.cli.storage_cmd import storage
-from cluster.cli.topics_cmd import topics
-from cluster.cli.unclean_recovery_cmd import unclean_recovery
-from cluster.cli.up_cmd import down, up
+
+# Each command's module is imported when the command runs, not at start-up: a node process
+# (`minikraft broker`) or a one-shot command then loads only what it uses, not chaos, bench,
+# Spark's glue and aiohttp (about a second of start-up per process on this machine).
+_COMMANDS = {
+    "storage": "cluster.cli.storage_cmd:storage",
+    "controller": "cluster.cli.node_cmds:controller",
+    "broker": "cluster.cli.node_cmds:broker",
+    "up": "cluster.cli.up_cmd:up",
+    "down": "cluster.cli.up_cmd:down",
+    "metadata-quorum": "cluster.cli.quorum_cmd:metadata_quorum",
+    "dump-log": "cluster.cli.dump_log_cmd:dump_log",
+    "bench": "cluster.cli.bench_cmd:bench",
+    "audit": "cluster.cli.audit_cmd:audit",
+    "topics": "cluster.cli.topics_cmd:topics",
+    "configs": "cluster.cli.configs_cmd:configs",
+    "leader-election": "cluster.cli.election_cmd:leader_election",
+    "unclean-recovery": "cluster.cli.unclean_recovery_cmd:unclean_recovery",
+    "produce": "cluster.cli.produce_cmd:produce",
+    "consume": "cluster.cli.consume_cmd:consume",
+    "consumer-groups": "cluster.cli.consumer_groups_cmd:consumer_groups",
+    "health": "cluster.cli.health_cmd:health",
+    "chaos": "cluster.cli.chaos_cmd:chaos",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        if not isinstance(command, click.Command) or command.name != cmd_name:
+            raise RuntimeError(f"{target} is not the {cmd_name!r} command")
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """minikraft: a small, real KRaft cluster to learn, test and break."""
-
-
-cli.add_command(storage)
-cli.add_command(controller)
-cli.add_command(broker)
-cli.add_command(up)
-cli.add_command(down)
-cli.add_command(metadata_quorum)
-cli.add_command(dump_log)
-cli.add_command(bench)
-cli.add_command(audit)
-cli.add_command(topics)
-cli.add_command(configs)
-cli.add_command(leader_election)
-cli.add_command(unclean_recovery)
-cli.add_command(produce)
-cli.add_command(consume)
-cli.add_command(consumer_groups)
-cli.add_command(health)
-cli.add_command(chaos)
 
 
 def main() -> None:
