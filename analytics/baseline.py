@@ -58,6 +58,7 @@ from analytics.rules import (
     ReplaySource,
     RuleResult,
     pick_replay_source,
+    rule_order,
     rule_result,
 )
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
@@ -218,7 +219,7 @@ def run_baseline(directory: str | Path) -> BaselineResult:
     recovering = {(names_by_id[t], p) for t, p in recovering_ids if t in names_by_id}
     broker_rules, broker_files = _broker_rules(directory, recovering)
     rules += broker_rules
-    rules.sort(key=lambda r: r.rule)
+    rules.sort(key=rule_order)
     inputs = {"files": len(specs), "records": records, "corrupt": corrupt,
               "nodes": len({s.node for s in specs}), **broker_files}
     return BaselineResult(rules, inputs, time.monotonic() - started, bit_rot)
@@ -358,10 +359,13 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                 acked.setdefault((row["topic"], row["partition"], row["key"]), row)
     bad23: list[dict[str, Any]] = []
     attributed: list[dict[str, Any]] = []
+    duplicates_counted = 0
     for (topic, partition, write_key), row in acked.items():
         count = in_leader_log.get((topic, partition, write_key), 0)
-        outcome = dr.classify_acked(count, (topic, partition) in recovering)
-        if outcome == dr.PRESENT:
+        outcome = dr.classify_acked(count, (topic, partition) in recovering, row["idempotent"])
+        if outcome == dr.DUPLICATED_COUNTED:
+            duplicates_counted += 1
+        if outcome in (dr.PRESENT, dr.DUPLICATED_COUNTED):
             continue
         item = {"topic": topic, "partition": f"{topic}-{partition}", "partition_id": partition,
                 "key": write_key, "offset": row["offset"], "leader_epoch": row["leader_epoch"],
@@ -377,6 +381,7 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     rule22.notes = {"unchecked_replicas": unchecked, "partitions": len(reference)}
     rule23 = rule_result(23, len(acked), bad23)
     rule23.attributed, rule23.attributed_count = attributed[:MAX_EVIDENCE], len(attributed)
+    rule23.notes = {"duplicates_counted": duplicates_counted}
     files = {"broker_journals": len(broker_journals), "ack_journals": len(ack_journals),
              "partition_log_segments": len(log_files)}
     return [rule_result(20, checked20, bad20), rule22, rule23], files

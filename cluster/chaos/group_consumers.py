@@ -145,7 +145,8 @@ class GroupConsumers:
         try:
             committed = await admin.committed(self.group)
         except (KafkaError, OSError, TimeoutError) as exc:
-            self.errors[f"OffsetFetch {getattr(exc, 'error', exc)}"] += 1
+            error = exc.error.name if isinstance(exc, KafkaError) else type(exc).__name__
+            self.errors[f"OffsetFetch {error}"] += 1
             return False
         for (topic, partition), offset in sorted(committed.items()):
             if topic != self.topic or self.committed.get(partition) == offset:
