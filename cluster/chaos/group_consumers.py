@@ -43,6 +43,14 @@ WATCH_INTERVAL_S = 0.5
 FINAL_FETCH_ATTEMPTS = 10
 
 
+def group_client_problem(client: str, consumers: int) -> str | None:
+    """Why `--consumers` cannot run with this `--client` (None when it can)."""
+    if consumers and client not in GROUP_CLIENTS:
+        return (f"--consumers needs --client {' or '.join(GROUP_CLIENTS)}: minikraft's own "
+                f"client has no group consumer")
+    return None
+
+
 def value_id(value: bytes | None) -> str | None:
     """`<producer-id>-<seq>[:padding]` -> `<producer-id>-<seq>` (the ack journal's identity)."""
     if value is None:
@@ -62,11 +70,6 @@ class GroupConsumers:
         journal: AckJournal,
         run_id: str,
     ) -> None:
-        if client not in GROUP_CLIENTS:
-            raise ValueError(
-                f"--consumers needs --client {' or '.join(GROUP_CLIENTS)} (a group consumer); "
-                f"minikraft's own client has none"
-            )
         self.client = client
         self.bootstrap_server = bootstrap_server
         self.topic = topic

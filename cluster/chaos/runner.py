@@ -31,8 +31,8 @@ from cluster.chaos.attribution import (
 )
 from cluster.chaos.group_consumers import (
     CONSUMER_JOURNAL_FILE,
-    GROUP_CLIENTS,
     GroupConsumers,
+    group_client_problem,
     group_name,
 )
 from cluster.chaos.network_scenarios import NEMESES, NETNS_SCENARIOS, PROCESS_NEMESES
@@ -193,11 +193,9 @@ async def run_chaos(
 ) -> dict[str, Any]:
     if scenario not in ALL_SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {sorted(ALL_SCENARIOS)}")
-    if consumers and client not in GROUP_CLIENTS:
-        raise ValueError(
-            f"--consumers needs --client {' or '.join(GROUP_CLIENTS)}: minikraft's own client "
-            f"has no group consumer"
-        )
+    group_problem = group_client_problem(client, consumers)
+    if group_problem is not None:
+        raise ValueError(group_problem)
     unknown = sorted(set(nemeses or []) - set(NEMESES))
     if unknown:
         raise ValueError(f"unknown nemesis {unknown}; known: {sorted(NEMESES)}")

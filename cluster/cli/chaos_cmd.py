@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from cluster.chaos.group_consumers import group_client_problem
 from cluster.chaos.netns_faults import NetworkFaultError
 from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
 from cluster.chaos.workload import CLIENTS, MINIKRAFT
@@ -67,6 +68,9 @@ def chaos(
         scenario = "nemesis"
     elif nemeses and scenario != "nemesis":
         fail(f"--nemesis goes with --scenario nemesis, not {scenario}", EXIT_USAGE)
+    group_problem = group_client_problem(client, consumers)
+    if group_problem is not None:
+        fail(group_problem, EXIT_USAGE)
     if not (root / CLUSTER_FILE).exists():
         fail(f"no {CLUSTER_FILE} under {root} (minikraft up --dir {root} --brokers 3)", EXIT_USAGE)
     logging.getLogger("cluster.chaos").setLevel(logging.INFO)

@@ -85,6 +85,14 @@ def check_audit(report: dict[str, Any], summary: dict[str, Any]) -> None:
     assert rules[NO_SKIPPED]["checked"] >= summary["read_back"]
 
 
+def test_consumers_need_a_client_with_a_group_consumer(tmp_path: Path) -> None:
+    done = minikraft("chaos", "--dir", str(tmp_path), "--scenario", "kill-broker",
+                     "--consumers", "2")
+    assert done.returncode == 2
+    assert "--consumers needs --client confluent-kafka or aiokafka" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 def report_numbers(summary: dict[str, Any], audit_s: float) -> None:
     group = summary["consumer_group"]
     print(f"records acked {summary['acked']} (sent {summary['sent']}, read back "
