@@ -33,10 +33,11 @@ pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 MONOTONIC, NO_SKIPPED = "committed_offsets_monotonic", "no_skipped_committed_record"
 
 
-def chaos_with_a_group(directory: Path, duration_s: str, seed: int) -> dict[str, Any]:
+def chaos_with_a_group(directory: Path, duration_s: str, seed: int,
+                       client: str = "confluent-kafka") -> dict[str, Any]:
     done = minikraft(
         "chaos", "--dir", str(directory), "--scenario", "kill-broker", "--seed", str(seed),
-        "--duration-s", duration_s, "--recovery-timeout-s", "60", "--client", "confluent-kafka",
+        "--duration-s", duration_s, "--recovery-timeout-s", "60", "--client", client,
         "--consumers", "3", "--output", "json", timeout=float(duration_s) + 300,
     )
     assert done.stdout, done.stderr[-3000:]
@@ -46,9 +47,9 @@ def chaos_with_a_group(directory: Path, duration_s: str, seed: int) -> dict[str,
     return summary
 
 
-def check_run(summary: dict[str, Any], at_least: int) -> None:
+def check_run(summary: dict[str, Any], at_least: int, client: str = "confluent-kafka") -> None:
     """What the run itself saw: every acked value read back exactly once, and by the group."""
-    assert summary["client"] == "confluent-kafka" and summary["idempotent"] is True
+    assert summary["client"] == client and summary["idempotent"] is True
     killed = [e["node"] for e in summary["faults"] if e["action"] == "kill"]
     restarted = [e["node"] for e in summary["faults"] if e["action"] == "restart"]
     assert killed and all(n.startswith("broker-") for n in killed) and restarted
@@ -71,9 +72,18 @@ def check_run(summary: dict[str, Any], at_least: int) -> None:
     assert sum(1 for e in entries if e["event"] == "commit") == group["commits_observed"] >= 3
 
 
+def baseline_audit(directory: Path) -> dict[str, Any]:
+    """The single-process audit (analytics.baseline: the same rule functions as the Spark one)."""
+    done = subprocess.run([sys.executable, "-m", "analytics.baseline", "--dir", str(directory)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
 def check_audit(report: dict[str, Any], summary: dict[str, Any]) -> None:
     assert report["verdict"] == "clean", [r["violations"][:3] for r in report["rules"]]
-    assert report["inputs"]["consumer_journals"] == 1
+    assert report["inputs"]["consumer_journals"] == 1  # every run appends to the one file
     rules = {r["rule"]: r for r in report["rules"]}
     assert rules[23]["violation_count"] == 0 and rules[23]["attributed_count"] == 0
     assert rules[23]["notes"]["duplicates_counted"] == 0
@@ -108,10 +118,7 @@ def test_idempotent_librdkafka_and_a_group_through_broker_kills_audit_clean(
     summary = chaos_with_a_group(cluster_dir, "15", seed=5)
     check_run(summary, at_least=1000)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "analytics.baseline", "--dir", str(cluster_dir)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    check_audit(json.loads(done.stdout), summary)
+    check_audit(baseline_audit(cluster_dir), summary)
     report_numbers(summary, time.monotonic() - started)
 
 
@@ -127,4 +134,18 @@ def test_idempotent_librdkafka_20000_records_through_broker_kills_spark_audit_cl
     done = minikraft("audit", "--dir", str(cluster_dir), "--output", "json", timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     check_audit(json.loads(done.stdout), summary)
+    report_numbers(summary, time.monotonic() - started)
+
+
+@pytest.mark.slow
+def test_idempotent_aiokafka_and_an_aiokafka_group_through_broker_kills_audit_clean(
+    cluster_dir: Path,  # noqa: F811
+) -> None:
+    """The same with aiokafka on both sides (enable_idempotence=True, a group of three
+    AIOKafkaConsumers with default settings)."""
+    pytest.importorskip("aiokafka", reason="dev extra: aiokafka")
+    summary = chaos_with_a_group(cluster_dir, "15", seed=6, client="aiokafka")
+    check_run(summary, at_least=500, client="aiokafka")
+    started = time.monotonic()
+    check_audit(baseline_audit(cluster_dir), summary)
     report_numbers(summary, time.monotonic() - started)
