@@ -1,15 +1,17 @@
-"""Issue 16 under chaos, through the CLI a user runs: `minikraft chaos --scenario kill-broker
---client confluent-kafka --consumers 3` on a real local cluster (3 controllers, 3 brokers, each
-a process, disks that lose what was not fsync'd on kill -9). librdkafka produces with
-enable.idempotence=true (the chaos default for real clients) while brokers, each the leader of
-one of the topic's three partitions, are killed -9 and restarted; a group of three librdkafka
-consumers with default settings reads the topic and commits. Then the audit over every journal
+"""Issue 16 under chaos, through the CLI a user runs: `minikraft chaos --scenario
+kill-leader-broker --client confluent-kafka --consumers 3` on a real local cluster (3
+controllers, 3 brokers, each a process, disks that lose what was not fsync'd on kill -9).
+librdkafka produces with enable.idempotence=true (the chaos default for real clients) while the
+leader of a seeded partition is killed -9 and restarted, round after round (each round waits for
+the full ISR, so the producers write between kills; kill-broker's back-to-back kills keep
+partitions under min ISR most of the time and 20,000 records would take many minutes); a group of
+three librdkafka consumers with default settings reads the topic and commits. Then the audit over every journal
 and log under the directory: 0 duplicates and 0 lost acked records (rule 23, idempotent), the
 group's committed offsets never moved back, and no record below them went unread.
 
 The default version produces a few thousand records and audits with the single-process
 baseline (the same rule functions, seconds); the slow one produces 20,000 or more and runs the
-Spark audit (`minikraft audit`); CHAOS_GROUP_S sets its duration (default 240 s).
+Spark audit (`minikraft audit`); CHAOS_GROUP_S sets its duration (default 330 s).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ MONOTONIC, NO_SKIPPED = "committed_offsets_monotonic", "no_skipped_committed_rec
 def chaos_with_a_group(directory: Path, duration_s: str, seed: int,
                        client: str = "confluent-kafka") -> dict[str, Any]:
     done = minikraft(
-        "chaos", "--dir", str(directory), "--scenario", "kill-broker", "--seed", str(seed),
+        "chaos", "--dir", str(directory), "--scenario", "kill-leader-broker", "--seed", str(seed),
         "--duration-s", duration_s, "--recovery-timeout-s", "60", "--client", client,
         "--consumers", "3", "--output", "json", timeout=float(duration_s) + 300,
     )
@@ -115,7 +117,7 @@ def report_numbers(summary: dict[str, Any], audit_s: float) -> None:
 def test_idempotent_librdkafka_and_a_group_through_broker_kills_audit_clean(
     cluster_dir: Path,  # noqa: F811
 ) -> None:
-    summary = chaos_with_a_group(cluster_dir, "15", seed=5)
+    summary = chaos_with_a_group(cluster_dir, "20", seed=5)
     check_run(summary, at_least=1000)
     started = time.monotonic()
     check_audit(baseline_audit(cluster_dir), summary)
@@ -127,8 +129,9 @@ def test_idempotent_librdkafka_and_a_group_through_broker_kills_audit_clean(
 def test_idempotent_librdkafka_20000_records_through_broker_kills_spark_audit_clean(
     cluster_dir: Path,  # noqa: F811
 ) -> None:
-    # About 100-150 acked records a second (one in flight per partition) on a shared laptop.
-    summary = chaos_with_a_group(cluster_dir, os.environ.get("CHAOS_GROUP_S", "240"), seed=11)
+    # About 70 acked records a second under these kills (one in flight per partition, each kill
+    # a few seconds without a leader for its partitions) on a shared 2-core machine.
+    summary = chaos_with_a_group(cluster_dir, os.environ.get("CHAOS_GROUP_S", "330"), seed=11)
     check_run(summary, at_least=20_000)
     started = time.monotonic()
     done = minikraft("audit", "--dir", str(cluster_dir), "--output", "json", timeout=1200)
@@ -144,7 +147,7 @@ def test_idempotent_aiokafka_and_an_aiokafka_group_through_broker_kills_audit_cl
     """The same with aiokafka on both sides (enable_idempotence=True, a group of three
     AIOKafkaConsumers with default settings)."""
     pytest.importorskip("aiokafka", reason="dev extra: aiokafka")
-    summary = chaos_with_a_group(cluster_dir, "15", seed=6, client="aiokafka")
+    summary = chaos_with_a_group(cluster_dir, "20", seed=6, client="aiokafka")
     check_run(summary, at_least=500, client="aiokafka")
     started = time.monotonic()
     check_audit(baseline_audit(cluster_dir), summary)
