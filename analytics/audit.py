@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytics.broker_rules import (
+    group_rules,
     hwm_timelines,
     no_broker_inputs,
     read_broker_inputs,
@@ -53,6 +54,7 @@ from analytics.rules import (
     rule_1_one_leader_per_epoch,
     rule_2_committed_prefix,
     rule_5_voter_changes,
+    rule_order,
 )
 from analytics.spark_session import DEFAULT_MASTER, build_session, register_data_sources
 
@@ -98,7 +100,7 @@ class AuditResult:
     def clean(self) -> bool:
         return self.verdict == CLEAN
 
-    def rule(self, number: int) -> RuleResult:
+    def rule(self, number: int | str) -> RuleResult:
         return next(r for r in self.rules if r.rule == number)
 
     def to_json(self) -> dict[str, Any]:
@@ -248,6 +250,7 @@ def _broker_rules(spark: SparkSession, directory: str | Path, metadata: DataFram
         replicas = rule_22_replicas(inputs).persist(StorageLevel.MEMORY_AND_DISK)
         rules.append(rule_22_result(replicas))
         rules.append(rule_23_acked(inputs, replicas, recovering_partitions(metadata, journal)))
+        rules += group_rules(inputs, replicas)
         replicas.unpersist()
         points = hwm_timelines(journal)
     finally:
@@ -265,7 +268,8 @@ def run_audit(
 ) -> AuditResult:
     """Audit every metadata segment and snapshot under directory (INVARIANTS rules 1, 2, 5, 8,
     10, 11, 13, 19) and the broker journals, ack journals and partition logs (rules 20, 22,
-    23); writes audit.json and index.html to report_dir when given."""
+    23), and consumer journals when there are some (analytics.group_rules' named checks);
+    writes audit.json and index.html to report_dir when given."""
     started = time.monotonic()
     say = progress or (lambda _message: None)
     files = discover_files(directory)
@@ -320,7 +324,7 @@ def run_audit(
     finally:
         if own_session:
             spark.stop()
-    rules.sort(key=lambda r: r.rule)
+    rules.sort(key=rule_order)
     result = AuditResult(str(directory), rules, inputs, timelines, hwm_points,
                          time.monotonic() - started, corruption=corruption, torn_tails=torn,
                          topic_names=topic_names, elections=elections, partitions=partitions,

@@ -23,13 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from analytics import data_rules as dr
+from analytics import group_rules as gr
 from analytics.broker_inputs import (
     ACK_COLUMNS,
+    CONSUMER_COLUMNS,
     JOURNAL_COLUMNS,
     PARTITION_LOG_COLUMNS,
+    JournalFile,
+    discover_consumer_journals,
     discover_journals,
     discover_partition_logs,
     iter_ack_rows,
+    iter_consumer_rows,
     iter_journal_rows,
     iter_partition_log_rows,
     names,
@@ -58,6 +63,7 @@ from analytics.rules import (
     ReplaySource,
     RuleResult,
     pick_replay_source,
+    rule_order,
     rule_result,
 )
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
@@ -218,7 +224,7 @@ def run_baseline(directory: str | Path) -> BaselineResult:
     recovering = {(names_by_id[t], p) for t, p in recovering_ids if t in names_by_id}
     broker_rules, broker_files = _broker_rules(directory, recovering)
     rules += broker_rules
-    rules.sort(key=lambda r: r.rule)
+    rules.sort(key=rule_order)
     inputs = {"files": len(specs), "records": records, "corrupt": corrupt,
               "nodes": len({s.node for s in specs}), **broker_files}
     return BaselineResult(rules, inputs, time.monotonic() - started, bit_rot)
@@ -358,10 +364,13 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                 acked.setdefault((row["topic"], row["partition"], row["key"]), row)
     bad23: list[dict[str, Any]] = []
     attributed: list[dict[str, Any]] = []
+    duplicates_counted = 0
     for (topic, partition, write_key), row in acked.items():
         count = in_leader_log.get((topic, partition, write_key), 0)
-        outcome = dr.classify_acked(count, (topic, partition) in recovering)
-        if outcome == dr.PRESENT:
+        outcome = dr.classify_acked(count, (topic, partition) in recovering, row["idempotent"])
+        if outcome == dr.DUPLICATED_COUNTED:
+            duplicates_counted += 1
+        if outcome in (dr.PRESENT, dr.DUPLICATED_COUNTED):
             continue
         item = {"topic": topic, "partition": f"{topic}-{partition}", "partition_id": partition,
                 "key": write_key, "offset": row["offset"], "leader_epoch": row["leader_epoch"],
@@ -377,9 +386,47 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     rule22.notes = {"unchecked_replicas": unchecked, "partitions": len(reference)}
     rule23 = rule_result(23, len(acked), bad23)
     rule23.attributed, rule23.attributed_count = attributed[:MAX_EVIDENCE], len(attributed)
+    rule23.notes = {"duplicates_counted": duplicates_counted}
+    consumer_journals = discover_consumer_journals(directory)
     files = {"broker_journals": len(broker_journals), "ack_journals": len(ack_journals),
-             "partition_log_segments": len(log_files)}
-    return [rule_result(20, checked20, bad20), rule22, rule23], files
+             "partition_log_segments": len(log_files),
+             "consumer_journals": len(consumer_journals)}
+    return [rule_result(20, checked20, bad20), rule22, rule23,
+            *_group_rules(consumer_journals, entries, reference)], files
+
+
+def _group_rules(journals: list[JournalFile],
+                 entries: dict[tuple[str, int], list[dict[str, Any]]],
+                 reference: dict[tuple[str, int], int]) -> list[RuleResult]:
+    """analytics.group_rules' checks, as analytics.broker_rules.group_rules runs them."""
+    if not journals:
+        return []
+    columns = names(CONSUMER_COLUMNS)
+    events: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for journal in journals:
+        for raw in iter_consumer_rows(journal):
+            row = dict(zip(columns, raw, strict=True))
+            if not row["corrupt"]:
+                events[(row["topic"], row["partition"])].append(row)
+    checked = dict.fromkeys((gr.COMMITS_MONOTONIC, gr.NO_SKIPPED), 0)
+    bad: dict[str, list[dict[str, Any]]] = {rule: [] for rule in checked}
+    skipped = 0
+    for key, rows in sorted(events.items(), key=str):
+        offsets = [e["offset"] for e in entries.get(key, [])
+                   if not e["corrupt"] and reference.get(key) == e["node"]]
+        for out in gr.check_group_partition(offsets, rows):
+            if out["kind"] == gr.CHECKED:
+                checked[out["rule"]] += out["count"]
+                continue
+            skipped += out["count"] if out["rule"] == gr.NO_SKIPPED else 0
+            bad[out["rule"]].append({**out, "partition_id": out["partition"],
+                                     "partition": f"{out['topic']}-{out['partition']}"})
+    results = []
+    for rule, found in bad.items():
+        found.sort(key=lambda v: (v["topic"], v["partition_id"], v["group_id"], v["offset"]))
+        results.append(rule_result(rule, checked[rule], found))
+    results[-1].notes = {"skipped_records": skipped}
+    return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,7 +5,10 @@ column order below (shared by the Spark DataSources and analytics.baseline):
 - broker event journals `journal/broker-<id>.journal`: msgpack maps written back to back
   (`{"event": "HwmAdvanced", "version": 0, ...}`); decoded as plain maps, never with broker code
   (analytics may not import broker.*);
-- ack journals (any other `journal/*.journal`): the producer's `send` and `ack` entries;
+- consumer journals `journal/*consumers.journal`: a consumer group's `read` and `commit`
+  entries (cluster/chaos/group_consumers.py declares them);
+- ack journals (any other `journal/*.journal`): the producer's `send` and `ack` entries, each
+  saying whether its producer is idempotent (absent in older journals: read as null);
 - partition data logs `<log.dir>/<topic>-<partition>/<offset>.log`: the one batch format
   (raft.core.record_batch); a record's key for rule 23 is its value up to the first ':'
   (`<producer>-<seq>`).
@@ -28,8 +31,10 @@ from raft.core.record_batch import CorruptBatchError, decode_batch
 JOURNAL_DIR_NAME = "journal"
 BROKER_JOURNAL_SOURCE = "minikraft-broker-journal"
 ACK_JOURNAL_SOURCE = "minikraft-ack-journal"
+CONSUMER_JOURNAL_SOURCE = "minikraft-consumer-journal"
 PARTITION_LOG_SOURCE = "minikraft-partition-log"
 _BROKER_JOURNAL_NAME = re.compile(r"^broker-(\d+)\.journal$")
+_CONSUMER_JOURNAL_NAME = re.compile(r"^(?:.*-)?consumers\.journal$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 _NODE_DIR = re.compile(r"^(?:broker|controller)-(\d+)$")
@@ -74,6 +79,21 @@ ACK_COLUMNS: tuple[tuple[str, str], ...] = (
     ("offset", "BIGINT"),
     ("leader_epoch", "INT"),
     ("ts", "BIGINT"),
+    ("idempotent", "BOOLEAN"),
+    ("corrupt", "BOOLEAN"),
+    ("corrupt_reason", "STRING"),
+)
+CONSUMER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("file", "STRING"),
+    ("position", "BIGINT"),
+    ("event", "STRING"),
+    ("group_id", "STRING"),
+    ("member", "STRING"),
+    ("topic", "STRING"),
+    ("partition", "INT"),
+    ("offset", "BIGINT"),
+    ("key", "STRING"),
+    ("ts", "BIGINT"),
     ("corrupt", "BOOLEAN"),
     ("corrupt_reason", "STRING"),
 )
@@ -113,21 +133,31 @@ class PartitionLogFile:
     file: str
 
 
-def discover_journals(root: str | Path) -> tuple[list[JournalFile], list[JournalFile]]:
-    """(broker event journals, ack journals) under every `journal/` directory below root."""
-    brokers: list[JournalFile] = []
-    acks: list[JournalFile] = []
+def _journal_paths(root: str | Path) -> Iterator[Path]:
     base = Path(root)
     dirs = [base] if base.name == JOURNAL_DIR_NAME else []
     dirs += sorted(p for p in base.rglob(JOURNAL_DIR_NAME) if p.is_dir())
     for journal_dir in dirs:
-        for path in sorted(journal_dir.glob("*.journal")):
-            match = _BROKER_JOURNAL_NAME.match(path.name)
-            if match:
-                brokers.append(JournalFile(str(path), int(match.group(1))))
-            else:
-                acks.append(JournalFile(str(path), None))
+        yield from sorted(journal_dir.glob("*.journal"))
+
+
+def discover_journals(root: str | Path) -> tuple[list[JournalFile], list[JournalFile]]:
+    """(broker event journals, ack journals) under every `journal/` directory below root."""
+    brokers: list[JournalFile] = []
+    acks: list[JournalFile] = []
+    for path in _journal_paths(root):
+        match = _BROKER_JOURNAL_NAME.match(path.name)
+        if match:
+            brokers.append(JournalFile(str(path), int(match.group(1))))
+        elif not _CONSUMER_JOURNAL_NAME.match(path.name):
+            acks.append(JournalFile(str(path), None))
     return brokers, acks
+
+
+def discover_consumer_journals(root: str | Path) -> list[JournalFile]:
+    """The consumer groups' journals under every `journal/` directory below root."""
+    return [JournalFile(str(p), None) for p in _journal_paths(root)
+            if _CONSUMER_JOURNAL_NAME.match(p.name)]
 
 
 def _node_id(partition_dir: Path) -> int:
@@ -197,6 +227,10 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def _int_list(value: Any) -> list[int] | None:
     if isinstance(value, (list, tuple)) and all(_int(v) is not None for v in value):
         return list(value)
@@ -222,14 +256,25 @@ def iter_ack_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
     """One row per `send` / `ack` entry of an ack journal, in ACK_COLUMNS order."""
     for position, e, reason in _iter_maps(spec.file):
         if e is None:
-            yield (spec.file, position) + (None,) * 11 + (True, reason)
+            yield (spec.file, position) + (None,) * 12 + (True, reason)
             return
         producer, seq = _str(e.get("producer_id")), _int(e.get("seq"))
         key = f"{producer}-{seq}" if producer is not None and seq is not None else None
         yield (spec.file, position, _str(e.get("event")), producer, seq, key,
                _str(e.get("topic")), _int(e.get("partition")), _int(e.get("acks")),
                _str(e.get("error")), _int(e.get("offset")), _int(e.get("leader_epoch")),
-               _int(e.get("ts")), False, None)
+               _int(e.get("ts")), _bool(e.get("idempotent")), False, None)
+
+
+def iter_consumer_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
+    """One row per `read` / `commit` entry of a consumer journal, in CONSUMER_COLUMNS order."""
+    for position, e, reason in _iter_maps(spec.file):
+        if e is None:
+            yield (spec.file, position) + (None,) * 8 + (True, reason)
+            return
+        yield (spec.file, position, _str(e.get("event")), _str(e.get("group")),
+               _str(e.get("member")), _str(e.get("topic")), _int(e.get("partition")),
+               _int(e.get("offset")), _str(e.get("value")), _int(e.get("ts")), False, None)
 
 
 def record_key(value: bytes | None) -> str | None:
@@ -302,6 +347,18 @@ try:
         def reader(self, schema: StructType) -> DataSourceReader:
             specs = discover_journals(_path(self.options, ACK_JOURNAL_SOURCE))[1]
             return ArrowFileReader(specs, iter_ack_rows, schema)
+
+    class ConsumerJournalDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return CONSUMER_JOURNAL_SOURCE
+
+        def schema(self) -> str:
+            return ddl(CONSUMER_COLUMNS)
+
+        def reader(self, schema: StructType) -> DataSourceReader:
+            specs = discover_consumer_journals(_path(self.options, CONSUMER_JOURNAL_SOURCE))
+            return ArrowFileReader(specs, iter_consumer_rows, schema)
 
     class PartitionLogDataSource(DataSource):
         @classmethod

@@ -1,5 +1,5 @@
-"""Rules 20, 22 and 23 on Spark, over the broker journals, ack journals and partition logs
-(analytics.broker_inputs). Every verdict comes from analytics.data_rules' plain functions
+"""Rules 20, 22 and 23 and the consumer-group checks (analytics.group_rules) on Spark, over the
+broker journals, ack journals, consumer journals and partition logs (analytics.broker_inputs). Every verdict comes from analytics.data_rules' plain functions
 (mapInArrow / cogroup applyInArrow), so analytics.baseline runs the same definitions; the
 set-wide parts (acked writes against the final leader's log, RECOVERING partitions) are joins.
 Only counts, capped evidence and a few partitions' HWM points reach the driver.
@@ -16,14 +16,18 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytics import data_rules as dr
+from analytics import group_rules as gr
 from analytics.broker_inputs import (
     ACK_COLUMNS,
     ACK_JOURNAL_SOURCE,
     BROKER_JOURNAL_SOURCE,
+    CONSUMER_COLUMNS,
+    CONSUMER_JOURNAL_SOURCE,
     JOURNAL_COLUMNS,
     PARTITION_LOG_COLUMNS,
     PARTITION_LOG_SOURCE,
     ddl,
+    discover_consumer_journals,
     discover_journals,
     discover_partition_logs,
 )
@@ -37,6 +41,8 @@ R22_SCHEMA = ("topic STRING, partition INT, kind STRING, node INT, leader_epoch 
               "count BIGINT, file STRING, offset BIGINT, message STRING")
 R23_SCHEMA = ("topic STRING, partition INT, key STRING, offset BIGINT, leader_epoch INT, "
               "file STRING, count BIGINT, outcome STRING")
+GROUP_SCHEMA = ("rule STRING, kind STRING, group_id STRING, topic STRING, partition INT, "
+                "offset BIGINT, count BIGINT, file STRING, message STRING")
 R20_SCHEMA = ("file STRING, broker_id INT, topic STRING, partition INT, leader_epoch INT, "
               "old BIGINT, new BIGINT, isr_size INT, min_isr INT, ts BIGINT, bad BOOLEAN")
 
@@ -47,12 +53,14 @@ class BrokerInputs:
     acks: DataFrame
     logs: DataFrame
     files: dict[str, int]
+    consumers: DataFrame
 
 
 def read_broker_inputs(spark: SparkSession, directory: str | Path) -> BrokerInputs:
     """The three readers; a kind with no file becomes an empty DataFrame of its schema (a
     DataSource with no input partition is not worth a Spark job)."""
     brokers, acks = discover_journals(directory)
+    consumers = discover_consumer_journals(directory)
     logs = discover_partition_logs(directory)
 
     def load(source: str, columns: Any, present: bool) -> DataFrame:
@@ -65,7 +73,8 @@ def read_broker_inputs(spark: SparkSession, directory: str | Path) -> BrokerInpu
         load(ACK_JOURNAL_SOURCE, ACK_COLUMNS, bool(acks)),
         load(PARTITION_LOG_SOURCE, PARTITION_LOG_COLUMNS, bool(logs)),
         {"broker_journals": len(brokers), "ack_journals": len(acks),
-         "partition_log_segments": len(logs)})
+         "partition_log_segments": len(logs), "consumer_journals": len(consumers)},
+        load(CONSUMER_JOURNAL_SOURCE, CONSUMER_COLUMNS, bool(consumers)))
 
 
 def _evidence(bad: DataFrame, count: int, order: list[str]) -> list[dict[str, Any]]:
@@ -186,7 +195,8 @@ def _classify(batches: Iterator[Any]) -> Iterator[Any]:
         out = [{"topic": r["topic"], "partition": r["partition"], "key": r["key"],
                 "offset": r["offset"], "leader_epoch": r["leader_epoch"], "file": r["file"],
                 "count": r["count"] or 0,
-                "outcome": dr.classify_acked(r["count"] or 0, bool(r["recovered"]))}
+                "outcome": dr.classify_acked(r["count"] or 0, bool(r["recovered"]),
+                                             r["idempotent"])}
                for r in rows]
         yield pa.RecordBatch.from_pylist(out, schema=schema)
 
@@ -195,11 +205,12 @@ def _classify(batches: Iterator[Any]) -> Iterator[Any]:
 def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
                   recovering: DataFrame) -> RuleResult:
     """Rule 23: each acked acks=all write is in its partition's final leader log exactly once;
-    a missing one on a RECOVERING partition is listed as attributed, not as a violation."""
+    a missing one on a RECOVERING partition is listed as attributed, not as a violation, and a
+    non-idempotent producer's duplicate is counted in the notes, not as a violation."""
     acked = inputs.acks.filter(
         ~F.col("corrupt") & (F.col("event") == "ack") & (F.col("acks") == dr.ACKS_ALL)
         & (F.col("error") == dr.ACK_OK) & F.col("key").isNotNull()).select(
-        "topic", "partition", "key", "offset", "leader_epoch", "file") \
+        "topic", "partition", "key", "offset", "leader_epoch", "file", "idempotent") \
         .dropDuplicates(["topic", "partition", "key"])
     reference = replicas.filter(F.col("kind") == dr.REFERENCE).select("topic", "partition",
                                                                       "node")
@@ -224,7 +235,52 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     result = rule_result(23, sum(tallies.values()), violations, count)
     result.attributed = attributed
     result.attributed_count = tallies.get(dr.ATTRIBUTED, 0)
+    result.notes = {"duplicates_counted": tallies.get(dr.DUPLICATED_COUNTED, 0)}
     return result
+
+
+def _group_partition(entries: Any, events: Any) -> Any:
+    """cogroup applyInArrow body: one data partition's final-leader offsets and its consumer
+    journal rows."""
+    import pyarrow as pa
+
+    out = list(gr.check_group_partition(entries.column("offset").to_pylist(),
+                                        events.to_pylist()))
+    return pa.Table.from_pylist(out, schema=_arrow_schema(GROUP_SCHEMA))
+
+
+def group_rules(inputs: BrokerInputs, replicas: DataFrame) -> list[RuleResult]:
+    """`committed_offsets_monotonic` and `no_skipped_committed_record` (analytics.group_rules)
+    per data partition a consumer group read; nothing when no consumer journal exists."""
+    if not inputs.files.get("consumer_journals"):
+        return []
+    events = inputs.consumers.filter(~F.col("corrupt")).select(
+        "file", "position", "event", "group_id", "topic", "partition", "offset", "corrupt")
+    read = events.select("topic", "partition").distinct()
+    reference = replicas.filter(F.col("kind") == dr.REFERENCE).select("topic", "partition",
+                                                                      "node")
+    entries = (inputs.logs.filter(~F.col("corrupt") & (F.col("offset") >= 0))
+               .join(F.broadcast(reference), ["topic", "partition", "node"])
+               .join(F.broadcast(read), ["topic", "partition"])
+               .select("topic", "partition", "offset"))
+    out = entries.groupBy("topic", "partition").cogroup(events.groupBy("topic", "partition")) \
+        .applyInArrow(_group_partition, schema=GROUP_SCHEMA)
+    tallies = {(r["rule"], r["kind"]): (int(r["rows"]), int(r["entries"] or 0)) for r in
+               out.groupBy("rule", "kind").agg(F.count(F.lit(1)).alias("rows"),
+                                               F.sum("count").alias("entries")).collect()}
+    results = []
+    for rule in (gr.COMMITS_MONOTONIC, gr.NO_SKIPPED):
+        count = tallies.get((rule, gr.VIOLATION), (0, 0))[0]
+        bad = out.filter((F.col("rule") == rule) & (F.col("kind") == gr.VIOLATION))
+        violations = _evidence(bad, count, ["topic", "partition", "group_id", "offset"])
+        for v in violations:
+            v["partition_id"] = v["partition"]
+            v["partition"] = f"{v['topic']}-{v['partition']}"
+        result = rule_result(rule, tallies.get((rule, gr.CHECKED), (0, 0))[1], violations, count)
+        if rule == gr.NO_SKIPPED:
+            result.notes = {"skipped_records": tallies.get((rule, gr.VIOLATION), (0, 0))[1]}
+        results.append(result)
+    return results
 
 
 def hwm_timelines(journal: DataFrame) -> dict[str, list[dict[str, Any]]]:

@@ -16,7 +16,10 @@ Rule 23: every write acked with acks=all (`ack` entry, acks -1, error NONE) appe
 reference log exactly once. Missing is attributed (reported, not a violation) when the partition
 went RECOVERING (an unclean or designated election: a PartitionRecord/PartitionChangeRecord with
 leader_recovery_state 1, or a RecoveryStateChanged journal event to 1); otherwise a violation.
-Duplicated is always a violation.
+Duplicated is a violation when the producer is idempotent (its retries are deduplicated by the
+brokers, or, minikraft's own producer, it never resends: a second copy is the brokers' doing) or
+the journal does not say (older journals); a non-idempotent client's retries may write a value
+twice, so then a duplicate is counted (rule 23's notes), not a violation.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ PRESENT = "present"
 LOST = "lost"
 ATTRIBUTED = "attributed"
 DUPLICATED = "duplicated"
+DUPLICATED_COUNTED = "duplicated-counted"  # a non-idempotent producer's retry: not a violation
 
 
 def hwm_violation(event: str | None, old: int | None, new: int | None,
@@ -130,12 +134,14 @@ def check_partition_replicas(entries: Iterable[dict[str, Any]],
                           f"{bad_epoch}; leader's epoch there: {leader_epoch_there})"}
 
 
-def classify_acked(count_in_leader_log: int, recovered: bool) -> str:
-    """Rule 23's verdict on one acked acks=all write."""
+def classify_acked(count_in_leader_log: int, recovered: bool,
+                   idempotent: bool | None = True) -> str:
+    """Rule 23's verdict on one acked acks=all write (idempotent None: the journal does not
+    say, judged as idempotent)."""
     if count_in_leader_log == 1:
         return PRESENT
     if count_in_leader_log > 1:
-        return DUPLICATED
+        return DUPLICATED_COUNTED if idempotent is False else DUPLICATED
     return ATTRIBUTED if recovered else LOST
 
 

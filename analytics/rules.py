@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from analytics.group_rules import GROUP_RULE_NAMES
 from analytics.rules_shared import check_leader_in_isr
 from controller.core.invariants import (
     check_epochs_bumped,
@@ -78,7 +79,7 @@ _RULE_PREFIX = re.compile(r"^rule (\d+):")
 
 @dataclass
 class RuleResult:
-    rule: int
+    rule: int | str  # an INVARIANTS.md number, or a named check (analytics.group_rules)
     name: str
     checked: int
     violations: list[dict[str, Any]] = field(default_factory=list)
@@ -89,7 +90,7 @@ class RuleResult:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"rule": self.rule, "name": self.name, "checked": self.checked,
+        out: dict[str, Any] = {"rule": self.rule, "name": self.name, "checked": self.checked,
                "violation_count": self.violation_count, "violations": self.violations}
         if self.rule == 23:
             out["attributed_count"] = self.attributed_count
@@ -99,10 +100,18 @@ class RuleResult:
         return out
 
 
-def rule_result(rule: int, checked: int, violations: list[dict[str, Any]],
+def rule_result(rule: int | str, checked: int, violations: list[dict[str, Any]],
                 violation_count: int | None = None) -> RuleResult:
     count = len(violations) if violation_count is None else violation_count
-    return RuleResult(rule, RULE_NAMES[rule], checked, violations[:MAX_EVIDENCE], count)
+    name = RULE_NAMES[rule] if isinstance(rule, int) else GROUP_RULE_NAMES[rule]
+    return RuleResult(rule, name, checked, violations[:MAX_EVIDENCE], count)
+
+
+def rule_order(result: RuleResult) -> tuple[int, int, str]:
+    """Numbered rules first, by number; then the named checks, by name."""
+    if isinstance(result.rule, int):
+        return 0, result.rule, ""
+    return 1, 0, result.rule
 
 
 # -- per-partition replay: pure Python, shared with analytics.baseline ------------------------

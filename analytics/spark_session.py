@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from analytics.broker_inputs import (
     AckJournalDataSource,
     BrokerJournalDataSource,
+    ConsumerJournalDataSource,
     PartitionLogDataSource,
 )
 from analytics.datasource import MetadataBatchDataSource, MetadataLogDataSource
@@ -85,5 +86,5 @@ def build_session(
 
 def register_data_sources(spark: SparkSession) -> None:
     for source in (MetadataLogDataSource, MetadataBatchDataSource, BrokerJournalDataSource, AckJournalDataSource,
-                   PartitionLogDataSource):
+                   ConsumerJournalDataSource, PartitionLogDataSource):
         spark.dataSource.register(source)

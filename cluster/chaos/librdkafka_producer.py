@@ -4,9 +4,10 @@ time, acks=all, journaled exactly as minikraft's own producer journals (send, th
 Kafka's error name, offset and leader epoch), so the audit's rule 23 judges a real client's acks.
 
 librdkafka retries by itself until `message.timeout.ms`; a record is acked once, when its
-delivery report says so. It is not idempotent (minikraft has no InitProducerId yet), so its
-internal retries may write a value twice: the read-back counts such duplicates, and rule 23 is
-about loss.
+delivery report says so. With `enable.idempotence=true` (the default here; InitProducerId and
+the brokers' per-producer sequences) its retries cannot write a value twice, and the audit
+counts a duplicate as a violation; without it, retries may duplicate and a duplicate is counted,
+not a violation (analytics.data_rules.classify_acked).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def produce_one_at_a_time(
     request_timeout_ms: int,
     values: Callable[[], bytes | None],
     on_outcome: Callable[[bytes, Delivery], None],
+    idempotent: bool = True,
 ) -> None:
     """Send `values()` (None ends the loop) to `partition`, each after the previous one's
     delivery report, and hand every report to `on_outcome`. Runs in a worker thread."""
@@ -73,6 +75,7 @@ def produce_one_at_a_time(
             "request.timeout.ms": request_timeout_ms,
             "message.timeout.ms": DELIVERY_TIMEOUT_MS,
             "linger.ms": 0,
+            "enable.idempotence": idempotent,
         }
     )
     try:

@@ -7,6 +7,10 @@ everything back; write the summary. Rule 23: an acked acks=all write that is not
 ATTRIBUTED when a committed metadata record of this run set its partition RECOVERING (an
 unclean or designated election, cluster/chaos/attribution.py), and fails the run otherwise.
 Rule 2: the metadata log's committed prefix from the start of the run must survive it.
+With `--consumers N`, a consumer group reads the topic through the run (cluster/chaos/
+group_consumers.py) and, after the read-back, drains it to the log end: every acked value must
+have been read by some member (check `group_read_every_acked_record`); its journal is the audit's
+input for committed offsets and skipped records.
 """
 
 from __future__ import annotations
@@ -25,12 +29,19 @@ from cluster.chaos.attribution import (
     metadata_log_dirs,
     scan_recovering_elections,
 )
+from cluster.chaos.group_consumers import (
+    CONSUMER_JOURNAL_FILE,
+    GroupConsumers,
+    group_client_problem,
+    group_name,
+)
 from cluster.chaos.network_scenarios import NEMESES, NETNS_SCENARIOS, PROCESS_NEMESES
 from cluster.chaos.process_faults import ProcessFaults
 from cluster.chaos.scenarios import SCENARIOS, ChaosContext, Scenario
 from cluster.chaos.workload import MINIKRAFT, ChaosWorkload, now_ms
 from cluster.cli.admin_client import describe_quorum
 from cluster.cli.health_cmd import check_health
+from cluster.cli.produce_cmd import AckJournal
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import NETNS, LocalCluster, is_running
 from kafkawire.errors import KafkaError
@@ -176,9 +187,15 @@ async def run_chaos(
     recovery_timeout_s: float = 60.0,
     nemeses: list[str] | None = None,
     client: str = MINIKRAFT,
+    idempotence: bool = True,
+    consumers: int = 0,
+    group: str | None = None,
 ) -> dict[str, Any]:
     if scenario not in ALL_SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {sorted(ALL_SCENARIOS)}")
+    group_problem = group_client_problem(client, consumers)
+    if group_problem is not None:
+        raise ValueError(group_problem)
     unknown = sorted(set(nemeses or []) - set(NEMESES))
     if unknown:
         raise ValueError(f"unknown nemesis {unknown}; known: {sorted(NEMESES)}")
@@ -204,6 +221,12 @@ async def run_chaos(
         replication_factor=min(3, len(cluster.brokers)),
         min_insync_replicas=min(2, len(cluster.brokers)),
         client=client,
+        idempotence=idempotence,
+    )
+    group_journal = AckJournal(journal_dir / CONSUMER_JOURNAL_FILE) if consumers else None
+    readers = None if group_journal is None else GroupConsumers(
+        client=client, bootstrap_server=workload.bootstrap_server, topic=topic,
+        group=group_name(run_id, group), members=consumers, journal=group_journal, run_id=run_id,
     )
     faults = ProcessFaults(cluster)
     ctx = ChaosContext(
@@ -216,6 +239,8 @@ async def run_chaos(
     await workload.create_topic()
     stop = asyncio.Event()
     producing = asyncio.create_task(workload.run(stop))
+    stop_reading = asyncio.Event()
+    reading = None if readers is None else asyncio.create_task(readers.run(stop_reading))
     try:
         # A second of clean traffic first, so every fault hits a partition with data.
         await asyncio.sleep(min(1.0, duration_s / 4))
@@ -225,7 +250,10 @@ async def run_chaos(
         # Never leave a node paused, cut off or down behind a failed run.
         await faults.heal_all()
         stop.set()
-        await asyncio.gather(producing, return_exceptions=True)
+        stop_reading.set()
+        await asyncio.gather(producing, *([reading] if reading else []), return_exceptions=True)
+        if group_journal is not None:
+            group_journal.close()
         raise
     restarted = await faults.heal_all()
     faults.record("healed", restarted=restarted)
@@ -244,6 +272,15 @@ async def run_chaos(
     await producing
     read = await workload.read_back()
     result = workload.verify(read)
+    group_summary: dict[str, Any] | None = None
+    if readers is not None and reading is not None and group_journal is not None:
+        try:
+            drained = await readers.drain(recovery_timeout_s)
+        finally:
+            stop_reading.set()
+            await reading
+            group_journal.close()
+        group_summary = readers.summary([v for s in workload.producers for v in s.acked], drained)
     metadata_end = await metadata_high_watermark(cluster)
     scan = scan_recovering_elections(
         metadata_log_dirs([Path(c.dir) for c in cluster.controllers]), metadata_end,
@@ -251,6 +288,14 @@ async def run_chaos(
     )
     attributed, unexplained = attribute_losses(result["lost_by_partition"], topic, scan.elections)
     prefix_ok, prefix_problem = await wait_prefix(cluster, prefix, PREFIX_WAIT_S)
+    if group_summary is not None:
+        # Every acked value was read by some member of the group (nothing skipped); a value the
+        # group read twice (after a rebalance, at-least-once) is counted, not a fault.
+        ctx.check(
+            "group_read_every_acked_record",
+            group_summary["drained"] and group_summary["acked_unread"] == 0,
+            drained=group_summary["drained"], acked_unread=group_summary["acked_unread"],
+        )
     checks = {
         **ctx.checks,
         "metadata_committed_prefix": {
@@ -284,11 +329,13 @@ async def run_chaos(
         "network": cluster.network,
         "nemeses": list(nemeses or []),
         "client": client,
+        "consumer_group": group_summary,
         "checks": checks,
         "faults": faults.events,
         "notes": ctx.notes,
         "pids": {s.name: s.pid for s in cluster.all_nodes()},
         "journal": str(workload.journal_path),
+        "consumer_journal": None if readers is None else str(journal_dir / CONSUMER_JOURNAL_FILE),
         "ok": recovered and not unexplained and all(c["ok"] for c in checks.values()),
     }
     out = cluster.dir / "chaos" / f"{scenario}-s{seed}-{run_id}.json"

@@ -34,6 +34,8 @@ from raft.runtime.power_loss import DISK_MODE_KEY, POWER_LOSS_SIM
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000
 ONE_ROUND_S = 0.05
+# kill-leader-broker: how long a round waits for the restarted broker to rejoin every ISR.
+FULL_ISR_WAIT_S = 30.0
 
 
 # Kafka's ConfigResource.Type TOPIC and AlterConfigOp.OpType SET.
@@ -186,6 +188,35 @@ async def kill_broker(ctx: ChaosContext) -> None:
         await ctx.hold(1.0, 2.5)
         ctx.faults.restart(target)
         await ctx.hold(1.0, 2.0)
+
+
+async def kill_leader_broker(ctx: ChaosContext) -> None:
+    """SIGKILL the broker leading a seeded partition of the run's topic, hold it down, restart it
+    on its own data, and wait (bounded) until every partition has its full ISR again before the
+    next round: each round moves leaderships under load with the cluster otherwise whole, so the
+    producers write between rounds (kill-broker's back-to-back kills keep partitions under min
+    ISR most of the time)."""
+    while ctx.time_left_s() > 0:
+        rows = await ctx.partitions()
+        led = sorted(p for p, r in rows.items() if r["leader"] >= 0)
+        if not led:
+            await asyncio.sleep(0.3)
+            continue
+        leader = rows[ctx.rng.choice(led)]["leader"]
+        target = next((b for b in ctx.brokers() if b.node_id == leader), None)
+        if target is None:
+            await asyncio.sleep(0.3)
+            continue
+        await ctx.faults.kill(target)
+        await ctx.hold(1.0, 2.5)
+        ctx.faults.restart(target)
+        rejoin_by = time.monotonic() + FULL_ISR_WAIT_S  # bounded for the whole round
+        for partition in sorted(rows):
+            await ctx.wait_partition(
+                partition, lambda r: len(r["isr"]) == len(r["replicas"]),
+                max(0.0, rejoin_by - time.monotonic()),
+            )
+        await ctx.hold(2.0, 4.0)
 
 
 async def pause_broker(ctx: ChaosContext) -> None:
@@ -509,6 +540,7 @@ async def last_replica_standing(ctx: ChaosContext) -> None:
 SCENARIOS: dict[str, Scenario] = {
     "kill-leader-controller": kill_leader_controller,
     "kill-broker": kill_broker,
+    "kill-leader-broker": kill_leader_broker,
     "pause-broker": pause_broker,
     "partition": partition,
     "rolling-restart": rolling_restart,

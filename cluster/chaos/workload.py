@@ -8,8 +8,13 @@ it twice); a timeout or a dropped connection ends that value's attempts, acked o
 a value acked with acks=all must be read back, unless an unclean election happened.
 
 The producers are minikraft's own Kafka client (Produce through cluster.cli.broker_client) or,
-with `--client confluent-kafka`, librdkafka's (cluster.chaos.librdkafka_producer); both journal
-the same way, so the audit judges either.
+with `--client confluent-kafka`, librdkafka's (cluster.chaos.librdkafka_producer), or with
+`--client aiokafka`, aiokafka's (cluster.chaos.aiokafka_producer); all journal the same way, so
+the audit judges any. Every send and ack entry says whether its producer is idempotent: the real
+clients run with idempotence on unless `--no-idempotence`; minikraft's own producer never sends a
+value twice (see _send), so a second copy can only come from the brokers and it is journaled as
+idempotent too. The audit counts a duplicate of a non-idempotent producer's value and reports one
+of an idempotent producer's as a violation (analytics.data_rules.classify_acked).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster.chaos import aiokafka_producer
 from cluster.chaos.librdkafka_producer import Delivery, produce_one_at_a_time
 from cluster.cli.broker_client import (
     Leaders,
@@ -36,10 +42,12 @@ from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 ACKS_ALL = -1
-# --client: minikraft's own producer, or librdkafka's (confluent-kafka, the dev extra).
+# --client: minikraft's own producer, or librdkafka's (confluent-kafka) or aiokafka's (the dev
+# extra).
 MINIKRAFT = "minikraft"
 LIBRDKAFKA = "confluent-kafka"
-CLIENTS = (MINIKRAFT, LIBRDKAFKA)
+AIOKAFKA = "aiokafka"
+CLIENTS = (MINIKRAFT, LIBRDKAFKA, AIOKAFKA)
 # Errors after which the leader did not append the record, so sending it again is safe.
 NOT_APPENDED = frozenset(
     {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.UNKNOWN_LEADER_EPOCH,
@@ -115,6 +123,7 @@ class ChaosWorkload:
         min_insync_replicas: int = 2,
         request_timeout_ms: int = 3000,
         client: str = MINIKRAFT,
+        idempotence: bool = True,
     ) -> None:
         if client not in CLIENTS:
             raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")
@@ -128,6 +137,10 @@ class ChaosWorkload:
         self.min_insync_replicas = min_insync_replicas
         self.request_timeout_ms = request_timeout_ms
         self.client = client
+        # Whether the brokers may see a value twice from this run's producers: minikraft's own
+        # never resends (idempotent by construction); the real clients as asked.
+        self.idempotent = idempotence or client == MINIKRAFT
+        self.idempotence = idempotence
         self.producers: list[ProducerStats] = []
 
     async def create_topic(self, timeout_s: float = 30.0) -> None:
@@ -161,7 +174,8 @@ class ChaosWorkload:
             ProducerStats(f"{self.run_id}p{p}", p) for p in range(self.partitions)
         ]
         try:
-            produce = self._produce_librdkafka if self.client == LIBRDKAFKA else self._produce
+            produce = {LIBRDKAFKA: self._produce_librdkafka,
+                       AIOKAFKA: self._produce_aiokafka}.get(self.client, self._produce)
             await asyncio.gather(*(produce(s, stop, journal) for s in self.producers))
         finally:
             journal.close()
@@ -194,6 +208,33 @@ class ChaosWorkload:
         await asyncio.to_thread(
             produce_one_at_a_time, self.bootstrap_server, self.topic, stats.partition,
             f"chaos-{stats.producer_id}", self.request_timeout_ms, next_value, outcome,
+            self.idempotence,
+        )
+
+    async def _produce_aiokafka(
+        self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal
+    ) -> None:
+        """`--client aiokafka`: the same loop and journal with aiokafka sending."""
+        seq = 0
+        sent_ms = 0
+
+        def next_value() -> bytes | None:
+            nonlocal sent_ms
+            if stop.is_set():
+                return None
+            value, sent_ms = self._journal_send(journal, stats, seq)
+            return value
+
+        async def outcome(error: Errors, offset: int) -> None:
+            nonlocal seq
+            self._journal_ack(journal, stats, seq, error, offset, -1, sent_ms, now_ms())
+            if error is not Errors.NONE:
+                await asyncio.sleep(0.1)
+            seq += 1
+
+        await aiokafka_producer.produce_one_at_a_time(
+            self.bootstrap_server, self.topic, stats.partition, f"chaos-{stats.producer_id}",
+            self.request_timeout_ms, next_value, outcome, self.idempotence,
         )
 
     def _journal_send(
@@ -205,7 +246,8 @@ class ChaosWorkload:
         journal.write(
             {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
              "seq": seq, "topic": self.topic, "partition": stats.partition,
-             "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
+             "acks": ACKS_ALL, "value": value.decode(), "idempotent": self.idempotent,
+             "ts": sent_ms}
         )
         stats.sent += 1
         return value, sent_ms
@@ -218,7 +260,7 @@ class ChaosWorkload:
             {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
              "seq": seq, "topic": self.topic, "partition": stats.partition,
              "acks": ACKS_ALL, "error": error.name, "offset": offset,
-             "leader_epoch": leader_epoch, "ts": done_ms}
+             "leader_epoch": leader_epoch, "idempotent": self.idempotent, "ts": done_ms}
         )
         stats.outcome(sent_ms, done_ms, error)
         if error is Errors.NONE:
@@ -308,6 +350,7 @@ class ChaosWorkload:
             s.partition: [v for v in s.acked if read[v] == 0] for s in self.producers
         }
         duplicated = sorted(v for v, n in read.items() if n > 1)
+        acked_set = set(acked)
         errors: Counter[str] = Counter()
         for stats in self.producers:
             errors.update(stats.errors)
@@ -324,7 +367,8 @@ class ChaosWorkload:
             "lost_by_partition": {p: v for p, v in lost_by_partition.items() if v},
             "duplicated": len(duplicated),
             "duplicated_values": duplicated[:100],
-            "unacked_but_present": len(set(read) - set(acked)),
+            "unacked_but_present": len(set(read) - acked_set),
+            "idempotent": self.idempotent,
             "errors": dict(errors),
             "unavailability_windows": windows,
         }

@@ -1,7 +1,10 @@
 """`minikraft chaos --dir D --scenario NAME --seed N --duration-s S [--output json]` (CLI.md):
 an acks=all workload plus a seeded scenario of faults against the cluster under D; exit 1 when
 an acked acks=all write is lost without an unclean or designated election to attribute it to
-(rule 23), a scenario's own check fails, or the cluster did not recover in time."""
+(rule 23), a scenario's own check fails, or the cluster did not recover in time.
+`--client confluent-kafka|aiokafka` runs real clients' producers, idempotent unless
+`--no-idempotence`; `--consumers N [--group G]` adds a consumer group of that client reading the
+topic (cluster/chaos/group_consumers.py), whose reads and commits are journaled for the audit."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from cluster.chaos.group_consumers import group_client_problem
 from cluster.chaos.netns_faults import NetworkFaultError
 from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
 from cluster.chaos.workload import CLIENTS, MINIKRAFT
@@ -36,12 +40,24 @@ from kafkawire.errors import KafkaError
 )
 @click.option(
     "--client", type=click.Choice(CLIENTS), default=MINIKRAFT, show_default=True,
-    help="the workload's producers: minikraft's own Kafka client or librdkafka (confluent-kafka)",
+    help="the workload's producers: minikraft's own Kafka client, librdkafka (confluent-kafka) "
+    "or aiokafka",
 )
+@click.option(
+    "--no-idempotence", "no_idempotence", is_flag=True, default=False,
+    help="confluent-kafka/aiokafka producers without enable.idempotence (duplicates then are "
+    "counted, not violations)",
+)
+@click.option(
+    "--consumers", default=0, show_default=True, type=click.IntRange(0, 16),
+    help="members of a consumer group (of --client's library) reading the topic during the run",
+)
+@click.option("--group", default=None, help="the consumer group's id (default chaos-<run id>)")
 @output_option
 def chaos(
     directory: str, scenario: str | None, seed: int, duration_s: float,
-    recovery_timeout_s: float, nemesis_list: str | None, client: str, output: str,
+    recovery_timeout_s: float, nemesis_list: str | None, client: str, no_idempotence: bool,
+    consumers: int, group: str | None, output: str,
 ) -> None:
     """Break the cluster under --dir on purpose and check that no acked write was lost."""
     root = Path(directory)
@@ -52,6 +68,9 @@ def chaos(
         scenario = "nemesis"
     elif nemeses and scenario != "nemesis":
         fail(f"--nemesis goes with --scenario nemesis, not {scenario}", EXIT_USAGE)
+    group_problem = group_client_problem(client, consumers)
+    if group_problem is not None:
+        fail(group_problem, EXIT_USAGE)
     if not (root / CLUSTER_FILE).exists():
         fail(f"no {CLUSTER_FILE} under {root} (minikraft up --dir {root} --brokers 3)", EXIT_USAGE)
     logging.getLogger("cluster.chaos").setLevel(logging.INFO)
@@ -59,7 +78,8 @@ def chaos(
         summary = asyncio.run(
             run_chaos(
                 root, scenario, seed, duration_s, recovery_timeout_s=recovery_timeout_s,
-                nemeses=nemeses, client=client,
+                nemeses=nemeses, client=client, idempotence=not no_idempotence,
+                consumers=consumers, group=group,
             )
         )
     except ValueError as exc:
@@ -88,6 +108,14 @@ def chaos(
                 if slowest is not None and slowest["recovered_after_ms"] else ""
             )
         )
+        group_summary = summary["consumer_group"]
+        if group_summary is not None:
+            console.print(
+                f"group {group_summary['group']} ({group_summary['members']} members): read "
+                f"{group_summary['read']} ({group_summary['read_again']} again), acked but "
+                f"unread {group_summary['acked_unread']}, {group_summary['commits_observed']} "
+                f"commits observed, committed {group_summary['committed']}"
+            )
         for partition, loss in summary["attributed_losses"].items():
             console.print(
                 f"[yellow]ATTRIBUTED[/yellow] {summary['topic']}-{partition}: {loss['lost']} "

@@ -1,8 +1,9 @@
-"""Rules 20, 22 and 23 on a hand-made cluster directory written with the project's own encoders
-(encode_batch for partition logs, encode_event for broker journals, the producer's msgpack ack
-entries): each bad partition is reported as exactly its rule with its evidence, a loss on a
-RECOVERING partition is attributed, not a violation, and the single-process baseline agrees.
-Torn and garbled inputs become flagged rows, never a crash."""
+"""Rules 20, 22 and 23 and the consumer-group checks on a hand-made cluster directory written
+with the project's own encoders (encode_batch for partition logs, encode_event for broker
+journals, the producer's msgpack ack entries, the chaos group's read and commit entries): each
+bad partition is reported as exactly its rule with its evidence, a loss on a RECOVERING partition
+is attributed, not a violation, and the single-process baseline agrees. Torn and garbled inputs
+become flagged rows, never a crash."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from analytics.broker_inputs import (
     iter_partition_log_rows,
 )
 from analytics.generate import NodeLog, write_node
+from analytics.group_rules import COMMITS_MONOTONIC, NO_SKIPPED
 from broker.core.journal_events import HwmAdvanced, JournalEvent, RoleChanged, encode_event
 from controller.core.records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from raft.core.control_records import LeaderChangeRecord, Voter, VotersRecord, bootstrap_snapshot
@@ -90,6 +92,30 @@ def write_journals(root: Path, events: dict[int, list[JournalEvent]],
         b"".join(msgpack.packb(e, use_bin_type=True) for e in entries))
 
 
+def write_consumer_journal(root: Path) -> Path:
+    """Two groups on partition 0 (offsets 0-2): `skipper` committed 3 but nobody read offset 1;
+    `rewinder` read everything and its committed offset went 3 -> 1 with no reset."""
+    entries: list[dict[str, Any]] = []
+
+    def read(group: str, *offsets: int) -> None:
+        entries.extend({"event": "read", "group": group, "member": f"{group}-m0", "topic": TOPIC,
+                        "partition": 0, "offset": o, "value": f"p-{o}", "ts": 8_000}
+                       for o in offsets)
+
+    def commit(group: str, offset: int) -> None:
+        entries.append({"event": "commit", "group": group, "topic": TOPIC, "partition": 0,
+                        "offset": offset, "source": "offset-fetch", "ts": 8_000})
+
+    read("skipper", 0, 2)
+    commit("skipper", 3)
+    read("rewinder", 0, 1, 2)
+    commit("rewinder", 3)
+    commit("rewinder", 1)
+    path = root / "journal" / "chaos-consumers.journal"
+    path.write_bytes(b"".join(msgpack.packb(e, use_bin_type=True) for e in entries))
+    return path
+
+
 def build_cluster(root: Path) -> dict[str, Path]:
     write_metadata(root)
     files: dict[str, Path] = {}
@@ -119,12 +145,14 @@ def build_cluster(root: Path) -> dict[str, Path]:
     write_journals(root, events, [(0, "p-0", 0, 0), (0, "p-1", 1, 0), (0, "p-2", 2, 0),
                                   (1, "p-10", 0, 0), (1, "p-12", 1, 1), (2, "p-20", 0, 0),
                                   (2, "p-21", 1, 0), (3, "p-30", 0, 0), (3, "p-31", 0, 1)])
+    files["consumers"] = write_consumer_journal(root)
     return files
 
 
-def check(rules: dict[int, Any], files: dict[str, Path]) -> None:
+def check(rules: dict[int | str, Any], files: dict[str, Path]) -> None:
     flagged = {n for n, r in rules.items() if r.violation_count}
-    assert flagged == {20, 22, 23}, {n: r.violations for n, r in rules.items()}
+    assert flagged == {20, 22, 23, COMMITS_MONOTONIC, NO_SKIPPED}, {
+        n: r.violations for n, r in rules.items()}
     rule20 = rules[20]
     assert (rule20.checked, rule20.violation_count) == (2, 1)
     assert rule20.violations[0]["partition"] == f"{TOPIC}-1"
@@ -145,6 +173,17 @@ def check(rules: dict[int, Any], files: dict[str, Path]) -> None:
     assert rule23.attributed_count == 1
     assert rule23.attributed[0]["key"] == "p-30"
     assert rule23.attributed[0]["partition"] == f"{TOPIC}-3"
+    assert rule23.notes == {"duplicates_counted": 0}  # p-20's producer did not say: idempotent
+    monotonic = rules[COMMITS_MONOTONIC]
+    assert (monotonic.checked, monotonic.violation_count) == (3, 1)
+    back = monotonic.violations[0]
+    assert (back["group_id"], back["partition"], back["offset"]) == ("rewinder", f"{TOPIC}-0", 1)
+    assert back["file"] == str(files["consumers"])
+    skipped = rules[NO_SKIPPED]
+    # Checked: rewinder's last commit is 1 (offset 0 below it), skipper's 3 (offsets 0-2).
+    assert (skipped.checked, skipped.violation_count) == (1 + 3, 1)
+    assert skipped.notes == {"skipped_records": 1}
+    assert (skipped.violations[0]["group_id"], skipped.violations[0]["offset"]) == ("skipper", 1)
 
 
 def test_rules_20_22_23_on_hand_made_cluster(spark: SparkSession, tmp_path: Path) -> None:
@@ -153,6 +192,7 @@ def test_rules_20_22_23_on_hand_made_cluster(spark: SparkSession, tmp_path: Path
     check({r.rule: r for r in result.rules}, files)
     assert result.verdict == "violations"
     assert result.inputs["broker_journals"] == 3 and result.inputs["ack_journals"] == 1
+    assert result.inputs["consumer_journals"] == 1
     assert set(result.hwm_timelines) == {f"{TOPIC}-0", f"{TOPIC}-1", f"{TOPIC}-2", f"{TOPIC}-3"}
     page = (tmp_path / "report" / "index.html").read_text()
     assert "high watermark" in page and "attributed" in page and "rule 22: follower 102" in page

@@ -4,6 +4,7 @@ failure (what minikraft's own producer journals for the same cases)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,33 @@ def test_an_unknown_client_is_refused(tmp_path: Path) -> None:
             bootstrap_server="127.0.0.1:1", bootstrap_controller="127.0.0.1:2", topic="t",
             journal_path=tmp_path / "j", run_id="r", client="kcat",
         )
+
+
+def test_aiokafka_errors_map_to_kafkas_names() -> None:
+    aiokafka_errors = pytest.importorskip("aiokafka.errors", reason="dev extra: aiokafka")
+    from cluster.chaos.aiokafka_producer import aiokafka_error
+
+    assert aiokafka_error(aiokafka_errors.NotLeaderForPartitionError()) is (
+        Errors.NOT_LEADER_OR_FOLLOWER)
+    assert aiokafka_error(aiokafka_errors.NotEnoughReplicasError()) is Errors.NOT_ENOUGH_REPLICAS
+    assert aiokafka_error(aiokafka_errors.KafkaTimeoutError()) is Errors.REQUEST_TIMED_OUT
+    assert aiokafka_error(TimeoutError()) is Errors.REQUEST_TIMED_OUT  # our bound on one send
+    assert aiokafka_error(aiokafka_errors.KafkaConnectionError()) is Errors.NETWORK_EXCEPTION
+
+
+@pytest.mark.parametrize(
+    ("client", "idempotence", "journaled"),
+    [("confluent-kafka", True, True), ("confluent-kafka", False, False),
+     ("aiokafka", True, True), ("aiokafka", False, False),
+     # minikraft's own producer never resends a value: duplicates are the brokers' doing.
+     ("minikraft", False, True)],
+)
+def test_the_journal_says_whether_duplicates_are_a_violation(
+    tmp_path: Path, client: str, idempotence: bool, journaled: bool
+) -> None:
+    workload = ChaosWorkload(
+        bootstrap_server="127.0.0.1:1", bootstrap_controller="127.0.0.1:2", topic="t",
+        journal_path=tmp_path / "j", run_id="r", client=client, idempotence=idempotence,
+    )
+    assert workload.idempotent is journaled
+    assert workload.verify(Counter())["idempotent"] is journaled
