@@ -183,7 +183,7 @@ class ReplicaFetcher:
         if response.records:
             plog.append_as_follower(response.records)
             if plog.flush_due(None):
-                # Before the next Fetch reports the new end (rule 20); off the event loop.
+                # Before the next Fetch reports the new end (rule 20); group_commit says where.
                 await hosted.commit.sync()
                 if not self._current():
                     return
