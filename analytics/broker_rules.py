@@ -18,16 +18,16 @@ from pyspark.sql import functions as F
 from analytics import data_rules as dr
 from analytics.broker_inputs import (
     ACK_COLUMNS,
-    ACK_JOURNAL_SOURCE,
-    BROKER_JOURNAL_SOURCE,
     JOURNAL_COLUMNS,
     PARTITION_LOG_COLUMNS,
-    PARTITION_LOG_SOURCE,
-    ddl,
     discover_journals,
     discover_partition_logs,
+    iter_ack_rows,
+    iter_journal_rows,
+    iter_partition_log_rows,
 )
 from analytics.rules import MAX_EVIDENCE, RuleResult, good_rows, rule_result
+from analytics.staging import Stager, Table
 
 HWM_TIMELINE_PARTITIONS = 12
 HWM_TIMELINE_POINTS = 2000
@@ -49,23 +49,29 @@ class BrokerInputs:
     files: dict[str, int]
 
 
-def read_broker_inputs(spark: SparkSession, directory: str | Path) -> BrokerInputs:
-    """The three readers; a kind with no file becomes an empty DataFrame of its schema (a
-    DataSource with no input partition is not worth a Spark job)."""
+def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
+    """The three kinds of file handed to the stager (decoded outside Spark, analytics.staging);
+    a kind with no file becomes an empty DataFrame of its schema when read."""
     brokers, acks = discover_journals(directory)
     logs = discover_partition_logs(directory)
-
-    def load(source: str, columns: Any, present: bool) -> DataFrame:
-        if present:
-            return spark.read.format(source).load(str(directory))
-        return spark.createDataFrame([], ddl(columns))
-
-    return BrokerInputs(
-        load(BROKER_JOURNAL_SOURCE, JOURNAL_COLUMNS, bool(brokers)),
-        load(ACK_JOURNAL_SOURCE, ACK_COLUMNS, bool(acks)),
-        load(PARTITION_LOG_SOURCE, PARTITION_LOG_COLUMNS, bool(logs)),
+    return StagedBrokerInputs(
+        stager.submit("broker_journals", brokers, iter_journal_rows, JOURNAL_COLUMNS),
+        stager.submit("ack_journals", acks, iter_ack_rows, ACK_COLUMNS),
+        stager.submit("partition_logs", logs, iter_partition_log_rows, PARTITION_LOG_COLUMNS),
         {"broker_journals": len(brokers), "ack_journals": len(acks),
          "partition_log_segments": len(logs)})
+
+
+@dataclass
+class StagedBrokerInputs:
+    journal: Table
+    acks: Table
+    logs: Table
+    files: dict[str, int]
+
+    def read(self, spark: SparkSession) -> BrokerInputs:
+        return BrokerInputs(self.journal.read(spark), self.acks.read(spark),
+                            self.logs.read(spark), self.files)
 
 
 def _evidence(bad: DataFrame, count: int, order: list[str]) -> list[dict[str, Any]]:

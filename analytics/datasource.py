@@ -69,7 +69,6 @@ KIND_SNAPSHOT = "snapshot"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _NODE_DIR = re.compile(r"^(controller|broker)-(\d+)$")
-ARROW_BATCH_ROWS = 8192
 
 # (column, Spark DDL type); the order is the row tuple's order.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -345,7 +344,7 @@ def _fill_partition_fast(row: list[Any], value: bytes) -> bool:
     """PartitionRecord / PartitionChangeRecord columns straight from the msgpack map, the bulk
     of a metadata log; False (nothing filled) for anything else or anything unexpected, which
     then goes through decode_record, the one definition of the format (controller.core).
-    Value types are checked where the rows become Arrow columns (_to_arrow): a value that does
+    Value types are checked where the rows become Arrow columns (analytics.staging.to_arrow): a value that does
     not fit its column makes that row corrupt there."""
     try:
         type_id, version, data = msgpack.unpackb(value, raw=False, strict_map_key=True)
@@ -479,6 +478,25 @@ _IDENTITY_COLUMNS = frozenset(("node", "role", "directory_id", "file", "kind",
                                "batch_timestamp_ms", "is_control", "record_type"))
 
 
+def fit_row(row: tuple[Any, ...], arrow_schema: Any) -> tuple[Any, ...]:
+    """A row whose values fit the Arrow schema, or, when one does not (a record whose fields
+    have the wrong types), the row as corrupt with those values dropped."""
+    import pyarrow as pa
+
+    try:
+        for value, field in zip(row, arrow_schema, strict=True):
+            pa.array([value], type=field.type)
+        return row
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        names = arrow_schema.names
+        if "corrupt" not in names:
+            raise
+        fixed = [v if n in _IDENTITY_COLUMNS else None for v, n in zip(row, names, strict=True)]
+        fixed[names.index("corrupt")] = True
+        fixed[names.index("corrupt_reason")] = f"a field does not fit its column: {exc}"
+        return tuple(fixed)
+
+
 # -- Spark side: imported lazily so the pure readers work without pyspark ---------------------
 
 try:
@@ -506,45 +524,12 @@ try:
             return [FilePartition(spec) for spec in self.specs]
 
         def read(self, partition: InputPartition) -> Iterator[Any]:
-            import pyarrow as pa
             from pyspark.sql.pandas.types import to_arrow_schema
 
+            from analytics.staging import iter_arrow
+
             assert isinstance(partition, FilePartition)
-            arrow_schema = to_arrow_schema(self.schema)
-            rows: list[tuple[Any, ...]] = []
-            for row in self.rows(partition.spec):
-                rows.append(row)
-                if len(rows) >= ARROW_BATCH_ROWS:
-                    yield _to_arrow(pa, rows, arrow_schema)
-                    rows = []
-            if rows:
-                yield _to_arrow(pa, rows, arrow_schema)
-
-    def _to_arrow(pa: Any, rows: list[tuple[Any, ...]], arrow_schema: Any) -> Any:
-        try:
-            columns = list(zip(*rows, strict=True))
-            arrays = [pa.array(col, type=field.type) for col, field in
-                      zip(columns, arrow_schema, strict=True)]
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            return _to_arrow(pa, [_fit(pa, row, arrow_schema) for row in rows], arrow_schema)
-        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-
-    def _fit(pa: Any, row: tuple[Any, ...], arrow_schema: Any) -> tuple[Any, ...]:
-        """A row whose values fit the schema, or, when one does not (a record whose fields
-        have the wrong types), the row as corrupt with those values dropped."""
-        try:
-            for value, field in zip(row, arrow_schema, strict=True):
-                pa.array([value], type=field.type)
-            return row
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            names = arrow_schema.names
-            if "corrupt" not in names:
-                raise
-            fixed = [v if n in _IDENTITY_COLUMNS else None for v, n in zip(row, names,
-                                                                          strict=True)]
-            fixed[names.index("corrupt")] = True
-            fixed[names.index("corrupt_reason")] = f"a field does not fit its column: {exc}"
-            return tuple(fixed)
+            yield from iter_arrow([partition.spec], self.rows, to_arrow_schema(self.schema))
 
     class MetadataLogDataSource(DataSource):
         """Registered as "minikraft-metadata"; `load(dir)` passes dir as the "path" option."""

@@ -523,20 +523,6 @@ def pick_replay_source(
     return ReplaySource(node, None, log_start)
 
 
-def file_summary(batches: DataFrame) -> list[dict[str, Any]]:
-    """One small row per file, from the batch rows: node, role, kind, first/last good offset,
-    batches, records, damaged regions."""
-    good = F.col("damage").isNull()
-    return [r.asDict() for r in batches.groupBy("node", "role", "kind", "file",
-                                                "snapshot_end_offset")
-            .agg(F.min(F.when(good, F.col("base_offset"))).alias("first_offset"),
-                 F.max(F.when(good, F.col("last_offset"))).alias("last_offset"),
-                 F.sum(F.when(good, 1).otherwise(0)).alias("batches"),
-                 F.sum(F.when(good, F.col("last_offset") - F.col("base_offset") + 1)
-                       .otherwise(0)).alias("records"),
-                 F.sum(F.when(good, 0).otherwise(1)).alias("corrupt")).collect()]
-
-
 def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
     logs: dict[tuple[int, str], list[int]] = {}
     for r in summary:
