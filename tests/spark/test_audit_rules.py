@@ -247,7 +247,8 @@ def _verdicts(rules: list[RuleResult]) -> dict[int, tuple[int, int, list[tuple[s
 
 
 def test_baseline_agrees_with_the_spark_audit(spark: SparkSession, broken: BrokenLog,
-                                              tmp_path: Path) -> None:
+                                              tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The single-process baseline (`bench audit`'s yardstick) and the Spark audit count the
     same things and flag the same places, on a clean log with a snapshot and on the broken one."""
     generate_cluster_dir(tmp_path / "clean", 2500, seed=11, topics=3, partitions_per_topic=4,
@@ -256,9 +257,11 @@ def test_baseline_agrees_with_the_spark_audit(spark: SparkSession, broken: Broke
     for root, result in ((tmp_path / "clean", clean), (broken.root, broken.result)):
         expected = _verdicts(result.rules)
         assert _verdicts(run_baseline(root).rules) == expected, root
-    # Large inputs are cached on disk only (MEMORY_CACHE_LIMIT_BYTES): same verdicts.
-    on_disk = run_audit(broken.root, spark=spark, memory_cache_limit_bytes=0)
-    assert _verdicts(on_disk.rules) == _verdicts(broken.result.rules)
+    # Large inputs are decoded by a pool of forked processes (PARALLEL_DECODE_BYTES): same
+    # verdicts as decoding in the driver's own process.
+    monkeypatch.setattr("analytics.audit.PARALLEL_DECODE_BYTES", 0)
+    pooled = run_audit(broken.root, spark=spark)
+    assert _verdicts(pooled.rules) == _verdicts(broken.result.rules)
     assert clean.rule(8).checked > 100 and broken.result.rule(8).violation_count == 1
 
 
