@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import re
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,6 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from analytics.partition_replay import replay_frame
 from analytics.rules_shared import check_leader_in_isr
 from controller.core.invariants import (
     check_epochs_bumped,
@@ -45,6 +45,7 @@ from controller.core.records import (
     CONFIG_RESOURCE_TOPIC,
     LAST_KNOWN_LEADER_UNCHANGED,
     LEADER_RECOVERY_STATE_UNCHANGED,
+    NO_LEADER,
     NO_LEADER_CHANGE,
     PartitionChangeRecord,
     PartitionRecord,
@@ -247,6 +248,83 @@ def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
 
 TALLY = "tally"  # one row per partition: how many states and changes its replay saw
 TIMELINE_POINTS = 2000  # the last points of a partition kept for the report's timeline
+ARROW_OUT_ROWS = 8192
+
+
+def replay_summary(rows: Iterable[dict[str, Any]], keep_points: int = TIMELINE_POINTS
+                   ) -> Iterator[dict[str, Any]]:
+    """replay_partition, reduced for the Spark audit: every violation, the last keep_points
+    points (what a timeline draws) and one TALLY row counting all states and changes, leader
+    changes, and the time (by batch timestamps) the partition had no leader or an ISR below
+    the min ISR in force, so the output grows with the violations, not with the log."""
+    points: deque[dict[str, Any]] = deque(maxlen=keep_points)
+    states = changes = leader_changes = unavailable_ms = under_min_isr_ms = 0
+    last: dict[str, Any] | None = None
+    for out in replay_partition(rows):
+        if out["kind"] != POINT:
+            yield out
+            continue
+        states += 1
+        changes += out["record_type"] == "PartitionChangeRecord"
+        if last is not None:
+            held = max(0, (out["batch_timestamp_ms"] or 0) - (last["batch_timestamp_ms"] or 0))
+            unavailable_ms += held if last["leader"] == NO_LEADER else 0
+            under_min_isr_ms += held if last["isr_size"] < last["min_isr"] else 0
+            leader_changes += out["leader"] != last["leader"]
+        points.append(out)
+        last = out
+    yield from points
+    if last is not None:
+        yield {"kind": TALLY, "rule": None, "message": None, "node": last["node"],
+               "file": last["file"], "offset": last["offset"], "topic_id": last["topic_id"],
+               "partition_id": last["partition_id"], "states": states, "changes": changes,
+               "unavailable_ms": unavailable_ms, "under_min_isr_ms": under_min_isr_ms,
+               "leader_changes": leader_changes}
+
+
+ARRAY_COLUMNS = ("replicas", "isr", "elr", "last_known_elr", "adding_replicas",
+                 "removing_replicas")
+_NULL_ARRAY = "-"
+
+
+def _packed_arrays() -> Any:
+    """The replica-list columns as one string, `1,2,3|1,2|-|...` (`-` = null, i.e. unchanged):
+    Spark's Arrow writer is several times slower on array columns than on a string, and
+    these cross to Python once per partition record."""
+    return F.concat_ws("|", *[F.coalesce(F.array_join(c, ","), F.lit(_NULL_ARRAY))
+                              for c in ARRAY_COLUMNS]).alias("arrays")
+
+
+def _unpack_arrays(row: dict[str, Any]) -> None:
+    for name, text in zip(ARRAY_COLUMNS, row.pop("arrays").split("|"), strict=True):
+        row[name] = None if text == _NULL_ARRAY else [int(v) for v in text.split(",") if v]
+
+
+def _replay_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow body over rows sorted by (topic_id, partition_id, seq_major, seq_minor): each
+    partition's rows are contiguous, so one streaming pass replays them all, with no per-group
+    call (a Spark task holds many partitions)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(REPLAY_OUTPUT_SCHEMA)
+    out: list[dict[str, Any]] = []
+    group: list[dict[str, Any]] = []
+    key: tuple[Any, Any] | None = None
+    for batch in batches:
+        for row in batch.to_pylist():
+            _unpack_arrays(row)
+            row_key = (row["topic_id"], row["partition_id"])
+            if row_key != key:
+                out.extend(replay_summary(group))
+                group, key = [], row_key
+            group.append(row)
+        if len(out) >= ARROW_OUT_ROWS:
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            out = []
+    out.extend(replay_summary(group))
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
 
@@ -497,11 +575,13 @@ def replay_partitions(df: DataFrame, summary: list[dict[str, Any]]) -> DataFrame
         | ((F.col("record_type") == "FeatureLevelRecord") & (F.col("name") == ELR_FEATURE)))
     cluster_configs = cluster_rows.drop("topic_id", "partition_id").crossJoin(
         F.broadcast(partitions))
-    columns = list(REPLAY_COLUMNS)
+    columns = [c for c in REPLAY_COLUMNS if c not in ARRAY_COLUMNS] + [_packed_arrays()]
     grouped = (partition_rows.select(*columns)
                .unionByName(topic_configs.select(*columns))
                .unionByName(cluster_configs.select(*columns)))
-    return replay_frame(grouped).select(*REPLAY_OUTPUT_SCHEMA.fieldNames())
+    ordered = grouped.repartition("topic_id", "partition_id").sortWithinPartitions(
+        "topic_id", "partition_id", "seq_major", "seq_minor")
+    return ordered.mapInArrow(_replay_batches, schema=REPLAY_OUTPUT_SCHEMA)
 
 
 def partition_rule_results(replayed: DataFrame | None) -> list[RuleResult]:
