@@ -1,12 +1,14 @@
-"""`run_audit`: read every metadata file under a directory with Spark, check the rules, report.
+"""`run_audit`: read every metadata file under a directory, check the rules with Spark, report.
 
-Two reads: every batch of every file from its header and CRC (cheap: rule 2 and the damage
-report, analytics.log_scan), then the records of one node only, the replay source (the longest
-controller log), plus every node's control batches (rules 1 and 5). The decoded rows are
-persisted once and every rule runs over them; only counts, evidence (capped) and a few
-partitions' timelines reach the driver. Verdict: `corrupt` when a CRC or framing error has valid
-data after it (bit rot), else `violations` when a rule is broken, else `clean`; a torn tail
-after a crash is reported, not a finding.
+Two reads, both outside Spark (analytics.staging: the driver's process, or a forked pool while
+the JVM starts), into Parquet that Spark reads natively: every batch of every file from its
+header and CRC (cheap: rule 2 and the damage report, analytics.log_scan), then the records of
+one node only, the replay source (the longest controller log, chosen from the batch headers
+before Spark is up), plus every node's control batches (rules 1 and 5). Every rule then runs
+over the Parquet tables; only counts, evidence (capped) and a few partitions' timelines reach
+the driver. Verdict: `corrupt` when a CRC or framing error has valid data after it (bit rot),
+else `violations` when a rule is broken, else `clean`; a torn tail after a crash is reported,
+not a finding.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ from typing import Any
 
 from cluster.bench.report import make_report, row
 
-NOTE = ("same files, same run; Spark local[2] (decodes the replay source's records, compares "
+NOTE = ("same files, same run; Spark local[2] (decodes the replay source's records outside "
+        "Spark into Parquet while the JVM starts, compares "
         "the other replicas batch by batch: base offset, epoch, CRC) vs one Python process "
         "(decodes every replica's records); wall time incl. Spark start-up; on a shared "
         "machine both sides compete with whatever else runs")
