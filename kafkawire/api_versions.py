@@ -47,18 +47,63 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.CREATE_TOPICS: VersionRange(2, 7),
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
-        ApiKey.ELECT_LEADERS: VersionRange(0, 2),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 3),  # v3: DesignatedLeaders (seed 004)
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
-        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
         ApiKey.GET_REPLICA_LOG_INFO: VersionRange(0, 0),
+        # The group coordinator (classic protocol), Kafka 4.0's ranges.
+        ApiKey.FIND_COORDINATOR: VersionRange(0, 6),
+        ApiKey.JOIN_GROUP: VersionRange(2, 9),
+        ApiKey.SYNC_GROUP: VersionRange(0, 5),
+        ApiKey.HEARTBEAT: VersionRange(0, 4),
+        ApiKey.LEAVE_GROUP: VersionRange(0, 5),
+        ApiKey.OFFSET_COMMIT: VersionRange(2, 9),
+        ApiKey.OFFSET_FETCH: VersionRange(1, 9),
+        ApiKey.LIST_GROUPS: VersionRange(0, 5),
+        ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
+        ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+        ApiKey.DELETE_RECORDS: VersionRange(0, 2),
+        ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+        # Forwarded to the controllers unchanged (the Raft leader answers).
+        ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
+        ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+        ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+        # The idempotent producer; no transactional APIs (transactions are out of scope).
+        ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     }
 )
 
-# Controllers: node-to-node RPCs still travel in the msgpack framing in this stage; on Kafka's
-# protocol a controller answers ApiVersions only, so a client pointed at it learns so cleanly.
+# Controllers: each family adds the APIs it serves on the controller listener.
 CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
-    {ApiKey.API_VERSIONS: VersionRange(0, 4)}
+    {
+        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        # Admin APIs (KIP-919 --bootstrap-controller; what brokers forward), same ranges as brokers.
+        ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+        ApiKey.DELETE_TOPICS: VersionRange(1, 6),
+        ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+        ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+        ApiKey.ELECT_LEADERS: VersionRange(0, 3),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+        ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+        # The metadata quorum's Raft RPCs (raft/runtime/kafka_raft_apis.py): one version node
+        # to node, the newest kio has with directory ids, PreVote and endpoints.
+        ApiKey.FETCH: VersionRange(17, 17),
+        ApiKey.VOTE: VersionRange(2, 2),
+        ApiKey.BEGIN_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.END_QUORUM_EPOCH: VersionRange(1, 1),
+        ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
+        ApiKey.FETCH_SNAPSHOT: VersionRange(1, 1),
+        ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
+        ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+        ApiKey.UPDATE_RAFT_VOTER: VersionRange(0, 0),
+        ApiKey.ALLOCATE_PRODUCER_IDS: VersionRange(0, 0),
+        # Broker lifecycle (controller/runtime/kafka_broker_lifecycle.py): one version each.
+        ApiKey.ALTER_PARTITION: VersionRange(3, 3),
+        ApiKey.BROKER_REGISTRATION: VersionRange(4, 4),
+        ApiKey.BROKER_HEARTBEAT: VersionRange(1, 1),
+    }
 )
 
 

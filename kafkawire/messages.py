@@ -1,4 +1,6 @@
-"""Encode and decode any Kafka request or response by (api key, version), through kio.
+"""Encode and decode any Kafka request or response by (api key, version), with kio's schemas
+and kafkawire.codec's compiled writers and readers (kio's bytes and entities, faster; lengths
+beyond the frame refused before anything is allocated).
 
 Request header v1 (non-flexible bodies) or v2 (flexible: tagged fields); response header v0, or
 v1 for flexible bodies except ApiVersions, whose response header is always v0 so a client that
@@ -8,7 +10,6 @@ does not yet know the broker's versions can read it (KIP-511). A frame that does
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from functools import cache
@@ -20,10 +21,9 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from kafkawire import get_replica_log_info
+from kafkawire import codec, describe_topic_partitions, elect_leaders_v3, get_replica_log_info
 from kafkawire.api_keys import ApiKey
 from kafkawire.errors import Errors
 from kafkawire.framing import frame
@@ -33,6 +33,16 @@ _CUSTOM: dict[tuple[int, int], tuple[type, type]] = {
     (int(ApiKey.GET_REPLICA_LOG_INFO), 0): (
         get_replica_log_info.GetReplicaLogInfoRequest,
         get_replica_log_info.GetReplicaLogInfoResponse,
+    ),
+    (int(ApiKey.ELECT_LEADERS), 3): (
+        elect_leaders_v3.ElectLeadersRequest,
+        elect_leaders_v3.ElectLeadersResponse,
+    ),
+}
+# DescribeTopicPartitions v0 keeps kio's request; its response carries minikraft's tagged fields.
+_CUSTOM_RESPONSES: dict[tuple[int, int], type] = {
+    (int(ApiKey.DESCRIBE_TOPIC_PARTITIONS), 0): (
+        describe_topic_partitions.DescribeTopicPartitionsResponse
     ),
 }
 
@@ -44,6 +54,29 @@ def error_code(error: Errors | int) -> ErrorCode:
         return ErrorCode(int(error))
     except ValueError:
         return ErrorCode.unknown_server_error
+
+
+def error_message(error: Errors | int, message: str | None) -> str | None:
+    """The message to send beside error_code(error): a code kio lacks travels as
+    UNKNOWN_SERVER_ERROR with its name first in the message, so our own clients recover it
+    (`wire_error`) and other clients read the name."""
+    try:
+        ErrorCode(int(error))
+    except ValueError:
+        name = Errors.of(int(error)).name
+        return f"{name}: {message}" if message else name
+    return message or None
+
+
+def wire_error(code: int, message: str | None) -> Errors:
+    """The error a response's code and message stand for (inverse of error_message)."""
+    error = Errors.of(int(code))
+    if error is Errors.UNKNOWN_SERVER_ERROR and message:
+        name = message.split(":", 1)[0]
+        own = Errors.__members__.get(name)
+        if own is not None:
+            return own
+    return error
 
 
 class UndecodableRequestError(ValueError):
@@ -87,6 +120,9 @@ def response_schema(api_key: int, version: int) -> type:
     custom = _CUSTOM.get((api_key, version))
     if custom is not None:
         return custom[1]
+    custom_response = _CUSTOM_RESPONSES.get((api_key, version))
+    if custom_response is not None:
+        return custom_response
     try:
         return load_response_schema(api_key, version)
     except KioIndexError:
@@ -99,6 +135,13 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
         raise UndecodableRequestError(f"request of {len(payload)} bytes has no header")
     api_key, api_version, correlation_id = _API_HEAD.unpack_from(payload, 0)
     return int(api_key), int(api_version), int(correlation_id)
+
+
+def peek_correlation_id(payload: bytes) -> int:
+    """The correlation id a response payload starts with (both response headers do)."""
+    if len(payload) < 4:
+        raise UndecodableRequestError(f"response of {len(payload)} bytes has no header")
+    return int.from_bytes(payload[:4], "big", signed=True)
 
 
 def _is_flexible(schema: type) -> bool:
@@ -119,7 +162,7 @@ def decode_request_header(payload: bytes) -> tuple[RequestHeader, int]:
     header_cls = RequestHeaderV2 if request_header_is_v2(api_key, api_version) else RequestHeaderV1
     header: Any
     try:
-        header, size = entity_reader(header_cls)(payload, 0)
+        header, size = codec.reader(header_cls)(payload, 0)
     except Exception as exc:  # kio raises several types for garbage
         raise UndecodableRequestError(f"undecodable request header: {exc}") from None
     return (
@@ -139,7 +182,7 @@ def decode_request(payload: bytes) -> KafkaRequest:
     schema = request_schema(header.api_key, header.api_version)
     body: Any
     try:
-        body, _size = entity_reader(schema)(payload, offset)
+        body, _end = codec.reader(schema)(payload, offset)
     except Exception as exc:  # kio raises several types for garbage
         raise UndecodableRequestError(
             f"undecodable api key {header.api_key} v{header.api_version} body: {exc}"
@@ -148,9 +191,7 @@ def decode_request(payload: bytes) -> KafkaRequest:
 
 
 def _write(entity: Any) -> bytes:
-    buffer = io.BytesIO()
-    entity_writer(type(entity))(buffer, entity)
-    return buffer.getvalue()
+    return codec.writer(type(entity))(entity)
 
 
 def encode_request(body: Any, correlation_id: int, client_id: str | None) -> bytes:
@@ -190,6 +231,6 @@ def decode_response(payload: bytes, api_key: int, version: int) -> tuple[int, An
     )
     header: Any
     body: Any
-    header, offset = entity_reader(header_cls)(payload, 0)
-    body, _size = entity_reader(response_schema(api_key, version))(payload, offset)
+    header, offset = codec.reader(header_cls)(payload, 0)
+    body, _end = codec.reader(response_schema(api_key, version))(payload, offset)
     return int(header.correlation_id), body

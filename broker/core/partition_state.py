@@ -29,7 +29,6 @@ from broker.core.journal_events import (
     Truncated,
 )
 from broker.core.leader_epoch_cache import EpochEntry
-from cluster.protocol.errors import Errors
 from controller.core.alter_partition import (
     NO_BROKER_EPOCH,
     AlterPartitionPartition,
@@ -37,6 +36,7 @@ from controller.core.alter_partition import (
     BrokerState,
 )
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+from kafkawire.errors import Errors
 
 ACKS_ALL = -1
 VALID_ACKS = frozenset({0, 1, ACKS_ALL})

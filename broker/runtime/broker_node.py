@@ -1,7 +1,9 @@
 """One broker process (ARCHITECTURE.md "Processes"): a Raft observer of `__cluster_metadata`
-replaying it into the MetadataImage, registration and heartbeats with the active controller, the
-partitions it hosts (ReplicaManager), replica fetchers, the broker's RPC listener (its own
-BROKER_REGISTRY) and its HTTP side.
+replaying it into the MetadataImage, registration, heartbeats and AlterPartition with the active
+controller (Kafka's BrokerRegistration/BrokerHeartbeat/AlterPartition,
+controller/runtime/kafka_broker_lifecycle.py), the partitions it hosts (ReplicaManager), replica
+fetchers (Kafka's Fetch to the leader broker), the broker's listener (Kafka's protocol) and its
+HTTP side.
 
 A broker never votes: it is not in the voter set, so its RaftReplica is an observer that
 fetches from the leader it finds through `controller.quorum.bootstrap.servers`.
@@ -35,18 +37,20 @@ from broker.runtime.event_journal import EventJournal
 from broker.runtime.kafka_apis import KafkaApis
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
-from cluster.config import NodeConfig, parse_listeners
-from cluster.net.client import RpcClient
-from cluster.net.faults import FaultInjector
-from cluster.net.http_server import HttpStatusServer
-from cluster.net.loop import serve_until_signalled
-from cluster.net.server import RequestContext, RpcServer
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
-from cluster.protocol.api_keys import ApiKey
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as cm
 from controller.core.metadata_image import MetadataImage
+from controller.runtime.kafka_broker_lifecycle import (
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
 from controller.runtime.metadata_state import MetadataState
+from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.config import NodeConfig, parse_listeners
+from kafkawire.errors import Errors, KafkaError
+from kafkawire.faults import FaultInjector
+from kafkawire.http_status import HttpStatusServer
+from kafkawire.loop import serve_until_signalled
+from kafkawire.server import KafkaServer
 from raft.core.record_batch import RecordBatch
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import ensure_storage_identity
@@ -54,7 +58,6 @@ from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.broker")
 
-BrokerHandler = Callable[[ApiKey, Any, RequestContext], Awaitable[Any]]
 
 BROKER_DEFAULTS = {
     "replica.lag.time.max.ms": "30000",
@@ -116,17 +119,11 @@ class BrokerNode:
         self.metadata = BrokerMetadataState(
             config.get_int("metadata.log.snapshot.interval.records"), self._on_image
         )
-        # Two clients: the global registry for Raft and the controller, BROKER_REGISTRY for
-        # partition data between brokers.
-        self.client = RpcClient(f"node-{config.node_id}", cluster_id=None, faults=self.faults)
-        self.raft = RaftManager(config, self.client, listener=self.metadata)
-        self.client.cluster_id = self.raft.cluster_id
-        self.broker_client = RpcClient(
-            f"node-{config.node_id}",
-            cluster_id=self.raft.cluster_id,
-            faults=self.faults,
-            registry=bm.BROKER_REGISTRY,
-        )
+        self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
+        # Broker lifecycle with the active controller on Kafka's protocol, on connections of
+        # its own: a Kafka listener serves one request per connection at a time, so heartbeats
+        # never queue behind another family's long-polling requests.
+        self.controller_client = KafkaClient(client_id_for_node(config.node_id), faults=self.faults)
         self.metadata.bind(self.raft)
         flush_text = config.get("flush.messages")
         self.journal = EventJournal(journal_path(config))
@@ -143,27 +140,16 @@ class BrokerNode:
             lambda: self.broker_epoch,
         )
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
-        self.handlers: dict[ApiKey, BrokerHandler] = {
-            ApiKey.PRODUCE: self._produce,
-            ApiKey.FETCH: self._fetch,
-            ApiKey.LIST_OFFSETS: self._list_offsets,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
-            ApiKey.METADATA: self._metadata_request,
-            ApiKey.GET_REPLICA_LOG_INFO: self._replica_log_info,
-        }
-        self.server = RpcServer(
+        # Kafka's wire protocol on the broker's listener (clients and the other brokers).
+        self.kafka_apis = KafkaApis(self)
+        self.server = KafkaServer(
             listener.host,
             listener.port,
-            self._handle,
-            cluster_id=self.raft.cluster_id,
-            node_id=config.node_id,
+            self.kafka_apis.service,
             max_frame_bytes=config.get_int("socket.request.max.bytes"),
             faults=self.faults,
-            registry=bm.BROKER_REGISTRY,
+            name=f"Broker {config.node_id}",
         )
-        # Kafka's wire protocol on the same listener, for real Kafka clients (issue 20).
-        self.kafka_apis = KafkaApis(self)
-        self.server.kafka_service = self.kafka_apis.service
         self.registry = CollectorRegistry()
         Gauge(
             "broker_metadata_offset", "applied metadata offset", registry=self.registry
@@ -247,8 +233,8 @@ class BrokerNode:
         if clean:
             # Written after the final flush (seed 001): the controller compares it at restart.
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
-        await self.client.close()
-        await self.broker_client.close()
+        await self.controller_client.close()
+        await self.kafka_apis.admin.close()
 
     async def _controlled_shutdown(self) -> None:
         """Heartbeat want_shut_down until the controller moved our leaderships away."""
@@ -359,11 +345,12 @@ class BrokerNode:
         candidates = ([leader] if leader else []) + [
             s for s in self.config.bootstrap_servers if s != leader
         ]
+        send = self._send_to_controller(request, timeout_ms)
         failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
-        not_controller: Any = None  # the first NOT_CONTROLLER answer, kept for its message
+        not_controller: Any = None  # the first NOT_CONTROLLER answer
         for candidate in candidates:
             try:
-                response = await self.client.request(candidate, request, timeout_ms=timeout_ms)
+                response = await send(candidate)
             except KafkaError as exc:
                 if candidate == leader and exc.error != Errors.NETWORK_EXCEPTION:
                     raise  # a slow leader is not a gone one: do not multiply the timeout
@@ -376,6 +363,19 @@ class BrokerNode:
         if not_controller is not None:
             return not_controller
         raise failure
+
+    def _send_to_controller(
+        self, request: Any, timeout_ms: int
+    ) -> Callable[[str], Awaitable[Any]]:
+        """How a core lifecycle request reaches one controller: on Kafka's protocol
+        (kafka_broker_lifecycle), the core's response coming back."""
+        body = lifecycle_request_to_kio(request)
+
+        async def send(address: str) -> Any:
+            answer = await self.controller_client.request(address, body, timeout_ms=timeout_ms)
+            return lifecycle_response_from_kio(answer)
+
+        return send
 
     async def _send_alter_partition(
         self, request: cm.AlterPartitionRequest
@@ -417,10 +417,11 @@ class BrokerNode:
             fetcher = ReplicaFetcher(
                 self.replicas,
                 hosted,
-                self.broker_client,
+                KafkaClient(client_id_for_node(self.broker_id), faults=self.faults),
                 self._broker_address,
                 lambda: self.broker_epoch,
                 self.config.get_int("replica.fetch.backoff.ms"),
+                self.raft.cluster_id,
             )
             self.fetchers[key] = fetcher
             fetcher.start()
@@ -433,87 +434,6 @@ class BrokerNode:
             if endpoint.name == self.listener.name:
                 return f"{endpoint.host}:{endpoint.port}"
         return None
-
-    # ---- handlers ----
-
-    async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
-        if api_key in bm.FORWARDED_ADMIN_KEYS:
-            # The CLI's admin commands against broker addresses (Kafka's forwarding).
-            timeout_ms = int(getattr(request, "timeout_ms", 0)) or None
-            return await self.kafka_apis.admin.forward(request, timeout_ms)
-        handler = self.handlers.get(api_key)
-        if handler is None:
-            raise KafkaError(Errors.UNSUPPORTED_VERSION, f"broker does not serve {api_key.name}")
-        return await handler(api_key, request, ctx)
-
-    async def _produce(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
-        return await self.replicas.produce(request)
-
-    async def _fetch(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
-        return await self.replicas.fetch(request)
-
-    async def _list_offsets(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
-        return self.replicas.list_offsets(request)
-
-    async def _offset_for_leader_epoch(
-        self, _key: ApiKey, request: Any, _ctx: RequestContext
-    ) -> Any:
-        return self.replicas.offset_for_leader_epoch(request)
-
-    async def _replica_log_info(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
-        return self.replicas.replica_log_info(request)
-
-    async def _metadata_request(self, _key: ApiKey, request: Any, _ctx: RequestContext) -> Any:
-        image = self.metadata.image
-        brokers = []
-        for reg in image.brokers.values():
-            endpoint = next((e for e in reg.endpoints if e.name == self.listener.name), None)
-            if endpoint is None:
-                continue
-            brokers.append(
-                bm.MetadataBroker(
-                    reg.broker_id, endpoint.host, endpoint.port, reg.fenced,
-                    reg.in_controlled_shutdown, reg.epoch,
-                )
-            )
-        topics = []
-        names = request.topics if request.topics is not None else sorted(image.topics_by_name)
-        for name in names:
-            topic = image.topics_by_name.get(name)
-            if topic is None:
-                topics.append(
-                    bm.MetadataTopic(name, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION))
-                )
-                continue
-            partitions = [
-                bm.MetadataPartition(
-                    partition_id,
-                    leader_id=reg.leader,
-                    leader_epoch=reg.leader_epoch,
-                    replica_nodes=list(reg.replicas),
-                    isr_nodes=list(reg.isr),
-                    eligible_leader_replicas=list(reg.elr),
-                    leader_recovery_state=int(reg.leader_recovery_state),
-                )
-                for partition_id, reg in sorted(topic.partitions.items())
-            ]
-            topics.append(
-                bm.MetadataTopic(
-                    name,
-                    topic_id=topic.topic_id,
-                    min_insync_replicas=image.topic_min_insync_replicas(name),
-                    partitions=partitions,
-                )
-            )
-        leader = self.raft.replica.leader_id
-        return bm.MetadataResponse(
-            brokers=brokers,
-            topics=topics,
-            controller_bootstrap_servers=list(self.config.bootstrap_servers),
-            metadata_leader_id=-1 if leader is None else leader,
-            metadata_offset=self.metadata.committed_offset,
-            node_id=self.broker_id,
-        )
 
     # ---- status ----
 

@@ -16,16 +16,26 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.runtime.kafka_admin_apis import KafkaAdminApis, live_brokers
+from broker.core import messages as bm
+from broker.runtime.group_coordinator import OFFSETS_TOPIC
+from broker.runtime.kafka_admin_apis import KafkaAdminApis
+from broker.runtime.kafka_group_apis import KafkaGroupApis
+from broker.runtime.kafka_replication import (
+    fetch_partition_from_request,
+    fetch_partition_to_kio,
+    fetch_replica,
+    offset_for_leader_epoch_partition_to_kio,
+)
+from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import HostedPartition
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
-from cluster.net.kafka_connection import KafkaRequestContext, KafkaService
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
 from controller.core.metadata_image import MetadataImage
+from controller.runtime import kafka_describe
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
+from kafkawire.connection import KafkaRequestContext, KafkaService
+from kafkawire.create_topics import NewTopic
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
@@ -42,6 +52,7 @@ AUTO_CREATE_DEFAULTS = {
     "num.partitions": "1",
     "default.replication.factor": "1",
 }
+
 
 Handler = Callable[[Any, int], Awaitable[Any | None]]
 
@@ -65,24 +76,29 @@ class KafkaApis:
             ApiKey.FETCH: self._fetch,
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
-            ApiKey.CREATE_TOPICS: self.admin.create_topics,
-            ApiKey.DELETE_TOPICS: self.admin.delete_topics,
-            ApiKey.DESCRIBE_CONFIGS: self.admin.describe_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
-            ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
-            ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.admin.describe_topic_partitions,
+            **self.admin.handlers(),
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
+            ApiKey.DELETE_RECORDS: self._delete_records,
+            ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
         }
-        missing = set(BROKER_API_VERSIONS) - set(self._handlers)
+        self.producer_ids = ProducerIdManager(
+            broker.broker_id,
+            lambda: broker.broker_epoch,
+            lambda body, timeout_ms: self.admin.forward_body(body, timeout_ms),
+        )
+        # The group coordinator's APIs take the connection's context (client id and host).
+        self.groups = KafkaGroupApis(broker)
+        missing = set(BROKER_API_VERSIONS) - set(self._handlers) - set(self.groups.handlers)
         if missing:  # the table advertises exactly what is implemented
             raise RuntimeError(f"advertised but not handled: {sorted(missing)}")
         self.service = KafkaService(BROKER_API_VERSIONS, self.handle)
         self._background: set[asyncio.Future[None]] = set()
         self._creating: set[str] = set()
 
-    async def handle(self, request: KafkaRequest, _ctx: KafkaRequestContext) -> Any | None:
+    async def handle(self, request: KafkaRequest, ctx: KafkaRequestContext) -> Any | None:
         header = request.header
+        if header.api_key in self.groups.handlers:
+            return await self.groups.handle(request, ctx)
         return await self._handlers[ApiKey(header.api_key)](request.body, header.api_version)
 
     @property
@@ -163,7 +179,7 @@ class KafkaApis:
                     error_code=error_code(Errors.NONE),
                     name=topic.name,
                     topic_id=topic.topic_id,
-                    is_internal=False,
+                    is_internal=topic.name == OFFSETS_TOPIC,
                     partitions=tuple(partitions),
                 )
             )
@@ -173,7 +189,7 @@ class KafkaApis:
             task.add_done_callback(self._background.discard)
         brokers = tuple(
             build(broker_cls, node_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(self._image, self.broker.listener.name)
+            for b, host, port, rack in kafka_describe.live_brokers(self._image, self.broker.listener.name)
         )
         return build(
             schema,
@@ -200,25 +216,19 @@ class KafkaApis:
             self._creating.difference_update(names)
 
     async def _auto_create_now(self, names: list[str]) -> None:
+        """Kafka's auto-creation: a CreateTopics with this broker's `num.partitions` and
+        `default.replication.factor`, forwarded to the active controller like a client's."""
         config = self.broker.config
-        request = cm.CreateTopicsRequest(
-            [
-                cm.CreatableTopic(
-                    name,
-                    config.get_int("num.partitions"),
-                    config.get_int("default.replication.factor"),
-                )
-                for name in names
-            ]
-        )
+        topics = [
+            NewTopic(name, config.get_int("num.partitions"), config.get_int("default.replication.factor"))
+            for name in names
+        ]
         try:
-            response = await self.admin.forward(request)
-            for result in response.topics:
-                error = Errors.of(result.error_code)
+            for name, error in (await self.admin.create_topics(topics)).items():
                 if error is Errors.NONE:
-                    log.info("Auto-created topic %s for a client's Metadata request", result.name)
+                    log.info("Auto-created topic %s for a client's Metadata request", name)
                 elif error is not Errors.TOPIC_ALREADY_EXISTS:  # a race with its creation
-                    log.info("Auto-creating topic %s failed: %s", result.name, error.name)
+                    log.info("Auto-creating topic %s failed: %s", name, error.name)
         except KafkaError as exc:
             log.info("Auto-creating %s failed: %s", names, exc)
 
@@ -264,7 +274,9 @@ class KafkaApis:
                     error_code=error_code(result.error_code),
                     base_offset=result.base_offset,
                     log_append_time=None,
-                    log_start_offset=0 if result.error_code == 0 else -1,
+                    log_start_offset=self._log_start_offset(name, index)
+                    if result.error_code == 0
+                    else -1,
                     record_errors=(),
                     error_message=result.error_message or None,
                     **extra,
@@ -279,6 +291,11 @@ class KafkaApis:
             throttle_time=NO_THROTTLE,
         )
 
+    def _log_start_offset(self, topic: str, partition: int) -> int:
+        """The partition's log start offset (DeleteRecords moves it), for Produce answers."""
+        hosted = self.broker.replicas.partitions.get((topic, partition))
+        return -1 if hosted is None else hosted.log.log_start_offset
+
     # ---- Fetch ----
 
     def _topic_name(self, topic: Any) -> str | None:
@@ -289,12 +306,18 @@ class KafkaApis:
         return None if found is None else found.name
 
     async def _fetch(self, body: Any, version: int) -> Any:
-        replica_id = int(getattr(body, "replica_id", -1))
-        replica_state = getattr(body, "replica_state", None)
-        if replica_state is not None and int(replica_state.replica_id) >= 0:
-            replica_id = int(replica_state.replica_id)
-        if replica_id >= 0:
-            raise KafkaError(Errors.INVALID_REQUEST, "replica fetches use the broker RPC")
+        """Consumers and followers alike (kafka_replication): a follower names itself in
+        ReplicaState with its broker epoch (KIP-903) and gets follower semantics from the same
+        ReplicaManager.fetch (ISR tracking, log-end reads, DivergingEpoch)."""
+        replica_id, replica_epoch = fetch_replica(body)
+        cluster_id = getattr(body, "cluster_id", None)
+        if cluster_id is not None and cluster_id != self.broker.raft.cluster_id:
+            return build(
+                _response(ApiKey.FETCH, version),
+                error_code=error_code(Errors.INCONSISTENT_CLUSTER_ID),
+                session_id=0,
+                responses=(),
+            )
         deadline = time.monotonic() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
         min_bytes = max(0, int(body.min_bytes))
         max_bytes = int(body.max_bytes)
@@ -303,31 +326,34 @@ class KafkaApis:
             for topic in body.topics
             for partition in topic.partitions
         ]
+        first = True
         while True:
             results = []
             total = 0
-            errors = False
+            done = False
             for _topic, partition, name in wanted:
                 if name is None:
                     result = bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id")
                 else:
                     budget = max(0, max_bytes - total)
+                    partition_max = int(partition.partition_max_bytes)
                     result = await self.broker.replicas.fetch(
-                        bm.FetchRequest(
+                        fetch_partition_from_request(
                             name,
-                            int(partition.partition),
-                            int(partition.fetch_offset),
-                            current_leader_epoch=int(partition.current_leader_epoch),
-                            max_bytes=min(int(partition.partition_max_bytes), budget)
-                            if total
-                            else int(partition.partition_max_bytes),
-                        )
+                            partition,
+                            replica_id,
+                            replica_epoch,
+                            min(partition_max, budget) if total else partition_max,
+                        ),
+                        # A follower's fetch position counts once per request, as in Kafka.
+                        record_progress=first,
                     )
                 total += len(result.records)
-                errors |= result.error_code != 0
+                done |= result.error_code != 0 or result.diverging_epoch != bm.NO_EPOCH
                 results.append(result)
+            first = False
             remaining = deadline - time.monotonic()
-            if total >= max(1, min_bytes) or errors or remaining <= 0 or not wanted:
+            if total >= max(1, min_bytes) or done or remaining <= 0 or not wanted:
                 break
             await self._wait_for_change([w[2] for w in wanted], wanted, remaining)
         return self._fetch_response(version, wanted, results)
@@ -365,33 +391,11 @@ class KafkaApis:
         schema = _response(ApiKey.FETCH, version)
         topic_cls = item_type(schema, "responses")
         partition_cls = item_type(topic_cls, "partitions")
-        leader_cls = (
-            item_type(partition_cls, "current_leader")
-            if has_field(partition_cls, "current_leader")
-            else None
-        )
         by_topic: dict[Any, list[Any]] = {}
         for (topic, partition, _name), result in zip(wanted, results, strict=True):
-            extra: dict[str, Any] = {}
-            if leader_cls is not None and result.error_code:
-                extra["current_leader"] = leader_cls(
-                    leader_id=result.leader_id, leader_epoch=result.leader_epoch
-                )
             key = getattr(topic, "topic", None) or topic.topic_id
             by_topic.setdefault(key, []).append(
-                build(
-                    partition_cls,
-                    partition_index=int(partition.partition),
-                    error_code=error_code(result.error_code),
-                    high_watermark=result.high_watermark,
-                    # No transactions yet: the last stable offset is the HWM (READ_COMMITTED).
-                    last_stable_offset=result.high_watermark,
-                    log_start_offset=result.log_start_offset,
-                    aborted_transactions=None,
-                    preferred_read_replica=-1,
-                    records=result.records,
-                    **extra,
-                )
+                fetch_partition_to_kio(partition_cls, int(partition.partition), result)
             )
         key_field = "topic" if has_field(topic_cls, "topic") else "topic_id"
         return build(
@@ -467,28 +471,80 @@ class KafkaApis:
         for topic in body.topics:
             partitions = []
             for partition in topic.partitions:
+                index = int(partition.partition)
                 request = bm.OffsetForLeaderEpochRequest(
                     topic.topic,
-                    int(partition.partition),
+                    index,
                     int(partition.leader_epoch),
                     int(partition.current_leader_epoch),
+                    # v3+: a follower names itself (kafka_replication); consumers send -1.
+                    replica_id=int(getattr(body, "replica_id", bm.CONSUMER_REPLICA_ID)),
                 )
                 try:
                     answer = self.broker.replicas.offset_for_leader_epoch(request)
-                    values = {"leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset}
-                    error = Errors.NONE
                 except KafkaError as exc:
-                    values, error = {"leader_epoch": -1, "end_offset": -1}, exc.error
+                    answer = bm.OffsetForLeaderEpochResponse(int(exc.error), exc.message)
                 partitions.append(
-                    build(
-                        partition_cls,
-                        error_code=error_code(error),
-                        partition=int(partition.partition),
-                        **values,
-                    )
+                    offset_for_leader_epoch_partition_to_kio(partition_cls, index, answer)
                 )
             topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
         return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    # ---- DeleteRecords (KIP-107) ----
+
+    async def _delete_records(self, body: Any, version: int) -> Any:
+        """Per partition: the leader advances its log start offset and answers the low
+        watermark; a follower, an unknown partition or an offset beyond the HWM gets its error
+        and low watermark -1. Answered once the leader's start is checkpointed (replicas
+        follow through Fetch's LogStartOffset; the response does not wait for them)."""
+        schema = _response(ApiKey.DELETE_RECORDS, version)
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for partition in topic.partitions:
+                index = int(partition.partition_index)
+                try:
+                    low_watermark = self.broker.replicas.delete_records(
+                        topic.name, index, int(partition.offset)
+                    )
+                    error = Errors.NONE
+                except KafkaError as exc:
+                    low_watermark, error = -1, exc.error
+                partitions.append(
+                    build(
+                        partition_cls,
+                        partition_index=index,
+                        low_watermark=low_watermark,
+                        error_code=error_code(error),
+                    )
+                )
+            topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
+        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    # ---- InitProducerId (idempotent producers only) ----
+
+    async def _init_producer_id(self, body: Any, version: int) -> Any:
+        """A new producer id at epoch 0 for every request (Kafka's answer without a
+        transactional id, also to an epoch bump). A transactional id is refused: transactions
+        are not built, and their APIs are not advertised."""
+        schema = _response(ApiKey.INIT_PRODUCER_ID, version)
+        producer_id, epoch, error = -1, -1, Errors.NONE
+        if body.transactional_id is not None:
+            error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            try:
+                producer_id, epoch = await self.producer_ids.generate(), 0
+            except KafkaError as exc:
+                error = exc.error
+        return build(
+            schema,
+            throttle_time=NO_THROTTLE,
+            error_code=error_code(error),
+            producer_id=producer_id,
+            producer_epoch=epoch,
+        )
 
     # ---- GetReplicaLogInfo (seed 004) ----
 

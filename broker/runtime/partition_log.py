@@ -3,9 +3,17 @@
 Segments are raft's DiskLog (CRC32C-checked batches of the one record batch format; opening
 cuts a torn or corrupt tail with a WARNING). Next to them, `leader-epoch-checkpoint` holds the
 leader epoch cache in Kafka's text format (version line, count line, `epoch start_offset`
-lines), rewritten atomically whenever the cache changes. Per log directory,
-`recovery-point-offset-checkpoint` and `replication-offset-checkpoint` (the HWM) use Kafka's
-format with `topic partition offset` lines; the runtime writes them with `write_offset_checkpoint`.
+lines), rewritten atomically whenever the cache changes. `<offset>.snapshot` files hold the
+idempotent producers' state (broker/core/producer_state.py) as of that offset: written when a
+segment rolls and on close, so opening loads the newest one and replays only the log after it;
+a truncation drops the snapshots past the cut and rebuilds the state the same way. Per log
+directory, `recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (the HWM) and
+`log-start-offset-checkpoint` (the log start offset DeleteRecords advanced) use Kafka's format with
+`topic partition offset` lines; the runtime writes them with `write_offset_checkpoint`.
+
+The log start offset may sit above the first segment (DeleteRecords, KIP-107): offsets below it
+are no longer served (OFFSET_OUT_OF_RANGE, ListOffsets earliest), while the segments holding them
+stay on disk, where the audit reads every replica's whole log.
 
 Flush policy (`flush.messages`): None (the default) fsyncs every acks=all append and every
 follower append before the follower reports its new end in its next Fetch, so an acked acks=all
@@ -25,9 +33,17 @@ from types import TracebackType
 
 from broker.core.leader_epoch_cache import EpochEndOffset, EpochEntry, LeaderEpochCache
 from broker.core.partition_state import ACKS_ALL
-from cluster.protocol.errors import Errors, KafkaError
+from broker.core.producer_state import (
+    CorruptSnapshotError,
+    ProducerBatch,
+    ProducerStateManager,
+    parse_snapshot_file_name,
+    snapshot_file_name,
+)
+from kafkawire.errors import Errors, KafkaError
 from raft.core.compression import UnsupportedCompressionError
 from raft.core.record_batch import (
+    BatchHeader,
     CorruptBatchError,
     MessageTooLargeError,
     Record,
@@ -41,8 +57,10 @@ from raft.runtime.fsutil import remove_stale_temp_files, storage_errors, write_a
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 _SCAN_CHUNK_BYTES = 1 << 20
+PRODUCER_SNAPSHOTS_RETAINED = 2
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 _log = logging.getLogger("minikraft.broker")
@@ -127,7 +145,7 @@ def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) 
 
 
 class LogDirCheckpoints:
-    """The two per-log-dir checkpoints. A file that does not parse is logged and read as empty:
+    """The per-log-dir checkpoints. A file that does not parse is logged and read as empty:
     HWMs are then relearned from the leaders, and recovery always CRC-checks every batch."""
 
     def __init__(self, log_dir: Path, logger: logging.Logger | None = None) -> None:
@@ -148,6 +166,16 @@ class LogDirCheckpoints:
         except CheckpointError as exc:
             self._logger.warning("Ignoring corrupt checkpoint: %s", exc)
             return {}
+
+    @property
+    def log_start_offset_path(self) -> Path:
+        return self.log_dir / LOG_START_OFFSET_CHECKPOINT
+
+    def read_log_start_offsets(self) -> dict[tuple[str, int], int]:
+        return self._read(self.log_start_offset_path)
+
+    def write_log_start_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        write_offset_checkpoint(self.log_start_offset_path, offsets)
 
     def read_recovery_points(self) -> dict[tuple[str, int], int]:
         return self._read(self.recovery_point_path)
@@ -176,6 +204,19 @@ class AppendInfo:
         return self.last_offset + 1
 
 
+def producer_batch(header: BatchHeader, base_offset: int | None = None) -> ProducerBatch:
+    """The producer fields of a batch header, at base_offset if the leader is assigning it."""
+    base = header.base_offset if base_offset is None else base_offset
+    return ProducerBatch(
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        base,
+        base + header.last_offset_delta,
+        header.max_timestamp_ms,
+    )
+
+
 def _stamp(raw: bytes, position: int, base_offset: int, leader_epoch: int) -> bytes:
     """The batch at position with the leader's offset and epoch (neither is under the CRC)."""
     header = bytearray(raw[position : position + 16])
@@ -197,6 +238,7 @@ class PartitionLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         flush_messages: int | None = None,
         recovery_point: int | None = None,
+        log_start_offset: int | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         if flush_messages is not None and flush_messages < 1:
@@ -209,8 +251,13 @@ class PartitionLog:
         self._logger = logger or _log
         self._log = DiskLog(self.directory, segment_bytes=segment_bytes, logger=self._logger)
         self._unflushed_messages = 0
+        # DeleteRecords' start, checkpointed; never past the log end (recovery may cut a tail).
+        self._start_offset = min(log_start_offset or 0, self._log.end_offset())
         self.epoch_cache = LeaderEpochCache()
         self._load_epoch_cache(recovery_point)
+        self.producer_state = ProducerStateManager()
+        self._segment_count = len(self._log.segment_paths())
+        self._load_producer_state()
 
     # ---- recovery ----
 
@@ -237,6 +284,7 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(end)
         self.epoch_cache.truncate_from_start(self._log.start_offset())
         self._scan_epochs(scan_from, end)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
         if self.epoch_cache.entries() != before:
             self._logger.info(
                 "Partition %s: leader epoch cache %s -> %s after loading a log ending at %d",
@@ -259,6 +307,61 @@ class PartitionLog:
                 position += header.size
                 offset = header.last_offset + 1
 
+    def _snapshot_offsets(self) -> list[int]:
+        offsets = (parse_snapshot_file_name(p.name) for p in self.directory.iterdir())
+        return sorted(o for o in offsets if o is not None)
+
+    def _load_producer_state(self) -> None:
+        """The newest usable snapshot, then every batch after it (Kafka's loadProducerState).
+        Snapshots past the log end (a cut tail, a truncation) or unreadable ones are deleted."""
+        remove_stale_temp_files(self.directory, ".snapshot")
+        start, end = self.log_start_offset, self.log_end_offset
+        state = ProducerStateManager(map_end_offset=start)
+        for offset in reversed(self._snapshot_offsets()):
+            path = self.directory / snapshot_file_name(offset)
+            if offset > end or offset < start:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                with storage_errors(f"read {path}"):
+                    data = path.read_bytes()
+                state = ProducerStateManager.decode_snapshot(data, offset)
+                break
+            except CorruptSnapshotError as exc:
+                self._logger.warning("Partition %s: deleting %s: %s", self.name, path.name, exc)
+                path.unlink(missing_ok=True)
+        offset = state.map_end_offset
+        while offset < end:
+            raw = self._log.read(offset, _SCAN_CHUNK_BYTES)
+            if not raw:
+                break
+            position = 0
+            while position < len(raw):
+                header = read_header(raw, position)
+                if header.last_offset >= state.map_end_offset and not header.is_control:
+                    state.replay(producer_batch(header))
+                position += header.size
+                offset = header.last_offset + 1
+        state.update_map_end_offset(end)
+        self.producer_state = state
+
+    def take_producer_snapshot(self) -> None:
+        """Write the producer state as of the log end (Kafka: at roll and clean shutdown);
+        keeps the newest PRODUCER_SNAPSHOTS_RETAINED files."""
+        end = self.log_end_offset
+        path = self.directory / snapshot_file_name(end)
+        if path.exists():
+            return
+        write_atomic(path, self.producer_state.encode_snapshot())
+        for old in self._snapshot_offsets()[:-PRODUCER_SNAPSHOTS_RETAINED]:
+            (self.directory / snapshot_file_name(old)).unlink(missing_ok=True)
+
+    def _after_append(self) -> None:
+        count = len(self._log.segment_paths())
+        if count != self._segment_count:
+            self._segment_count = count
+            self.take_producer_snapshot()
+
     def _write_epoch_checkpoint(self) -> None:
         write_leader_epoch_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries())
 
@@ -266,7 +369,7 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log.start_offset()
+        return max(self._log.start_offset(), self._start_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -294,6 +397,20 @@ class PartitionLog:
             self._write_epoch_checkpoint()
         return changed
 
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Kafka's maybeIncrementLogStartOffset: move the start up to `offset` (never down,
+        never past the log end); the epoch cache forgets epochs wholly below it. True if moved;
+        the caller checkpoints it."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        self._start_offset = offset
+        self.producer_state.on_log_start_offset_incremented(offset)
+        if self.epoch_cache.truncate_from_start(offset):
+            self._write_epoch_checkpoint()
+        self._logger.info("Partition %s: log start offset advanced to %d", self.name, offset)
+        return True
+
     def append_as_leader(
         self, raw_batches: bytes, leader_epoch: int, max_batch_bytes: int | None = None
     ) -> AppendInfo:
@@ -304,6 +421,7 @@ class PartitionLog:
         base_offset = self.log_end_offset
         next_offset = base_offset
         stamped: list[bytes] = []
+        produced: list[ProducerBatch] = []
         position = 0
         try:
             while position < len(view):
@@ -315,11 +433,26 @@ class PartitionLog:
                 )
                 if header.is_control:
                     raise KafkaError(Errors.INVALID_RECORD, "producers may not send control batches")
+                if header.is_transactional:
+                    # No transactions (issue 16): Kafka's answer to a transactional batch
+                    # outside a transaction the coordinator knows.
+                    raise KafkaError(Errors.INVALID_TXN_STATE, "transactions are not supported")
+                produced.append(producer_batch(header, next_offset))
                 count = header.last_offset - header.base_offset + 1
                 stamped.append(_stamp(raw_batches, position, next_offset, leader_epoch))
                 stamped.append(bytes(view[position + 16 : position + header.size]))
                 next_offset += count
                 position += header.size
+            producers = self.producer_state.check_client_batches(produced)
+            if producers.duplicate is not None:
+                # A retried batch already in the log: answer with its offsets, append nothing.
+                dup = producers.duplicate
+                self._logger.info(
+                    "Partition %s: duplicate batch (producer sequences %d..%d) answered with its"
+                    " offsets %d..%d", self.name, dup.first_seq, dup.last_seq,
+                    dup.first_offset, dup.last_offset,
+                )
+                return AppendInfo(dup.first_offset, dup.last_offset, 0)
             self._log.append_as_follower(b"".join(stamped))  # decodes and CRC-checks each batch
         except UnsupportedMagicError as exc:
             raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, str(exc)) from exc
@@ -329,10 +462,12 @@ class PartitionLog:
             raise KafkaError(Errors.MESSAGE_TOO_LARGE, str(exc)) from exc
         except UnsupportedCompressionError as exc:
             raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from exc
+        self.producer_state.commit(producers, next_offset)
         if leader_epoch > self.epoch_cache.latest_epoch():
             self.assign_leader_epoch(leader_epoch, base_offset)
         count = next_offset - base_offset
         self._unflushed_messages += count
+        self._after_append()
         return AppendInfo(base_offset, next_offset - 1, count)
 
     def append_records_as_leader(
@@ -340,9 +475,11 @@ class PartitionLog:
     ) -> AppendInfo:
         base_offset = self.log_end_offset
         last = self._log.append_as_leader(records, leader_epoch, timestamp_ms)
+        self.producer_state.update_map_end_offset(last.offset + 1)
         if leader_epoch > self.epoch_cache.latest_epoch():
             self.assign_leader_epoch(leader_epoch, base_offset)
         self._unflushed_messages += len(records)
+        self._after_append()
         return AppendInfo(base_offset, last.offset, len(records))
 
     def append_as_follower(self, raw_batches: bytes) -> AppendInfo:
@@ -358,11 +495,16 @@ class PartitionLog:
             header = read_header(raw_batches, position)
             if header.leader_epoch > self.epoch_cache.latest_epoch():
                 changed |= self.epoch_cache.assign(header.leader_epoch, header.base_offset)
+            if not header.is_control:
+                # Followers keep the same producer state, so a new leader dedups retries.
+                self.producer_state.replay(producer_batch(header))
             position += header.size
+        self.producer_state.update_map_end_offset(self.log_end_offset)
         if changed:
             self._write_epoch_checkpoint()
         count = self.log_end_offset - base_offset
         self._unflushed_messages += count
+        self._after_append()
         return AppendInfo(base_offset, self.log_end_offset - 1, count)
 
     def truncate_to(self, offset: int) -> int:
@@ -380,6 +522,9 @@ class PartitionLog:
             self._logger.info(
                 "Partition %s: truncated from %d to %d", self.name, old_end, offset
             )
+            # Kafka's truncateAndReload: the newest snapshot at or below the cut, then replay.
+            self._segment_count = len(self._log.segment_paths())
+            self._load_producer_state()
         self._unflushed_messages = max(0, self.log_end_offset - self.flushed_offset)
         return self.log_end_offset
 
@@ -423,6 +568,8 @@ class PartitionLog:
         return raw[:position]
 
     def close(self) -> None:
+        if self._log.end_offset() > self.log_start_offset:
+            self.take_producer_snapshot()  # a clean shutdown: the next open replays nothing
         self._log.close()
 
     def __enter__(self) -> PartitionLog:

@@ -2,6 +2,12 @@
 followed partition): truncate with OffsetsForLeaderEpoch first (rule 22), then Fetch from the
 leader's log end with this broker's epoch (rule 17, KIP-903), append, and follow the leader's HWM.
 A diverging-epoch answer sends it back to truncation. Errors back off replica.fetch.backoff.ms.
+
+Both travel on Kafka's protocol to the leader's Kafka listener (broker/runtime/kafka_replication:
+Fetch v17 with ReplicaState and topic ids, OffsetForLeaderEpoch v4 with ReplicaId). Each fetcher
+has a connection of its own: a Kafka listener answers one request per connection at a time, so a
+partition's long-polling fetch must not hold back another partition's (Kafka's
+num.replica.fetchers, taken to one per followed partition).
 """
 
 from __future__ import annotations
@@ -10,12 +16,18 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from broker.core import messages as bm
 from broker.core.leader_epoch_cache import EpochEndOffset, follower_truncation
 from broker.core.partition_state import Role
+from broker.runtime.kafka_replication import (
+    fetch_request_to_kio,
+    fetch_response_from_kio,
+    offset_for_leader_epoch_request_to_kio,
+    offset_for_leader_epoch_response_from_kio,
+)
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, now_ms
-from cluster.net.client import RpcClient
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
 
 log = logging.getLogger("minikraft.broker")
 
@@ -28,14 +40,16 @@ class ReplicaFetcher:
         self,
         manager: ReplicaManager,
         hosted: HostedPartition,
-        client: RpcClient,
+        client: KafkaClient,
         leader_address: Callable[[int], str | None],
         broker_epoch: Callable[[], int],
         backoff_ms: int,
+        cluster_id: str | None = None,
     ) -> None:
         self.manager = manager
         self.hosted = hosted
-        self.client = client
+        self.client = client  # this fetcher's own; closed by stop()
+        self.cluster_id = cluster_id
         self.leader_address = leader_address
         self.broker_epoch = broker_epoch
         self.backoff_ms = backoff_ms
@@ -50,6 +64,7 @@ class ReplicaFetcher:
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
+        await self.client.close()
 
     def _current(self) -> bool:
         state = self.hosted.state
@@ -67,6 +82,9 @@ class ReplicaFetcher:
                 await self._backoff()
                 continue
             try:
+                # A leader's fsync may still run from before this replica became a follower:
+                # truncation must not cut segments under it.
+                await self.hosted.commit.idle()
                 if self.hosted.state.truncation_pending:
                     await self._truncate(address)
                 else:
@@ -99,17 +117,23 @@ class ReplicaFetcher:
 
     async def _truncate(self, address: str) -> None:
         """Rule 22: ask the leader where our latest epoch ends before fetching."""
-        plog = self.hosted.log
-        response = await self.client.request(
+        hosted = self.hosted
+        plog = hosted.log
+        answer = await self.client.request(
             address,
-            bm.OffsetForLeaderEpochRequest(
-                self.hosted.topic,
-                self.hosted.partition,
-                leader_epoch=plog.latest_epoch(),
-                current_leader_epoch=self.leader_epoch,
-                replica_id=self.manager.broker_id,
+            offset_for_leader_epoch_request_to_kio(
+                bm.OffsetForLeaderEpochRequest(
+                    hosted.topic,
+                    hosted.partition,
+                    leader_epoch=plog.latest_epoch(),
+                    current_leader_epoch=self.leader_epoch,
+                    replica_id=self.manager.broker_id,
+                )
             ),
             dest_node_id=self.leader_id,
+        )
+        response = offset_for_leader_epoch_response_from_kio(
+            answer, hosted.topic, hosted.partition
         )
         error = Errors.of(response.error_code)
         if error is not Errors.NONE:
@@ -121,22 +145,30 @@ class ReplicaFetcher:
     async def _fetch(self, address: str) -> None:
         hosted = self.hosted
         plog = hosted.log
-        response = await self.client.request(
+        topic_id = hosted.topic_id
+        if topic_id is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_ID, f"no topic id yet for {hosted.topic}")
+        answer = await self.client.request(
             address,
-            bm.FetchRequest(
-                hosted.topic,
-                hosted.partition,
-                fetch_offset=plog.log_end_offset,
-                replica_id=self.manager.broker_id,
-                replica_epoch=self.broker_epoch(),
-                current_leader_epoch=self.leader_epoch,
-                last_fetched_epoch=plog.latest_epoch(),
-                max_wait_ms=FETCH_MAX_WAIT_MS,
-                max_bytes=FETCH_MAX_BYTES,
+            fetch_request_to_kio(
+                bm.FetchRequest(
+                    hosted.topic,
+                    hosted.partition,
+                    fetch_offset=plog.log_end_offset,
+                    replica_id=self.manager.broker_id,
+                    replica_epoch=self.broker_epoch(),
+                    current_leader_epoch=self.leader_epoch,
+                    last_fetched_epoch=plog.latest_epoch(),
+                    max_wait_ms=FETCH_MAX_WAIT_MS,
+                    max_bytes=FETCH_MAX_BYTES,
+                ),
+                topic_id,
+                self.cluster_id,
             ),
             timeout_ms=FETCH_MAX_WAIT_MS + 5000,
             dest_node_id=self.leader_id,
         )
+        response = fetch_response_from_kio(answer, topic_id, hosted.partition)
         error = Errors.of(response.error_code)
         if error is not Errors.NONE:
             raise KafkaError(error, response.error_message)
@@ -151,9 +183,13 @@ class ReplicaFetcher:
         if response.records:
             plog.append_as_follower(response.records)
             if plog.flush_due(None):
-                plog.flush()
+                # Before the next Fetch reports the new end (rule 20); off the event loop.
+                await hosted.commit.sync()
+                if not self._current():
+                    return
             hosted.notify()
         ready = hosted.state.on_fetch_response(
             response.high_watermark, plog.log_end_offset, plog.flushed_offset, now_ms()
         )
         self.manager.apply_ready(hosted, ready)
+        self.manager.follow_log_start_offset(hosted, response.log_start_offset)  # DeleteRecords

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.core import messages as bm
 from broker.core.leader_epoch_cache import diverging_epoch
 from broker.core.partition_state import (
     ACKS_ALL,
@@ -28,19 +29,22 @@ from broker.core.partition_state import (
     Role,
 )
 from broker.runtime.event_journal import EventJournal
+from broker.runtime.group_commit import GroupCommit
 from broker.runtime.partition_log import (
     LogDirCheckpoints,
     PartitionLog,
     parse_partition_dir_name,
 )
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as cm
 from controller.core.alter_partition import AlterPartitionPartitionResult
 from controller.core.metadata_image import MetadataImage
 from controller.core.partition_registration import PartitionRegistration
+from kafkawire.errors import Errors, KafkaError
 
 log = logging.getLogger("minikraft.broker")
+
+# DeleteRecords' offset -1: delete up to the high watermark (Kafka's DeleteRecordsRequest).
+DELETE_TO_HIGH_WATERMARK = -1
 
 AlterPartitionSender = Callable[[cm.AlterPartitionRequest], Awaitable[cm.AlterPartitionResponse]]
 
@@ -58,6 +62,10 @@ class HostedPartition:
     topic_id: uuid.UUID | None = None
     registration: PartitionRegistration | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    commit: GroupCommit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.commit = GroupCommit(self.log)
 
     def notify(self) -> None:
         """Wake long-polling fetches: new data or a new HWM."""
@@ -104,6 +112,7 @@ class ReplicaManager:
         for log_dir, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
             recovery_points = checkpoints.read_recovery_points()
             high_watermarks = checkpoints.read_high_watermarks()
+            log_start_offsets = checkpoints.read_log_start_offsets()
             if not log_dir.exists():
                 continue
             for child in sorted(log_dir.iterdir()):
@@ -117,6 +126,7 @@ class ReplicaManager:
                     partition,
                     recovery_points.get(parsed),
                     high_watermarks.get(parsed, 0),
+                    log_start_offsets.get(parsed),
                 )
                 self.partitions[parsed] = hosted
                 count += 1
@@ -129,6 +139,7 @@ class ReplicaManager:
         partition: int,
         recovery_point: int | None,
         high_watermark: int,
+        log_start_offset: int | None = None,
     ) -> HostedPartition:
         plog = PartitionLog(
             log_dir,
@@ -136,6 +147,7 @@ class ReplicaManager:
             partition,
             flush_messages=self.settings.flush_messages,
             recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
         )
         state = PartitionState(
             topic,
@@ -157,6 +169,22 @@ class ReplicaManager:
             checkpoints.write_high_watermarks(
                 {(h.topic, h.partition): h.state.high_watermark for h in mine}
             )
+            self._write_log_start_offsets(checkpoints, mine)
+
+    def _write_log_start_offsets(
+        self, checkpoints: LogDirCheckpoints, hosted: list[HostedPartition]
+    ) -> None:
+        checkpoints.write_log_start_offsets(
+            {(h.topic, h.partition): h.log.log_start_offset for h in hosted}
+        )
+
+    def _checkpoint_log_start(self, hosted: HostedPartition) -> None:
+        """Write the log start offsets of hosted's log dir now (DeleteRecords answers after)."""
+        log_dir = hosted.log.directory.parent
+        for directory, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
+            if directory == log_dir:
+                mine = [h for h in self.partitions.values() if h.log.directory.parent == log_dir]
+                self._write_log_start_offsets(checkpoints, mine)
 
     def flush_all(self) -> None:
         for hosted in self.partitions.values():
@@ -354,11 +382,15 @@ class ReplicaManager:
             )
         except KafkaError as exc:
             return self._produce_error(hosted, exc.error, exc.message)
-        if hosted.log.flush_due(request.acks):
-            hosted.log.flush()
         ts = now_ms()
         self._sync_log(hosted, ts)
+        # Followers may fetch the new batch while the leader's own fsync runs (the core counts
+        # only flushed offsets toward the HWM, rule 20), so both fsyncs overlap.
         hosted.notify()
+        if hosted.log.flush_due(request.acks):
+            await hosted.commit.sync()
+            ts = now_ms()
+            self._sync_log(hosted, ts)
         if request.acks == ACKS_ALL:
             ack_id = next(self._ack_ids)
             future: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
@@ -393,13 +425,17 @@ class ReplicaManager:
 
     # ---- Fetch ----
 
-    async def fetch(self, request: bm.FetchRequest) -> bm.FetchResponse:
+    async def fetch(
+        self, request: bm.FetchRequest, *, record_progress: bool = True
+    ) -> bm.FetchResponse:
+        """`record_progress=False` for a re-read while the same request long-polls: a
+        follower's position counts once per request (Kafka's updateFollowerFetchState)."""
         try:
             hosted = self._hosted(request.topic, request.partition)
         except KafkaError as exc:
             return bm.FetchResponse(int(exc.error), exc.message)
         deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
-        first = True
+        first = record_progress
         while True:
             response = self._fetch_once(hosted, request, first)
             first = False
@@ -486,6 +522,36 @@ class ReplicaManager:
         return bm.OffsetForLeaderEpochResponse(
             leader_epoch=answer.leader_epoch, end_offset=answer.end_offset
         )
+
+    # ---- DeleteRecords (KIP-107) ----
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """The leader advances the log start offset to `offset` (-1: the HWM) and checkpoints it
+        before answering; returns the new low watermark (the log start offset). Beyond the HWM
+        is OFFSET_OUT_OF_RANGE; a RECOVERING partition refuses as other leader requests do
+        (rule 21). Followers follow through Fetch's LogStartOffset."""
+        hosted = self._hosted(topic, partition)
+        error = hosted.state.check_leader_request()
+        if error is not Errors.NONE:
+            raise KafkaError(error, f"delete records of {topic}-{partition}")
+        high_watermark = hosted.state.high_watermark
+        target = high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if target < 0 or target > high_watermark:
+            raise KafkaError(
+                Errors.OFFSET_OUT_OF_RANGE,
+                f"cannot delete {topic}-{partition} below {offset}: the high watermark is "
+                f"{high_watermark}",
+            )
+        if hosted.log.advance_log_start_offset(target):
+            self._checkpoint_log_start(hosted)
+            hosted.notify()
+        return hosted.log.log_start_offset
+
+    def follow_log_start_offset(self, hosted: HostedPartition, leader_log_start_offset: int) -> None:
+        """A follower moves its log start offset up to its leader's (Fetch's LogStartOffset), as
+        Kafka's follower does, never past its own log end."""
+        if hosted.log.advance_log_start_offset(leader_log_start_offset):
+            self._checkpoint_log_start(hosted)
 
     # ---- GetReplicaLogInfo (seed 004) ----
 

@@ -34,7 +34,7 @@ from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import NETNS, LocalCluster
 from cluster.launch.netns import NetnsPlan, netns_unavailable_reason
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 from raft.runtime.raft_workload import percentile
 
 NOTE = (

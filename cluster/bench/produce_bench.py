@@ -18,14 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.cli.broker_client import Leaders, fetch_metadata, new_client
+from cluster.bench.floor import measure_floor
+from cluster.bench.librdkafka_producer import (
+    LIBRDKAFKA,
+    LibrdkafkaResult,
+    librdkafka_available,
+    run_librdkafka_load,
+)
+from cluster.cli.broker_client import Leaders, create_topic, data_client, metadata
 from cluster.cli.produce_cmd import percentile, send_batch
-from cluster.cli.topics_cmd import controller_request
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
-from cluster.net.client import RpcClient
-from cluster.protocol import controller_messages as cm
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 BENCH_TOPIC = "bench-produce"
@@ -57,17 +62,7 @@ class LoadResult:
         return self.acked / max(self.elapsed_s, 1e-9)
 
 
-async def _create_topic(bootstrap_controllers: str, partitions: int) -> None:
-    request = cm.CreateTopicsRequest(
-        [cm.CreatableTopic(BENCH_TOPIC, partitions, 3, {"min.insync.replicas": "2"})]
-    )
-    response = await controller_request(bootstrap_controllers, request)
-    code = Errors.of(response.topics[0].error_code)
-    if code not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
-        raise KafkaError(code, f"create {BENCH_TOPIC}: {response.topics[0].error_message}")
-
-
-async def _wait_full_isr(client: RpcClient, brokers: list[str], timeout_s: float) -> None:
+async def _wait_full_isr(client: KafkaClient, brokers: list[str], timeout_s: float) -> None:
     """Every broker knows the topic with every partition led and all three replicas in the ISR,
     so no producer meets a leader that has not replayed the topic yet (a new topic is created
     with a full ISR, so one broker's view proves nothing about the others')."""
@@ -79,9 +74,9 @@ async def _wait_full_isr(client: RpcClient, brokers: list[str], timeout_s: float
     raise TimeoutError(f"{BENCH_TOPIC}: not led with a full ISR on every broker within {timeout_s:.0f}s")
 
 
-async def _full_isr_at(client: RpcClient, address: str) -> bool:
+async def _full_isr_at(client: KafkaClient, address: str) -> bool:
     try:
-        response = await fetch_metadata(client, address, [BENCH_TOPIC])
+        response = await metadata(client, address, [BENCH_TOPIC])
     except KafkaError:
         return False
     topic = response.topics[0] if response.topics else None
@@ -96,7 +91,7 @@ async def _full_isr_at(client: RpcClient, address: str) -> bool:
 async def _producer(
     producer_index: int, bootstrap: str, load: ProduceLoad, result: LoadResult
 ) -> None:
-    client = new_client(f"bench-producer-{producer_index}")
+    client = data_client(f"bench-producer-{producer_index}")
     leaders = Leaders(client, bootstrap, BENCH_TOPIC)
     try:
         await leaders.wait_ready()
@@ -111,9 +106,9 @@ async def _producer(
             batch = encode_batch(0, 0, int(time.time() * 1000), records)
             sent_at = time.monotonic()
             # A real producer's path: a moved leader refreshes metadata and resends.
-            error, _ = await send_batch(
-                leaders, BENCH_TOPIC, partition, batch, ACKS_ALL, PRODUCE_TIMEOUT_MS
-            )
+            error = (
+                await send_batch(leaders, partition, batch, ACKS_ALL, PRODUCE_TIMEOUT_MS)
+            ).error
             latency_ms = (time.monotonic() - sent_at) * 1000
             if error is Errors.NONE:
                 result.acked += load.records_per_batch
@@ -140,9 +135,9 @@ async def run_load(bootstrap: str, load: ProduceLoad) -> LoadResult:
 
 async def _bench(cluster: LocalCluster, loads: dict[str, ProduceLoad]) -> dict[str, LoadResult]:
     bootstrap = ",".join(b.address for b in cluster.brokers)
-    await _create_topic(cluster.bootstrap_controller, partitions=3)
-    client = new_client("bench-admin")
+    client = data_client("bench-admin")
     try:
+        await create_topic(client, bootstrap, BENCH_TOPIC, 3, 3, {"min.insync.replicas": "2"})
         await _wait_full_isr(client, [b.address for b in cluster.brokers], 60)
     finally:
         await client.close()
@@ -174,16 +169,29 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
         directory, controllers=3, brokers=3, base_port=0, overrides=dict(BENCH_PROPS)
     )
     cluster.format()
+    floor = measure_floor(directory)  # before the cluster loads the disk and the cores
     cluster.start()
+    rdkafka: LibrdkafkaResult | None = None
     try:
         asyncio.run(wait_until_ready(cluster, 90))
         runs = asyncio.run(_bench(cluster, loads))
+        if librdkafka_available():
+            batched_load = loads["batched"]
+            rdkafka = run_librdkafka_load(
+                ",".join(b.address for b in cluster.brokers),
+                BENCH_TOPIC,
+                records=batched_load.producers * batched_load.records_per_producer,
+                record_size=batched_load.record_size,
+                in_flight=batched_load.producers * batched_load.records_per_batch,
+            )
     finally:
         cluster.stop()
         if own_dir:
             shutil.rmtree(directory, ignore_errors=True)
     batched, single = runs["batched"], runs["single"]
     failed = {k: v for run in runs.values() for k, v in run.errors.items()}
+    if rdkafka is not None:
+        failed.update({f"librdkafka {k}": v for k, v in rdkafka.errors.items()})
     if failed:
         raise RuntimeError(f"bench produce: acks=all errors {failed}")
     load = loads["batched"]
@@ -197,9 +205,31 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
         _row("ack latency p99, 1 record per request", "ms", "lower",
              percentile(single.latencies_ms, 0.99)),
     ]
+    notes = [
+        f"floor on this machine: fsync p50 {floor.fsync_p50_ms:.3f} ms "
+        f"(p99 {floor.fsync_p99_ms:.3f}), loopback RTT p50 {floor.rtt_p50_ms * 1000:.0f} us; "
+        f"one acks=all record needs at least 2 fsyncs + 2 round trips = "
+        f"{floor.one_record_ack_ms:.3f} ms"
+    ]
+    if rdkafka is not None:
+        results += [
+            _row(f"throughput, batched, {LIBRDKAFKA}", "records/s", "higher", rdkafka.records_per_s),
+            _row(f"ack latency p50, batched, {LIBRDKAFKA}", "ms", "lower",
+                 percentile(rdkafka.latencies_ms, 0.5)),
+            _row(f"ack latency p99, batched, {LIBRDKAFKA}", "ms", "lower",
+                 percentile(rdkafka.latencies_ms, 0.99)),
+        ]
+        notes.append(
+            f"{LIBRDKAFKA}: confluent-kafka's Producer (librdkafka {rdkafka.version}, default "
+            f"settings but acks=all) against the same brokers, {rdkafka.acked} records of "
+            f"{load.record_size} B, at most {load.producers * load.records_per_batch} in flight"
+        )
+    else:
+        notes.append(f"{LIBRDKAFKA} line left out: confluent-kafka is not installed (dev extra)")
     return {
         "bench": "produce",
         "peer": None,
+        "notes": notes,
         "workload": {
             "brokers": 3,
             "replication_factor": 3,
@@ -212,6 +242,7 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
             "records": batched.acked,
         },
         "results": results,
+        "floor": floor.as_json(),
     }
 
 

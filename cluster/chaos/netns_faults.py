@@ -1,6 +1,6 @@
 """Network faults on a cluster started with `minikraft up --network netns`, applied inside each
 node's own namespace, so the kernel drops and delays the packets (the in-process fault layer,
-cluster/net/faults.py, stays for loopback mode and the simulator).
+kafkawire/faults.py, stays for loopback mode and the simulator).
 
 - Partitions (Jepsen's nemeses): a *grudge* maps a node to the nodes whose packets it drops; an
   nftables table `inet minikraft` in the node's namespace drops them on input. Two-way cuts put

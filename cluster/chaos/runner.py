@@ -28,12 +28,12 @@ from cluster.chaos.attribution import (
 from cluster.chaos.network_scenarios import NEMESES, NETNS_SCENARIOS, PROCESS_NEMESES
 from cluster.chaos.process_faults import ProcessFaults
 from cluster.chaos.scenarios import SCENARIOS, ChaosContext, Scenario
-from cluster.chaos.workload import ChaosWorkload, now_ms
+from cluster.chaos.workload import MINIKRAFT, ChaosWorkload, now_ms
 from cluster.cli.admin_client import describe_quorum
 from cluster.cli.health_cmd import check_health
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import NETNS, LocalCluster, is_running
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +175,7 @@ async def run_chaos(
     *,
     recovery_timeout_s: float = 60.0,
     nemeses: list[str] | None = None,
+    client: str = MINIKRAFT,
 ) -> dict[str, Any]:
     if scenario not in ALL_SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {sorted(ALL_SCENARIOS)}")
@@ -202,6 +203,7 @@ async def run_chaos(
         run_id=run_id,
         replication_factor=min(3, len(cluster.brokers)),
         min_insync_replicas=min(2, len(cluster.brokers)),
+        client=client,
     )
     faults = ProcessFaults(cluster)
     ctx = ChaosContext(
@@ -281,6 +283,7 @@ async def run_chaos(
         ),
         "network": cluster.network,
         "nemeses": list(nemeses or []),
+        "client": client,
         "checks": checks,
         "faults": faults.events,
         "notes": ctx.notes,

@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kio.schema.incremental_alter_configs.v1 import request as iac_request
+from kio.static.primitive import i8
+
 from cluster.chaos.process_faults import ProcessFaults
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
-from cluster.cli.topics_cmd import controller_request, describe_all, partition_rows
-from cluster.config import ConfigError, NodeConfig
+from cluster.cli.bootstrap import new_client, send_to_any
+from cluster.cli.topics_cmd import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.config import ConfigError, NodeConfig
+from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import read_meta_properties
 from raft.runtime.power_loss import DISK_MODE_KEY, POWER_LOSS_SIM
@@ -32,6 +35,10 @@ from raft.runtime.power_loss import DISK_MODE_KEY, POWER_LOSS_SIM
 DEFAULT_SESSION_TIMEOUT_MS = 9000
 ONE_ROUND_S = 0.05
 
+
+# Kafka's ConfigResource.Type TOPIC and AlterConfigOp.OpType SET.
+RESOURCE_TYPE_TOPIC = 2
+OP_SET = 0
 
 @dataclass
 class ChaosContext:
@@ -232,20 +239,32 @@ async def rolling_restart(ctx: ChaosContext) -> None:
 
 
 async def _set_min_isr(ctx: ChaosContext, value: int) -> None:
-    request = msg.IncrementalAlterConfigsRequest(
-        [msg.AlterConfigsResource(
-            msg.RESOURCE_TYPE_TOPIC, ctx.topic,
-            [msg.AlterableConfig("min.insync.replicas", msg.OP_SET, str(value))],
-        )]
+    """IncrementalAlterConfigs v1 (SET) through the brokers, which forward it to the active
+    controller, as a Kafka admin client does."""
+    request = iac_request.IncrementalAlterConfigsRequest(
+        resources=(
+            iac_request.AlterConfigsResource(
+                resource_type=i8(RESOURCE_TYPE_TOPIC),
+                resource_name=ctx.topic,
+                configs=(
+                    iac_request.AlterableConfig(
+                        name="min.insync.replicas", config_operation=i8(OP_SET), value=str(value)
+                    ),
+                ),
+            ),
+        ),
+        validate_only=False,
     )
     ctx.faults.record("alter-config", topic=ctx.topic, config=f"min.insync.replicas={value}")
+    client = new_client("chaos-admin")
     try:
-        response = await controller_request(
-            ctx.cluster.bootstrap_controller, request, timeout_ms=5000
-        )
+        bootstrap = [b.address for b in ctx.brokers()]
+        _address, response = await send_to_any(client, bootstrap, request, timeout_ms=5000)
         error = Errors.of(response.responses[0].error_code)
     except KafkaError as exc:
         error = exc.error
+    finally:
+        await client.close()
     if error is not Errors.NONE:
         ctx.notes.append(f"min.insync.replicas={value}: {error.name}")
 

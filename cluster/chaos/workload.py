@@ -6,6 +6,10 @@ its unavailability window is its own. A value is `<producer-id>-<seq>` (produce_
 a send is retried only on errors that say the record was not appended (so a retry never writes
 it twice); a timeout or a dropped connection ends that value's attempts, acked or not. Rule 23:
 a value acked with acks=all must be read back, unless an unclean election happened.
+
+The producers are minikraft's own Kafka client (Produce through cluster.cli.broker_client) or,
+with `--client confluent-kafka`, librdkafka's (cluster.chaos.librdkafka_producer); both journal
+the same way, so the audit judges either.
 """
 
 from __future__ import annotations
@@ -18,16 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.cli.broker_client import Leaders, new_client
+from cluster.chaos.librdkafka_producer import Delivery, produce_one_at_a_time
+from cluster.cli.broker_client import (
+    Leaders,
+    ProduceAck,
+    create_topic,
+    data_client,
+    produce_batch,
+)
 from cluster.cli.consume_cmd import consume_records
 from cluster.cli.produce_cmd import AckJournal, record_value
-from cluster.cli.topics_cmd import controller_request
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 ACKS_ALL = -1
+# --client: minikraft's own producer, or librdkafka's (confluent-kafka, the dev extra).
+MINIKRAFT = "minikraft"
+LIBRDKAFKA = "confluent-kafka"
+CLIENTS = (MINIKRAFT, LIBRDKAFKA)
 # Errors after which the leader did not append the record, so sending it again is safe.
 NOT_APPENDED = frozenset(
     {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.UNKNOWN_LEADER_EPOCH,
@@ -102,7 +114,10 @@ class ChaosWorkload:
         replication_factor: int = 3,
         min_insync_replicas: int = 2,
         request_timeout_ms: int = 3000,
+        client: str = MINIKRAFT,
     ) -> None:
+        if client not in CLIENTS:
+            raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")
         self.bootstrap_server = bootstrap_server
         self.bootstrap_controller = bootstrap_controller
         self.topic = topic
@@ -112,22 +127,20 @@ class ChaosWorkload:
         self.replication_factor = replication_factor
         self.min_insync_replicas = min_insync_replicas
         self.request_timeout_ms = request_timeout_ms
+        self.client = client
         self.producers: list[ProducerStats] = []
 
     async def create_topic(self, timeout_s: float = 30.0) -> None:
-        """Create the run's topic and wait until every partition has a leader."""
-        request = msg.CreateTopicsRequest(
-            [msg.CreatableTopic(self.topic, self.partitions, self.replication_factor,
-                                {"min.insync.replicas": str(self.min_insync_replicas)})]
-        )
-        response = await controller_request(self.bootstrap_controller, request)
-        error = Errors.of(response.topics[0].error_code)
-        if error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
-            raise KafkaError(error, response.topics[0].error_message)
-        client = new_client(f"chaos-{self.run_id}-setup")
+        """Create the run's topic (CreateTopics through a broker) and wait until every
+        partition has a leader."""
+        client = data_client(f"chaos-{self.run_id}-setup")
         leaders = Leaders(client, self.bootstrap_server, self.topic)
         deadline = time.monotonic() + timeout_s
         try:
+            await create_topic(
+                client, self.bootstrap_server, self.topic, self.partitions,
+                self.replication_factor, {"min.insync.replicas": str(self.min_insync_replicas)},
+            )
             while True:
                 with contextlib.suppress(KafkaError):
                     await leaders.refresh()
@@ -148,41 +161,81 @@ class ChaosWorkload:
             ProducerStats(f"{self.run_id}p{p}", p) for p in range(self.partitions)
         ]
         try:
-            await asyncio.gather(*(self._produce(s, stop, journal) for s in self.producers))
+            produce = self._produce_librdkafka if self.client == LIBRDKAFKA else self._produce
+            await asyncio.gather(*(produce(s, stop, journal) for s in self.producers))
         finally:
             journal.close()
             for stats in self.producers:
                 stats.finish(now_ms())
 
+    async def _produce_librdkafka(
+        self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal
+    ) -> None:
+        """`--client confluent-kafka`: the same loop and journal with librdkafka sending."""
+        seq = 0
+        sent_ms = 0
+
+        def next_value() -> bytes | None:
+            nonlocal sent_ms
+            if stop.is_set():
+                return None
+            value, sent_ms = self._journal_send(journal, stats, seq)
+            return value
+
+        def outcome(_value: bytes, delivery: Delivery) -> None:
+            nonlocal seq
+            done_ms = now_ms()
+            self._journal_ack(journal, stats, seq, delivery.error, delivery.offset,
+                              delivery.leader_epoch, sent_ms, done_ms)
+            if delivery.error is not Errors.NONE:
+                time.sleep(0.1)
+            seq += 1
+
+        await asyncio.to_thread(
+            produce_one_at_a_time, self.bootstrap_server, self.topic, stats.partition,
+            f"chaos-{stats.producer_id}", self.request_timeout_ms, next_value, outcome,
+        )
+
+    def _journal_send(
+        self, journal: AckJournal, stats: ProducerStats, seq: int
+    ) -> tuple[bytes, int]:
+        """The value for `seq`, journaled as sent; (value, sent_ms)."""
+        value = record_value(stats.producer_id, seq, RECORD_SIZE)
+        sent_ms = now_ms()
+        journal.write(
+            {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
+             "seq": seq, "topic": self.topic, "partition": stats.partition,
+             "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
+        )
+        stats.sent += 1
+        return value, sent_ms
+
+    def _journal_ack(
+        self, journal: AckJournal, stats: ProducerStats, seq: int, error: Errors, offset: int,
+        leader_epoch: int, sent_ms: int, done_ms: int,
+    ) -> None:
+        journal.write(
+            {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
+             "seq": seq, "topic": self.topic, "partition": stats.partition,
+             "acks": ACKS_ALL, "error": error.name, "offset": offset,
+             "leader_epoch": leader_epoch, "ts": done_ms}
+        )
+        stats.outcome(sent_ms, done_ms, error)
+        if error is Errors.NONE:
+            stats.acked.append(f"{stats.producer_id}-{seq}")
+            stats.last_ack_ms = done_ms
+
     async def _produce(self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal) -> None:
-        client = new_client(f"chaos-{stats.producer_id}")
+        client = data_client(f"chaos-{stats.producer_id}")
         leaders = Leaders(client, self.bootstrap_server, self.topic)
         try:
             seq = 0
             while not stop.is_set():
-                value = record_value(stats.producer_id, seq, RECORD_SIZE)
-                sent_ms = now_ms()
-                journal.write(
-                    {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
-                     "seq": seq, "topic": self.topic, "partition": stats.partition,
-                     "acks": ACKS_ALL, "value": value.decode(), "ts": sent_ms}
-                )
-                stats.sent += 1
-                error, response = await self._send(leaders, stats.partition, value)
-                done_ms = now_ms()
-                journal.write(
-                    {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
-                     "seq": seq, "topic": self.topic, "partition": stats.partition,
-                     "acks": ACKS_ALL, "error": error.name,
-                     "offset": -1 if response is None else response.base_offset,
-                     "leader_epoch": -1 if response is None else response.leader_epoch,
-                     "ts": done_ms}
-                )
-                stats.outcome(sent_ms, done_ms, error)
-                if error is Errors.NONE:
-                    stats.acked.append(f"{stats.producer_id}-{seq}")
-                    stats.last_ack_ms = done_ms
-                else:
+                value, sent_ms = self._journal_send(journal, stats, seq)
+                ack = await self._send(leaders, stats.partition, value)
+                self._journal_ack(journal, stats, seq, ack.error, ack.base_offset,
+                                  ack.leader_epoch, sent_ms, now_ms())
+                if ack.error is not Errors.NONE:
                     await asyncio.sleep(0.1)
                 seq += 1
         finally:
@@ -197,44 +250,38 @@ class ChaosWorkload:
             await asyncio.sleep(0.1)
         return False
 
-    async def _send(
-        self, leaders: Leaders, partition: int, value: bytes
-    ) -> tuple[Errors, bm.ProduceResponse | None]:
+    async def _send(self, leaders: Leaders, partition: int, value: bytes) -> ProduceAck:
         batch = encode_batch(0, 0, now_ms(), [Record(None, value)])
-        error = Errors.UNKNOWN_SERVER_ERROR
+        ack = ProduceAck(Errors.UNKNOWN_SERVER_ERROR)
         for attempt in range(MAX_ATTEMPTS):
             if attempt or not leaders.partitions:
                 await asyncio.sleep(0.1 * attempt)
                 with contextlib.suppress(KafkaError):
                     await leaders.refresh()
             try:
-                address = leaders.leader_address(partition)
+                leaders.leader_address(partition)
             except KafkaError as exc:
-                error = exc.error
+                ack = ProduceAck(exc.error, message=exc.message)
                 continue
             try:
-                response: bm.ProduceResponse = await leaders.client.request(
-                    address,
-                    bm.ProduceRequest(self.topic, partition, batch, acks=ACKS_ALL,
-                                      timeout_ms=self.request_timeout_ms),
-                    timeout_ms=self.request_timeout_ms + 1000,
+                ack = await produce_batch(
+                    leaders, partition, batch, ACKS_ALL, self.request_timeout_ms
                 )
             except KafkaError as exc:
                 # It may have been appended (a timeout, a connection lost mid-request): never
                 # send it again, so the read-back can tell loss from duplication.
-                return exc.error, None
-            error = Errors.of(response.error_code)
-            if error in MAYBE_APPENDED:
+                return ProduceAck(exc.error, message=exc.message)
+            if ack.error in MAYBE_APPENDED:
                 # Also what a leader answers for an appended write still waiting for its ISR
                 # when it loses leadership (the write may survive): never send it again, or the
                 # log holds it twice (rule 23's "exactly once"); the next send looks the leader
                 # up first.
                 with contextlib.suppress(KafkaError):
                     await leaders.refresh()
-                return error, response
-            if error is Errors.NONE or error not in NOT_APPENDED:
-                return error, response
-        return error, None
+                return ack
+            if ack.error is Errors.NONE or ack.error not in NOT_APPENDED:
+                return ack
+        return ProduceAck(ack.error, message=ack.message)
 
     async def read_back(self, timeout_s: float = 30.0) -> Counter[str]:
         """Every value in the topic, from the beginning, counted (retried until timeout_s)."""

@@ -1,17 +1,27 @@
-"""Admin requests from the CLI and the launcher: find the node that can answer (the Raft leader for
-DescribeQuorum) among the bootstrap addresses, and turn its answer into CLI.md's shapes."""
+"""Quorum requests from the CLI and the launcher on Kafka's protocol (KIP-853/856): find the node
+that can answer (the Raft leader for DescribeQuorum, AddRaftVoter, RemoveRaftVoter) among the
+bootstrap controllers, and turn its answer into CLI.md's shapes. The kio messages are translated
+to the raft core's dataclasses by raft/runtime/kafka_raft_apis.py, the same code the nodes use.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from cluster.net.client import RpcClient
-from cluster.protocol.errors import Errors, KafkaError
-from cluster.protocol.raft_messages import (
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.static.primitive import i8
+
+from cluster.cli.bootstrap import new_client
+from cluster.cli.bootstrap import split_bootstrap as split_bootstrap  # re-exported for callers
+from kafkawire.api_keys import ApiKey
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
+from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     DescribeQuorumRequest,
@@ -21,13 +31,11 @@ from cluster.protocol.raft_messages import (
     ReplicaState,
 )
 from raft.core.replica_key import ReplicaKey, uuid_to_str
+from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
 
-
-def split_bootstrap(text: str) -> list[str]:
-    addresses = [a.strip() for a in text.split(",") if a.strip()]
-    if not addresses:
-        raise KafkaError(Errors.INVALID_REQUEST, "no bootstrap address given")
-    return addresses
+ADMIN_CLIENT_ID = "minikraft-admin"
+# KIP-919: DescribeCluster with EndpointType CONTROLLER names the controllers' cluster.
+_CONTROLLER_ENDPOINT_TYPE = 2
 
 
 @dataclass(frozen=True)
@@ -143,27 +151,39 @@ class QuorumStatus:
         return rows
 
 
-async def describe_quorum(bootstrap: str, *, timeout_ms: int = 5000) -> QuorumStatus:
+async def _ask(client: KafkaClient, address: str, request: Any, timeout_ms: int) -> Any:
+    """One raft admin request on Kafka's protocol; the core's response dataclass."""
+    answer = await client.request(address, request_to_kafka(request), timeout_ms=timeout_ms)
+    return response_from_kafka(request, answer)
+
+
+async def describe_quorum(
+    bootstrap: str, *, timeout_ms: int = 5000, with_cluster_id: bool = False
+) -> QuorumStatus:
     """Ask each bootstrap controller until the leader answers (only the leader knows the
-    followers' progress, as in Kafka)."""
+    followers' progress, as in Kafka). with_cluster_id: also ask the answering controller's
+    DescribeCluster for the cluster id, as Kafka's `metadata-quorum describe --status` does."""
     deadline = time.monotonic() + timeout_ms / 1000
-    client = RpcClient("minikraft-admin", cluster_id=None, request_timeout_ms=timeout_ms)
+    client = new_client(ADMIN_CLIENT_ID, request_timeout_ms=timeout_ms)
     last: KafkaError = KafkaError(
         Errors.NETWORK_EXCEPTION, f"no controller answered at {bootstrap}"
     )
     try:
         addresses = split_bootstrap(bootstrap)
         while time.monotonic() < deadline:
-            for address in addresses:
+            for address in list(addresses):
                 remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))
                 try:
-                    response = await client.request(
-                        address, DescribeQuorumRequest(), timeout_ms=min(remaining_ms, 2000)
+                    response = await _ask(
+                        client, address, DescribeQuorumRequest(), min(remaining_ms, 2000)
                     )
                 except KafkaError as exc:
                     last = exc
                     continue
                 if response.error_code == 0:
+                    if with_cluster_id:
+                        cluster_id = await _cluster_id(client, address, min(remaining_ms, 2000))
+                        response = replace(response, cluster_id=cluster_id)
                     return QuorumStatus(response, address)
                 last = KafkaError(Errors.of(response.error_code), response.error_message)
                 leader_address = _leader_address(response)
@@ -175,6 +195,30 @@ async def describe_quorum(bootstrap: str, *, timeout_ms: int = 5000) -> QuorumSt
         raise last
     finally:
         await client.close()
+
+
+async def _cluster_id(client: KafkaClient, address: str, timeout_ms: int) -> str:
+    """The cluster id by DescribeCluster (KIP-919), if this controller serves it; else ""."""
+    try:
+        versions = await client.request(
+            address,
+            ApiVersionsRequest(client_software_name="minikraft", client_software_version="1"),
+            timeout_ms=timeout_ms,
+        )
+        if not any(int(k.api_key) == ApiKey.DESCRIBE_CLUSTER and int(k.max_version) >= 1
+                   for k in versions.api_keys):
+            return ""
+        answer = await client.request(
+            address,
+            DescribeClusterRequest(
+                include_cluster_authorized_operations=False,
+                endpoint_type=i8(_CONTROLLER_ENDPOINT_TYPE),
+            ),
+            timeout_ms=timeout_ms,
+        )
+    except KafkaError:
+        return ""
+    return str(answer.cluster_id) if int(answer.error_code) == 0 else ""
 
 
 def _leader_address(response: DescribeQuorumResponse) -> str | None:
@@ -193,13 +237,14 @@ async def change_voters(
     *,
     connect_timeout_ms: int = 5000,
 ) -> VoterChangeResponse:
-    """Send AddRaftVoter/RemoveRaftVoter to the quorum leader: try the bootstrap controllers and
-    follow NOT_LEADER_OR_FOLLOWER's leader endpoint. Raises KafkaError with the leader's error
+    """Send AddRaftVoter/RemoveRaftVoter to the quorum leader: try the bootstrap controllers;
+    Kafka's answers name no leader, so on NOT_LEADER_OR_FOLLOWER ask that controller's
+    DescribeQuorum who leads and go there. Raises KafkaError with the leader's error
     (DUPLICATE_VOTER, VOTER_NOT_FOUND, REQUEST_TIMED_OUT, ...)."""
     # The leader may wait up to request.timeout_ms (rule 5) before it answers.
     rpc_timeout_ms = request.timeout_ms + connect_timeout_ms
     deadline = time.monotonic() + rpc_timeout_ms / 1000
-    client = RpcClient("minikraft-admin", cluster_id=None, request_timeout_ms=rpc_timeout_ms)
+    client = new_client(ADMIN_CLIENT_ID, request_timeout_ms=rpc_timeout_ms)
     last = KafkaError(Errors.NETWORK_EXCEPTION, f"no controller answered at {bootstrap}")
     try:
         addresses = split_bootstrap(bootstrap)
@@ -212,7 +257,7 @@ async def change_voters(
                 seen.add(address)
                 remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))
                 try:
-                    response = await client.request(address, request, timeout_ms=remaining_ms)
+                    response = await _ask(client, address, request, remaining_ms)
                 except KafkaError as exc:
                     last = exc
                     continue
@@ -221,14 +266,23 @@ async def change_voters(
                 last = KafkaError(Errors.of(response.error_code), response.error_message)
                 if response.error_code != Errors.NOT_LEADER_OR_FOLLOWER:
                     raise last
-                if response.leader_endpoint:
-                    queue.insert(0, response.leader_endpoint)  # follow the leader
+                leader = await _leader_known_to(client, address, min(remaining_ms, 2000))
+                if leader:
+                    queue.insert(0, leader)  # follow the leader
             if time.monotonic() + 0.2 >= deadline:
                 break
             await asyncio.sleep(0.2)
         raise last
     finally:
         await client.close()
+
+
+async def _leader_known_to(client: KafkaClient, address: str, timeout_ms: int) -> str | None:
+    try:
+        response = await _ask(client, address, DescribeQuorumRequest(), timeout_ms)
+    except KafkaError:
+        return None
+    return _leader_address(response)
 
 
 async def add_voter(

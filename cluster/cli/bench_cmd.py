@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 PEERS = {
     "raft": (None, "etcd", "pysyncobj"),

@@ -14,10 +14,11 @@ import click
 
 from cluster.chaos.netns_faults import NetworkFaultError
 from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
+from cluster.chaos.workload import CLIENTS, MINIKRAFT
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.output import stdout as console
 from cluster.launch.local_cluster import CLUSTER_FILE
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 
 @click.command()
@@ -33,10 +34,14 @@ from cluster.protocol.errors import KafkaError
     "--nemesis", "nemesis_list", default=None,
     help="comma-separated faults mixed over the run, e.g. kill,pause,partition-random-halves,netem",
 )
+@click.option(
+    "--client", type=click.Choice(CLIENTS), default=MINIKRAFT, show_default=True,
+    help="the workload's producers: minikraft's own Kafka client or librdkafka (confluent-kafka)",
+)
 @output_option
 def chaos(
     directory: str, scenario: str | None, seed: int, duration_s: float,
-    recovery_timeout_s: float, nemesis_list: str | None, output: str,
+    recovery_timeout_s: float, nemesis_list: str | None, client: str, output: str,
 ) -> None:
     """Break the cluster under --dir on purpose and check that no acked write was lost."""
     root = Path(directory)
@@ -54,7 +59,7 @@ def chaos(
         summary = asyncio.run(
             run_chaos(
                 root, scenario, seed, duration_s, recovery_timeout_s=recovery_timeout_s,
-                nemeses=nemeses,
+                nemeses=nemeses, client=client,
             )
         )
     except ValueError as exc:

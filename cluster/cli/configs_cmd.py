@@ -1,24 +1,34 @@
-"""`minikraft configs --bootstrap-server H:P alter --entity-type topics|brokers --entity-name X
---add-config k=v[,k=v] | --delete-config k` (CLI.md, Kafka's kafka-configs.sh), sent as
-IncrementalAlterConfigs to the active controller."""
+"""`minikraft configs (--bootstrap-server B | --bootstrap-controller C) alter --entity-type
+topics|brokers --entity-name X --add-config k=v[,k=v] | --delete-config k` (CLI.md, Kafka's
+kafka-configs.sh), sent as Kafka's IncrementalAlterConfigs (brokers forward it to the active
+controller)."""
 
 from __future__ import annotations
 
 import click
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.static.primitive import i8
 
+from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.topics_cmd import error_name, parse_configs, run_admin
-from cluster.protocol import controller_messages as msg
+from controller.core import messages as msg
 
 _RESOURCE_TYPES = {"topics": msg.RESOURCE_TYPE_TOPIC, "brokers": msg.RESOURCE_TYPE_BROKER}
 
 
 @click.group("configs")
-@click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
+@bootstrap_options
 @click.pass_context
-def configs(ctx: click.Context, bootstrap_server: str) -> None:
+def configs(
+    ctx: click.Context, bootstrap_server: str | None, bootstrap_controller: str | None
+) -> None:
     """Alter topic and broker configs."""
-    ctx.obj = {"bootstrap_server": bootstrap_server}
+    ctx.obj = {"bootstrap": chosen_bootstrap(bootstrap_server, bootstrap_controller)}
 
 
 @configs.command()
@@ -49,18 +59,29 @@ def alter(
     deleted = [k.strip() for item in delete_configs for k in item.split(",") if k.strip()]
     if not added and not deleted:
         fail("one of --add-config or --delete-config is required", EXIT_USAGE)
-    changes = [msg.AlterableConfig(k, msg.OP_SET, v) for k, v in added.items()]
-    changes += [msg.AlterableConfig(k, msg.OP_DELETE, None) for k in deleted]
-    request = msg.IncrementalAlterConfigsRequest(
-        [msg.AlterConfigsResource(_RESOURCE_TYPES[entity_type], entity_name, changes)]
+    changes = [
+        AlterableConfig(name=k, config_operation=i8(msg.OP_SET), value=v) for k, v in added.items()
+    ]
+    changes += [
+        AlterableConfig(name=k, config_operation=i8(msg.OP_DELETE), value=None) for k in deleted
+    ]
+    request = IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=i8(_RESOURCE_TYPES[entity_type]),
+                resource_name=entity_name,
+                configs=tuple(changes),
+            ),
+        ),
+        validate_only=False,
     )
-    response = run_admin(ctx.obj["bootstrap_server"], request)
+    response = run_admin(ctx.obj["bootstrap"], request)
     result = response.responses[0]
     error = error_name(result.error_code)
     if output == "json":
         emit_json({"entity_type": entity_type, "entity_name": entity_name, "error": error})
     if error is not None:
-        fail(f"{error}: {result.error_message}")
+        fail(f"{error}: {result.error_message or ''}")
     if output != "json":
         what = "the cluster default" if entity_name == "" else f"{entity_type[:-1]} {entity_name}"
         click.echo(f"Completed updating config for {what}.")

@@ -1,6 +1,7 @@
 """`minikraft consume --bootstrap-server H:P --topic T` (CLI.md "Data, logs, health"): reads
 committed records (below each partition's high watermark, rule 20) from the partition leaders
-until --max-messages or until nothing new arrived for --timeout-ms."""
+with Kafka's ListOffsets and Fetch (read committed, assigned partitions, no group) until
+--max-messages or until nothing new arrived for --timeout-ms."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ from typing import Any
 
 import click
 
-from cluster.cli.broker_client import RETRIABLE_ERRORS, Leaders, new_client
+from cluster.cli.broker_client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    RETRIABLE_ERRORS,
+    Leaders,
+    data_client,
+    fetch_records,
+    list_offset,
+)
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors, KafkaError
-from raft.core.record_batch import Record, iter_batches
+from kafkawire.errors import Errors, KafkaError
 
 POLL_WAIT_MS = 200
 RETRY_BACKOFF_S = 0.1
@@ -39,7 +46,7 @@ async def consume_records(
     """A partition whose leader moved, is being elected or is RECOVERING (rule 21) is retried
     after a metadata refresh until --timeout-ms passes without progress, as Kafka's consumer
     does; any other error fails the command."""
-    client = new_client("consumer")
+    client = data_client("consumer")
     leaders = Leaders(client, bootstrap, topic)
     records: list[dict[str, Any]] = []
     try:
@@ -54,16 +61,18 @@ async def consume_records(
             for p in partitions:
                 try:
                     if p not in positions:
-                        positions[p] = await _start_offset(leaders, topic, p, from_beginning)
+                        positions[p] = await list_offset(
+                            leaders, p, EARLIEST_TIMESTAMP if from_beginning else LATEST_TIMESTAMP
+                        )
                         got = True
                         continue
-                    batch_records = await _fetch(leaders, topic, p, positions[p])
+                    fetched = await fetch_records(leaders, p, positions[p], max_wait_ms=POLL_WAIT_MS)
                 except KafkaError as exc:
                     if exc.error not in _RETRY:
                         raise
                     stale = True
                     continue
-                for offset, record in batch_records:
+                for offset, record in fetched.records:
                     records.append(
                         {"partition": p, "offset": offset, "key": _text(record.key),
                          "value": _text(record.value)}
@@ -81,39 +90,6 @@ async def consume_records(
     if max_messages is not None:
         records = records[:max_messages]
     return {"count": len(records), "records": records}
-
-
-async def _start_offset(leaders: Leaders, topic: str, partition: int, from_beginning: bool) -> int:
-    response = await leaders.client.request(
-        leaders.leader_address(partition),
-        bm.ListOffsetsRequest(
-            topic, partition,
-            timestamp=bm.EARLIEST_TIMESTAMP if from_beginning else bm.LATEST_TIMESTAMP,
-        ),
-    )
-    if response.error_code != 0:
-        raise KafkaError(Errors.of(response.error_code), response.error_message)
-    offset: int = response.offset
-    return offset
-
-
-async def _fetch(
-    leaders: Leaders, topic: str, partition: int, position: int
-) -> list[tuple[int, Record]]:
-    """Committed records at or after `position` (a batch may start below it)."""
-    response = await leaders.client.request(
-        leaders.leader_address(partition),
-        bm.FetchRequest(topic, partition, position, max_wait_ms=POLL_WAIT_MS),
-    )
-    if response.error_code != 0:
-        raise KafkaError(Errors.of(response.error_code), response.error_message)
-    out = []
-    for batch, _size in iter_batches(response.records):
-        for index, record in enumerate(batch.records):
-            offset = batch.offset_of(index)
-            if offset >= position:
-                out.append((offset, record))
-    return out
 
 
 @click.command()

@@ -1,6 +1,8 @@
-"""`minikraft leader-election --bootstrap-server H:P --election-type PREFERRED|UNCLEAN|DESIGNATED
-(--topic T --partition P [--designated-leader N] | --all-topic-partitions | --path-to-json-file F)`
-(CLI.md, Kafka's kafka-leader-election.sh; DESIGNATED is seed 004's).
+"""`minikraft leader-election (--bootstrap-server B | --bootstrap-controller C) --election-type
+PREFERRED|UNCLEAN|DESIGNATED (--topic T --partition P [--designated-leader N] |
+--all-topic-partitions | --path-to-json-file F)` (CLI.md, Kafka's kafka-leader-election.sh;
+DESIGNATED is seed 004's), sent as ElectLeaders v3 (kafkawire.elect_leaders_v3: DesignatedLeaders,
+and each partition's new leader in minikraft's tagged LeaderId).
 
 ElectLeaders serves at most 1000 partitions per request (REQUEST_LIMIT_REACHED for the rest), so
 the tool sends larger sets in slices and resends what came back over the limit."""
@@ -12,11 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import click
+from kio.static.primitive import i8, i32
 
+from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option, stderr
-from cluster.cli.topics_cmd import error_name, run_admin
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
+from cluster.cli.topics_cmd import error_name, kafka_timeout, run_admin
+from controller.core import messages as msg
+from kafkawire import elect_leaders_v3 as el3
+from kafkawire.errors import Errors
+from kafkawire.messages import wire_error
 
 _TYPES = {
     "PREFERRED": msg.ELECTION_PREFERRED,
@@ -48,21 +54,32 @@ def _plan_from_file(path: str, designated: bool) -> list[Target]:
         fail(f"cannot read {path}: {exc}", EXIT_USAGE)
 
 
-def _request(election_type: int, targets: list[Target] | None) -> msg.ElectLeadersRequest:
+def elect_leaders_request(
+    election_type: int, targets: list[Target] | None
+) -> el3.ElectLeadersRequest:
+    """ElectLeaders v3 for `targets` (None: every partition); DesignatedLeaders by index with
+    Partitions for DESIGNATED (seed 004), null otherwise."""
     if targets is None:
-        return msg.ElectLeadersRequest(election_type, None)
+        return el3.ElectLeadersRequest(
+            election_type=i8(election_type), topic_partitions=None, timeout=kafka_timeout()
+        )
     by_topic: dict[str, tuple[list[int], list[int]]] = {}
     for topic, partition, leader in targets:
         partitions, leaders = by_topic.setdefault(topic, ([], []))
         partitions.append(partition)
         leaders.append(-1 if leader is None else leader)
     designated = election_type == msg.ELECTION_DESIGNATED
-    return msg.ElectLeadersRequest(
-        election_type,
-        [
-            msg.ElectLeadersTopicPartitions(topic, parts, leaders if designated else None)
+    return el3.ElectLeadersRequest(
+        election_type=i8(election_type),
+        topic_partitions=tuple(
+            el3.TopicPartitions(
+                topic=topic,
+                partitions=tuple(i32(p) for p in parts),
+                designated_leaders=tuple(i32(b) for b in leaders) if designated else None,
+            )
             for topic, (parts, leaders) in by_topic.items()
-        ],
+        ),
+        timeout=kafka_timeout(),
     )
 
 
@@ -84,19 +101,22 @@ def run_elections(
         if not pending:
             break
         batch = pending.pop(0)
-        response = run_admin(bootstrap, _request(election_type, batch))
+        response = run_admin(bootstrap, elect_leaders_request(election_type, batch))
+        if response.error_code != 0:
+            fail(f"{Errors.of(int(response.error_code)).name}: the election request was refused")
         again: list[Target] = []
         for topic_result in response.replica_election_results:
             for p in topic_result.partition_result:
-                key = (topic_result.topic, p.partition_id)
-                if p.error_code == Errors.REQUEST_LIMIT_REACHED:
+                key = (str(topic_result.topic), int(p.partition_id))
+                error = wire_error(p.error_code, p.error_message)
+                if error == Errors.REQUEST_LIMIT_REACHED:
                     again.append((key[0], key[1], designated.get(key)))
                     continue
                 results[key] = {
                     "topic": key[0],
                     "partition": key[1],
-                    "error": error_name(p.error_code),
-                    "leader": p.leader_id,
+                    "error": error_name(error),
+                    "leader": int(p.leader_id),
                 }
         for i in range(0, len(again), msg.ELECT_LEADERS_MAX_PARTITIONS):
             pending.append(again[i : i + msg.ELECT_LEADERS_MAX_PARTITIONS])
@@ -104,7 +124,7 @@ def run_elections(
 
 
 @click.command("leader-election")
-@click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
+@bootstrap_options
 @click.option(
     "--election-type", type=click.Choice(sorted(_TYPES), case_sensitive=False), required=True
 )
@@ -115,7 +135,8 @@ def run_elections(
 @click.option("--path-to-json-file", default=None, help='{"partitions":[{"topic","partition"}]}')
 @output_option
 def leader_election(
-    bootstrap_server: str,
+    bootstrap_server: str | None,
+    bootstrap_controller: str | None,
     election_type: str,
     topic: str | None,
     partition: int | None,
@@ -125,6 +146,7 @@ def leader_election(
     output: str,
 ) -> None:
     """Elect leaders: PREFERRED, UNCLEAN or DESIGNATED (a named replica, seed 004)."""
+    bootstrap = chosen_bootstrap(bootstrap_server, bootstrap_controller)
     chosen = sum([topic is not None, all_topic_partitions, path_to_json_file is not None])
     if chosen != 1:
         fail(
@@ -145,7 +167,7 @@ def leader_election(
         targets = [(topic, partition, designated_leader)]
     elif path_to_json_file is not None:
         targets = _plan_from_file(path_to_json_file, designated)
-    rows = run_elections(bootstrap_server, _TYPES[election_type], targets)
+    rows = run_elections(bootstrap, _TYPES[election_type], targets)
     failed = [r for r in rows if r["error"] not in (None, "ELECTION_NOT_NEEDED")]
     if output == "json":
         emit_json(rows)

@@ -1,6 +1,7 @@
 """`minikraft health --bootstrap-server H:P [--watch] [--output json]` (CLI.md): exit 0 healthy;
 1 degraded (offline or under-min-ISR partitions, a fenced broker, a voter missing or lagging);
-2 unreachable. The broker answers METADATA; the quorum is asked of the controllers it names."""
+2 unreachable. The brokers answer DescribeCluster v2 (fenced brokers included, KIP-1073) and
+DescribeTopicPartitions, and forward DescribeQuorum to the controllers."""
 
 from __future__ import annotations
 
@@ -9,42 +10,56 @@ import time
 from typing import Any
 
 import click
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+from kio.static.primitive import i8
 
 from cluster.cli.admin_client import describe_quorum
-from cluster.cli.broker_client import fetch_metadata, new_client
+from cluster.cli.bootstrap import new_client, send_to_any
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
-from cluster.protocol.errors import KafkaError
+from cluster.cli.topics_cmd import describe_all, partition_rows, unavailable, under_min_isr_row
+from controller.runtime.kafka_describe import ENDPOINT_TYPE_BROKER
+from kafkawire.errors import KafkaError
 
 VOTER_FETCH_STALE_MS = 5000
 VOTER_MAX_LAG = 1000
 
 
 async def check_health(bootstrap: str, timeout_ms: int = 3000) -> tuple[int, dict[str, Any]]:
-    client = new_client("minikraft-health")
+    client = new_client("minikraft-health", request_timeout_ms=timeout_ms)
     try:
-        metadata = await fetch_metadata(client, bootstrap, None, timeout_ms)
+        _, cluster = await send_to_any(
+            client,
+            bootstrap,
+            DescribeClusterRequest(
+                include_cluster_authorized_operations=False,
+                endpoint_type=i8(ENDPOINT_TYPE_BROKER),
+                include_fenced_brokers=True,
+            ),
+            timeout_ms=timeout_ms,
+        )
+        topics = await describe_all(bootstrap, [])
     except KafkaError as exc:
         return EXIT_USAGE, {"status": "unreachable", "problems": [str(exc)]}
     finally:
         await client.close()
     problems: list[str] = []
-    fenced = sorted(b.node_id for b in metadata.brokers if b.fenced)
+    fenced = sorted(int(b.broker_id) for b in cluster.brokers if b.is_fenced)
     problems += [f"broker {b} is fenced" for b in fenced]
     offline: list[str] = []
     under_min_isr: list[str] = []
-    for topic in metadata.topics:
-        for p in topic.partitions:
-            name = f"{topic.name}-{p.partition_index}"
-            if p.leader_id < 0:
-                offline.append(name)
-            elif len(p.isr_nodes) < min(topic.min_insync_replicas, len(p.replica_nodes)):
-                under_min_isr.append(name)
+    by_name = {t.name: t for t in topics}
+    for row in partition_rows(topics):
+        name = f"{row['topic']}-{row['partition']}"
+        if unavailable(row):
+            offline.append(name)
+        elif under_min_isr_row(by_name[row["topic"]], row):
+            under_min_isr.append(name)
     problems += [f"partition {n} is offline" for n in offline]
     problems += [f"partition {n} is under min ISR" for n in under_min_isr]
     quorum: dict[str, Any] = {}
-    controllers = ",".join(metadata.controller_bootstrap_servers)
     try:
-        status = await describe_quorum(controllers, timeout_ms=timeout_ms)
+        # Through the brokers, which forward DescribeQuorum to the controllers (Kafka's way).
+        status = await describe_quorum(bootstrap, timeout_ms=timeout_ms)
         now_ms = int(time.time() * 1000)
         rows = status.replication_json()
         quorum = {"leader_id": status.leader_id, "leader_epoch": status.leader_epoch,
@@ -63,9 +78,9 @@ async def check_health(bootstrap: str, timeout_ms: int = 3000) -> tuple[int, dic
         "status": "healthy" if not problems else "degraded",
         "problems": problems,
         "brokers": [
-            {"node_id": b.node_id, "address": f"{b.host}:{b.port}", "fenced": b.fenced,
-             "epoch": b.epoch}
-            for b in metadata.brokers
+            {"node_id": int(b.broker_id), "address": f"{b.host}:{int(b.port)}",
+             "fenced": bool(b.is_fenced)}
+            for b in cluster.brokers
         ],
         "fenced_brokers": fenced,
         "offline_partitions": offline,

@@ -12,6 +12,7 @@ from cluster.cli.bench_cmd import bench
 from cluster.cli.chaos_cmd import chaos
 from cluster.cli.configs_cmd import configs
 from cluster.cli.consume_cmd import consume
+from cluster.cli.consumer_groups_cmd import consumer_groups
 from cluster.cli.dump_log_cmd import dump_log
 from cluster.cli.election_cmd import leader_election
 from cluster.cli.health_cmd import health
@@ -45,6 +46,7 @@ cli.add_command(leader_election)
 cli.add_command(unclean_recovery)
 cli.add_command(produce)
 cli.add_command(consume)
+cli.add_command(consumer_groups)
 cli.add_command(health)
 cli.add_command(chaos)
 

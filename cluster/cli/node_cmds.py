@@ -10,8 +10,8 @@ import sys
 import click
 
 from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, fail
-from cluster.config import ConfigError, NodeConfig
-from cluster.net.loop import run
+from kafkawire.config import ConfigError, NodeConfig
+from kafkawire.loop import run
 from raft.runtime.meta_properties import (
     StorageError,
 )

@@ -2,7 +2,8 @@
 
 Values are `<producer-id>-<seq>` (padded to --record-size), unique and sequenced so the audit can
 check loss and duplication; `--journal F` appends every send and its ack as msgpack lines.
-Records go one per request, in order, round-robin over the partitions (or to --partition).
+Records go one per request (Kafka's Produce, one record batch v2 each), in order, round-robin
+over the partitions (or to --partition).
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ from typing import Any
 import click
 import msgpack
 
-from cluster.cli.broker_client import RETRIABLE_ERRORS, Leaders, new_client
+from cluster.cli.broker_client import (
+    RETRIABLE_ERRORS,
+    Leaders,
+    ProduceAck,
+    data_client,
+    produce_batch,
+)
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch
 
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -68,7 +74,7 @@ async def produce_records(
     producer_id: str | None = None,
 ) -> dict[str, Any]:
     producer_id = producer_id or uuid.uuid4().hex[:8]
-    client = new_client(f"producer-{producer_id}")
+    client = data_client(f"producer-{producer_id}")
     leaders = Leaders(client, bootstrap, topic)
     ack_journal = AckJournal(journal)
     errors: dict[str, int] = {}
@@ -88,7 +94,8 @@ async def produce_records(
                  "partition": target, "acks": acks, "value": value[:64].decode(), "ts": now_ms}
             )
             sent_at = time.monotonic()
-            error, response = await send_batch(leaders, topic, target, batch, acks, timeout_ms)
+            ack = await send_batch(leaders, target, batch, acks, timeout_ms)
+            error = ack.error
             latency_ms = (time.monotonic() - sent_at) * 1000
             if error is Errors.NONE:
                 acked += 1
@@ -98,8 +105,7 @@ async def produce_records(
             ack_journal.write(
                 {"event": "ack", "producer_id": producer_id, "seq": seq, "topic": topic,
                  "partition": target, "acks": acks, "error": error.name,
-                 "offset": -1 if response is None else response.base_offset,
-                 "leader_epoch": -1 if response is None else response.leader_epoch,
+                 "offset": ack.base_offset, "leader_epoch": ack.leader_epoch,
                  "ts": int(time.time() * 1000)}
             )
     finally:
@@ -118,33 +124,26 @@ async def produce_records(
 
 
 async def send_batch(
-    leaders: Leaders, topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int
-) -> tuple[Errors, bm.ProduceResponse | None]:
+    leaders: Leaders, partition: int, batch: bytes, acks: int, timeout_ms: int
+) -> ProduceAck:
     """One batch to the partition's leader: retriable errors refresh metadata and resend, up to
     MAX_ATTEMPTS; a REQUEST_TIMED_OUT is never resent (it may have been appended)."""
-    error = Errors.UNKNOWN_SERVER_ERROR
-    response: bm.ProduceResponse | None = None
+    ack = ProduceAck(Errors.UNKNOWN_SERVER_ERROR)
     for attempt in range(MAX_ATTEMPTS):
         try:
-            address = leaders.leader_address(partition)
-            response = await leaders.client.request(
-                address,
-                bm.ProduceRequest(topic, partition, batch, acks=acks, timeout_ms=timeout_ms),
-                timeout_ms=timeout_ms + 2000,
-            )
-            error = Errors.of(response.error_code)
-            if error is Errors.NONE:
-                return error, response
+            ack = await produce_batch(leaders, partition, batch, acks, timeout_ms)
+            if ack.error is Errors.NONE:
+                return ack
         except KafkaError as exc:
-            error, response = exc.error, None
-            if error is Errors.REQUEST_TIMED_OUT:
-                return error, None  # it may have been appended: never resend (no duplicates)
-        if error not in RETRIABLE_ERRORS or attempt == MAX_ATTEMPTS - 1:
-            return error, response
+            ack = ProduceAck(exc.error, message=exc.message)
+            if exc.error is Errors.REQUEST_TIMED_OUT:
+                return ack  # it may have been appended: never resend (no duplicates)
+        if ack.error not in RETRIABLE_ERRORS or attempt == MAX_ATTEMPTS - 1:
+            return ack
         await asyncio.sleep(0.2 * (attempt + 1))
         with contextlib.suppress(KafkaError):
             await leaders.refresh()
-    return error, None
+    return ack
 
 
 @click.command()

@@ -10,8 +10,8 @@ import click
 
 from cluster.cli.admin_client import add_voter, describe_quorum, remove_voter
 from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, emit_json, emit_table, fail, output_option
-from cluster.config import ConfigError, NodeConfig
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.config import ConfigError, NodeConfig
+from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
 from raft.runtime.fsutil import StorageError
 from raft.runtime.meta_properties import read_meta_properties
@@ -43,7 +43,9 @@ def describe(ctx: click.Context, mode: str | None, output: str) -> None:
     if mode is None:
         fail("one of --status or --replication is required", EXIT_USAGE)
     try:
-        status = asyncio.run(describe_quorum(ctx.obj["bootstrap_controller"]))
+        status = asyncio.run(
+            describe_quorum(ctx.obj["bootstrap_controller"], with_cluster_id=mode == "status")
+        )
     except KafkaError as exc:
         fail(f"{exc.error.name}: {exc.message or 'no controller answered'}", EXIT_USAGE)
     if mode == "status":

@@ -7,7 +7,7 @@ import uuid
 import click
 
 from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
-from cluster.config import ConfigError, NodeConfig, parse_host_port
+from kafkawire.config import ConfigError, NodeConfig, parse_host_port
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import (

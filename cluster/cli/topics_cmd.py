@@ -1,79 +1,57 @@
-"""`minikraft topics --bootstrap-server H:P create | describe` (CLI.md, Kafka's kafka-topics.sh).
-
-Also the way every admin command reaches the active controller: a request goes to the bootstrap
-address; a NOT_CONTROLLER answer (a standby) sends it on to the Raft leader found by
-DescribeQuorum, and a failover in progress is retried until the timeout (Kafka's admin client).
+"""`minikraft topics (--bootstrap-server B | --bootstrap-controller C) create | describe | alter`
+(CLI.md, Kafka's kafka-topics.sh), on Kafka's protocol: CreateTopics, DescribeTopicPartitions
+(seed 001's paging) and CreatePartitions (`alter --partitions`). Brokers forward the writes to the
+active controller; controllers (KIP-919) answer them themselves (cluster.cli.bootstrap).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import dataclasses
+import datetime
 from typing import Any
 
 import click
+from kio.schema.create_partitions.v3.request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
+from kio.schema.create_topics.v7.request import (
+    CreateTopicsRequest,
+)
+from kio.schema.describe_topic_partitions.v0.request import (
+    Cursor,
+    DescribeTopicPartitionsRequest,
+    TopicRequest,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i32Timedelta
 
-from cluster.cli.admin_client import describe_quorum, split_bootstrap
+from cluster.cli.bootstrap import (
+    ADMIN_TIMEOUT_MS,
+    bootstrap_options,
+    chosen_bootstrap,
+    request_admin,
+)
 from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
-from cluster.net.client import RpcClient
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from controller.core import messages as msg
+from kafkawire.create_topics import NewTopic
+from kafkawire.create_topics import create_topics_request as build_create_topics
+from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_to_str
 
-ADMIN_TIMEOUT_MS = 15_000
 _RETRY_SLEEP_S = 0.1
 
 
-async def controller_request(
-    bootstrap: str, request: Any, *, timeout_ms: int = ADMIN_TIMEOUT_MS
-) -> Any:
-    """Send an admin request to whichever bootstrap node answers, following NOT_CONTROLLER to
-    the active controller. A top-level error other than NOT_CONTROLLER raises KafkaError."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    addresses = split_bootstrap(bootstrap)
-    client = RpcClient("minikraft-admin", cluster_id=None, request_timeout_ms=timeout_ms)
-    last = KafkaError(Errors.NETWORK_EXCEPTION, f"no node answered at {bootstrap}")
+def kafka_timeout(timeout_ms: int = ADMIN_TIMEOUT_MS) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms))
+
+
+def run_admin(bootstrap: str, body: Any) -> Any:
+    """Run one admin request on Kafka's protocol; the kio response, error codes and all. An
+    unreachable cluster exits 2, another failure 1, as CLI.md says."""
     try:
-        while time.monotonic() < deadline:
-            for address in list(addresses):
-                remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))
-                try:
-                    response = await client.request(
-                        address, request, timeout_ms=min(remaining_ms, 5000)
-                    )
-                except KafkaError as exc:
-                    last = exc
-                    continue
-                error = Errors.of(response.error_code)
-                if error == Errors.NONE:
-                    return response
-                last = KafkaError(error, response.error_message)
-                if error != Errors.NOT_CONTROLLER:
-                    raise last
-                active = await _active_controller(bootstrap, remaining_ms)
-                if active is not None and active not in addresses:
-                    addresses.insert(0, active)
-            await asyncio.sleep(_RETRY_SLEEP_S)
-        raise last
-    finally:
-        await client.close()
-
-
-async def _active_controller(bootstrap: str, timeout_ms: int) -> str | None:
-    try:
-        status = await describe_quorum(bootstrap, timeout_ms=min(timeout_ms, 2000))
-    except KafkaError:
-        return None
-    if status.leader_id is None:
-        return None
-    endpoints = status.endpoints().get(status.leader_id, {})
-    return next(iter(endpoints.values()), None)
-
-
-def run_admin(bootstrap: str, request: Any) -> Any:
-    """Run one admin request; connection and top-level errors exit as CLI.md says."""
-    try:
-        return asyncio.run(controller_request(bootstrap, request))
+        return asyncio.run(request_admin(bootstrap, body))
     except KafkaError as exc:
         code = (
             EXIT_USAGE if exc.error in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT) else 1
@@ -82,7 +60,7 @@ def run_admin(bootstrap: str, request: Any) -> Any:
 
 
 def error_name(code: int) -> str | None:
-    return None if code == 0 else Errors.of(code).name
+    return None if int(code) == 0 else Errors.of(int(code)).name
 
 
 def parse_configs(items: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -96,39 +74,49 @@ def parse_configs(items: tuple[str, ...] | list[str]) -> dict[str, str]:
     return configs
 
 
+def create_topics_request(
+    topic: str, partitions: int, replication_factor: int, configs: dict[str, str]
+) -> CreateTopicsRequest:
+    return build_create_topics(
+        [NewTopic(topic, partitions, replication_factor, configs)], ADMIN_TIMEOUT_MS
+    )
+
+
 # -- describe --------------------------------------------------------------------------------
 
 
 async def describe_all(
     bootstrap: str, topics: list[str], limit: int = msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT
-) -> list[msg.DescribeTopicPartitionsTopic]:
-    """Every page of DescribeTopicPartitions (seed 001's cursor), topics merged across pages."""
-    merged: dict[str, msg.DescribeTopicPartitionsTopic] = {}
-    cursor: msg.Cursor | None = None
+) -> list[Any]:
+    """Every page of DescribeTopicPartitions (seed 001's cursor), topics merged across pages:
+    kio topic entities with minikraft's tagged additions (kafkawire.describe_topic_partitions).
+    Any broker or controller answers from its committed image. KafkaError if none answers."""
+    merged: dict[str, Any] = {}
+    cursor: Cursor | None = None
     for _ in range(1_000_000):
-        response = await controller_request(
-            bootstrap, msg.DescribeTopicPartitionsRequest(topics, limit, cursor)
+        response = await request_admin(
+            bootstrap,
+            DescribeTopicPartitionsRequest(
+                topics=tuple(TopicRequest(name=TopicName(t)) for t in topics),
+                response_partition_limit=i32(limit),
+                cursor=cursor,
+            ),
         )
         for topic in response.topics:
             seen = merged.get(topic.name)
-            if seen is None:
-                merged[topic.name] = topic
-            else:
-                merged[topic.name] = msg.DescribeTopicPartitionsTopic(
-                    topic.name,
-                    topic.error_code,
-                    topic.topic_id,
-                    topic.is_internal,
-                    seen.partitions + topic.partitions,
-                    topic.min_insync_replicas,
-                )
-        cursor = response.next_cursor
-        if cursor is None:
+            merged[topic.name] = (
+                topic
+                if seen is None
+                else dataclasses.replace(topic, partitions=seen.partitions + topic.partitions)
+            )
+        next_cursor = response.next_cursor
+        if next_cursor is None:
             break
+        cursor = Cursor(topic_name=next_cursor.topic_name, partition_index=next_cursor.partition_index)
     return list(merged.values())
 
 
-def partition_rows(topics: list[msg.DescribeTopicPartitionsTopic]) -> list[dict[str, Any]]:
+def partition_rows(topics: list[Any]) -> list[dict[str, Any]]:
     """CLI.md's `topics describe --output json` rows."""
     rows = []
     for topic in topics:
@@ -137,16 +125,16 @@ def partition_rows(topics: list[msg.DescribeTopicPartitionsTopic]) -> list[dict[
                 {
                     "topic": topic.name,
                     "topic_id": uuid_to_str(topic.topic_id),
-                    "partition": p.partition_index,
-                    "leader": p.leader_id,
-                    "leader_epoch": p.leader_epoch,
-                    "partition_epoch": p.partition_epoch,
-                    "replicas": list(p.replica_nodes),
-                    "isr": list(p.isr_nodes),
-                    "elr": list(p.eligible_leader_replicas or []),
-                    "last_known_elr": list(p.last_known_elr or []),
-                    "last_known_leader": p.last_known_leader,
-                    "offline_replicas": list(p.offline_replicas),
+                    "partition": int(p.partition_index),
+                    "leader": int(p.leader_id),
+                    "leader_epoch": int(p.leader_epoch),
+                    "partition_epoch": int(p.partition_epoch),
+                    "replicas": [int(b) for b in p.replica_nodes],
+                    "isr": [int(b) for b in p.isr_nodes],
+                    "elr": [int(b) for b in p.eligible_leader_replicas or ()],
+                    "last_known_elr": [int(b) for b in p.last_known_elr or ()],
+                    "last_known_leader": int(p.last_known_leader),
+                    "offline_replicas": [int(b) for b in p.offline_replicas],
                     "leader_recovery_state": "RECOVERING"
                     if p.leader_recovery_state == 1
                     else "RECOVERED",
@@ -155,12 +143,12 @@ def partition_rows(topics: list[msg.DescribeTopicPartitionsTopic]) -> list[dict[
     return rows
 
 
-def _under_min_isr(topic: msg.DescribeTopicPartitionsTopic, row: dict[str, Any]) -> bool:
+def under_min_isr_row(topic: Any, row: dict[str, Any]) -> bool:
     min_isr = topic.min_insync_replicas if topic.min_insync_replicas > 0 else 1
     return len(row["isr"]) < min(min_isr, len(row["replicas"]))  # rule 9
 
 
-def _unavailable(row: dict[str, Any]) -> bool:
+def unavailable(row: dict[str, Any]) -> bool:
     return row["leader"] < 0 or row["leader"] in row["offline_replicas"]
 
 
@@ -168,11 +156,11 @@ def _unavailable(row: dict[str, Any]) -> bool:
 
 
 @click.group("topics")
-@click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
+@bootstrap_options
 @click.pass_context
-def topics(ctx: click.Context, bootstrap_server: str) -> None:
-    """Create and describe topics."""
-    ctx.obj = {"bootstrap_server": bootstrap_server}
+def topics(ctx: click.Context, bootstrap_server: str | None, bootstrap_controller: str | None) -> None:
+    """Create, describe and alter topics."""
+    ctx.obj = {"bootstrap": chosen_bootstrap(bootstrap_server, bootstrap_controller)}
 
 
 @topics.command()
@@ -191,10 +179,14 @@ def create(
     output: str,
 ) -> None:
     """Create a topic (CreateTopics)."""
-    request = msg.CreateTopicsRequest(
-        [msg.CreatableTopic(topic, partitions, replication_factor, parse_configs(configs))]
-    )
-    response = run_admin(ctx.obj["bootstrap_server"], request)
+    # On the wire -1 asks for the controller's default; an operator's count must be > 0, as
+    # kafka-topics.sh insists, and is refused with the server's name for it.
+    if partitions < 1:
+        fail(f"INVALID_PARTITIONS: number of partitions {partitions} is not > 0")
+    if replication_factor < 1:
+        fail(f"INVALID_REPLICATION_FACTOR: replication factor {replication_factor} is not > 0")
+    request = create_topics_request(topic, partitions, replication_factor, parse_configs(configs))
+    response = run_admin(ctx.obj["bootstrap"], request)
     result = response.topics[0]
     error = error_name(result.error_code)
     if output == "json":
@@ -206,9 +198,31 @@ def create(
             }
         )
     if error is not None:
-        fail(f"{error}: {result.error_message}")
+        fail(f"{error}: {result.error_message or ''}")
     if output != "json":
         click.echo(f"Created topic {topic} (topic id {uuid_to_str(result.topic_id)}).")
+
+
+@topics.command()
+@click.option("--topic", required=True)
+@click.option("--partitions", type=int, required=True, help="the new total partition count")
+@output_option
+@click.pass_context
+def alter(ctx: click.Context, topic: str, partitions: int, output: str) -> None:
+    """Add partitions to a topic (CreatePartitions; kafka-topics.sh --alter --partitions)."""
+    request = CreatePartitionsRequest(
+        topics=(CreatePartitionsTopic(name=TopicName(topic), count=i32(partitions), assignments=None),),
+        timeout=kafka_timeout(),
+        validate_only=False,
+    )
+    result = run_admin(ctx.obj["bootstrap"], request).results[0]
+    error = error_name(result.error_code)
+    if output == "json":
+        emit_json({"topic": topic, "partitions": partitions, "error": error})
+    if error is not None:
+        fail(f"{error}: {result.error_message or ''}")
+    if output != "json":
+        click.echo(f"Topic {topic} now has {partitions} partitions.")
 
 
 @topics.command()
@@ -226,16 +240,16 @@ def describe(
 ) -> None:
     """Describe partitions: leader, ISR, ELR, LastKnownELR, LastKnownLeader, recovery state."""
     try:
-        described = asyncio.run(describe_all(ctx.obj["bootstrap_server"], [topic] if topic else []))
+        described = asyncio.run(describe_all(ctx.obj["bootstrap"], [topic] if topic else []))
     except KafkaError as exc:
         fail(f"{exc.error.name}: {exc.message}", EXIT_USAGE)
     errors = [t for t in described if t.error_code != 0]
     rows = []
     for t in described:
         for row in partition_rows([t]):
-            if under_min_isr_partitions and not _under_min_isr(t, row):
+            if under_min_isr_partitions and not under_min_isr_row(t, row):
                 continue
-            if unavailable_partitions and not _unavailable(row):
+            if unavailable_partitions and not unavailable(row):
                 continue
             rows.append(row)
     if output == "json":
@@ -255,4 +269,4 @@ def describe(
         ]
         emit_table("topics", columns, [[row[c] for c in columns] for row in rows])
     for t in errors:
-        fail(f"{Errors.of(t.error_code).name}: topic {t.name!r}")
+        fail(f"{Errors.of(int(t.error_code)).name}: topic {t.name!r}")

@@ -6,8 +6,10 @@ PartitionLeaderEpoch, then the highest last written leader epoch (so a longer di
 older epoch never wins), then the longest log (controller.core.unclean_recovery, shared with the
 controller's recovery manager), then shows the answers, writes the plan for
 `leader-election --election-type DESIGNATED`, or sends the DESIGNATED elections itself.
-`--bootstrap-server` names brokers (METADATA gives the brokers and the controllers); an address
-that does not answer METADATA is used as a controller.
+`--bootstrap-server` names brokers (Metadata lists the live brokers to ask); the elections go
+to them (forwarded to the active controller) or, with `--bootstrap-controller`, to the
+controllers themselves (KIP-919). Everything travels on Kafka's protocol: Metadata,
+DescribeTopicPartitions, GetReplicaLogInfo (kafkawire.get_replica_log_info) and ElectLeaders v3.
 """
 
 from __future__ import annotations
@@ -23,9 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import click
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.static.primitive import i32
 
-from cluster.cli.admin_client import split_bootstrap
-from cluster.cli.broker_client import new_client
+from cluster.cli.bootstrap import (
+    UNREACHABLE,
+    bootstrap_options,
+    new_client,
+    request_admin,
+    split_bootstrap,
+)
+from cluster.cli.election_cmd import elect_leaders_request
 from cluster.cli.output import (
     EXIT_FAILED,
     EXIT_OK,
@@ -36,12 +46,13 @@ from cluster.cli.output import (
     output_option,
     stderr,
 )
-from cluster.cli.topics_cmd import controller_request, describe_all
-from cluster.net.client import RpcClient
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from cluster.cli.topics_cmd import describe_all
+from controller.core import messages as msg
 from controller.core.unclean_recovery import RankBy, ReplicaLogAnswer, select_leader, usable_answers
+from kafkawire import get_replica_log_info as grli
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
+from kafkawire.messages import wire_error
 
 DEFAULT_DURATION_MS = 30_000
 DEFAULT_ELECTION_ATTEMPTS = 3  # seed 004: retries of transient failures, after the first try
@@ -130,15 +141,22 @@ def target_json(target: Target) -> dict[str, Any]:
 class RecoveryRun:
     """One run of the tool; `stop` (SIGTERM) ends it early with what was done so far."""
 
-    def __init__(self, bootstrap: str, duration_ms: int, election_retries: int) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        duration_ms: int,
+        election_retries: int,
+        bootstrap_controller: str | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.duration_ms = duration_ms
         # Seed 004's --recovery-election-attempts counts retries: N allows N + 1 sends.
         self.election_retries = max(0, election_retries)
         self.stop = asyncio.Event()
-        self.client: RpcClient = new_client("minikraft-unclean-recovery")
-        self.controllers = ""
-        self.brokers: dict[int, bm.MetadataBroker] = {}
+        self.client: KafkaClient = new_client("minikraft-unclean-recovery")
+        # Admin requests (describe, elections): the controllers if given, else the brokers.
+        self.admin_bootstrap = bootstrap_controller or bootstrap
+        self.brokers: dict[int, str] = {}  # live broker id -> host:port, from Metadata
 
     async def close(self) -> None:
         await self.client.close()
@@ -146,66 +164,51 @@ class RecoveryRun:
     # -- discovery -----------------------------------------------------------------------------
 
     async def discover(self) -> None:
-        """Brokers (and their epochs) from METADATA; controllers from it and the bootstrap."""
-        metadata: bm.MetadataResponse | None = None
-        not_brokers: list[str] = []
+        """The live brokers from the first bootstrap broker that answers Metadata."""
         for address in split_bootstrap(self.bootstrap):
             try:
-                response = await self.client.request(
-                    address, bm.MetadataRequest(topics=[]), timeout_ms=ASK_TIMEOUT_MS
-                )
+                metadata = await self.client.request(address, _METADATA, timeout_ms=ASK_TIMEOUT_MS)
             except KafkaError as exc:
-                if exc.error not in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT):
-                    not_brokers.append(address)  # it answered, but not METADATA: a controller
+                if exc.error not in UNREACHABLE:
+                    raise
                 continue
-            if response.error_code != 0:
-                not_brokers.append(address)  # a controller answers UNSUPPORTED_VERSION
-            elif metadata is None:
-                metadata = response
-        if metadata is None and not not_brokers:
+            self.brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in metadata.brokers}
+            return
+        if self.admin_bootstrap == self.bootstrap:
             raise KafkaError(
                 Errors.NETWORK_EXCEPTION,
-                f"nothing answered at {self.bootstrap} (unclean-recovery needs broker addresses)",
+                f"no broker answered Metadata at {self.bootstrap} "
+                "(unclean-recovery needs broker addresses)",
             )
-        if metadata is None:
-            # Only controllers answered: no broker can be asked, every partition stays unanswered.
-            stderr.print(
-                f"no broker answered METADATA at {self.bootstrap}: no replica can be asked",
-                highlight=False,
-            )
-            metadata = bm.MetadataResponse()
-        self.brokers = {b.node_id: b for b in metadata.brokers}
-        controllers = list(metadata.controller_bootstrap_servers) + not_brokers
-        self.controllers = ",".join(dict.fromkeys(controllers))
+        # The controllers still describe the partitions; no replica can be asked.
+        stderr.print(
+            f"no broker answered Metadata at {self.bootstrap}: no replica can be asked",
+            highlight=False,
+        )
 
     async def refresh_brokers(self) -> None:
-        for broker in list(self.brokers.values()):
+        for address in list(self.brokers.values()):
             try:
-                response = await self.client.request(
-                    f"{broker.host}:{broker.port}",
-                    bm.MetadataRequest(topics=[]),
-                    timeout_ms=ASK_TIMEOUT_MS,
-                )
+                metadata = await self.client.request(address, _METADATA, timeout_ms=ASK_TIMEOUT_MS)
             except KafkaError:
                 continue
-            if response.error_code == 0:
-                self.brokers = {b.node_id: b for b in response.brokers}
-                return
+            self.brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in metadata.brokers}
+            return
 
     async def resolve(self, keys: list[PartitionKey] | None) -> list[Target]:
         """The input set against the controller's metadata (None: every offline partition)."""
-        topics = await describe_all(self.controllers, sorted({t for t, _ in keys or []}))
+        topics = await describe_all(self.admin_bootstrap, sorted({t for t, _ in keys or []}))
         found: dict[PartitionKey, Target] = {}
         for topic in topics:
             if topic.error_code != 0:
                 continue
             for p in topic.partitions:
-                found[(topic.name, p.partition_index)] = Target(
-                    topic.name,
-                    p.partition_index,
+                found[(str(topic.name), int(p.partition_index))] = Target(
+                    str(topic.name),
+                    int(p.partition_index),
                     topic.topic_id,
-                    tuple(p.replica_nodes),
-                    p.leader_id,
+                    tuple(int(b) for b in p.replica_nodes),
+                    int(p.leader_id),
                 )
         if keys is None:
             return [found[k] for k in sorted(found) if found[k].offline]
@@ -249,38 +252,39 @@ class RecoveryRun:
                 )
 
     async def _ask(self, broker_id: int, targets: list[Target], timeout_ms: int) -> None:
-        broker = self.brokers.get(broker_id)
-        if broker is None:
+        address = self.brokers.get(broker_id)
+        if address is None:
             return
-        limit = bm.GET_REPLICA_LOG_INFO_MAX_PARTITIONS  # seed 004: more is HasMoreData
+        limit = grli.MAX_PARTITIONS  # seed 004: more is HasMoreData (Truncated)
         by_key = {(t.topic_id, t.partition): t for t in targets}
         for start in range(0, len(targets), limit):
             by_topic: dict[uuid.UUID, list[int]] = {}
             for t in targets[start : start + limit]:
                 assert t.topic_id is not None  # only resolved partitions are asked about
                 by_topic.setdefault(t.topic_id, []).append(t.partition)
-            request = bm.GetReplicaLogInfoRequest(
-                [bm.ReplicaLogInfoTopicPartitions(tid, ps) for tid, ps in by_topic.items()]
+            request = grli.GetReplicaLogInfoRequest(
+                topic_partitions=tuple(
+                    grli.TopicPartitions(topic_id=tid, partitions=tuple(i32(p) for p in ps))
+                    for tid, ps in by_topic.items()
+                )
             )
             try:
                 response = await self.client.request(
-                    f"{broker.host}:{broker.port}", request, timeout_ms=timeout_ms
+                    address, request, timeout_ms=timeout_ms, dest_node_id=broker_id
                 )
             except KafkaError:
                 return
-            if response.error_code != 0:
-                return
             for topic_info in response.topic_partition_log_info_list:
                 for info in topic_info.partition_log_info:
-                    target = by_key.get((topic_info.topic_id, info.partition))
+                    target = by_key.get((topic_info.topic_id, int(info.partition)))
                     if target is not None:
                         target.answers[broker_id] = ReplicaLogAnswer(
                             broker_id,
-                            response.broker_epoch,
-                            info.partition_leader_epoch,
-                            info.log_end_offset,
-                            info.last_written_leader_epoch,
-                            Errors.of(info.error_code),
+                            int(response.broker_epoch),
+                            int(info.current_leader_epoch),
+                            int(info.log_end_offset),
+                            int(info.last_written_leader_epoch),
+                            Errors.of(int(info.error_code)),
                         )
 
     def choose(self, targets: list[Target]) -> None:
@@ -289,12 +293,9 @@ class RecoveryRun:
         for target in targets:
             if not target.offline or target.result != "pending":
                 continue
-            # A METADATA image may lag the answering broker: only a newer registration is stale.
-            epochs = {
-                a.broker_id: max(a.broker_epoch, self._epoch(a.broker_id))
-                for a in target.answers.values()
-            }
-            usable = usable_answers(target.answers.values(), target.replicas, epochs)
+            # Kafka's Metadata carries no broker epoch: each replica's newest answer counts (the
+            # controller refuses a designated leader that is not unfenced, seed 004).
+            usable = usable_answers(target.answers.values(), target.replicas)
             winner = select_leader(usable, RankBy.PARTITION_LEADER_EPOCH)
             if winner is None:
                 target.result = "failed"
@@ -306,10 +307,6 @@ class RecoveryRun:
                 continue
             target.designated_leader = winner.broker_id
             target.result = "planned"
-
-    def _epoch(self, broker_id: int) -> int:
-        broker = self.brokers.get(broker_id)
-        return -1 if broker is None else broker.epoch
 
     # -- DESIGNATED elections ------------------------------------------------------------------
 
@@ -335,46 +332,52 @@ class RecoveryRun:
                 target.result = "failed"
 
     async def _elect_batch(self, batch: list[Target]) -> list[Target]:
-        by_topic: dict[str, list[Target]] = {}
-        for planned in batch:
-            by_topic.setdefault(planned.topic, []).append(planned)
-        request = msg.ElectLeadersRequest(
+        request = elect_leaders_request(
             msg.ELECTION_DESIGNATED,
-            [
-                msg.ElectLeadersTopicPartitions(
-                    topic,
-                    [t.partition for t in ts],
-                    [t.designated_leader if t.designated_leader is not None else -1 for t in ts],
-                )
-                for topic, ts in by_topic.items()
-            ],
+            [(t.topic, t.partition, t.designated_leader) for t in batch],
         )
         try:
-            response = await controller_request(self.controllers, request)
+            response = await admin_request(self.admin_bootstrap, request)
         except KafkaError as exc:
             for failed in batch:
                 failed.error, failed.reason = exc.error.name, exc.message
             return batch if exc.error.retriable else []
+        if response.error_code != 0:
+            top = Errors.of(int(response.error_code))
+            for failed in batch:
+                failed.error, failed.reason = top.name, "the election request was refused"
+            return batch if top.retriable else []
         by_key = {(t.topic, t.partition): t for t in batch}
         retry = []
         for topic_result in response.replica_election_results:
             for p in topic_result.partition_result:
-                target = by_key.get((topic_result.topic, p.partition_id))
+                target = by_key.get((str(topic_result.topic), int(p.partition_id)))
                 if target is None:
                     continue
-                error = Errors.of(p.error_code)
+                error = wire_error(p.error_code, p.error_message)
+                leader = int(p.leader_id)  # minikraft's tagged LeaderId (ElectLeaders v3)
                 if error == Errors.NONE:
-                    target.result, target.error, target.leader = "elected", None, p.leader_id
+                    target.result, target.error, target.leader = "elected", None, leader
                 elif error == Errors.ELECTION_NOT_NEEDED:
                     # Seed 004: it came back online meanwhile (idempotent elections).
-                    target.result, target.error, target.leader = "already_online", None, p.leader_id
+                    target.result, target.error, target.leader = "already_online", None, leader
                 else:
-                    target.error, target.reason = error.name, p.error_message
+                    target.error, target.reason = error.name, p.error_message or ""
                     if error.retriable:
                         retry.append(target)
                     else:
                         target.result = "failed"
         return retry
+
+
+async def admin_request(bootstrap: str, body: Any) -> Any:
+    """The tool's one way to send an admin request (tests replace it to script answers)."""
+    return await request_admin(bootstrap, body)
+
+
+_METADATA = MetadataRequest(
+    topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
 
 
 def _interrupt(targets: list[Target]) -> None:
@@ -391,9 +394,10 @@ async def run_recovery(
     duration_ms: int,
     election_retries: int,
     automated: bool,
+    bootstrap_controller: str | None = None,
 ) -> tuple[list[Target], bool]:
     """The whole run: (every partition of the input set with its outcome, stopped by SIGTERM)."""
-    run = RecoveryRun(bootstrap, duration_ms, election_retries)
+    run = RecoveryRun(bootstrap, duration_ms, election_retries, bootstrap_controller)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGTERM, run.stop.set)
@@ -474,7 +478,7 @@ def _report_text(targets: list[Target], plan_file: str | None) -> None:
 
 
 @click.command("unclean-recovery")
-@click.option("--bootstrap-server", required=True, help="broker host:port[,host:port...]")
+@bootstrap_options
 @click.option("--show-replica-info", is_flag=True, help="print every GetReplicaLogInfo answer")
 @click.option("--manual-recovery-output-file", default=None, help="write the plan to a new file")
 @click.option("--automated-recovery", is_flag=True, help="send the DESIGNATED elections")
@@ -490,7 +494,8 @@ def _report_text(targets: list[Target], plan_file: str | None) -> None:
 )
 @output_option
 def unclean_recovery(
-    bootstrap_server: str,
+    bootstrap_server: str | None,
+    bootstrap_controller: str | None,
     show_replica_info: bool,
     manual_recovery_output_file: str | None,
     automated_recovery: bool,
@@ -501,6 +506,8 @@ def unclean_recovery(
     output: str,
 ) -> None:
     """Recover offline partitions: the replica with the highest epoch, then the longest log."""
+    if bootstrap_server is None:
+        fail("--bootstrap-server (broker addresses) is required: brokers answer", EXIT_USAGE)
     if not (show_replica_info or manual_recovery_output_file or automated_recovery):
         fail(
             "at least one of --show-replica-info, --manual-recovery-output-file, "
@@ -529,6 +536,7 @@ def unclean_recovery(
                 recovery_duration_ms,
                 recovery_election_attempts,
                 automated_recovery,
+                bootstrap_controller,
             )
         )
     except KafkaError as exc:

@@ -288,8 +288,15 @@ class HostMap:
 
     def reserve(self, pairs: list[tuple[str, int]]) -> None:
         missing = sorted({p for p in pairs if p not in self.addresses})
-        for pair, port in zip(missing, free_ports(len(missing), self.host), strict=True):
-            self.addresses[pair] = f"{self.host}:{port}"
+        taken = set(self.addresses.values())
+        while missing:
+            # A port released by an earlier call can come back from the OS: two services on one
+            # port would be one process refusing to start (CI saw it), so ask again.
+            for port in free_ports(len(missing), self.host):
+                address = f"{self.host}:{port}"
+                if address not in taken:
+                    taken.add(address)
+                    self.addresses[missing.pop(0)] = address
 
     def rewrite(self, text: str) -> str:
         def local(match: re.Match[str]) -> str:

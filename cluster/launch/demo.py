@@ -28,7 +28,7 @@ from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.committed_prefix import compare_committed_prefixes
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 console = Console()
 TOPIC = "demo"
@@ -116,7 +116,7 @@ def run_demo(directory: Path) -> int:
             )
         )
         created = minikraft(
-            "topics", "--bootstrap-server", cluster.bootstrap_controller, "create", "--topic",
+            "topics", "--bootstrap-server", bootstrap, "create", "--topic",
             TOPIC, "--partitions", "3", "--replication-factor", "3",
             "--config", "min.insync.replicas=2",
         )

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.config import render_properties
 from cluster.launch.netns import NetnsPlan
+from kafkawire.config import render_properties
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import format_directories, read_meta_properties

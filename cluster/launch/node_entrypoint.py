@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.config import ConfigError, NodeConfig, parse_host_port
+from kafkawire.config import ConfigError, NodeConfig, parse_host_port
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str
 from raft.runtime.meta_properties import FormattedDirectory, format_directories

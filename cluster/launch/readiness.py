@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable
 
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
+from cluster.cli.bootstrap import new_client
+from cluster.cli.broker_client import metadata
 from cluster.launch.local_cluster import LocalCluster
-from cluster.net.client import RpcClient
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 
 async def wait_until_ready(
@@ -55,19 +55,17 @@ async def brokers_not_ready(cluster: LocalCluster, timeout_ms: int = 1000) -> li
     if not cluster.brokers:
         return []
     wanted = {b.node_id for b in cluster.brokers}
-    client = RpcClient("minikraft-readiness", cluster_id=None, registry=bm.BROKER_REGISTRY)
+    client = new_client("minikraft-readiness", request_timeout_ms=timeout_ms)
     not_ready: set[int] = set()
     try:
         for spec in cluster.brokers:
             try:
-                response = await client.request(
-                    spec.address, bm.MetadataRequest(topics=[]), timeout_ms=timeout_ms
-                )
+                response = await metadata(client, [spec.address], [], timeout_ms)
             except KafkaError:
                 not_ready.add(spec.node_id)
                 continue
-            unfenced = {b.node_id for b in response.brokers if not b.fenced}
-            not_ready |= wanted - unfenced
+            # Kafka's Metadata lists the live (registered, unfenced) brokers only.
+            not_ready |= wanted - {int(b.node_id) for b in response.brokers}
     finally:
         await client.close()
     return sorted(not_ready)

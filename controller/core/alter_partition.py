@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cluster.protocol.errors import Errors
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataImage
 from controller.core.partition_change import PartitionChangeBuilder
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import NO_LEADER, NO_LEADER_CHANGE, MetadataRecord
+from kafkawire.errors import Errors
 
 NO_BROKER_EPOCH = -1  # KIP-903: a sender that cannot report a member's epoch skips the check
 

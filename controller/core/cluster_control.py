@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
+from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import BrokerRegistration, MetadataDelta, MetadataImage
 from controller.core.records import (
@@ -30,6 +29,7 @@ from controller.core.replication_control import (
     broker_unfenced_changes,
     leaderships,
 )
+from kafkawire.errors import Errors
 
 # RegisterBrokerRecord.broker_epoch -1: replay uses the record's offset as the broker epoch.
 EPOCH_FROM_OFFSET = -1

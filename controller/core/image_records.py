@@ -13,6 +13,7 @@ from controller.core.records import (
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
 )
@@ -41,3 +42,6 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
         yield TopicRecord(name=topic.name, topic_id=topic.topic_id)
         for partition_id, registration in sorted(topic.partitions.items()):
             yield registration.to_record(topic.topic_id, partition_id)
+    if image.next_producer_id > 0:
+        # The block owner is not kept in the image: only the next free id matters.
+        yield ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id)

@@ -26,6 +26,7 @@ from controller.core.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -76,6 +77,7 @@ class MetadataImage:
         default_factory=lambda: _frozen({})
     )
     features: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    next_producer_id: int = 0  # ProducerIdsRecord: the first id not yet handed out
     offset: int = -1  # the last offset replayed; -1 for the empty image
 
     # Broker view used by PartitionChangeBuilder and AlterPartition validation.
@@ -127,6 +129,7 @@ class MetadataDelta:
         self._topics_by_name = dict(base.topics_by_name)
         self._configs = dict(base.configs)
         self._features = dict(base.features)
+        self._next_producer_id = base.next_producer_id
         self._offset = base.offset
 
     def image(self) -> MetadataImage:
@@ -136,6 +139,7 @@ class MetadataDelta:
             topics_by_name=_frozen(dict(self._topics_by_name)),
             configs=_frozen(dict(self._configs)),
             features=_frozen(dict(self._features)),
+            next_producer_id=self._next_producer_id,
             offset=self._offset,
         )
 
@@ -178,6 +182,9 @@ class MetadataDelta:
                 self._features.pop(record.name, None)
             else:
                 self._features[record.name] = record.feature_level
+        elif isinstance(record, ProducerIdsRecord):
+            # Kafka's ProducerIdControlManager.replay: the next block only moves forward.
+            self._next_producer_id = max(self._next_producer_id, record.next_producer_id)
         elif not isinstance(record, NoOpRecord):
             raise MetadataReplayError(f"no replay for {type(record).__name__}")
         self._offset = max(self._offset, offset)

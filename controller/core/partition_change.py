@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
-from cluster.protocol.errors import Errors
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     LAST_KNOWN_LEADER_NONE,
@@ -24,6 +23,7 @@ from controller.core.records import (
     NO_LEADER_CHANGE,
     PartitionChangeRecord,
 )
+from kafkawire.errors import Errors
 
 
 class BrokerView(Protocol):

@@ -168,6 +168,18 @@ class FeatureLevelRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids handed to a broker (AllocateProducerIds): ids below
+    next_producer_id are taken, so a new active controller continues after them."""
+
+    TYPE_ID: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerRegistrationChangeRecord:
     TYPE_ID: ClassVar[int] = 17
     VERSION: ClassVar[int] = 0
@@ -195,6 +207,7 @@ MetadataRecord = (
     | UnfenceBrokerRecord
     | RemoveTopicRecord
     | FeatureLevelRecord
+    | ProducerIdsRecord
     | BrokerRegistrationChangeRecord
     | NoOpRecord
 )
@@ -212,6 +225,7 @@ RECORD_TYPES: Mapping[int, type[MetadataRecord]] = {
         UnfenceBrokerRecord,
         RemoveTopicRecord,
         FeatureLevelRecord,
+        ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
         NoOpRecord,
     )

@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
 from controller.core import alter_partition as ap
+from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import (
     CLUSTER_DEFAULT_RESOURCE,
@@ -43,6 +42,7 @@ from controller.core.records import (
     TopicRecord,
 )
 from controller.core.unclean_recovery import Strategy, manual_election_required
+from kafkawire.errors import Errors
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 ELR_FEATURE = "eligible.leader.replicas.version"

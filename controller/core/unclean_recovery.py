@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from cluster.protocol.errors import Errors
 from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import LAST_KNOWN_LEADER_NONE, NO_LEADER
+from kafkawire.errors import Errors
 
 RECOVERY_MANAGER_ENABLED = "unclean.recovery.manager.enabled"
 RECOVERY_STRATEGY = "unclean.recovery.strategy"

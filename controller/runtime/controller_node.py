@@ -20,23 +20,25 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from cluster.config import NodeConfig
-from cluster.net.client import RpcClient
-from cluster.net.faults import FaultInjector
-from cluster.net.http_server import HttpStatusServer
-from cluster.net.kafka_connection import api_versions_only_service
-from cluster.net.loop import serve_until_signalled
-from cluster.net.server import RequestContext, RpcServer
-from cluster.protocol.api_keys import ApiKey
-from cluster.protocol.errors import Errors, KafkaError
 from controller.core import replication_control
 from controller.core.records import NoOpRecord, encode_record
+from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
+from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
+from controller.runtime.kafka_producer_id_apis import route_producer_id_apis
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
+from kafkawire.config import NodeConfig
+from kafkawire.errors import KafkaError
+from kafkawire.faults import FaultInjector
+from kafkawire.http_status import HttpStatusServer
+from kafkawire.loop import serve_until_signalled
+from kafkawire.router import KafkaRouter
+from kafkawire.server import KafkaServer
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
-from raft.runtime.raft_manager import RAFT_API_KEYS, RaftManager
+from raft.runtime.kafka_raft_apis import KafkaRaftApis
+from raft.runtime.raft_manager import RaftManager
 from raft.runtime.raft_workload import run_append_workload
 
 log = logging.getLogger("minikraft.controller")
@@ -129,22 +131,19 @@ class ControllerNode:
         self.state = MetadataState(
             snapshot_interval_records=config.get_int("metadata.log.snapshot.interval.records")
         )
-        node_id = config.node_id
-        self.client = RpcClient(f"node-{node_id}", cluster_id=None, faults=self.faults)
-        self.raft = RaftManager(config, self.client, listener=self.state, endpoint=listener.address)
-        self.client.cluster_id = self.raft.cluster_id
+        self.raft = RaftManager(
+            config, faults=self.faults, listener=self.state, endpoint=listener.address
+        )
         self.state.bind(self.raft)
         self.quorum_controller = QuorumController(self.raft, self.state, config)
-        self.server = RpcServer(
-            listener.host,
-            listener.port,
-            self._handle,
-            cluster_id=self.raft.cluster_id,
-            node_id=node_id,
-            max_frame_bytes=config.get_int("socket.request.max.bytes"),
-            faults=self.faults,
-            kafka_service=api_versions_only_service(CONTROLLER_API_VERSIONS),
-        )
+        # Kafka's protocol on the controller listener: each family routes its APIs here.
+        self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
+        KafkaRaftApis(self.raft).route(self.kafka_router)
+        ControllerKafkaAdminApis(self).route(self.kafka_router)
+        route_producer_id_apis(self.kafka_router, self.quorum_controller)
+        route_broker_lifecycle(self.kafka_router, self.quorum_controller)
+        self.max_frame_bytes = config.get_int("socket.request.max.bytes")
+        self.server: KafkaServer | None = None  # built at start, once every family routed
         self.registry = CollectorRegistry()
         self._metrics()
         http = config.http_listener
@@ -193,6 +192,14 @@ class ControllerNode:
         await serve_until_signalled(self.start, self.stop, self._stopped)
 
     async def start(self) -> None:
+        self.server = KafkaServer(
+            self.listener.host,
+            self.listener.port,
+            self.kafka_router.service(),
+            max_frame_bytes=self.max_frame_bytes,
+            faults=self.faults,
+            name=f"Controller {self.config.node_id}",
+        )
         port = await self.server.start()
         log.info(
             "Controller %s listening on %s:%s (cluster %s, directory id %s)",
@@ -215,10 +222,10 @@ class ControllerNode:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.quorum_controller.stop()
         await self.raft.stop()
-        await self.server.stop()
+        if self.server is not None:
+            await self.server.stop()
         if self.http is not None:
             await self.http.stop()
-        await self.client.close()
 
     async def _noop_loop(self) -> None:
         interval_s = self.config.get_int("metadata.max.idle.interval.ms") / 1000
@@ -233,14 +240,6 @@ class ControllerNode:
                 log.debug("NoOpRecord not appended: %s", exc)
 
     # -- requests ---------------------------------------------------------------------------
-
-    async def _handle(self, api_key: ApiKey, request: Any, ctx: RequestContext) -> Any:
-        if api_key in RAFT_API_KEYS:
-            return await self.raft.handle_request(api_key, ctx.source_node_id, request)
-        response = await self.quorum_controller.handle(api_key, request, ctx.source_node_id)
-        if response is not None:
-            return response
-        raise KafkaError(Errors.UNSUPPORTED_VERSION, f"controller does not serve {api_key.name}")
 
     def _bench_routes(self) -> list[tuple[str, str, Any]]:
         """`minikraft bench raft` drives an in-leader append workload (off unless configured)."""

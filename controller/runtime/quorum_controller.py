@@ -16,11 +16,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from cluster.config import NodeConfig
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.api_keys import ApiKey
-from cluster.protocol.errors import Errors, KafkaError
 from controller.core import cluster_control, replication_control
+from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataImage
 from controller.core.records import (
@@ -34,6 +31,9 @@ from controller.core.records import (
 )
 from controller.runtime.metadata_state import MetadataState
 from controller.runtime.recovery_manager import RecoveryManager, build_recovery_manager
+from kafkawire.api_keys import ApiKey
+from kafkawire.config import NodeConfig
+from kafkawire.errors import Errors, KafkaError
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.controller")

@@ -16,11 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cluster.config import NodeConfig
-from cluster.net.client import RpcClient
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from kio.static.primitive import i32
+
+from controller.core import messages as msg
 from controller.core import replication_control
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataImage
@@ -39,6 +37,10 @@ from controller.core.unclean_recovery import (
     select_leader,
     usable_answers,
 )
+from kafkawire import get_replica_log_info as grli
+from kafkawire.client import KafkaClient
+from kafkawire.config import NodeConfig
+from kafkawire.errors import Errors, KafkaError
 
 if TYPE_CHECKING:
     from controller.runtime.quorum_controller import QuorumController
@@ -49,7 +51,9 @@ TICK_INTERVAL_MS = 500
 ASK_TIMEOUT_MS = 2000
 
 PartitionKey = tuple[uuid.UUID, int]
-AskBroker = Callable[[str, bm.GetReplicaLogInfoRequest], Awaitable[bm.GetReplicaLogInfoResponse]]
+AskBroker = Callable[
+    [str, grli.GetReplicaLogInfoRequest], Awaitable[grli.GetReplicaLogInfoResponse]
+]
 WriteFn = Callable[
     [Callable[[MetadataImage], ControllerResult[Any]], str], Awaitable[Any]
 ]
@@ -65,14 +69,11 @@ def build_recovery_manager(
     """The manager wired to a QuorumController, or None unless enabled (rule 14)."""
     if not manager_enabled(config):
         return None
-    client = RpcClient(
-        f"controller-{config.node_id}-recovery",
-        cluster_id=controller.raft.cluster_id,
-        request_timeout_ms=ASK_TIMEOUT_MS,
-        registry=bm.BROKER_REGISTRY,
+    client = KafkaClient(
+        f"controller-{config.node_id}-recovery", request_timeout_ms=ASK_TIMEOUT_MS
     )
 
-    async def ask(address: str, request: bm.GetReplicaLogInfoRequest) -> Any:
+    async def ask(address: str, request: grli.GetReplicaLogInfoRequest) -> Any:
         return await client.request(address, request, timeout_ms=ASK_TIMEOUT_MS)
 
     def active_epoch() -> int:
@@ -274,33 +275,35 @@ class RecoveryManager:
         address = self._address(image, broker_id)
         if address is None:
             return
-        limit = bm.GET_REPLICA_LOG_INFO_MAX_PARTITIONS
+        limit = grli.MAX_PARTITIONS
         for start in range(0, len(keys), limit):
             by_topic: dict[uuid.UUID, list[int]] = {}
             for topic_id, partition in keys[start : start + limit]:
                 by_topic.setdefault(topic_id, []).append(partition)
-            request = bm.GetReplicaLogInfoRequest(
-                [bm.ReplicaLogInfoTopicPartitions(t, ps) for t, ps in by_topic.items()]
+            request = grli.GetReplicaLogInfoRequest(
+                topic_partitions=tuple(
+                    grli.TopicPartitions(topic_id=t, partitions=tuple(i32(p) for p in ps))
+                    for t, ps in by_topic.items()
+                )
             )
             try:
                 response = await self._ask(address, request)
             except KafkaError as exc:
                 log.debug("GetReplicaLogInfo to broker %s failed: %s", broker_id, exc)
                 return
-            if response.error_code != 0:
-                return
             received_ms = self._clock_ms()
             for topic_info in response.topic_partition_log_info_list:
                 for info in topic_info.partition_log_info:
-                    session = self._sessions.get((topic_info.topic_id, info.partition))
+                    topic_id = topic_info.topic_id or uuid.UUID(int=0)
+                    session = self._sessions.get((topic_id, int(info.partition)))
                     if session is None:
                         continue
                     session.answers[broker_id] = ReplicaLogAnswer(
                         broker_id,
-                        response.broker_epoch,
-                        info.partition_leader_epoch,
-                        info.log_end_offset,
-                        info.last_written_leader_epoch,
+                        int(response.broker_epoch),
+                        int(info.current_leader_epoch),
+                        int(info.log_end_offset),
+                        int(info.last_written_leader_epoch),
                         Errors.of(info.error_code),
                         received_ms,
                     )

@@ -65,6 +65,10 @@ class FollowerState:
     # (turns prospective) at fetch_deadline_ms, a random moment so the survivors do not all
     # stand at once and split the vote.
     leader_lost: bool = False
+    # KIP-853: this voter told the leader of this epoch its listeners (UpdateRaftVoter), or
+    # they already matched; next_update_voter_ms spaces out the retries.
+    updated_leader: bool = False
+    next_update_voter_ms: int = 0
     name: str = "Follower"
 
 

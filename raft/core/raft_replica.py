@@ -10,8 +10,18 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from cluster.protocol.errors import Errors
-from cluster.protocol.raft_messages import (
+from kafkawire.errors import Errors
+from raft.core.control_records import (
+    KRaftVersionRecord,
+    LeaderChangeRecord,
+    VotersRecord,
+    decode_control,
+    encode_control,
+    snapshot_batches,
+    snapshot_voters,
+)
+from raft.core.leader_state import LeaderState, ReplicaProgress
+from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     BeginQuorumEpochRequest,
@@ -27,20 +37,12 @@ from cluster.protocol.raft_messages import (
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     ReplicaState,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoterEndpoint,
     VoteRequest,
     VoteResponse,
 )
-from raft.core.control_records import (
-    KRaftVersionRecord,
-    LeaderChangeRecord,
-    VotersRecord,
-    decode_control,
-    encode_control,
-    snapshot_batches,
-    snapshot_voters,
-)
-from raft.core.leader_state import LeaderState, ReplicaProgress
 from raft.core.quorum_state import (
     CandidateState,
     ElectionState,
@@ -56,6 +58,8 @@ from raft.core.replicated_log import OffsetAndEpoch, ReplicatedLog, SnapshotId
 from raft.core.voter_set import VoterSet, VoterSetHistory
 
 _SCAN_CHUNK_BYTES = 8 * 1024 * 1024
+# The kraft.version this replica writes (KRaftVersionRecord 1: voters in the log, KIP-853).
+KRAFT_VERSION = 1
 _NO_DEADLINE_MS = 1 << 62
 
 
@@ -350,6 +354,8 @@ class RaftReplica:
             self._out.response = self._handle_add_voter(request, now_ms)
         elif isinstance(request, RemoveRaftVoterRequest):
             self._out.response = self._handle_remove_voter(request, now_ms)
+        elif isinstance(request, UpdateRaftVoterRequest):
+            self._out.response = self._handle_update_voter(request, now_ms)
         else:
             raise TypeError(f"not a raft request: {type(request).__name__}")
         return self._finish(before, now_ms)
@@ -368,6 +374,8 @@ class RaftReplica:
             self._on_fetch_response(request, response, now_ms)
         elif isinstance(request, FetchSnapshotRequest):
             self._on_fetch_snapshot_response(request, response, now_ms)
+        elif isinstance(request, UpdateRaftVoterRequest):
+            self._on_update_voter_response(request, response, now_ms)
         return self._finish(before, now_ms)
 
     def handle_connection_lost(self, node_id: int, now_ms: int) -> RaftResult:
@@ -858,6 +866,66 @@ class RaftReplica:
         self._out.voters_record_offset = self._append_voters(st, voters.without_voter(key), now_ms)
         return base
 
+    def _handle_update_voter(self, req: UpdateRaftVoterRequest, now_ms: int
+                             ) -> UpdateRaftVoterResponse:
+        """KIP-853 as Kafka's UpdateVoterHandler: a voter's listeners and kraft.version range
+        replace its entry in the voter set (rule 5: one change at a time, in force once
+        appended); the answer does not wait for the commit, as in Kafka."""
+        error = self._leader_only_error(req.current_leader_epoch)
+        st = self._state
+        if error is not None or not isinstance(st, LeaderState):
+            code, message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
+            return UpdateRaftVoterResponse(code, message, self._leader_id_or_none(), self.epoch,
+                                           self.leader_endpoint or "")
+        base = UpdateRaftVoterResponse(leader_id=self._node_id, leader_epoch=st.epoch,
+                                       leader_endpoint=self._endpoint)
+        blocked = self._voter_change_blocked(st)
+        if blocked is not None:
+            return replace(base, error_code=Errors.REQUEST_TIMED_OUT, error_message=blocked)
+        key = ReplicaKey(req.voter_id, req.voter_directory_id)
+        voters = self.voters
+        if key not in voters:  # rule 4: the exact key
+            return replace(base, error_code=Errors.VOTER_NOT_FOUND,
+                           error_message=f"{key} is not a voter")
+        if self._config.default_listener_name not in req.listeners:
+            return replace(base, error_code=Errors.INVALID_REQUEST,
+                           error_message=f"listeners must include "
+                                         f"{self._config.default_listener_name}")
+        if not req.min_kraft_version <= KRAFT_VERSION <= req.max_kraft_version:
+            return replace(base, error_code=Errors.INVALID_REQUEST,
+                           error_message=f"kraft.version {KRAFT_VERSION} is outside "
+                                         f"{req.min_kraft_version}..{req.max_kraft_version}")
+        if dict(voters.voters[key]) != dict(req.listeners):
+            self._append_voters(st, voters.with_voter(key, req.listeners), now_ms)
+        return base
+
+    def _maybe_update_voter(self, st: FollowerState, now_ms: int) -> None:
+        """Kafka's follower, once per leader: if the voter set has other listeners for this
+        voter than it has, tell the leader (UpdateRaftVoter); retried on a later fetch."""
+        known = self.voters.voters.get(self._key)
+        if (known is None or not self._endpoint or st.updated_leader
+                or now_ms < st.next_update_voter_ms):
+            return
+        mine = {self._config.default_listener_name: self._endpoint}
+        if dict(known) == mine:
+            st.updated_leader = True
+            return
+        st.next_update_voter_ms = now_ms + self._config.request_timeout_ms
+        self._send(st.leader_id, UpdateRaftVoterRequest(
+            st.epoch, self._node_id, self._directory_id, mine, 0, KRAFT_VERSION,
+            self._config.cluster_id))
+
+    def _on_update_voter_response(self, req: UpdateRaftVoterRequest, resp: object | None,
+                                  now_ms: int) -> None:
+        st = self._state
+        if not isinstance(resp, UpdateRaftVoterResponse):
+            return  # lost: the next fetch after next_update_voter_ms sends it again
+        if resp.error_code != 0:
+            self._observe_epoch(resp.leader_epoch, resp.leader_id, resp.leader_endpoint, now_ms)
+            return
+        if isinstance(st, FollowerState) and st.epoch == req.current_leader_epoch:
+            st.updated_leader = True
+
     def _append_voters(self, st: LeaderState, new: VoterSet, now_ms: int) -> int:
         """Append the full new set; rule 5: in force at once, on the leader as everywhere."""
         old = self.voters
@@ -1125,6 +1193,7 @@ class RaftReplica:
         st.last_fetch_success_ms = now_ms
         st.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
         st.leader_lost = False
+        self._maybe_update_voter(st, now_ms)
         log = self._log
         if resp.diverging_end_offset >= 0:
             self._truncate_to_diverging(OffsetAndEpoch(resp.diverging_end_offset,
@@ -1215,6 +1284,7 @@ class RaftReplica:
         st.last_fetch_success_ms = now_ms
         st.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
         st.leader_lost = False
+        self._maybe_update_voter(st, now_ms)
         data.extend(resp.unaligned_records)
         if len(data) < resp.size and resp.unaligned_records:
             self._send_fetch_snapshot(st, now_ms)
@@ -1280,5 +1350,6 @@ def _error_response(request: object, code: Errors, message: str) -> object:
         FetchSnapshotRequest: FetchSnapshotResponse, DescribeQuorumRequest: DescribeQuorumResponse,
         AddRaftVoterRequest: AddRaftVoterResponse,
         RemoveRaftVoterRequest: RemoveRaftVoterResponse,
+        UpdateRaftVoterRequest: UpdateRaftVoterResponse,
     }
     return kinds[type(request)](error_code=int(code), error_message=message)

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.errors import Errors, KafkaError
 
 # A failing disk (or a full one) reports these; Kafka takes the log directory offline on them.
 _STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT})

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.protocol.errors import Errors
+from kafkawire.errors import Errors
 from raft.core.replica_key import ZERO_UUID, uuid_from_str, uuid_to_str
 from raft.runtime.fsutil import StorageError, storage_errors, write_atomic
 from raft.runtime.snapshot_file import BOOTSTRAP_SNAPSHOT_ID, write_snapshot

@@ -20,19 +20,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from cluster.net.client import RpcClient
-from cluster.protocol.errors import Errors, KafkaError
-from cluster.protocol.raft_messages import (
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
+from raft.core.control_records import snapshot_batches
+from raft.core.messages import (
     AddRaftVoterRequest,
     FetchRequest,
     FetchResponse,
     RemoveRaftVoterRequest,
 )
-from raft.core.control_records import snapshot_batches
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
 from raft.core.record_batch import RecordBatch, iter_batches
 from raft.core.replicated_log import SnapshotId
 from raft.runtime.disk_log import DiskLog
+from raft.runtime.kafka_raft_apis import (
+    DEFAULT_LISTENER,
+    request_to_kafka,
+    response_from_kafka,
+)
 from raft.runtime.quorum_state_file import ElectionStateFile
 
 log = logging.getLogger("minikraft.raft")
@@ -81,14 +86,16 @@ class RaftDriver:
         replica: RaftReplica,
         log_: DiskLog,
         state_file: ElectionStateFile,
-        client: RpcClient,
+        client: KafkaClient,
         *,
         listener: RaftListener | None = None,
         request_timeout_ms: int = 2000,
         on_error: Callable[[BaseException], Awaitable[None]] | None = None,
         fsync: bool = True,
+        listener_name: str = DEFAULT_LISTENER,
     ) -> None:
         self.replica = replica
+        self.listener_name = listener_name  # names the leader's endpoint in BeginQuorumEpoch
         # minikraft.raft.fsync: false only to pair with peers that do not fsync (BENCHMARKS.md).
         self.fsync = fsync
         self.log = log_
@@ -340,12 +347,14 @@ class RaftDriver:
             max_wait_ms = getattr(outbound.request, "max_wait_ms", 0)
             timeout_ms += max_wait_ms
             try:
-                response = await self.client.request(
+                # Kafka's wire protocol: the core's request as its kio entity, and back.
+                answer = await self.client.request(
                     address,
-                    outbound.request,
+                    request_to_kafka(outbound.request, self.listener_name),
                     timeout_ms=timeout_ms,
                     dest_node_id=outbound.dest_node_id,
                 )
+                response = response_from_kafka(outbound.request, answer)
             except KafkaError as exc:
                 log.debug("request to node %s failed: %s", outbound.dest_node_id, exc)
                 if (

@@ -7,11 +7,10 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
-from typing import Any
 
-from cluster.config import NodeConfig
-from cluster.net.client import RpcClient
-from cluster.protocol.api_keys import ApiKey
+from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.config import NodeConfig
+from kafkawire.faults import FaultInjector
 from raft.core.raft_replica import RaftConfig, RaftReplica
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.disk_log import DiskLog
@@ -24,26 +23,12 @@ log = logging.getLogger("minikraft.raft")
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 QUORUM_STATE_FILE = "quorum-state"
 
-RAFT_API_KEYS = frozenset(
-    {
-        ApiKey.VOTE,
-        ApiKey.BEGIN_QUORUM_EPOCH,
-        ApiKey.END_QUORUM_EPOCH,
-        ApiKey.FETCH,
-        ApiKey.FETCH_SNAPSHOT,
-        ApiKey.DESCRIBE_QUORUM,
-        ApiKey.ADD_RAFT_VOTER,
-        ApiKey.REMOVE_RAFT_VOTER,
-    }
-)
-
-
 class RaftManager:
     def __init__(
         self,
         config: NodeConfig,
-        client: RpcClient,
         *,
+        faults: FaultInjector | None = None,
         listener: RaftListener | None = None,
         endpoint: str = "",
         seed: int | None = None,
@@ -60,6 +45,18 @@ class RaftManager:
         )
         self.state_file = ElectionStateFile(self.partition_dir / QUORUM_STATE_FILE)
         rng = random.Random(seed)
+        # The listener a voter's endpoint is named for (VotersRecord, UpdateRaftVoter).
+        listener_name = (config.get("controller.listener.names") or "CONTROLLER").split(",")[0]
+        listener_name = listener_name.strip()
+        # Kafka's wire protocol to the other replicas, with its own connections (as Kafka's
+        # KafkaRaftManager has its own NetworkClient); client id node-<id> lets the peers' fault
+        # layer know the caller, and `faults` is the node's, so chaos partitions apply to Raft.
+        self.client = KafkaClient(
+            client_id_for_node(config.node_id),
+            request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
+            faults=faults,
+            max_frame_bytes=config.get_int("socket.request.max.bytes"),
+        )
         self.replica = RaftReplica(
             node_id=config.node_id,
             directory_id=self.meta.directory_id,
@@ -76,6 +73,7 @@ class RaftManager:
                     "minikraft.quorum.leader.lost.jitter.max.ms"
                 ),
                 bootstrap_servers=config.bootstrap_servers,
+                default_listener_name=listener_name,
             ),
             random_source=rng.random,
             now_ms=now_ms(),
@@ -85,10 +83,11 @@ class RaftManager:
             self.replica,
             self.log,
             self.state_file,
-            client,
+            self.client,
             listener=listener,
             request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
             fsync=config.get("minikraft.raft.fsync", "true") != "false",
+            listener_name=listener_name,
         )
 
     @property
@@ -106,11 +105,5 @@ class RaftManager:
 
     async def stop(self) -> None:
         await self.driver.stop()
+        await self.client.close()
         self.log.close()
-
-    async def handle_request(
-        self, api_key: ApiKey, source_node_id: int | None, request: Any
-    ) -> Any:
-        return await self.driver.handle_request(
-            -1 if source_node_id is None else source_node_id, request
-        )

@@ -18,7 +18,7 @@ import pytest
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol.errors import KafkaError
+from kafkawire.errors import KafkaError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
     # A standby controller may answer before it replayed a just-created topic: ask again.
     for _attempt in range(20):
         result = minikraft(
-            "topics", "--bootstrap-server", c.bootstrap_controller, "describe", "--topic", topic,
+            "topics", "--bootstrap-controller", c.bootstrap_controller, "describe", "--topic", topic,
             "--output", "json",
         )
         if "UNKNOWN_TOPIC_OR_PARTITION" not in result.stderr:

@@ -1,8 +1,12 @@
 """A minimal broker stand-in for controller tests: it registers with the active controller over
-the real protocol (BrokerRegistration) and heartbeats (BrokerHeartbeat), following NOT_CONTROLLER
-to the new active controller after a failover. It hosts no partitions and does not replay the
+Kafka's protocol (BrokerRegistration v4) and heartbeats (BrokerHeartbeat v1), with the broker's
+own translation (controller/runtime/kafka_broker_lifecycle.py); on NOT_CONTROLLER or an
+unreachable or silent controller it tries the next bootstrap controller at once, as a broker does. It hosts no partitions and does not replay the
 metadata log: it reports its own registration offset as its metadata offset, which is exactly
 what the controller needs to unfence it (caught up to its registration).
+
+`follower_fetch` sends one follower Fetch the way a replica fetcher does, for tests that probe a
+leader's answers to followers.
 
 `FakeBrokers` runs several on an event loop in a background thread, so synchronous tests can call
 the CLI meanwhile; `stop()` ends them (without controlled shutdown, like a crash).
@@ -16,10 +20,16 @@ import threading
 import time
 import uuid
 
-from cluster.cli.admin_client import describe_quorum, split_bootstrap
-from cluster.net.client import RpcClient
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors, KafkaError
+from broker.core import messages as bm
+from broker.runtime.kafka_replication import fetch_request_to_kio, fetch_response_from_kio
+from cluster.cli.bootstrap import split_bootstrap
+from controller.core import messages as msg
+from controller.runtime.kafka_broker_lifecycle import (
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
 
 HEARTBEAT_INTERVAL_S = 0.2
 REQUEST_TIMEOUT_MS = 2000
@@ -35,10 +45,10 @@ class FakeBroker:
         self.previous_broker_epoch = -1
         self.fenced = True
         self.errors: list[str] = []
-        self._client = RpcClient(
-            f"fake-broker-{broker_id}", cluster_id=cluster_id, request_timeout_ms=REQUEST_TIMEOUT_MS
+        self._client = KafkaClient(
+            f"fake-broker-{broker_id}", request_timeout_ms=REQUEST_TIMEOUT_MS
         )
-        self._controller: str | None = None
+        self._controller: str | None = None  # the last controller that answered
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -50,28 +60,39 @@ class FakeBroker:
                         await self.heartbeat()
                 except KafkaError as exc:
                     self.errors.append(exc.error.name)
-                    self._controller = None  # find the active controller again
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), HEARTBEAT_INTERVAL_S)
         finally:
             await self._client.close()
 
     async def _send(self, request: object) -> object:
-        if self._controller is None:
-            self._controller = await self._active_controller()
-        response = await self._client.request(self._controller, request)
-        code = Errors.of(response.error_code)  # type: ignore[attr-defined]
-        if code != Errors.NONE:
-            raise KafkaError(code, response.error_message)  # type: ignore[attr-defined]
-        return response
-
-    async def _active_controller(self) -> str:
-        status = await describe_quorum(self.bootstrap, timeout_ms=REQUEST_TIMEOUT_MS)
-        if status.leader_id is not None:
-            endpoints = status.endpoints().get(status.leader_id, {})
-            if endpoints:
-                return next(iter(endpoints.values()))
-        return split_bootstrap(self.bootstrap)[0]
+        """The active controller's answer: the last one that answered first, then the other
+        bootstrap controllers; NOT_CONTROLLER or no connection moves on to the next."""
+        controllers = split_bootstrap(self.bootstrap)
+        if self._controller in controllers:
+            controllers.remove(self._controller)
+            controllers.insert(0, self._controller)
+        body = lifecycle_request_to_kio(request)
+        failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller answered")
+        for address in controllers:
+            try:
+                response = lifecycle_response_from_kio(
+                    await self._client.request(address, body)
+                )
+            except KafkaError as exc:
+                if exc.error not in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT):
+                    raise
+                failure = exc
+                continue
+            code = Errors.of(response.error_code)
+            if code is Errors.NOT_CONTROLLER:
+                failure = KafkaError(code, f"{address} is not the active controller")
+                continue
+            self._controller = address
+            if code is not Errors.NONE:
+                raise KafkaError(code, response.error_message)
+            return response
+        raise failure
 
     async def register(self) -> None:
         response = await self._send(
@@ -145,3 +166,19 @@ class FakeBrokers:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def follower_fetch(
+    address: str,
+    request: bm.FetchRequest,
+    topic_id: uuid.UUID,
+    cluster_id: str | None = None,
+) -> bm.FetchResponse:
+    """One follower Fetch (v17, ReplicaState from `request`) to a broker's Kafka listener, as a
+    replica fetcher sends it; the partition's answer."""
+    client = KafkaClient(f"node-{request.replica_id}", request_timeout_ms=5000)
+    try:
+        body = await client.request(address, fetch_request_to_kio(request, topic_id, cluster_id))
+        return fetch_response_from_kio(body, topic_id, request.partition)
+    finally:
+        await client.close()

@@ -8,8 +8,8 @@ import uuid
 from pathlib import Path
 
 from cluster.cli.admin_client import QuorumStatus
-from cluster.config import render_properties
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, free_ports
+from kafkawire.config import render_properties
 from raft.core.replica_key import ReplicaKey, uuid_to_str
 from raft.runtime.meta_properties import read_meta_properties
 from tests.integration.conftest import minikraft

@@ -5,23 +5,30 @@ One cluster per test; short session/lag timeouts keep the file under two minutes
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.produce.v11 import request as produce_request
+from kio.schema.types import TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 
+from broker.core import messages as bm
 from broker.runtime.event_journal import read_journal_dicts
-from cluster.cli.broker_client import new_client
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors
 from raft.core.record_batch import encode_batch
+from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import describe, minikraft, wait_describe
+from tests.integration.fake_broker import follower_fetch
 
 OVERRIDES = {
     "broker.session.timeout.ms": "3000",
@@ -51,7 +58,7 @@ def bootstrap(c: LocalCluster) -> str:
 
 def create_topic(c: LocalCluster, topic: str, min_isr: int) -> None:
     result = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", topic,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
         "--partitions", "1", "--replication-factor", "3",
         "--config", f"min.insync.replicas={min_isr}",
     )
@@ -198,10 +205,33 @@ def test_clean_restart_keeps_elr_unclean_drops_it(cluster: LocalCluster) -> None
     wait_describe(c, "elr", lambda p: sorted(p["isr"]) == [101, 102, 103], 30)
 
 
-async def _raw(address: str, request: Any) -> Any:
-    client = new_client("bad-input-test")
+async def _raw(address: str, request: Any, topic_id: uuid.UUID | None = None) -> Any:
+    """One Produce (v11) or Fetch (v17, a consumer unless the request names a replica) to a
+    broker's Kafka listener, answered as the broker's own dataclass (its error code)."""
+    if isinstance(request, bm.FetchRequest):
+        assert topic_id is not None, "Fetch v17 names the topic by id"
+        return await follower_fetch(address, request, topic_id)
+    client = KafkaClient("bad-input-test", request_timeout_ms=5000)
     try:
-        return await client.request(address, request, timeout_ms=5000)
+        body = produce_request.ProduceRequest(
+            transactional_id=None,
+            acks=i16(request.acks),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=request.timeout_ms)),
+            topic_data=(
+                produce_request.TopicProduceData(
+                    name=TopicName(request.topic),
+                    partition_data=(
+                        produce_request.PartitionProduceData(
+                            index=i32(request.partition), records=Records(request.records)
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = await client.request(address, body)
+        [topic] = response.responses
+        [answer] = topic.partition_responses
+        return bm.ProduceResponse(int(answer.error_code), answer.error_message or "")
     finally:
         await client.close()
 
@@ -229,7 +259,11 @@ def test_bad_input_gets_named_errors_and_broker_keeps_serving(
     response = asyncio.run(_raw(address, bm.ProduceRequest("bad", 0, bytes(corrupt))))
     assert Errors.of(response.error_code) is Errors.CORRUPT_MESSAGE
     response = asyncio.run(
-        _raw(address, bm.FetchRequest("bad", 0, 0, current_leader_epoch=state["leader_epoch"] + 1))
+        _raw(
+            address,
+            bm.FetchRequest("bad", 0, 0, current_leader_epoch=state["leader_epoch"] + 1),
+            uuid_from_str(state["topic_id"]),
+        )
     )
     assert Errors.of(response.error_code) is Errors.UNKNOWN_LEADER_EPOCH
     # A new leader epoch, then a fetch naming the old one is fenced.
@@ -240,9 +274,23 @@ def test_bad_input_gets_named_errors_and_broker_keeps_serving(
     state = wait_describe(c, "bad", lambda p: p["leader_epoch"] > old_epoch and p["leader"] >= 0, 15)
     address = broker(c, state["leader"]).address
     response = asyncio.run(
-        _raw(address, bm.FetchRequest("bad", 0, 0, current_leader_epoch=old_epoch))
+        _raw(
+            address,
+            bm.FetchRequest("bad", 0, 0, current_leader_epoch=old_epoch),
+            uuid_from_str(state["topic_id"]),
+        )
     )
     assert Errors.of(response.error_code) is Errors.FENCED_LEADER_EPOCH
+    # A follower Fetch naming another cluster (Fetch v17's ClusterId) is refused as Kafka does.
+    foreign = asyncio.run(
+        follower_fetch(
+            address,
+            bm.FetchRequest("bad", 0, 0, replica_id=99, replica_epoch=1),
+            uuid_from_str(state["topic_id"]),
+            cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
+        )
+    )
+    assert Errors.of(foreign.error_code) is Errors.INCONSISTENT_CLUSTER_ID
     # The brokers kept serving: acks=all still works with two of three and data is intact.
     assert produce(c, "bad", "all", 2, journal)["acked"] == 2
     assert len(consume(c, "bad")) == 7

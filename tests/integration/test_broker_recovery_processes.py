@@ -21,17 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
 
+from broker.core import messages as bm
 from broker.runtime.event_journal import read_journal_dicts
-from cluster.cli.broker_client import fetch_metadata, new_client
 from cluster.cli.topics_cmd import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import encode_batch, read_header
+from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft
+from tests.integration.fake_broker import follower_fetch
 from tests.integration.test_broker_processes import (
+    _raw,
     acked_values,
     bootstrap,
     broker,
@@ -81,7 +85,7 @@ def create_topic(c: LocalCluster, topic: str, *configs: str) -> None:
     for config in configs:
         args += ["--config", config]
     result = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", topic,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
         "--partitions", "1", "--replication-factor", "3", *args,
     )
     assert result.returncode == 0, result.stderr
@@ -153,23 +157,24 @@ def wait_journal(
     )
 
 
-async def _raw(address: str, request: Any) -> Any:
-    client = new_client("recovery-test")
-    try:
-        return await client.request(address, request, timeout_ms=5000)
-    finally:
-        await client.close()
+def broker_fenced(address: str, broker_id: int) -> bool:
+    """Whether `broker_id` is fenced in one broker's metadata image (DescribeCluster v2 with
+    fenced brokers included, answered by that broker)."""
 
-
-def broker_registrations(address: str) -> dict[int, bm.MetadataBroker]:
-    async def ask() -> bm.MetadataResponse:
-        client = new_client("recovery-test")
+    async def ask() -> Any:
+        client = KafkaClient("recovery-test", request_timeout_ms=5000)
         try:
-            return await fetch_metadata(client, address, [])
+            return await client.request(
+                address,
+                DescribeClusterRequest(
+                    include_cluster_authorized_operations=False, include_fenced_brokers=True
+                ),
+            )
         finally:
             await client.close()
 
-    return {b.node_id: b for b in asyncio.run(ask()).brokers}
+    brokers = asyncio.run(ask()).brokers
+    return any(int(b.broker_id) == broker_id and b.is_fenced for b in brokers)
 
 
 def test_unclean_election_recovers_before_serving_followers(
@@ -217,7 +222,11 @@ def test_unclean_election_recovers_before_serving_followers(
     refused_at_ms = int(time.time() * 1000)
     address = broker(c, stale).address
     fetched = asyncio.run(
-        _raw(address, bm.FetchRequest(topic, 0, 0, replica_id=leader, replica_epoch=1))
+        follower_fetch(
+            address,
+            bm.FetchRequest(topic, 0, 0, replica_id=leader, replica_epoch=1),
+            uuid_from_str(recovering["topic_id"]),
+        )
     )
     produced = asyncio.run(
         _raw(address, bm.ProduceRequest(topic, 0, encode_batch(0, 0, 0, [b"x"]), acks=1))
@@ -284,7 +293,7 @@ def test_stale_follower_is_not_readded_ineligible_replica(
     leader = state["leader"]
     stale, other = [b for b in (101, 102, 103) if b != leader]
     leader_spec, stale_spec = broker(c, leader), broker(c, stale)
-    epoch_before = broker_registrations(broker(c, other).address)[stale].epoch
+    epoch_before = status(broker(c, stale))["broker_epoch"]  # its registration's epoch
 
     # 1. The stale follower drops out of the ISR (the leader ignores its fetches), and the
     #    leader sees that committed.
@@ -304,7 +313,7 @@ def test_stale_follower_is_not_readded_ineligible_replica(
         set_faults(controller, {"drop_inbound": [stale]})
     c.kill(stale_spec, signal.SIGSTOP)
     deadline = time.monotonic() + 30
-    while not broker_registrations(broker(c, other).address)[stale].fenced:
+    while not broker_fenced(broker(c, other).address, stale):
         assert time.monotonic() < deadline, "the controller never fenced the paused follower"
         time.sleep(0.2)
     c.kill(stale_spec, signal.SIGCONT)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+import cluster.launch.compose as compose_module
 from cluster.cli.admin_client import describe_quorum
 from cluster.launch.compose import (
     ComposeFile,
+    HostMap,
     LocalComposeRun,
     check_consistency,
     dockerfile_entrypoint,
@@ -165,3 +167,14 @@ def test_node_without_config_or_environment_is_a_usage_error(
     )
     assert done.returncode == 2 and "CLUSTER_ID" in done.stderr
     assert not (tmp_path / "volumes/controller-1-data/metadata/meta.properties").exists()
+
+
+def test_host_map_never_gives_two_services_one_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The OS may hand back a port it released a moment ago; the map must ask again.
+    answers = iter([[40001], [40001], [40001, 40002], [40003]])
+    monkeypatch.setattr(compose_module, "free_ports", lambda count, host: next(answers))
+    hosts = HostMap({"a", "b", "c"})
+    assert hosts.address("a", 1) == "127.0.0.1:40001"
+    assert hosts.address("b", 1) == "127.0.0.1:40002"
+    assert hosts.address("c", 1) == "127.0.0.1:40003"
+    assert hosts.address("a", 1) == "127.0.0.1:40001"

@@ -16,10 +16,16 @@ from typing import Any
 
 import pytest
 
+from cluster.cli.topics_cmd import create_topics_request
 from cluster.launch.local_cluster import LocalCluster
-from cluster.net.client import RpcClient
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
+from controller.core import messages as msg
+from controller.runtime.kafka_broker_lifecycle import (
+    is_lifecycle_request,
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
+from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.errors import Errors
 from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft, quorum, start_cluster, wait_for
 from tests.integration.fake_broker import FakeBrokers
@@ -56,7 +62,7 @@ def cluster_with_brokers(tmp_path: Path) -> Iterator[tuple[LocalCluster, FakeBro
 
 
 def topics(cluster: LocalCluster, *args: str) -> Any:
-    return minikraft("topics", "--bootstrap-server", cluster.bootstrap_controller, *args)
+    return minikraft("topics", "--bootstrap-controller", cluster.bootstrap_controller, *args)
 
 
 def describe(cluster: LocalCluster, *args: str) -> list[dict[str, Any]]:
@@ -130,11 +136,23 @@ def _active_address(cluster: LocalCluster) -> str:
 
 
 async def _request(address: str, request: Any) -> Any:
-    client = RpcClient("node-1", cluster_id=None)
+    """Broker lifecycle on Kafka's protocol, translated as a broker does."""
+    assert is_lifecycle_request(request)
+    kafka = KafkaClient(client_id_for_node(1))
     try:
-        return await client.request(address, request)
+        return lifecycle_response_from_kio(
+            await kafka.request(address, lifecycle_request_to_kio(request))
+        )
     finally:
-        await client.close()
+        await kafka.close()
+
+
+async def _create_topics_on(address: str, name: str) -> Any:
+    kafka = KafkaClient("t")
+    try:
+        return await kafka.request(address, create_topics_request(name, 1, 1, {}))
+    finally:
+        await kafka.close()
 
 
 def _send_to_active(cluster: LocalCluster, request: Any) -> Any:
@@ -159,7 +177,7 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
         (
             minikraft(
                 "configs",
-                "--bootstrap-server",
+                "--bootstrap-controller",
                 cluster.bootstrap_controller,
                 "alter",
                 "--entity-type",
@@ -174,7 +192,7 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
         (
             minikraft(
                 "configs",
-                "--bootstrap-server",
+                "--bootstrap-controller",
                 cluster.bootstrap_controller,
                 "alter",
                 "--entity-type",
@@ -189,7 +207,7 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
         (
             minikraft(
                 "leader-election",
-                "--bootstrap-server",
+                "--bootstrap-controller",
                 cluster.bootstrap_controller,
                 "--election-type",
                 "PREFERRED",
@@ -208,10 +226,8 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
 
     # A standby refuses writes with NOT_CONTROLLER (the CLI follows it to the active one).
     standby = next(c for c in cluster.controllers if c.node_id != quorum(cluster).leader_id)
-    refused = asyncio.run(
-        _request(standby.address, msg.CreateTopicsRequest([msg.CreatableTopic("bar", 1, 1)]))
-    )
-    assert refused.error_code == Errors.NOT_CONTROLLER
+    refused = asyncio.run(_create_topics_on(standby.address, "bar"))
+    assert [Errors.of(t.error_code) for t in refused.topics] == [Errors.NOT_CONTROLLER]
 
     # AlterPartition from a stale leader epoch: fence broker 1 (leader of foo-0), so broker 2
     # leads in leader epoch 1; broker 1 then proposes with epoch 0 and gets FENCED_LEADER_EPOCH.
@@ -303,7 +319,7 @@ def test_configs_alter_and_leader_election_through_the_cli(
     assert create(cluster, "cfg", "1", "3", "min.insync.replicas=2").returncode == 0
     describe_until(cluster, lambda r: any(row["topic"] == "cfg" for row in r))
     altered = minikraft(
-        "configs", "--bootstrap-server", cluster.bootstrap_controller, "alter",
+        "configs", "--bootstrap-controller", cluster.bootstrap_controller, "alter",
         "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=3",
     )
     assert altered.returncode == 0, altered.stderr
@@ -321,14 +337,14 @@ def test_configs_alter_and_leader_election_through_the_cli(
     assert any("min.insync.replicas" in json.dumps(c) and '"3"' in json.dumps(c) for c in configs), configs
     # ...and an impossible value is refused with Kafka's name, nothing written.
     bad = minikraft(
-        "configs", "--bootstrap-server", cluster.bootstrap_controller, "alter",
+        "configs", "--bootstrap-controller", cluster.bootstrap_controller, "alter",
         "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=-4",
     )
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
     for election in (["--election-type", "PREFERRED"],
                      ["--election-type", "DESIGNATED", "--designated-leader", "2"]):
         result = minikraft(
-            "leader-election", "--bootstrap-server", cluster.bootstrap_controller, *election,
+            "leader-election", "--bootstrap-controller", cluster.bootstrap_controller, *election,
             "--topic", "cfg", "--partition", "0", "--output", "json",
         )
         rows = json.loads(result.stdout)

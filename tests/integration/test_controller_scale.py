@@ -34,7 +34,7 @@ def test_ten_thousand_partitions_survive_a_controller_failover(tmp_path: Path) -
         brokers.wait_unfenced()
         started = time.monotonic()
         created = minikraft(
-            "topics", "--bootstrap-server", cluster.bootstrap_controller, "create", "--topic", "big",
+            "topics", "--bootstrap-controller", cluster.bootstrap_controller, "create", "--topic", "big",
             "--partitions", str(PARTITIONS), "--replication-factor", "3", timeout=600,
         )
         create_s = time.monotonic() - started
@@ -46,7 +46,7 @@ def test_ten_thousand_partitions_survive_a_controller_failover(tmp_path: Path) -
         cluster.kill(leader, signal.SIGKILL)
         after = wait_for(lambda s: s.leader_id not in (None, leader.node_id), cluster, 30)
         described = minikraft(
-            "topics", "--bootstrap-server", cluster.bootstrap_controller, "describe", "--topic", "big",
+            "topics", "--bootstrap-controller", cluster.bootstrap_controller, "describe", "--topic", "big",
             "--output", "json", timeout=600,
         )
         failover_s = time.monotonic() - killed

@@ -24,7 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.static.primitive import i8
 
+from cluster.cli.bootstrap import new_client, send_to_any
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
@@ -43,6 +46,7 @@ from confluent_kafka.admin import (  # noqa: E402
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourceType,
 )
@@ -62,12 +66,19 @@ class Up:
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    yield from start_up(tmp_path_factory)
+
+
+def start_up(tmp_path_factory: pytest.TempPathFactory, *settings: str) -> Iterator[Up]:
+    """`minikraft up` of 3 controllers + 3 brokers with `settings` (k=v) added; stopped after."""
     directory = tmp_path_factory.mktemp("kafka-clients") / "up"
+    extra = [arg for setting in settings for arg in ("--set", setting)]
     result = minikraft(
         "up", "--dir", str(directory), "--base-port", "0", "--detach",
         "--timeout-s", str(READY_TIMEOUT_S), "--output", "json",
         # A killed broker is fenced in 3 s rather than 9 s: the kill -9 test stays short.
         "--set", "broker.session.timeout.ms=3000", "--set", "broker.heartbeat.interval.ms=300",
+        *extra,
         timeout=READY_TIMEOUT_S + 30,
     )
     cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None
@@ -628,6 +639,83 @@ def test_cli_admin_commands_take_broker_addresses(up: Up) -> None:
         "--partitions", "1", "--replication-factor", "1",
     )
     assert again.returncode != 0 and "TOPIC_ALREADY_EXISTS" in again.stderr
+
+
+# ---- CreatePartitions, and forwarding across a controller failover ----
+
+
+def test_confluent_admin_create_partitions_through_brokers(up: Up) -> None:
+    admin = _admin(up)
+    _create(admin, NewTopic("grow", 1, 2))
+    _wait_leaders(admin, "grow", 1)
+
+    checked = admin.create_partitions([NewPartitions("grow", 5)], validate_only=True)
+    checked["grow"].result(timeout=30)
+    for future in admin.create_partitions([NewPartitions("grow", 3)]).values():
+        future.result(timeout=30)
+    metadata = _wait_leaders(admin, "grow", 3)  # validate-only added nothing: 3, not 5
+    assert all(len(p.replicas) == 2 and len(p.isrs) == 2 for p in metadata.partitions.values())
+    time.sleep(1)
+    assert len(admin.list_topics("grow", timeout=10).topics["grow"].partitions) == 3
+
+    for count, error in ((2, "INVALID_PARTITIONS"), (3, "INVALID_PARTITIONS")):
+        with pytest.raises(confluent_kafka.KafkaException) as info:
+            admin.create_partitions([NewPartitions("grow", count)])["grow"].result(timeout=30)
+        assert info.value.args[0].name() == error
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        admin.create_partitions([NewPartitions("no-such-topic", 2)])["no-such-topic"].result(
+            timeout=30
+        )
+    assert info.value.args[0].name() == "UNKNOWN_TOPIC_OR_PART"  # librdkafka's short name
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        admin.create_partitions(
+            [NewPartitions("grow", 4, replica_assignment=[[101, 101]])]
+        )["grow"].result(timeout=30)
+    assert info.value.args[0].name() == "INVALID_REPLICA_ASSIGNMENT"
+
+
+def _active_controller(up: Up) -> int:
+    async def ask() -> int:
+        client = new_client()
+        try:
+            _, response = await send_to_any(
+                client,
+                up.cluster.bootstrap_controller,
+                DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2)),
+            )
+        finally:
+            await client.close()
+        return int(response.controller_id)
+
+    deadline = time.monotonic() + 20
+    while True:
+        leader = asyncio.run(ask())
+        if leader >= 0:
+            return leader
+        assert time.monotonic() < deadline, "no active controller"
+        time.sleep(0.2)
+
+
+def test_admin_request_forwarded_while_the_active_controller_is_killed(up: Up) -> None:
+    """The client never sees a controller move: a broker retries NOT_CONTROLLER and the gone
+    controller inside, until the new active controller answers."""
+    active = _active_controller(up)
+    victim = up.cluster.node(str(active))
+    admin = _admin(up)
+    up.cluster.kill(victim)  # SIGKILL, then at once the request: the brokers still name it
+    try:
+        started = time.monotonic()
+        for future in admin.create_topics(
+            [NewTopic("after-failover", 1, 3)], operation_timeout=30, request_timeout=60
+        ).values():
+            future.result(timeout=60)
+        elapsed = time.monotonic() - started
+        _wait_leaders(admin, "after-failover", 1)
+        assert _active_controller(up) != active
+        assert elapsed < 30, elapsed
+    finally:
+        up.cluster.start_node(victim)  # back to three controllers for what runs after
+        up.cluster.write_cluster_file()
 
 
 # ---- Produce validation and acks=0, with raw requests ----

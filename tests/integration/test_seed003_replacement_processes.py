@@ -65,7 +65,7 @@ def test_add_new_key_then_remove_old_key_through_the_cli(tmp_path: Path) -> None
     try:
         asyncio.run(wait_until_ready(cluster, 60))
         created = minikraft(
-            "topics", "--bootstrap-server", cluster.bootstrap_controller, "create",
+            "topics", "--bootstrap-controller", cluster.bootstrap_controller, "create",
             "--topic", "t", "--partitions", "2", "--replication-factor", "1",
         )
         assert created.returncode == 0, created.stderr

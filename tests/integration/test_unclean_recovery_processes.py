@@ -52,7 +52,7 @@ def brokers_bootstrap(c: LocalCluster) -> str:
 
 def describe(c: LocalCluster) -> dict[str, Any]:
     result = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "describe", "--topic", TOPIC,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "describe", "--topic", TOPIC,
         "--output", "json",
     )
     assert result.returncode == 0, result.stderr
@@ -78,7 +78,7 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
 ) -> None:
     c = cluster
     created = minikraft(
-        "topics", "--bootstrap-server", c.bootstrap_controller, "create", "--topic", TOPIC,
+        "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", TOPIC,
         "--partitions", "1", "--replication-factor", "3", "--config", "min.insync.replicas=2",
     )
     assert created.returncode == 0, created.stderr
@@ -100,8 +100,8 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
 
     # Nobody can answer: the run ends with its duration, exit 1, the reason on stderr.
     hopeless = minikraft(
-        "unclean-recovery", "--bootstrap-server",
-        f"{brokers_bootstrap(c)},{c.bootstrap_controller}", "--automated-recovery",
+        "unclean-recovery", "--bootstrap-server", brokers_bootstrap(c),
+        "--bootstrap-controller", c.bootstrap_controller, "--automated-recovery",
         "--all-offline-partitions", "--recovery-duration-ms", "800",
     )
     assert hopeless.returncode == 1, hopeless.stdout + hopeless.stderr
@@ -125,7 +125,8 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        time.sleep(3)
+        # Past the CLI's start-up (seconds on a loaded 2-core machine) into the 60 s run.
+        time.sleep(10)
         long_run.send_signal(signal.SIGTERM)
         out, err = long_run.communicate(timeout=15)
     finally:
@@ -138,7 +139,7 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
     # A plan naming a fenced broker, or a non-replica, fails by name and changes nothing.
     for bad in (leader, 999):
         refused = minikraft(
-            "leader-election", "--bootstrap-server", c.bootstrap_controller,
+            "leader-election", "--bootstrap-controller", c.bootstrap_controller,
             "--election-type", "DESIGNATED", "--topic", TOPIC, "--partition", "0",
             "--designated-leader", str(bad), "--output", "json",
         )

@@ -21,7 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.protocol.raft_messages import (
+from raft.core.control_records import Voter, bootstrap_snapshot, snapshot_data_records
+from raft.core.leader_state import LeaderState
+from raft.core.memory_log import MemoryLog
+from raft.core.messages import (
     AddRaftVoterRequest,
     FetchRequest,
     FetchResponse,
@@ -29,9 +32,6 @@ from cluster.protocol.raft_messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.core.control_records import Voter, bootstrap_snapshot, snapshot_data_records
-from raft.core.leader_state import LeaderState
-from raft.core.memory_log import MemoryLog
 from raft.core.quorum_state import ElectionState
 from raft.core.raft_replica import Outbound, RaftConfig, RaftReplica, RaftResult
 from raft.core.replica_key import ReplicaKey

@@ -287,31 +287,49 @@ def _run_cli(*args: str) -> subprocess.Popen[str]:
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_cli_exit_codes(tmp_path: Path) -> None:
-    clean_root, bad_root = tmp_path / "clean", tmp_path / "bad"
-    generate_cluster_dir(clean_root, 300, seed=1, topics=1, partitions_per_topic=2)
+def _bad_cluster(root: Path) -> tuple[Log, int, dict[int, Path]]:
     log, _ = partition_log()
     bad_offset = log.data(1, PartitionChangeRecord(0, TOPIC_ID, isr=(2, 3)))
-    write_cluster(bad_root, {1: log, 2: log.copy(), 3: log.copy()})
+    files = write_cluster(root, {1: log, 2: log.copy(), 3: log.copy()})
+    return log, bad_offset, files
+
+
+def test_cli_exit_codes(tmp_path: Path) -> None:
+    """Usage error 2; a violation exits 1 with audit.json alone on stdout (one JVM: the clean
+    and corrupt verdicts through the CLI are in the slow test below)."""
+    bad_root = tmp_path / "bad"
+    _log, bad_offset, _files = _bad_cluster(bad_root)
     (tmp_path / "empty").mkdir()
     usage = subprocess.run([sys.executable, "-m", "cluster.cli.audit_cmd", "--dir",
                             str(tmp_path / "empty")], cwd=REPO, capture_output=True, text=True,
                            timeout=60)
     assert usage.returncode == 2
+    bad = _run_cli("--dir", str(bad_root), "--output", "json")
+    bad_out, bad_err = bad.communicate(timeout=400)
+    assert bad.returncode == 1, bad_err
+    document = json.loads(bad_out)  # stdout holds the audit.json document and nothing else
+    assert document["verdict"] == "violations"
+    rule_13 = next(r for r in document["rules"] if r["rule"] == 13)
+    assert [(v["offset"], v["partition"]) for v in rule_13["violations"]] == [
+        (bad_offset, f"{TOPIC}-0")]
+
+
+@pytest.mark.slow
+def test_cli_exit_codes_clean_and_corrupt(tmp_path: Path) -> None:
+    clean_root = tmp_path / "clean"
+    generate_cluster_dir(clean_root, 300, seed=1, topics=1, partitions_per_topic=2)
     # A controller's segment with one byte flipped mid-log (valid batches after it): bit rot.
     rot_root = tmp_path / "rot"
+    log, _bad_offset, _ = _bad_cluster(tmp_path / "unused")
     rot_files = write_cluster(rot_root, {1: log, 2: log.copy(), 3: log.copy()})
     rot_base, rot_raw, _count = log.batches[2]
     rot_position = sum(len(raw) for _b, raw, _c in log.batches[:2])
     rotten = bytearray(rot_files[3].read_bytes())
     rotten[rot_position + len(rot_raw) - 5] ^= 0x04
     rot_files[3].write_bytes(bytes(rotten))
-    # All audits at once: each starts its own Spark; together they take one JVM start's time.
     clean = _run_cli("--dir", str(clean_root), "--report", str(tmp_path / "out"))
-    bad = _run_cli("--dir", str(bad_root), "--output", "json")
     rot = _run_cli("--dir", str(rot_root), "--output", "json")
     _clean_out, clean_err = clean.communicate(timeout=400)
-    bad_out, bad_err = bad.communicate(timeout=400)
     rot_out, rot_err = rot.communicate(timeout=400)
     assert rot.returncode == 1, rot_err
     rot_document = json.loads(rot_out)
@@ -320,9 +338,3 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
             rot_document["corruption"]] == [(3, str(rot_files[3]), rot_position, rot_base)]
     assert clean.returncode == 0, clean_err
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["verdict"] == "clean"
-    assert bad.returncode == 1, bad_err
-    document = json.loads(bad_out)  # stdout holds the audit.json document and nothing else
-    assert document["verdict"] == "violations"
-    rule_13 = next(r for r in document["rules"] if r["rule"] == 13)
-    assert [(v["offset"], v["partition"]) for v in rule_13["violations"]] == [
-        (bad_offset, f"{TOPIC}-0")]

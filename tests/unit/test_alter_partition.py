@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from cluster.protocol.errors import Errors
 from controller.core.alter_partition import (
     AlterPartitionPartition,
     AlterPartitionRequest,
@@ -26,6 +25,7 @@ from controller.core.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from kafkawire.errors import Errors
 
 FOO = uuid.UUID(int=100)
 

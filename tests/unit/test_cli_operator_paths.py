@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cluster.cli.admin_client import QuorumStatus
 from cluster.cli.election_cmd import leader_election
-from cluster.protocol.raft_messages import DescribeQuorumResponse, ReplicaState, VoterEndpoint
+from raft.core.messages import DescribeQuorumResponse, ReplicaState, VoterEndpoint
 from raft.core.replica_key import uuid_to_str
 
 
@@ -56,3 +56,25 @@ def test_a_failed_bench_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPa
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in lines[0], result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["topics", "describe"],
+        ["topics", "--bootstrap-server", "b:1", "--bootstrap-controller", "c:1", "describe"],
+        ["configs", "alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a=b"],
+        ["leader-election", "--election-type", "PREFERRED", "--all-topic-partitions"],
+        ["unclean-recovery", "--bootstrap-controller", "c:1", "--show-replica-info",
+         "--all-offline-partitions"],
+    ],
+)
+def test_admin_commands_take_one_bootstrap_kind_as_kafkas_tools(args: list[str]) -> None:
+    """KIP-919: `--bootstrap-server` (brokers) or `--bootstrap-controller`, exactly one (the
+    unclean-recovery tool asks brokers, so it needs --bootstrap-server): a usage error, one line."""
+    from cluster.cli.main import cli
+
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "bootstrap" in result.output and "Traceback" not in result.output
+

@@ -6,9 +6,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
 from controller.core import cluster_control as cc
+from controller.core import messages as msg
 from controller.core.metadata_image import MetadataDelta, MetadataImage
 from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import (
@@ -19,6 +18,7 @@ from controller.core.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
+from kafkawire.errors import Errors
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qk"
 FOO = uuid.UUID(int=100)

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import ConfigError, NodeConfig, parse_properties, props_from_env
+from kafkawire.config import ConfigError, NodeConfig, parse_properties, props_from_env
 
 
 def test_properties_file_round_trip(tmp_path: Path) -> None:

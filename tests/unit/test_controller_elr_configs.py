@@ -4,9 +4,8 @@ and ElectLeaders for all partitions leaves ELECTION_NOT_NEEDED out (Kafka's elec
 
 from __future__ import annotations
 
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
 from controller.core import cluster_control
+from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.invariants import check_partition
 from controller.core.metadata_image import MetadataImage
@@ -17,6 +16,7 @@ from controller.core.records import (
     PartitionRecord,
     TopicRecord,
 )
+from kafkawire.errors import Errors
 from tests.unit.test_replication_control import (
     FOO,
     alter,

@@ -1,4 +1,4 @@
-"""cluster.net.loop: the uvloop runner and the signal-driven life of a node process."""
+"""kafkawire.loop: the uvloop runner and the signal-driven life of a node process."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from cluster.net.loop import run, serve_until_signalled
+from kafkawire.loop import run, serve_until_signalled
 
 
 def test_run_uses_uvloop_and_leaves_the_policy_alone() -> None:

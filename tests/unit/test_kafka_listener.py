@@ -1,6 +1,5 @@
-"""One listener, two protocols (issue 20's transitional stage): the first request of a connection
-says whether it speaks minikraft's msgpack framing or Kafka's; both are served on one port, and a
-Kafka connection is answered in order, ApiVersions-downgraded, or closed on anything else."""
+"""A node's Kafka listener (kafkawire.server): a connection is answered in order,
+ApiVersions-downgraded, or closed on anything it cannot serve, and the listener keeps serving."""
 
 from __future__ import annotations
 
@@ -13,30 +12,17 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest
 
-from cluster.net.client import RpcClient
-from cluster.net.kafka_connection import (
-    KafkaRequestContext,
-    KafkaService,
-    api_versions_only_service,
-)
-from cluster.net.server import RpcServer
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS, VersionRange, api_versions_response
+from kafkawire.connection import KafkaRequestContext, KafkaService
 from kafkawire.errors import Errors
 from kafkawire.messages import KafkaRequest, decode_response, encode_request
-from tests.unit.test_net import EchoRequest, _server_registry, echo_handler
+from kafkawire.router import KafkaRouter
+from kafkawire.server import KafkaServer
 
 
-async def _serve(service: KafkaService) -> AsyncIterator[RpcServer]:
-    server = RpcServer(
-        "127.0.0.1",
-        0,
-        echo_handler,  # type: ignore[arg-type]
-        cluster_id="c",
-        node_id=1,
-        registry=_server_registry(),
-        kafka_service=service,
-    )
+async def _serve(service: KafkaService) -> AsyncIterator[KafkaServer]:
+    server = KafkaServer("127.0.0.1", 0, service)
     await server.start()
     try:
         yield server
@@ -44,9 +30,13 @@ async def _serve(service: KafkaService) -> AsyncIterator[RpcServer]:
         await server.stop()
 
 
+# A listener that serves ApiVersions only (Metadata is not in its table).
+ONLY_API_VERSIONS = {ApiKey.API_VERSIONS: CONTROLLER_API_VERSIONS[ApiKey.API_VERSIONS]}
+
+
 @pytest.fixture
-async def controller_like() -> AsyncIterator[RpcServer]:
-    async for server in _serve(api_versions_only_service(CONTROLLER_API_VERSIONS)):
+async def controller_like() -> AsyncIterator[KafkaServer]:
+    async for server in _serve(KafkaRouter(ONLY_API_VERSIONS).service()):
         yield server
 
 
@@ -74,22 +64,24 @@ def _api_versions(correlation_id: int) -> bytes:
     )
 
 
-async def test_kafka_and_msgpack_share_the_port(controller_like: RpcServer) -> None:
+async def test_api_versions_is_answered_and_an_old_msgpack_frame_closes_only_its_connection(
+    controller_like: KafkaServer,
+) -> None:
     [payload] = await _exchange(controller_like.port, _api_versions(5))
     assert payload is not None
     correlation_id, body = decode_response(payload, int(ApiKey.API_VERSIONS), 3)
     assert correlation_id == 5 and body.error_code == Errors.NONE
     assert [int(a.api_key) for a in body.api_keys] == [int(ApiKey.API_VERSIONS)]
-    client = RpcClient("node-9", cluster_id="c", registry=_server_registry())
-    try:
-        echoed = await client.request(f"127.0.0.1:{controller_like.port}", EchoRequest("hi"))
-        assert echoed.text == "hi"
-    finally:
-        await client.close()
+    # minikraft's old msgpack framing (a fixarray of 5 after the size) is not Kafka's protocol:
+    # that connection closes, the listener keeps serving Kafka.
+    msgpack_frame = struct.pack(">I", 6) + bytes([0x95, 0, 0, 0, 0xA0, 0x80])
+    assert await _exchange(controller_like.port, msgpack_frame) == [None]
+    [again] = await _exchange(controller_like.port, _api_versions(6))
+    assert again is not None and decode_response(again, 18, 3)[0] == 6
 
 
 async def test_an_api_the_listener_does_not_serve_closes_only_that_connection(
-    controller_like: RpcServer,
+    controller_like: KafkaServer,
 ) -> None:
     metadata = encode_request(MetadataRequest(topics=None), 6, "t")  # type: ignore[arg-type]
     assert await _exchange(controller_like.port, metadata) == [None]

@@ -16,10 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersRequestV2
+from kio.schema.elect_leaders.v2.request import TopicPartitions as ElectTopicPartitionsV2
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
 from kio.schema.metadata.v1.request import MetadataRequestTopic
-from kio.static.primitive import Records, i32
+from kio.static.primitive import Records, i8, i32
 
+from kafkawire import elect_leaders_v3 as el3
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import (
@@ -38,8 +41,10 @@ from kafkawire.messages import (
     encode_request,
     encode_response,
     error_code,
+    error_message,
     request_schema,
     response_schema,
+    wire_error,
 )
 
 st.register_type_strategy(Records, st.binary(max_size=64))
@@ -65,9 +70,22 @@ def test_the_broker_table_is_kip_896s_client_facing_baseline() -> None:
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-        ApiKey.ELECT_LEADERS: (0, 2),
-        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.ELECT_LEADERS: (0, 3),  # v3: seed 004's DesignatedLeaders
+        ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.DESCRIBE_CLUSTER: (0, 2),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        # The group coordinator (issue 16): Kafka 4.0's ranges.
+        ApiKey.FIND_COORDINATOR: (0, 6),
+        ApiKey.JOIN_GROUP: (2, 9),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.OFFSET_COMMIT: (2, 9),
+        ApiKey.OFFSET_FETCH: (1, 9),
+        ApiKey.LIST_GROUPS: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.DELETE_RECORDS: (0, 2),
     }
     for key, (low, high) in expected.items():
         got = BROKER_API_VERSIONS[key]
@@ -223,6 +241,79 @@ def test_get_replica_log_info_bytes_follow_upstreams_schema() -> None:
         ),
     )
     assert decode_response(encode_response(response, 5)[4:], 93, 0) == (5, response)
+
+
+def test_elect_leaders_v3_is_v2_plus_designated_leaders_beside_partitions() -> None:
+    """Seed 004: v3 adds one nullable []int32 after Partitions in each TopicPartitions entry."""
+    v2 = ElectLeadersRequestV2(
+        election_type=i8(1),
+        topic_partitions=(ElectTopicPartitionsV2(topic="foo", partitions=(i32(1), i32(4))),),
+    )
+    v3 = el3.ElectLeadersRequest(
+        election_type=i8(2),
+        topic_partitions=(
+            el3.TopicPartitions(
+                topic="foo", partitions=(i32(1), i32(4)), designated_leaders=(i32(7), i32(8))
+            ),
+        ),
+    )
+    body2 = encode_request(v2, 1, None)[4 + 11 :]  # after size, api key/version/cid, null id, tags
+    body3 = encode_request(v3, 1, None)[4 + 11 :]
+    partitions = b"\x03" + struct.pack(">ii", 1, 4)
+    assert body2 == b"\x01" + b"\x02" + b"\x04foo" + partitions + b"\x00" + body2[-5:]
+    designated = b"\x03" + struct.pack(">ii", 7, 8)
+    assert body3 == b"\x02" + b"\x02" + b"\x04foo" + partitions + designated + b"\x00" + body3[-5:]
+    assert decode_request(encode_request(v3, 1, None)[4:]).body == v3
+    # Null DesignatedLeaders (PREFERRED/UNCLEAN at v3) is a null compact array.
+    plain = el3.ElectLeadersRequest(
+        election_type=i8(0),
+        topic_partitions=(el3.TopicPartitions(topic="foo", partitions=(i32(1),)),),
+    )
+    assert b"\x02" + struct.pack(">i", 1) + b"\x00\x00" in encode_request(plain, 1, None)
+
+
+def test_minikraft_additions_are_tagged_fields_that_kafkas_schema_ignores() -> None:
+    """DescribeTopicPartitions' and ElectLeaders v3's additions travel as tagged fields; at
+    their defaults nothing extra is on the wire, so the bytes are Apache Kafka's."""
+    result = el3.PartitionResult(
+        partition_id=i32(0), error_code=error_code(Errors.NONE), error_message=None
+    )
+    response = el3.ElectLeadersResponse(
+        throttle_time=NO_THROTTLE,  # type: ignore[arg-type]
+        error_code=error_code(Errors.NONE),
+        replica_election_results=(
+            el3.ReplicaElectionResult(topic="t", partition_result=(result,)),
+        ),
+    )
+    plain = encode_response(response, 3)
+    tagged = encode_response(
+        dataclasses.replace(
+            response,
+            replica_election_results=(
+                el3.ReplicaElectionResult(
+                    topic="t", partition_result=(dataclasses.replace(result, leader_id=i32(2)),)
+                ),
+            ),
+        ),
+        3,
+    )
+    # The tag adds: tag count 1 (replacing 0), tag 10000 as a varint (2 bytes), size, int32.
+    assert len(tagged) == len(plain) + 2 + 1 + 4
+    assert decode_response(tagged[4:], 43, 3)[1].replica_election_results[0].partition_result[
+        0
+    ].leader_id == 2
+
+
+def test_our_own_code_travels_by_name_in_the_message_and_comes_back() -> None:
+    """REQUEST_LIMIT_REACHED has no Kafka number: UNKNOWN_SERVER_ERROR on the wire, its name
+    first in the message, so the CLI still resends what was over ElectLeaders' limit."""
+    code = error_code(Errors.REQUEST_LIMIT_REACHED)
+    message = error_message(Errors.REQUEST_LIMIT_REACHED, "at most 1000 partitions per request")
+    assert message == "REQUEST_LIMIT_REACHED: at most 1000 partitions per request"
+    assert wire_error(int(code), message) is Errors.REQUEST_LIMIT_REACHED
+    assert error_message(Errors.NOT_CONTROLLER, "standby") == "standby"
+    assert wire_error(int(error_code(Errors.NOT_CONTROLLER)), "x") is Errors.NOT_CONTROLLER
+    assert wire_error(-1, "boom: no name") is Errors.UNKNOWN_SERVER_ERROR
 
 
 def test_error_code_maps_ours_outside_kafkas_range_to_unknown_server_error() -> None:

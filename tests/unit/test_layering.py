@@ -1,6 +1,5 @@
 """ARCHITECTURE.md: nothing in a core/ package does I/O, reads clocks or draws randomness,
-and imports go one way (kafkawire <- cluster.protocol <- cluster.net <- raft <- controller <-
-broker)."""
+and imports go one way (kafkawire <- raft <- controller <- broker <- cluster, the tools)."""
 
 import ast
 from pathlib import Path
@@ -14,10 +13,10 @@ _OURS = {"cluster", "raft", "controller", "broker", "analytics"}
 LAYERS = {
     # The foundation (the wire layer) imports nothing of ours.
     "kafkawire": _OURS,
-    "cluster/protocol": {"cluster.net", "raft", "controller", "broker", "cluster.cli"},
-    "cluster/net": {"raft", "controller", "broker", "cluster.cli", "cluster.launch"},
-    "raft": {"controller", "broker", "cluster.cli", "cluster.launch", "cluster.chaos"},
-    "controller": {"broker", "cluster.cli", "cluster.launch", "cluster.chaos"},
+    # The node packages import the foundation and the ones below them, never the tools.
+    "raft": {"controller", "broker", "cluster", "analytics"},
+    "controller": {"broker", "cluster", "analytics"},
+    "broker": {"cluster", "analytics"},
 }
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import uuid
 
-from cluster.protocol.errors import Errors
-from cluster.protocol.raft_messages import (
+from kafkawire.errors import Errors
+from raft.core.control_records import VotersRecord, encode_control, iter_control_records
+from raft.core.memory_log import MemoryLog
+from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     BeginQuorumEpochRequest,
@@ -17,11 +19,11 @@ from cluster.protocol.raft_messages import (
     FetchResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
-from raft.core.control_records import VotersRecord, encode_control, iter_control_records
-from raft.core.memory_log import MemoryLog
 from raft.core.raft_replica import RaftConfig, RaftReplica, RaftResult
 from raft.core.replica_key import ReplicaKey
 from raft.core.replicated_log import ReplicatedLog
@@ -413,3 +415,103 @@ def test_a_removed_voter_standing_needs_a_majority_of_both_the_old_and_the_new_s
     committed = replica(1, log)
     committed._update_follower_high_watermark(log.end_offset())
     assert committed.role == "Observer" and reqs(committed.tick(5000), VoteRequest) == []
+
+
+# -- UpdateRaftVoter (KIP-853: a voter's listeners) ------------------------------------------------
+
+def update(node: RaftReplica, voter: ReplicaKey, listeners: dict[str, str], now_ms: int,
+           epoch: int | None = None, kraft: tuple[int, int] = (0, 1)
+           ) -> tuple[UpdateRaftVoterResponse, RaftResult]:
+    result = node.handle_request(voter.id, UpdateRaftVoterRequest(
+        node.epoch if epoch is None else epoch, voter.id, voter.directory_id, listeners,
+        kraft[0], kraft[1], "c1"), now_ms)
+    assert isinstance(result.response, UpdateRaftVoterResponse)
+    return result.response, result
+
+
+def test_update_voter_rewrites_its_listeners_and_answers_before_the_commit() -> None:
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    response, result = update(leader, key(2), {"CONTROLLER": "h2:19093"}, 2100)
+    assert response.error_code == 0 and response.leader_id == 1
+    # Rule 5: in force once appended; Kafka answers without waiting for the commit.
+    assert result.flush and result.voters_record_offset == -1
+    assert leader.voters.voters[key(2)] == {"CONTROLLER": "h2:19093"}
+    assert leader.endpoint_of(2) == "h2:19093"
+    (offset, record), = voters_records(leader._log)
+    assert offset == end and record.voters[1].endpoints == {"CONTROLLER": "h2:19093"}
+    # The same listeners again change nothing: nothing appended.
+    flush(leader, 2101)
+    fetch(leader, 2, DIRS[2], end + 1, 2102)
+    response, result = update(leader, key(2), {"CONTROLLER": "h2:19093"}, 2103)
+    assert response.error_code == 0 and leader._log.end_offset() == end + 1
+
+
+def test_update_voter_refusals_name_kafkas_errors_and_change_nothing() -> None:
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    cases = [
+        (update(leader, ReplicaKey(2, NEW_DISK), {"CONTROLLER": "h2:1"}, 2100)[0],
+         Errors.VOTER_NOT_FOUND),  # rule 4: the exact key
+        (update(leader, key(2), {"OTHER": "h2:1"}, 2100)[0], Errors.INVALID_REQUEST),
+        (update(leader, key(2), {"CONTROLLER": "h2:1"}, 2100, kraft=(0, 0))[0],
+         Errors.INVALID_REQUEST),  # kraft.version 1 is outside its range
+        (update(leader, key(2), {"CONTROLLER": "h2:1"}, 2100, epoch=leader.epoch - 1)[0],
+         Errors.FENCED_LEADER_EPOCH),
+    ]
+    for response, error in cases:
+        assert response.error_code == error, response
+    follower = replica(2)
+    response, _ = update(follower, key(2), {"CONTROLLER": "h2:1"}, 100, epoch=0)
+    assert response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert leader._log.end_offset() == end and voters_records(leader._log) == []
+
+
+def test_a_voter_whose_listener_moved_tells_the_leader_once_per_leader() -> None:
+    # Node 2 now listens on another port than the voter set says (a restarted process).
+    follower = RaftReplica(2, DIRS[2], formatted_log(), None, CONFIG, lambda: 0.0, 0, "h2:19093")
+    result = follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2],
+                                                                "c1"), 10)
+    (fetch_out,) = [o for o in result.send if isinstance(o.request, FetchRequest)]
+    result = follower.handle_response(1, fetch_out.request, FetchResponse(
+        leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
+        log_start_offset=0), 12)
+    (sent_update,) = reqs(result, UpdateRaftVoterRequest)
+    assert sent_update == UpdateRaftVoterRequest(1, 2, DIRS[2], {"CONTROLLER": "h2:19093"}, 0,
+                                                 1, "c1")
+    (fetch_again,) = reqs(result, FetchRequest)
+    follower.handle_response(1, sent_update, UpdateRaftVoterResponse(leader_id=1,
+                                                                     leader_epoch=1), 13)
+    # Answered: not again in this epoch, though the VotersRecord has not reached it yet, even
+    # after the retry spacing has passed.
+    result = follower.handle_response(1, fetch_again, FetchResponse(
+        leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
+        log_start_offset=0), 12 + 2 * CONFIG.request_timeout_ms)
+    assert reqs(result, UpdateRaftVoterRequest) == []
+
+
+def test_a_voter_whose_listener_matches_sends_no_update() -> None:
+    follower = replica(2)
+    result = follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2],
+                                                                "c1"), 10)
+    (fetch_out,) = [o for o in result.send if isinstance(o.request, FetchRequest)]
+    result = follower.handle_response(1, fetch_out.request, FetchResponse(
+        leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
+        log_start_offset=0), 12)
+    assert reqs(result, UpdateRaftVoterRequest) == []
+
+
+def test_a_lost_update_voter_is_sent_again_after_the_request_timeout() -> None:
+    follower = RaftReplica(2, DIRS[2], formatted_log(), None, CONFIG, lambda: 0.0, 0, "h2:19093")
+    result = follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2],
+                                                                "c1"), 10)
+    answer = FetchResponse(leader_id=1, leader_epoch=1, leader_endpoint="h1:9093",
+                           high_watermark=0, log_start_offset=0)
+    result = follower.handle_response(1, reqs(result, FetchRequest)[0], answer, 12)
+    (lost,) = reqs(result, UpdateRaftVoterRequest)
+    follower.handle_response(1, lost, None, 13)  # timed out: no answer
+    result = follower.handle_response(1, reqs(result, FetchRequest)[0], answer, 14)
+    assert reqs(result, UpdateRaftVoterRequest) == []  # spaced by the request timeout
+    result = follower.handle_response(1, reqs(result, FetchRequest)[0], answer,
+                                      12 + CONFIG.request_timeout_ms)
+    assert reqs(result, UpdateRaftVoterRequest) == [lost]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.protocol.errors import Errors
-from cluster.protocol.raft_messages import (
+from kafkawire.errors import Errors
+from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     FetchRequest,

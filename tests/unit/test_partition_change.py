@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from cluster.protocol.errors import Errors
 from controller.core.partition_change import (
     ElectionKind,
     ElectionType,
@@ -17,6 +16,7 @@ from controller.core.records import (
     NO_LEADER_CHANGE,
     PartitionChangeRecord,
 )
+from kafkawire.errors import Errors
 
 TOPIC = uuid.UUID(int=7)
 RECOVERING = LeaderRecoveryState.RECOVERING

@@ -20,7 +20,7 @@ from broker.runtime.partition_log import (
     write_leader_epoch_checkpoint,
     write_offset_checkpoint,
 )
-from cluster.protocol.errors import Errors, KafkaError
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import Record, encode_batch, iter_batches
 
 

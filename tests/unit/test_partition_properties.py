@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.protocol.errors import Errors
 from controller.core.invariants import check_partition
+from kafkawire.errors import Errors
 from tests.unit.test_scenarios import ScenarioController
 
 BROKERS = (1, 2, 3, 4)

@@ -16,10 +16,10 @@ from broker.core.leader_epoch_cache import (
     follower_truncation,
 )
 from broker.core.partition_state import ACKS_ALL, PartitionState
-from cluster.protocol.errors import Errors
 from controller.core.alter_partition import AlterPartitionPartitionResult
 from controller.core.metadata_image import BrokerRegistration, MetadataImage
 from controller.core.partition_registration import PartitionRegistration
+from kafkawire.errors import Errors
 
 LEADER = 1
 FOLLOWERS = (2, 3, 4)

@@ -17,10 +17,10 @@ from broker.core.partition_state import (
     ProposalKind,
     Role,
 )
-from cluster.protocol.errors import Errors
 from controller.core.alter_partition import AlterPartitionPartitionResult, BrokerState
 from controller.core.metadata_image import BrokerRegistration, MetadataImage
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+from kafkawire.errors import Errors
 
 LAG_MS = 10_000
 

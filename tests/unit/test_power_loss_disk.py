@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import ConfigError, render_properties
 from cluster.launch.node_entrypoint import load_node_config
+from kafkawire.config import ConfigError, render_properties
 from raft.core.record_batch import decode_batch
 from raft.runtime import power_loss
 from raft.runtime.disk_log import DiskLog

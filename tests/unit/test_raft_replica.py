@@ -9,8 +9,18 @@ from typing import TypeVar
 
 import pytest
 
-from cluster.protocol.errors import Errors
-from cluster.protocol.raft_messages import (
+from kafkawire.errors import Errors
+from raft.core.control_records import (
+    LeaderChangeRecord,
+    Voter,
+    VotersRecord,
+    bootstrap_snapshot,
+    decode_control,
+    encode_control,
+    snapshot_batches,
+)
+from raft.core.memory_log import MemoryLog
+from raft.core.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -24,16 +34,6 @@ from cluster.protocol.raft_messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.core.control_records import (
-    LeaderChangeRecord,
-    Voter,
-    VotersRecord,
-    bootstrap_snapshot,
-    decode_control,
-    encode_control,
-    snapshot_batches,
-)
-from raft.core.memory_log import MemoryLog
 from raft.core.quorum_state import ElectionState
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftConfig, RaftReplica, RaftResult
 from raft.core.record_batch import decode_batch

@@ -20,6 +20,7 @@ from controller.core.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -49,6 +50,7 @@ SAMPLES: dict[str, MetadataRecord] = {
     "feature_level": FeatureLevelRecord("metadata.version", 21),
     "broker_registration_change": BrokerRegistrationChangeRecord(2, 17, BROKER_FLAG_FALSE),
     "noop": NoOpRecord(),
+    "producer_ids": ProducerIdsRecord(2, 17, 3000),
 }
 
 GOLDEN_HEX = {
@@ -91,6 +93,10 @@ GOLDEN_HEX = {
         "5f636f6e74726f6c6c65645f73687574646f776effa86c6f675f64697273c0"
     ),
     "noop": "93140080",
+    "producer_ids": (
+        "930f0083a962726f6b65725f696402ac62726f6b65725f65706f636811b06e6578745f70726f6475"
+        "6365725f6964cd0bb8"
+    ),
 }
 
 
@@ -107,7 +113,7 @@ def test_decode_inverts_encode(name: str) -> None:
 
 def test_every_kafka_type_id_is_covered() -> None:
     ids = sorted(type(r).TYPE_ID for r in SAMPLES.values())
-    assert ids == [0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 17, 20]
+    assert ids == [0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 17, 20]
 
 
 def test_partition_record_v0_loads_with_empty_elr() -> None:

@@ -1,5 +1,6 @@
 """ReplicaManager in process (no network): acks and HWM at min ISR (rule 20), follower fetch with
-broker epochs (rule 17), leader recovery refusal (rule 21), named errors, GetReplicaLogInfo."""
+broker epochs (rule 17), leader recovery refusal (rule 21), named errors, GetReplicaLogInfo,
+DeleteRecords' log start offset on the leader and its followers."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import uuid
 from pathlib import Path
 from types import MappingProxyType
 
+import pytest
+
+from broker.core import messages as bm
+from broker.runtime.partition_log import LogDirCheckpoints
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
-from cluster.protocol import broker_messages as bm
-from cluster.protocol import controller_messages as cm
-from cluster.protocol.errors import Errors
+from controller.core import messages as cm
 from controller.core.metadata_image import (
     MIN_INSYNC_REPLICAS,
     BrokerRegistration,
@@ -20,6 +23,7 @@ from controller.core.metadata_image import (
 )
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_TOPIC
+from kafkawire.errors import Errors, KafkaError
 from raft.core.record_batch import encode_batch
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -139,4 +143,58 @@ async def test_replica_log_info(tmp_path: Path) -> None:
     assert (infos[0].partition_leader_epoch, infos[0].last_written_leader_epoch,
             infos[0].log_end_offset) == (6, 6, 1)
     assert Errors.of(infos[9].error_code) is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    await rm.close()
+
+
+async def test_delete_records_advances_the_log_start_offset_durably(tmp_path: Path) -> None:
+    """KIP-107 on the leader: the start moves up to the offset (never down, never past the
+    HWM: OFFSET_OUT_OF_RANGE; -1 is the HWM), reads below it are OFFSET_OUT_OF_RANGE, earliest
+    is the new start, and the start survives a restart (log-start-offset-checkpoint)."""
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1), min_isr=1))
+    for value in (b"a", b"b", b"c", b"d"):
+        assert (await rm.produce(bm.ProduceRequest("t", 0, batch(value), acks=-1))).error_code == 0
+    assert rm.partitions[("t", 0)].state.high_watermark == 4
+    assert rm.delete_records("t", 0, 2) == 2
+    assert rm.delete_records("t", 0, 1) == 2  # never backwards
+    with pytest.raises(KafkaError) as beyond:
+        rm.delete_records("t", 0, 5)
+    assert beyond.value.error is Errors.OFFSET_OUT_OF_RANGE
+    with pytest.raises(KafkaError) as unknown:
+        rm.delete_records("t", 3, 0)
+    assert unknown.value.error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    below = await rm.fetch(bm.FetchRequest("t", 0, 1))
+    assert Errors.of(below.error_code) is Errors.OFFSET_OUT_OF_RANGE
+    at_start = await rm.fetch(bm.FetchRequest("t", 0, 2))
+    assert at_start.error_code == 0 and at_start.log_start_offset == 2 and at_start.records
+    earliest = rm.list_offsets(bm.ListOffsetsRequest("t", 0, bm.EARLIEST_TIMESTAMP))
+    assert earliest.offset == 2
+    assert rm.delete_records("t", 0, -1) == 4  # -1: up to the high watermark
+    await rm.close()
+    assert LogDirCheckpoints(tmp_path).read_log_start_offsets() == {("t", 0): 4}
+
+    again = manager(tmp_path, Controller())
+    again.load_logs()
+    again.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1),
+                            min_isr=1))
+    earliest = again.list_offsets(bm.ListOffsetsRequest("t", 0, bm.EARLIEST_TIMESTAMP))
+    assert earliest.offset == 4
+    await again.close()
+
+
+async def test_delete_records_on_a_follower_is_refused_and_it_follows_the_leader(
+    tmp_path: Path,
+) -> None:
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=2)))
+    hosted = rm.partitions[("t", 0)]
+    hosted.log.append_as_follower(encode_batch(0, 0, 0, [b"a", b"b", b"c"]))
+    with pytest.raises(KafkaError) as refused:
+        rm.delete_records("t", 0, 1)
+    assert refused.value.error is Errors.NOT_LEADER_OR_FOLLOWER
+    rm.follow_log_start_offset(hosted, 2)  # the leader's LogStartOffset in a Fetch response
+    assert hosted.log.log_start_offset == 2
+    rm.follow_log_start_offset(hosted, 9)  # never past its own log end
+    assert hosted.log.log_start_offset == 3
+    assert LogDirCheckpoints(tmp_path).read_log_start_offsets() == {("t", 0): 3}
     await rm.close()

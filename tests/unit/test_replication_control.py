@@ -8,8 +8,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
+from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.invariants import check_partition
@@ -26,6 +25,7 @@ from controller.core.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from kafkawire.errors import Errors
 
 FOO = uuid.UUID(int=100)
 

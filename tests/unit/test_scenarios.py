@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from cluster.protocol.errors import Errors
 from controller.core.alter_partition import (
     AlterPartitionPartition,
     AlterPartitionRequest,
@@ -58,6 +57,7 @@ from controller.core.records import (
     decode_record,
     encode_record,
 )
+from kafkawire.errors import Errors
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.protocol.errors import Errors
+from kafkawire.errors import Errors
 from raft.core.record_batch import CorruptBatchError, encode_batch
 from raft.core.replica_key import ZERO_UUID, ReplicaKey, uuid_from_str, uuid_to_str
 from raft.runtime.fsutil import StorageError, storage_errors, write_atomic

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i64
 
+from broker.core import messages as bm
 from cluster.cli.unclean_recovery_cmd import Target, exit_code, parse_partition_file, plan_document
-from cluster.config import NodeConfig
-from cluster.protocol import broker_messages as bm
-from cluster.protocol.errors import Errors, KafkaError
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataDelta, MetadataImage
@@ -42,6 +42,10 @@ from controller.core.unclean_recovery import (
     usable_answers,
 )
 from controller.runtime.recovery_manager import RecoveryManager, manager_enabled
+from kafkawire import get_replica_log_info as grli
+from kafkawire.config import NodeConfig
+from kafkawire.entities import NO_THROTTLE
+from kafkawire.errors import Errors, KafkaError
 
 FOO = uuid.UUID(int=7)
 
@@ -246,24 +250,34 @@ class FakeController:
         return result.response
 
     async def ask(
-        self, address: str, request: bm.GetReplicaLogInfoRequest
-    ) -> bm.GetReplicaLogInfoResponse:
+        self, address: str, request: grli.GetReplicaLogInfoRequest
+    ) -> grli.GetReplicaLogInfoResponse:
         broker = int(address.rsplit(":", 1)[1]) - 9000
         self.asked.append(broker)
         if broker not in self.logs:
             raise KafkaError(Errors.NETWORK_EXCEPTION, "down")
         assert request.topic_partitions is not None
-        return bm.GetReplicaLogInfoResponse(
-            broker_epoch=self.broker_epochs[broker],
-            topic_partition_log_info_list=[bm.TopicPartitionLogInfo(FOO, [self.logs[broker]])],
+        return grli.GetReplicaLogInfoResponse(
+            throttle_time=NO_THROTTLE,  # type: ignore[arg-type]
+            broker_epoch=i64(self.broker_epochs[broker]),
+            truncated=False,
+            topic_partition_log_info_list=(
+                grli.TopicPartitionLogInfo(topic_id=FOO, partition_log_info=(self.logs[broker],)),
+            ),
         )
 
     def partition(self) -> PartitionRegistration:
         return self.image.topics[FOO].partitions[0]
 
 
-def log_info(leo: int, written: int = 4, current: int = 5) -> bm.PartitionLogInfo:
-    return bm.PartitionLogInfo(0, current, written, leo)
+def log_info(leo: int, written: int = 4, current: int = 5) -> grli.PartitionLogInfo:
+    return grli.PartitionLogInfo(
+        partition=i32(0),
+        last_written_leader_epoch=i32(written),
+        current_leader_epoch=i32(current),
+        log_end_offset=i64(leo),
+        error_code=ErrorCode.none,
+    )
 
 
 async def test_manager_balanced_waits_for_fenced_last_known_elr_then_recovers() -> None:

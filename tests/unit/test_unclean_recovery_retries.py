@@ -4,31 +4,43 @@ N + 1 ElectLeaders sends for a partition that keeps failing with a retriable err
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from kio.static.primitive import i32
 
 from cluster.cli import unclean_recovery_cmd as tool
-from cluster.protocol import controller_messages as msg
-from cluster.protocol.errors import Errors
+from kafkawire import elect_leaders_v3 as el3
+from kafkawire.entities import NO_THROTTLE
+from kafkawire.errors import Errors
+from kafkawire.messages import error_code
 
 
 def _run_elect(monkeypatch: pytest.MonkeyPatch, retries: int, error: Errors) -> tuple[int, str]:
     """The tool's elect step against a controller answer that is always `error`."""
-    sent: list[msg.ElectLeadersRequest] = []
+    sent: list[el3.ElectLeadersRequest] = []
 
-    async def answer(
-        _controllers: str, request: msg.ElectLeadersRequest
-    ) -> msg.ElectLeadersResponse:
+    async def answer(_bootstrap: str, request: Any) -> el3.ElectLeadersResponse:
+        assert isinstance(request, el3.ElectLeadersRequest)  # v3: DesignatedLeaders
+        assert request.topic_partitions is not None
+        assert request.topic_partitions[0].designated_leaders == (2,)
         sent.append(request)
-        return msg.ElectLeadersResponse(
-            replica_election_results=[
-                msg.ElectLeadersTopicResult(
-                    "foo", [msg.ElectLeadersPartitionResult(0, int(error), "busy", -1)]
-                )
-            ]
+        return el3.ElectLeadersResponse(
+            throttle_time=NO_THROTTLE,  # type: ignore[arg-type]
+            error_code=error_code(Errors.NONE),
+            replica_election_results=(
+                el3.ReplicaElectionResult(
+                    topic="foo",
+                    partition_result=(
+                        el3.PartitionResult(
+                            partition_id=i32(0), error_code=error_code(error), error_message="busy"
+                        ),
+                    ),
+                ),
+            ),
         )
 
-    monkeypatch.setattr(tool, "controller_request", answer)
+    monkeypatch.setattr(tool, "admin_request", answer)
     monkeypatch.setattr(tool, "ELECTION_BACKOFF_S", 0.0)
 
     async def main() -> str:

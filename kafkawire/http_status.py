@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from cluster.net.faults import FaultInjector
+from kafkawire.faults import FaultInjector
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

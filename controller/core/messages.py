@@ -1,17 +1,17 @@
-"""The active controller's RPCs: broker lifecycle, topics, configs, partitions and elections.
+"""The controller core's request and response values: broker lifecycle, topics, configs,
+partitions and elections. On the wire they are Kafka's messages (kio), translated in
+controller/runtime/kafka_broker_lifecycle.py and kafka_admin_apis.py; these are not a wire
+schema.
 
 Shapes follow Kafka's messages (BrokerRegistration with PreviousBrokerEpoch and DescribeTopic-
 Partitions from seed 001 KIP-966, AlterPartition with NewIsrWithEpochs from seed 002 KIP-903,
-ElectLeaders with designated leaders from seed 004). minikraft's additions are marked. Every
-response has all fields defaulted and starts with error_code, error_message (registry convention).
+ElectLeaders with designated leaders from seed 004). minikraft's additions are marked.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-
-from cluster.protocol.api_keys import ApiKey
 
 ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id"
 NO_BROKER_EPOCH = -1
@@ -323,23 +323,3 @@ class ElectLeadersResponse:
     error_code: int = 0
     error_message: str = ""
     replica_election_results: list[ElectLeadersTopicResult] = field(default_factory=list)
-
-
-from cluster.protocol.registry import register  # noqa: E402  (registration needs the classes)
-
-register(ApiKey.BROKER_REGISTRATION, BrokerRegistrationRequest, BrokerRegistrationResponse)
-register(ApiKey.BROKER_HEARTBEAT, BrokerHeartbeatRequest, BrokerHeartbeatResponse)
-register(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse)
-register(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse)
-register(
-    ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
-register(
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS,
-    DescribeTopicPartitionsRequest,
-    DescribeTopicPartitionsResponse,
-)
-register(ApiKey.ALTER_PARTITION, AlterPartitionRequest, AlterPartitionResponse)
-register(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse)

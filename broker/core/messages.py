@@ -1,19 +1,13 @@
-"""Messages served on a broker's listener, in their own `BROKER_REGISTRY`.
-
-The global registry's FETCH is the Raft fetch (controllers serve it); a broker's listener speaks
-partition data instead, so its api keys map to these types. Brokers' replica fetchers and the CLI
-data commands (`produce`, `consume`, `health`) use `BROKER_REGISTRY` on their RpcClient.
-One partition per Produce/Fetch request keeps the shapes small; pipelining does the rest.
+"""The broker's per-partition request and response values (Produce, Fetch, ListOffsets,
+OffsetForLeaderEpoch, GetReplicaLogInfo) that ReplicaManager takes and returns. On the wire they
+are Kafka's messages (kio), translated in broker/runtime/kafka_apis.py and kafka_replication.py;
+these are not a wire schema. One partition per value keeps the shapes small.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-
-from cluster.protocol import controller_messages as cm
-from cluster.protocol.api_keys import ApiKey
-from cluster.protocol.registry import Registry
 
 NO_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
@@ -22,7 +16,6 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 GET_REPLICA_LOG_INFO_MAX_PARTITIONS = 1000  # seed 004: then HasMoreData
 
-BROKER_REGISTRY = Registry()
 
 
 # ---- Produce ----
@@ -205,43 +198,3 @@ class GetReplicaLogInfoResponse:
     broker_epoch: int = -1
     has_more_data: bool = False
     topic_partition_log_info_list: list[TopicPartitionLogInfo] = field(default_factory=list)
-
-
-BROKER_REGISTRY.register(ApiKey.PRODUCE, ProduceRequest, ProduceResponse)
-BROKER_REGISTRY.register(ApiKey.FETCH, FetchRequest, FetchResponse)
-BROKER_REGISTRY.register(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse)
-BROKER_REGISTRY.register(
-    ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
-)
-BROKER_REGISTRY.register(ApiKey.METADATA, MetadataRequest, MetadataResponse)
-BROKER_REGISTRY.register(
-    ApiKey.GET_REPLICA_LOG_INFO, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
-)
-
-# Admin requests a broker forwards to the active controller (as Kafka brokers do), so the CLI's
-# `--bootstrap-server` takes broker addresses: the same message types as the controller's.
-for _key, _request, _response in (
-    (ApiKey.CREATE_TOPICS, cm.CreateTopicsRequest, cm.CreateTopicsResponse),
-    (ApiKey.DELETE_TOPICS, cm.DeleteTopicsRequest, cm.DeleteTopicsResponse),
-    (
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        cm.IncrementalAlterConfigsRequest,
-        cm.IncrementalAlterConfigsResponse,
-    ),
-    (
-        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
-        cm.DescribeTopicPartitionsRequest,
-        cm.DescribeTopicPartitionsResponse,
-    ),
-    (ApiKey.ELECT_LEADERS, cm.ElectLeadersRequest, cm.ElectLeadersResponse),
-):
-    BROKER_REGISTRY.register(_key, _request, _response)
-FORWARDED_ADMIN_KEYS = frozenset(
-    {
-        ApiKey.CREATE_TOPICS,
-        ApiKey.DELETE_TOPICS,
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
-        ApiKey.ELECT_LEADERS,
-    }
-)

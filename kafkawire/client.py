@@ -1,10 +1,13 @@
-"""The RPC client: one persistent pipelined connection per address, shared by all callers.
+"""The Kafka-protocol client every node and tool uses: one persistent pipelined connection per
+address, shared by all callers.
 
-Requests carry a correlation id; a protocol callback completes the waiting future. A failed
-connect backs off exponentially with jitter (50 ms doubling to 1 s by default) so callers that
-retry do not spin. Errors surface as KafkaError: REQUEST_TIMED_OUT, NETWORK_EXCEPTION, or
-MESSAGE_TOO_LARGE when the server refused the frame. A response carrying a non-zero error_code is
-returned as is: the caller decides what the error means.
+A request is a kio request entity (its class names the api key and version); the answer is the
+kio response entity of the same version, error codes and all: the caller decides what an error
+means. Responses are matched by correlation id. A failed connect backs off exponentially with
+jitter (50 ms doubling to 1 s by default), as Kafka's reconnect.backoff does, so callers that
+retry do not spin. Transport failures surface as KafkaError: REQUEST_TIMED_OUT or
+NETWORK_EXCEPTION (a listener closes the connection on a request it cannot serve, so an
+unsupported version shows up as NETWORK_EXCEPTION with the address).
 """
 
 from __future__ import annotations
@@ -13,27 +16,31 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 import socket
 from dataclasses import dataclass
 from typing import Any, cast
 
-from cluster.net.faults import FaultInjector
-from cluster.protocol.errors import Errors, KafkaError
-from cluster.protocol.frame import (
-    DEFAULT_MAX_FRAME_BYTES,
-    FrameDecoder,
-    FrameTooLargeError,
-    MalformedFrameError,
-    decode_response,
-    encode_request,
-)
-from cluster.protocol.registry import Registry, default_registry
-from cluster.protocol.schema import SchemaError, from_wire, to_wire
+from kafkawire.errors import Errors, KafkaError
+from kafkawire.faults import FaultInjector
+from kafkawire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameTooLargeError
+from kafkawire.messages import decode_response, encode_request, peek_correlation_id
 
 logger = logging.getLogger(__name__)
 
 Address = tuple[str, int]
 _MAX_CORRELATION_ID = 0x7FFFFFFF
+_NODE_CLIENT_ID = re.compile(r"node-(\d+)")
+
+
+def client_id_for_node(node_id: int) -> str:
+    """The client id a node uses for its own requests, so peers (and the fault layer) know it."""
+    return f"node-{node_id}"
+
+
+def source_node_id_of(client_id: str | None) -> int | None:
+    match = _NODE_CLIENT_ID.fullmatch(client_id or "")
+    return int(match.group(1)) if match else None
 
 
 def parse_address(address: Address | str) -> Address:
@@ -46,17 +53,24 @@ def parse_address(address: Address | str) -> Address:
     return (host.strip("[]"), int(port))
 
 
-def _format(address: Address) -> str:
+def format_address(address: Address) -> str:
     return f"{address[0]}:{address[1]}"
 
 
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[Any]
+    api_key: int
+    version: int
+
+
 class _ClientConnection(asyncio.Protocol):
-    def __init__(self, client: RpcClient, address: Address) -> None:
+    def __init__(self, client: KafkaClient, address: Address) -> None:
         self._client = client
         self.address = address
         self._decoder = FrameDecoder(client.max_frame_bytes)
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: dict[int, _Pending] = {}
         self._next_correlation_id = 0
         self._failure: KafkaError | None = None
         self.closed = False
@@ -76,20 +90,22 @@ class _ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             for payload in self._decoder.feed(data):
-                correlation_id, body = decode_response(payload)
-                if correlation_id == -1:
-                    # The server refused our frame before reading it (MESSAGE_TOO_LARGE) and is
-                    # closing the connection: every pending request fails with its error.
-                    code = body.get("error_code", -1)
-                    self._failure = KafkaError(
-                        Errors.of(code if code.__class__ is int else -1),
-                        str(body.get("error_message", "")),
+                correlation_id = peek_correlation_id(payload)
+                pending = self._pending.pop(correlation_id, None)
+                if pending is None or pending.future.done():
+                    continue  # timed out meanwhile: the answer is dropped
+                try:
+                    _, body = decode_response(payload, pending.api_key, pending.version)
+                except Exception as exc:  # kio raises several types for garbage
+                    pending.future.set_exception(
+                        KafkaError(
+                            Errors.UNKNOWN_SERVER_ERROR,
+                            f"undecodable response from {format_address(self.address)}: {exc}",
+                        )
                     )
                     continue
-                future = self._pending.pop(correlation_id, None)
-                if future is not None and not future.done():
-                    future.set_result(body)
-        except (FrameTooLargeError, MalformedFrameError) as e:
+                pending.future.set_result(body)
+        except (FrameTooLargeError, ValueError) as e:
             logger.warning("Closing connection to %s: bad response frame: %s", self.address, e)
             self._failure = KafkaError(Errors.NETWORK_EXCEPTION, f"bad response frame: {e}")
             self.close()
@@ -98,53 +114,61 @@ class _ClientConnection(asyncio.Protocol):
         self.closed = True
         self._client._forget(self)
         failure = self._failure
-        reason = f"connection to {_format(self.address)} lost" + (f": {exc}" if exc else "")
+        reason = f"connection to {format_address(self.address)} lost" + (
+            f": {exc}" if exc else ""
+        )
         pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                error = (
+        for entry in pending.values():
+            if not entry.future.done():
+                entry.future.set_exception(
                     KafkaError(failure.error, failure.message)
                     if failure is not None
                     else KafkaError(Errors.NETWORK_EXCEPTION, reason)
                 )
-                future.set_exception(error)
 
     def close(self) -> None:
         self.closed = True
         if self._transport is not None:
             self._transport.close()
 
-    async def call(
-        self, api_key: int, api_version: int, client_id: str, body: dict, timeout_s: float
-    ) -> dict[str, Any]:
+    def _check_open(self) -> asyncio.Transport:
         if self.closed or self._transport is None or self._transport.is_closing():
             raise KafkaError(
-                Errors.NETWORK_EXCEPTION, f"connection to {_format(self.address)} is closed"
+                Errors.NETWORK_EXCEPTION, f"connection to {format_address(self.address)} is closed"
             )
-        loop = asyncio.get_running_loop()
+        return self._transport
+
+    def _correlation_id(self) -> int:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & _MAX_CORRELATION_ID
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._pending[correlation_id] = future
+        return correlation_id
+
+    def send(self, body: Any, client_id: str) -> None:
+        """Write a request the peer answers with nothing (Produce with acks=0)."""
+        self._check_open().write(encode_request(body, self._correlation_id(), client_id))
+
+    async def call(self, body: Any, client_id: str, timeout_s: float) -> Any:
+        transport = self._check_open()
+        loop = asyncio.get_running_loop()
+        correlation_id = self._correlation_id()
+        api_key, version = int(body.__api_key__), int(body.__version__)
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending[correlation_id] = _Pending(future, api_key, version)
         timer = loop.call_later(timeout_s, _expire, future, api_key, self.address, timeout_s)
         try:
-            self._transport.write(
-                encode_request(api_key, api_version, correlation_id, client_id, body)
-            )
+            transport.write(encode_request(body, correlation_id, client_id))
             return await future
         finally:
             timer.cancel()
             self._pending.pop(correlation_id, None)
 
 
-def _expire(
-    future: asyncio.Future[dict[str, Any]], api_key: int, address: Address, timeout_s: float
-) -> None:
+def _expire(future: asyncio.Future[Any], api_key: int, address: Address, timeout_s: float) -> None:
     if not future.done():
         future.set_exception(
             KafkaError(
                 Errors.REQUEST_TIMED_OUT,
-                f"api key {api_key} to {_format(address)} got no response in "
+                f"api key {api_key} to {format_address(address)} got no response in "
                 f"{int(timeout_s * 1000)} ms",
             )
         )
@@ -156,17 +180,15 @@ class _Backoff:
     next_attempt_at: float  # loop.time() seconds
 
 
-class RpcClient:
-    """Sends registered requests and returns their registered responses."""
+class KafkaClient:
+    """Sends kio request entities and returns the kio responses of the same version."""
 
     def __init__(
         self,
         client_id: str,
         *,
-        cluster_id: str | None,
         request_timeout_ms: int = 30000,
         faults: FaultInjector | None = None,
-        registry: Registry | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         connect_timeout_ms: int = 10000,
         reconnect_backoff_ms: int = 50,
@@ -174,10 +196,8 @@ class RpcClient:
         rng: random.Random | None = None,
     ) -> None:
         self.client_id = client_id
-        self.cluster_id = cluster_id
         self.request_timeout_ms = request_timeout_ms
         self.faults = faults
-        self.registry = registry if registry is not None else default_registry()
         self.max_frame_bytes = max_frame_bytes
         self.connect_timeout_ms = connect_timeout_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -191,20 +211,16 @@ class RpcClient:
     async def request(
         self,
         address: Address | str,
-        request_obj: Any,
+        body: Any,
         *,
         timeout_ms: int | None = None,
         dest_node_id: int | None = None,
     ) -> Any:
-        """Send `request_obj` to `address`; the registered response object, error_code and all."""
-        registration = self.registry.registration_of(request_obj)
+        """Send the kio request `body` to `address`; its kio response, error codes and all."""
         addr = parse_address(address)
         timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        body = to_wire(request_obj)
-        if self.cluster_id is not None and not body.get("cluster_id"):
-            body["cluster_id"] = self.cluster_id
         if self.faults is not None and dest_node_id is not None:
             await self._apply_outbound_faults(dest_node_id, addr, timeout_s, deadline)
         conn = self._connections.get(addr)
@@ -212,16 +228,21 @@ class RpcClient:
             conn = await self._connection(addr, deadline)
         remaining_s = deadline - loop.time()
         if remaining_s <= 0:
-            raise KafkaError(Errors.REQUEST_TIMED_OUT, f"no time left to send to {_format(addr)}")
-        response_body = await conn.call(
-            registration.api_key, registration.version, self.client_id, body, remaining_s
-        )
-        try:
-            return from_wire(registration.response_cls, response_body)
-        except SchemaError as e:
             raise KafkaError(
-                Errors.UNKNOWN_SERVER_ERROR, f"malformed response from {_format(addr)}: {e}"
-            ) from None
+                Errors.REQUEST_TIMED_OUT, f"no time left to send to {format_address(addr)}"
+            )
+        return await conn.call(body, self.client_id, remaining_s)
+
+    async def send(self, address: Address | str, body: Any, *, timeout_ms: int | None = None) -> None:
+        """Send a request that gets no response (Kafka's Produce with acks=0): written once the
+        connection is up; a connect failure raises as `request` does."""
+        addr = parse_address(address)
+        timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        conn = self._connections.get(addr)
+        if conn is None or conn.closed:
+            conn = await self._connection(addr, deadline)
+        conn.send(body, self.client_id)
 
     async def close(self) -> None:
         """Close every connection; pending requests fail with NETWORK_EXCEPTION."""
@@ -237,6 +258,12 @@ class RpcClient:
         # Let connection_lost run so waiters see NETWORK_EXCEPTION before close() returns.
         await asyncio.sleep(0)
 
+    def disconnect(self, address: Address | str) -> None:
+        """Drop the connection to one address (the next request reconnects)."""
+        conn = self._connections.pop(parse_address(address), None)
+        if conn is not None:
+            conn.close()
+
     def connected_addresses(self) -> list[Address]:
         return [a for a, c in self._connections.items() if not c.closed]
 
@@ -251,8 +278,8 @@ class RpcClient:
             await asyncio.sleep(max(0.0, deadline - loop.time()))
             raise KafkaError(
                 Errors.REQUEST_TIMED_OUT,
-                f"request to node {dest_node_id} at {_format(addr)} dropped by the fault layer; "
-                f"no response in {int(timeout_s * 1000)} ms",
+                f"request to node {dest_node_id} at {format_address(addr)} dropped by the fault "
+                f"layer; no response in {int(timeout_s * 1000)} ms",
             )
         delay_s = self.faults.delay_ms(dest_node_id) / 1000
         if delay_s:
@@ -278,8 +305,8 @@ class RpcClient:
                 if wait_s > left_s:
                     raise KafkaError(
                         Errors.NETWORK_EXCEPTION,
-                        f"connection to {_format(addr)} failed {backoff.failures} time(s); "
-                        "in reconnect backoff",
+                        f"connection to {format_address(addr)} failed {backoff.failures} "
+                        "time(s); in reconnect backoff",
                     )
             conn = self._connections.get(addr)
             if conn is not None and not conn.closed:
@@ -293,7 +320,7 @@ class RpcClient:
             return await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - loop.time()))
         except TimeoutError:
             raise KafkaError(
-                Errors.REQUEST_TIMED_OUT, f"connecting to {_format(addr)} timed out"
+                Errors.REQUEST_TIMED_OUT, f"connecting to {format_address(addr)} timed out"
             ) from None
         except asyncio.CancelledError:
             current = asyncio.current_task()
@@ -320,7 +347,7 @@ class RpcClient:
             logger.debug("Connect to %s failed (%s); backoff %.0f ms", addr, e, backoff_ms)
             raise KafkaError(
                 Errors.NETWORK_EXCEPTION,
-                f"cannot connect to {_format(addr)}: {e or type(e).__name__}",
+                f"cannot connect to {format_address(addr)}: {e or type(e).__name__}",
             ) from None
         finally:
             self._connecting.pop(addr, None)

@@ -1,7 +1,7 @@
 """Fault layer between node ids: drop, delay and partition RPCs, switched at run time.
 
-One FaultInjector per process, shared by its RpcClient (outbound, keyed by the destination node
-id) and its RpcServer (inbound, keyed by the caller's `node-<id>` client id). Chaos scenarios and
+One FaultInjector per process, shared by its KafkaClient (outbound, keyed by the destination node
+id) and its listener (inbound, keyed by the caller's `node-<id>` client id). Chaos scenarios and
 the HTTP endpoint drive it through `apply_json`; `rules()` reports what is in force. A request
 without a node id on the relevant side (an admin CLI, an unknown peer) is never faulted.
 """

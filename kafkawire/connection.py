@@ -6,6 +6,9 @@ requests by position. ApiVersions of a version above ours is answered with v0,
 UNSUPPORTED_VERSION and our table (KIP-511); an unknown api key, an unsupported version of any
 other api, an undecodable frame or an oversize frame closes this connection only, as Kafka does
 (ARCHITECTURE.md "Wire protocol"). acks=0 produce gets no response (the handler returns None).
+
+A request from another node (client id `node-<id>`) passes the fault layer first: a dropped one
+is never answered (the caller times out, as on a lossy network), a delayed one waits.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from typing import Any
 
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import VersionRange, api_versions_response
+from kafkawire.client import source_node_id_of
 from kafkawire.errors import Errors
+from kafkawire.faults import FaultInjector
 from kafkawire.framing import FrameDecoder, FrameTooLargeError
 from kafkawire.messages import (
     KafkaRequest,
@@ -37,6 +42,8 @@ MAX_QUEUED_REQUESTS = 100  # then reading pauses: a client pipelining without bo
 @dataclass(frozen=True, slots=True)
 class KafkaRequestContext:
     peer: tuple[str, int] | None
+    client_id: str | None = None
+    source_node_id: int | None = None  # the calling node, when its client id says node-<id>
 
 
 class KafkaService:
@@ -60,8 +67,10 @@ class KafkaConnection:
         service: KafkaService,
         max_frame_bytes: int,
         peer: tuple[str, int] | None,
+        faults: FaultInjector | None = None,
     ) -> None:
         self._transport = transport
+        self._faults = faults
         self._service = service
         self._decoder = FrameDecoder(max_frame_bytes)
         self._ctx = KafkaRequestContext(peer)
@@ -128,8 +137,18 @@ class KafkaConnection:
                 self._write(encode_response(item.body, item.correlation_id))
                 continue
             header = item.header
+            ctx = KafkaRequestContext(
+                self._ctx.peer, header.client_id, source_node_id_of(header.client_id)
+            )
+            faults = self._faults
+            if faults is not None and ctx.source_node_id is not None:
+                if faults.drops_inbound(ctx.source_node_id):
+                    continue
+                delay_ms = faults.delay_ms(ctx.source_node_id)
+                if delay_ms:
+                    await asyncio.sleep(delay_ms / 1000)
             try:
-                response = await self._service.handle(item, self._ctx)
+                response = await self._service.handle(item, ctx)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -174,15 +193,3 @@ class _Immediate:
 
     body: Any
     correlation_id: int
-
-
-def api_versions_only_service(table: Mapping[ApiKey, VersionRange]) -> KafkaService:
-    """A listener that answers ApiVersions and nothing else (the controller's, in this stage):
-    a client pointed at it learns what it serves instead of hanging on a msgpack node."""
-
-    async def handle(request: KafkaRequest, _ctx: KafkaRequestContext) -> Any:
-        return api_versions_response(table, request.header.api_version)
-
-    if set(table) != {ApiKey.API_VERSIONS}:
-        raise ValueError("api_versions_only_service serves ApiVersions only")
-    return KafkaService(table, handle)

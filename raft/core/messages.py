@@ -1,16 +1,15 @@
-"""The Raft RPCs of the metadata quorum (KIP-595 with KIP-853's voter keys, seed 003).
+"""The raft core's request and response values (KIP-595 with KIP-853's voter keys, seed 003):
+what RaftReplica takes and returns. On the wire they are Kafka's messages (kio), translated in
+raft/runtime/kafka_raft_apis.py; these are not a wire schema.
 
 Requests name the cluster id; a replica answers INCONSISTENT_CLUSTER_ID to another cluster.
-Every response has all fields defaulted and starts with error_code, error_message (registry
-convention). Errors that name a leader carry its id, epoch and, where known, endpoint.
+Errors that name a leader carry its id, epoch and, where known, endpoint.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-
-from cluster.protocol.api_keys import ApiKey
 
 # Kafka's Uuid.ZERO_UUID: "no directory id" (an old replica or an unknown key).
 NO_DIRECTORY_ID = uuid.UUID(int=0)
@@ -206,13 +205,25 @@ class RemoveRaftVoterResponse:
     leader_endpoint: str = ""
 
 
-from cluster.protocol.registry import register  # noqa: E402  (registration needs the classes)
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterRequest:
+    """KIP-853 UpdateRaftVoter: a voter tells the leader its listeners and the kraft.version
+    range it supports; the leader rewrites its entry in the voter set (rule 5). Kafka's only:
+    """
 
-register(ApiKey.VOTE, VoteRequest, VoteResponse)
-register(ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest, BeginQuorumEpochResponse)
-register(ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest, EndQuorumEpochResponse)
-register(ApiKey.FETCH, FetchRequest, FetchResponse)
-register(ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest, FetchSnapshotResponse)
-register(ApiKey.DESCRIBE_QUORUM, DescribeQuorumRequest, DescribeQuorumResponse)
-register(ApiKey.ADD_RAFT_VOTER, AddRaftVoterRequest, AddRaftVoterResponse)
-register(ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest, RemoveRaftVoterResponse)
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: dict[str, str] = field(default_factory=dict)  # listener name -> "host:port"
+    min_kraft_version: int = 0
+    max_kraft_version: int = 1
+    cluster_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterResponse:
+    error_code: int = 0
+    error_message: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    leader_endpoint: str = ""

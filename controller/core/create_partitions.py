@@ -1,0 +1,141 @@
+"""CreatePartitions on the active controller (Kafka's ReplicationControlManager.createPartitions):
+raise a topic's partition count, placing the new partitions' replicas or taking the operator's
+assignment. Pure: reads a committed MetadataImage, returns the records and per-topic results.
+
+Kafka's checks, in Kafka's order: a topic named twice is INVALID_REQUEST; an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one INVALID_PARTITIONS; an assignment
+that does not give one replica set of the topic's replication factor per new partition, names a
+broker twice or an unregistered broker, or only fenced ones, INVALID_REPLICA_ASSIGNMENT; too few
+usable brokers for the replication factor INVALID_REPLICATION_FACTOR. New partitions start as a
+new topic's do (rule 8): the unfenced replicas are the ISR and the first of them leads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from controller.core.controller_result import ControllerResult
+from controller.core.metadata_image import MetadataImage, TopicImage
+from controller.core.records import MetadataRecord, PartitionRecord
+from controller.core.replication_control import place_replicas, usable_brokers
+from kafkawire.errors import Errors
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int  # the new total number of partitions
+    assignments: Sequence[Sequence[int]] | None = None  # replicas of each NEW partition
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResult:
+    name: str
+    error: Errors = Errors.NONE
+    message: str = ""
+
+
+def create_partitions(
+    image: MetadataImage, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
+) -> ControllerResult[list[CreatePartitionsResult]]:
+    records: list[MetadataRecord] = []
+    results: list[CreatePartitionsResult] = []
+    names = [t.name for t in topics]
+    brokers = usable_brokers(image)
+    # Start where existing partitions left off, so new leaders spread like a new topic's.
+    placed = sum(len(t.partitions) for t in image.topics.values())
+    for request in topics:
+        if names.count(request.name) > 1:
+            results.append(
+                CreatePartitionsResult(
+                    request.name, Errors.INVALID_REQUEST, "topic named more than once"
+                )
+            )
+            continue
+        topic = image.topics_by_name.get(request.name)
+        if topic is None:
+            results.append(
+                CreatePartitionsResult(
+                    request.name,
+                    Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {request.name!r} does not exist",
+                )
+            )
+            continue
+        new_replicas, error, message = _new_replicas(image, topic, request, brokers, placed)
+        if error is not Errors.NONE:
+            results.append(CreatePartitionsResult(request.name, error, message))
+            continue
+        placed += len(new_replicas)
+        results.append(CreatePartitionsResult(request.name))
+        if validate_only:
+            continue
+        first = len(topic.partitions)
+        for offset, replicas in enumerate(new_replicas):
+            isr = tuple(b for b in replicas if not image.is_fenced(b))
+            records.append(
+                PartitionRecord(first + offset, topic.topic_id, replicas, isr, leader=isr[0])
+            )
+    return ControllerResult(tuple(records), results)
+
+
+def _new_replicas(
+    image: MetadataImage,
+    topic: TopicImage,
+    request: CreatePartitionsTopic,
+    brokers: list[int],
+    placed: int,
+) -> tuple[list[tuple[int, ...]], Errors, str]:
+    current = len(topic.partitions)
+    if request.count < current:
+        return (
+            [],
+            Errors.INVALID_PARTITIONS,
+            f"topic currently has {current} partitions, which is higher than the requested "
+            f"{request.count}",
+        )
+    if request.count == current:
+        return [], Errors.INVALID_PARTITIONS, f"topic already has {current} partitions"
+    adding = request.count - current
+    replication_factor = len(topic.partitions[min(topic.partitions)].replicas)
+    if request.assignments is None:
+        if replication_factor > len(brokers):
+            return (
+                [],
+                Errors.INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication_factor} is larger than the {len(brokers)} "
+                "available broker(s)",
+            )
+        return place_replicas(brokers, adding, replication_factor, placed), Errors.NONE, ""
+    if len(request.assignments) != adding:
+        return (
+            [],
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            f"{len(request.assignments)} replica set(s) given for {adding} new partition(s)",
+        )
+    new: list[tuple[int, ...]] = []
+    for index, replicas in enumerate(request.assignments):
+        partition = current + index
+        if len(replicas) != replication_factor or len(set(replicas)) != len(replicas):
+            return (
+                [],
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"partition {partition}: replicas {list(replicas)} are not "
+                f"{replication_factor} distinct brokers",
+            )
+        unknown = [b for b in replicas if b not in image.brokers]
+        if unknown:
+            return (
+                [],
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"partition {partition}: brokers {unknown} are not registered",
+            )
+        if all(image.is_fenced(b) for b in replicas):
+            return (
+                [],
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"partition {partition}: every broker of {list(replicas)} is fenced",
+            )
+        new.append(tuple(int(b) for b in replicas))
+    return new, Errors.NONE, ""

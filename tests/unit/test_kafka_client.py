@@ -1,0 +1,158 @@
+"""The Kafka-protocol client nodes and tools use (kafkawire.client) against a real listener:
+kio entities in and out, matched by correlation id, the fault layer on both sides, and transport
+failures as Kafka errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
+from kio.schema.metadata.v1.request import MetadataRequest
+
+from kafkawire.api_keys import ApiKey
+from kafkawire.api_versions import VersionRange
+from kafkawire.client import KafkaClient, client_id_for_node, source_node_id_of
+from kafkawire.connection import KafkaRequestContext
+from kafkawire.entities import build
+from kafkawire.errors import Errors, KafkaError
+from kafkawire.faults import FaultInjector
+from kafkawire.messages import response_schema
+from kafkawire.router import KafkaRouter
+from kafkawire.server import KafkaServer
+
+_DC = DescribeClusterRequest(include_cluster_authorized_operations=False)
+TABLE = {ApiKey.API_VERSIONS: VersionRange(0, 4), ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 0)}
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[KafkaServer, FaultInjector, list[int | None]]]:
+    callers: list[int | None] = []
+
+    async def describe_cluster(_body: Any, version: int, ctx: KafkaRequestContext) -> Any:
+        callers.append(ctx.source_node_id)
+        return build(
+            response_schema(int(ApiKey.DESCRIBE_CLUSTER), version),
+            cluster_id="c-1",
+            controller_id=7,
+            brokers=(),
+        )
+
+    router = KafkaRouter(TABLE)
+    router.route(ApiKey.DESCRIBE_CLUSTER, describe_cluster)
+    faults = FaultInjector()
+    server = KafkaServer("127.0.0.1", 0, router.service(), faults=faults)
+    await server.start()
+    try:
+        yield server, faults, callers
+    finally:
+        await server.stop()
+
+
+def test_node_client_ids_round_trip() -> None:
+    assert source_node_id_of(client_id_for_node(12)) == 12
+    assert source_node_id_of("kafka-python") is None and source_node_id_of(None) is None
+
+
+async def test_requests_of_several_apis_share_one_connection(
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
+) -> None:
+    server, _, callers = served
+    client = KafkaClient(client_id_for_node(4))
+    try:
+        versions, cluster = await asyncio.gather(
+            client.request(
+                ("127.0.0.1", server.port),
+                ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+            ),
+            client.request(f"127.0.0.1:{server.port}", _DC),
+        )
+        assert sorted(int(a.api_key) for a in versions.api_keys) == [18, 60]
+        assert cluster.cluster_id == "c-1" and int(cluster.controller_id) == 7
+        assert callers == [4]
+        assert len(client.connected_addresses()) == 1
+    finally:
+        await client.close()
+
+
+async def test_an_unserved_api_closes_the_connection_as_network_exception(
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
+) -> None:
+    server, _, _ = served
+    client = KafkaClient("t")
+    try:
+        with pytest.raises(KafkaError) as err:
+            await client.request(("127.0.0.1", server.port), MetadataRequest(topics=None))  # type: ignore[arg-type]
+        assert err.value.error == Errors.NETWORK_EXCEPTION
+        # The listener keeps serving: the next request reconnects and is answered.
+        again = await client.request(("127.0.0.1", server.port), _DC)
+        assert again.cluster_id == "c-1"
+    finally:
+        await client.close()
+
+
+async def test_inbound_drop_times_out_and_outbound_drop_never_sends(
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
+) -> None:
+    server, server_faults, callers = served
+    server_faults.drop(4, "inbound")
+    client_faults = FaultInjector()
+    client = KafkaClient(client_id_for_node(4), faults=client_faults)
+    try:
+        with pytest.raises(KafkaError) as err:
+            await client.request(
+                ("127.0.0.1", server.port), _DC, timeout_ms=200
+            )
+        assert err.value.error == Errors.REQUEST_TIMED_OUT and callers == []
+        server_faults.heal()
+        client_faults.drop(1, "outbound")
+        with pytest.raises(KafkaError) as err:
+            await client.request(
+                ("127.0.0.1", server.port), _DC, timeout_ms=200, dest_node_id=1
+            )
+        assert err.value.error == Errors.REQUEST_TIMED_OUT and callers == []
+        client_faults.heal()
+        ok = await client.request(("127.0.0.1", server.port), _DC, dest_node_id=1)
+        assert ok.cluster_id == "c-1" and callers == [4]
+    finally:
+        await client.close()
+
+
+async def test_a_refused_connect_is_network_exception() -> None:
+    client = KafkaClient("t", connect_timeout_ms=500)
+    try:
+        with pytest.raises(KafkaError) as err:
+            await client.request(("127.0.0.1", 1), _DC, timeout_ms=500)
+        assert err.value.error == Errors.NETWORK_EXCEPTION
+    finally:
+        await client.close()
+
+
+def test_the_router_refuses_an_unrouted_advertised_key() -> None:
+    with pytest.raises(RuntimeError, match="DESCRIBE_CLUSTER"):
+        KafkaRouter(TABLE).service()
+    with pytest.raises(ValueError, match="not in this listener"):
+        KafkaRouter(TABLE).route(ApiKey.METADATA, _never)
+
+
+async def _never(_body: Any, _version: int, _ctx: KafkaRequestContext) -> Any:
+    raise AssertionError("not routed")
+
+
+async def test_send_writes_a_request_that_gets_no_response_acks_0(
+    served: tuple[KafkaServer, FaultInjector, list[int | None]],
+) -> None:
+    """`send` (Produce with acks=0) writes without waiting; the served handler sees it and the
+    connection's next request is matched to its own answer."""
+    server, _, callers = served
+    client = KafkaClient(client_id_for_node(5))
+    try:
+        await client.send(("127.0.0.1", server.port), _DC)
+        answer = await client.request(("127.0.0.1", server.port), _DC)
+        assert answer.cluster_id == "c-1" and callers == [5, 5]
+        assert len(client.connected_addresses()) == 1
+    finally:
+        await client.close()
