@@ -14,7 +14,6 @@ not a finding.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import tempfile
 import time
@@ -46,9 +45,9 @@ from analytics.datasource import (
     FileSpec,
     discover_files,
     iter_file_batches,
-    iter_file_rows,
 )
 from analytics.log_scan import CORRUPT
+from analytics.record_columns import iter_record_columns
 from analytics.rules import (
     POINT,
     TALLY,
@@ -325,7 +324,7 @@ def run_audit(
         say(f"decoding node {source.node if source else '-'}'s log")
         staged_records = stager.submit(
             "records", replay_specs(files, source.node if source else None),
-            functools.partial(iter_file_rows, hashes=False), COLUMNS)
+            iter_record_columns, COLUMNS, columnar=True)
         staged_broker = stage_broker_inputs(stager, directory)
         if spark is None:
             say(f"starting Spark ({master})")

@@ -28,6 +28,8 @@ _STRUCT_FIELD = re.compile(r"\s*(\w+)\s*:\s*(.+)\s*")
 
 Columns = Sequence[tuple[str, str]]
 Rows = Callable[[Any], Iterator[tuple[Any, ...]]]
+# A reader that builds Arrow columns itself (analytics.record_columns): (spec, schema) -> batches
+Batches = Callable[[Any, Any], Iterator[Any]]
 
 
 def arrow_type(ddl_type: str) -> Any:
@@ -91,15 +93,20 @@ def iter_arrow(specs: Iterable[Any], rows: Rows, schema: Any) -> Iterator[Any]:
         yield to_arrow(batch, schema)
 
 
-def write_parquet(path: Path, specs: Sequence[Any], rows: Rows, columns: Columns) -> int:
-    """The rows of specs into one Parquet file at path; how many rows."""
+def write_parquet(path: Path, specs: Sequence[Any], rows: Rows | Batches, columns: Columns,
+                  columnar: bool = False) -> int:
+    """The rows of specs into one Parquet file at path; how many rows. columnar: rows is a
+    Batches reader (Arrow batches per spec), else a row generator."""
     import pyarrow.parquet as pq
 
     schema = arrow_schema(columns)
+    batches: Iterator[Any] = (
+        (batch for spec in specs for batch in rows(spec, schema))  # type: ignore[call-arg]
+        if columnar else iter_arrow(specs, rows, schema))  # type: ignore[arg-type]
     count = 0
     tmp = path.with_suffix(".tmp")
     with pq.ParquetWriter(tmp, schema, compression="none") as writer:
-        for batch in iter_arrow(specs, rows, schema):
+        for batch in batches:
             writer.write_batch(batch)
             count += batch.num_rows
     os.replace(tmp, path)  # Spark lists *.parquet only: never a half-written file
@@ -132,18 +139,20 @@ class Stager:
             else None)
         self._pending: list[tuple[Table, Future[int] | int]] = []
 
-    def submit(self, name: str, specs: Sequence[Any], rows: Rows, columns: Columns,
-               per_file: bool = True) -> Table:
+    def submit(self, name: str, specs: Sequence[Any], rows: Rows | Batches, columns: Columns,
+               per_file: bool = True, columnar: bool = False) -> Table:
         table = Table(name, self.workdir / name, columns)
         table.directory.mkdir(parents=True, exist_ok=True)
         groups = [[spec] for spec in specs] if per_file else ([list(specs)] if specs else [])
         for index, group in enumerate(groups):
             path = table.directory / f"part-{index:05d}.parquet"
             if self._pool is None:
-                self._pending.append((table, write_parquet(path, group, rows, columns)))
+                self._pending.append(
+                    (table, write_parquet(path, group, rows, columns, columnar)))
             else:
                 self._pending.append(
-                    (table, self._pool.submit(write_parquet, path, group, rows, columns)))
+                    (table, self._pool.submit(write_parquet, path, group, rows, columns,
+                                             columnar)))
         return table
 
     def wait(self) -> None:
