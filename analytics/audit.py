@@ -68,6 +68,9 @@ TIMELINE_PARTITIONS = 12
 # Below this much metadata log the files are decoded in the driver's process (a few thousand
 # records take milliseconds); above it, by a pool of forked processes while the JVM starts.
 PARALLEL_DECODE_BYTES = 8 << 20
+# Below this much metadata log Spark starts with the small-input settings
+# (analytics.spark_session.SMALL_INPUT_JAVA_OPTIONS): a demo cluster's few MiB.
+SMALL_INPUT_BYTES = 32 << 20
 MAX_CORRUPT_LISTED = 100
 MAX_PARTITIONS_LISTED = 500
 CLEAN, VIOLATIONS, CORRUPT_VERDICT = "clean", "violations", "corrupt"
@@ -328,7 +331,9 @@ def run_audit(
         staged_broker = stage_broker_inputs(stager, directory)
         if spark is None:
             say(f"starting Spark ({master})")
-            spark = build_session(master)
+            small = input_bytes < SMALL_INPUT_BYTES
+            spark = build_session(master, small_input=small,
+                                  shuffle_partitions=2 if small else 8)
         else:
             register_data_sources(spark)
         if on_session is not None:

@@ -23,6 +23,13 @@ DEFAULT_MASTER = "local[2]"
 # rows of a million-record audit spill to disk. Still a bound: no data is collected to the
 # driver's Python side. Read at JVM start only (an already running session keeps its own).
 DEFAULT_DRIVER_MEMORY = "4g"
+# A small input (a demo cluster's logs: thousands of records) costs Spark mostly fixed work:
+# JIT-compiling Spark itself and generating code for each query. C1 alone (no C2 tier)
+# compiles much less and is fast enough for so few rows; whole-stage codegen (a Janino
+# compile per query stage) is off, the interpreted operators win below ~1e5 rows; one shuffle
+# partition per core. Read at JVM start only, like the memory.
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
+SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false"}
 # Spark's INFO/WARN chatter would drown the CLI's own output on stderr; errors still show.
 _LOG4J2_PROPERTIES = """\
 rootLogger.level = error
@@ -48,13 +55,19 @@ def build_session(
     shuffle_partitions: int = 8,
     extra_conf: dict[str, str] | None = None,
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    small_input: bool = False,
 ) -> SparkSession:
-    """A session with the minikraft-metadata data source registered."""
+    """A session with the minikraft-metadata data source registered; small_input: tuned for
+    a few thousand rows (SMALL_INPUT_JAVA_OPTIONS, SMALL_INPUT_CONF)."""
     # Executors must run the same interpreter and see the same packages as the driver.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     java_options = f"-Dlog4j2.configurationFile=file:{_log4j2_config()}"
+    conf = dict(extra_conf or {})
+    if small_input:
+        java_options += " " + SMALL_INPUT_JAVA_OPTIONS
+        conf = {**SMALL_INPUT_CONF, **conf}
     python_path = os.pathsep.join(
         p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
@@ -75,7 +88,7 @@ def build_session(
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
     )
-    for key, value in (extra_conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
