@@ -61,7 +61,12 @@ from analytics.rules import (
     rule_2_committed_prefix,
     rule_5_voter_changes,
 )
-from analytics.spark_session import DEFAULT_MASTER, build_session, register_data_sources
+from analytics.spark_session import (
+    DEFAULT_MASTER,
+    PYTHON_IN_DRIVER_CONF,
+    build_session,
+    register_data_sources,
+)
 from analytics.staging import Stager, Table
 
 TIMELINE_PARTITIONS = 12
@@ -71,6 +76,10 @@ PARALLEL_DECODE_BYTES = 8 << 20
 # Below this much metadata log Spark starts with the small-input settings
 # (analytics.spark_session.SMALL_INPUT_JAVA_OPTIONS): a demo cluster's few MiB.
 SMALL_INPUT_BYTES = 32 << 20
+# Up to this many staged rows (the replay source's records, the broker journals, the partition
+# logs' entries) the rules' Python runs in the driver, not in Python workers
+# (analytics.spark_session.map_in_arrow): the rows it reads are collected to the driver.
+PYTHON_IN_DRIVER_ROWS = 200_000
 MAX_CORRUPT_LISTED = 100
 MAX_PARTITIONS_LISTED = 500
 CLEAN, VIOLATIONS, CORRUPT_VERDICT = "clean", "violations", "corrupt"
@@ -305,11 +314,14 @@ def run_audit(
     spark: SparkSession | None = None,
     progress: Progress | None = None,
     on_session: Callable[[SparkSession], None] | None = None,
+    python_in_driver: bool | None = None,
 ) -> AuditResult:
     """Audit every metadata segment and snapshot under directory (INVARIANTS rules 1, 2, 5, 8,
     10, 11, 13, 19) and the broker journals, ack journals and partition logs (rules 20, 22,
     23); writes audit.json and index.html to report_dir when given. Without a session, one is
-    started (and stopped) here, while the files are decoded; on_session sees it first."""
+    started (and stopped) here, while the files are decoded; on_session sees it first.
+    python_in_driver: run the rules' Python in the driver, not in Python workers
+    (analytics.spark_session.PYTHON_IN_DRIVER_CONF); None: up to PYTHON_IN_DRIVER_ROWS."""
     started = time.monotonic()
     say = progress or (lambda _message: None)
     files = discover_files(directory)
@@ -317,6 +329,7 @@ def run_audit(
         raise AuditInputError(f"no metadata log segments or snapshots under {directory}")
     input_bytes = sum(Path(f.file).stat().st_size for f in files)
     own_session = spark is None
+    small = input_bytes < SMALL_INPUT_BYTES
     with tempfile.TemporaryDirectory(prefix="minikraft-audit-") as scratch, \
             Stager(Path(scratch), decode_processes(input_bytes)) as stager:
         say(f"reading batch headers of {len(files)} files ({input_bytes / 2**20:,.0f} MiB)")
@@ -331,7 +344,6 @@ def run_audit(
         staged_broker = stage_broker_inputs(stager, directory)
         if spark is None:
             say(f"starting Spark ({master})")
-            small = input_bytes < SMALL_INPUT_BYTES
             spark = build_session(master, small_input=small,
                                   shuffle_partitions=2 if small else 8)
         else:
@@ -340,6 +352,11 @@ def run_audit(
             on_session(spark)
         try:
             stager.wait()
+            staged_rows = staged_records.rows + sum(
+                t.rows for t in (staged_broker.journal, staged_broker.acks, staged_broker.logs))
+            in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
+                         else python_in_driver)
+            spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
             result = _audit(spark, say, directory, files, summary, staged_batches,
                             staged_records, staged_broker)
         finally:

@@ -27,6 +27,7 @@ from analytics.broker_inputs import (
     iter_partition_log_rows,
 )
 from analytics.rules import MAX_EVIDENCE, RuleResult, good_rows, rule_result
+from analytics.spark_session import cogroup_in_arrow, map_in_arrow
 from analytics.staging import Stager, Table
 
 HWM_TIMELINE_PARTITIONS = 12
@@ -97,7 +98,7 @@ def rule_20_hwm(journal: DataFrame) -> RuleResult:
     advances = journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")).select(
         "file", "broker_id", "topic", "partition", "leader_epoch", "old", "new", "isr_size",
         "min_isr", "ts")
-    flagged = advances.mapInArrow(_flag_hwm, R20_SCHEMA)
+    flagged = map_in_arrow(advances, _flag_hwm, R20_SCHEMA)
     row = flagged.agg(F.count(F.lit(1)).alias("checked"),
                       F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
     checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
@@ -136,9 +137,7 @@ def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
                                  "key", "corrupt")
     roles = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "RoleChanged")).select(
         "event", "broker_id", "topic", "partition", "role", "leader_epoch", "ts")
-    out = entries.groupBy("topic", "partition").cogroup(roles.groupBy("topic", "partition")) \
-        .applyInArrow(_rule_22_group, schema=R22_SCHEMA)
-    return out
+    return cogroup_in_arrow(entries, roles, ["topic", "partition"], _rule_22_group, R22_SCHEMA)
 
 
 def no_broker_inputs() -> list[RuleResult]:
@@ -215,7 +214,7 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     joined = (acked.join(counts, ["topic", "partition", "key"], "left")
               .join(F.broadcast(recovering.withColumn("recovered", F.lit(True))),
                     ["topic", "partition"], "left"))
-    classified = joined.mapInArrow(_classify, R23_SCHEMA)
+    classified = map_in_arrow(joined, _classify, R23_SCHEMA)
     tallies = {r["outcome"]: int(r["n"]) for r in
                classified.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()}
     count = tallies.get(dr.LOST, 0) + tallies.get(dr.DUPLICATED, 0)

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 )
 
 from analytics.rules_shared import check_leader_in_isr
+from analytics.spark_session import map_in_arrow
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
@@ -581,7 +582,7 @@ def replay_partitions(df: DataFrame, summary: list[dict[str, Any]]) -> DataFrame
                .unionByName(cluster_configs.select(*columns)))
     ordered = grouped.repartition("topic_id", "partition_id").sortWithinPartitions(
         "topic_id", "partition_id", "seq_major", "seq_minor")
-    return ordered.mapInArrow(_replay_batches, schema=REPLAY_OUTPUT_SCHEMA)
+    return map_in_arrow(ordered, _replay_batches, REPLAY_OUTPUT_SCHEMA)
 
 
 def partition_rule_results(replayed: DataFrame | None) -> list[RuleResult]:

@@ -257,10 +257,11 @@ def test_baseline_agrees_with_the_spark_audit(spark: SparkSession, broken: Broke
     for root, result in ((tmp_path / "clean", clean), (broken.root, broken.result)):
         expected = _verdicts(result.rules)
         assert _verdicts(run_baseline(root).rules) == expected, root
-    # Large inputs are decoded by a pool of forked processes (PARALLEL_DECODE_BYTES): same
-    # verdicts as decoding in the driver's own process.
+    # Large inputs are decoded by a pool of forked processes (PARALLEL_DECODE_BYTES) and
+    # replayed in Python workers: same verdicts as a small input's decoding and replay in the
+    # driver's own process.
     monkeypatch.setattr("analytics.audit.PARALLEL_DECODE_BYTES", 0)
-    pooled = run_audit(broken.root, spark=spark)
+    pooled = run_audit(broken.root, spark=spark, python_in_driver=False)
     assert _verdicts(pooled.rules) == _verdicts(broken.result.rules)
     assert clean.rule(8).checked > 100 and broken.result.rule(8).violation_count == 1
 
@@ -275,9 +276,15 @@ def test_bench_audit_on_existing_files(spark: SparkSession, tmp_path: Path) -> N
     report = run_audit_bench(directory=tmp_path / "logs", spark=spark)
     assert report["records"] == log_length(tmp_path / "logs") == generated.log_end_offset
     assert report["verdict"] == "clean" and report["rows"] > 2 * generated.log_end_offset
-    (line,) = report["results"]
-    assert line["minikraft"] > 0 and line["peer"] > 0
-    assert line["ratio"] == pytest.approx(line["minikraft"] / line["peer"], rel=0.01)
+    wall, cpu = report["results"]
+    for line in (wall, cpu):
+        assert line["minikraft"] > 0 and line["peer"] > 0
+        assert line["ratio"] == pytest.approx(line["minikraft"] / line["peer"], rel=0.01)
+    assert cpu["metric"] == "audit CPU time (process tree)"
+    phases = [p["phase"] for p in report["phases"]]
+    assert phases[0] == "start" and any(p.startswith("rules 8,") for p in phases)
+    assert sum(p["cpu_s"] for p in report["phases"]) == pytest.approx(cpu["minikraft"], abs=0.1)
+    assert len(report["load_average_before"]) == 3
     assert (tmp_path / "logs" / "controller-1").is_dir()
 
 
