@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false"}
 # ignored by the JVM. JVM logging is limited to errors so that a CDS warning never reaches
 # the CLI's stdout.
 CDS_JAVA_LOG = "-Xlog:disable -Xlog:all=error:stderr"
+# The JVM writes the archive in its last seconds, after the Python process that started it has
+# gone: an archive untouched this long is whole.
+CDS_SETTLED_S = 30.0
 
 
 def _cds_archive() -> Path:
@@ -61,8 +65,12 @@ def cds_java_options() -> str:
     if not archive.exists():
         for written in archive.parent.glob(archive.name + ".*"):
             pid = written.suffix[1:]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                os.replace(written, archive)  # its JVM has exited: the archive is whole
+            try:
+                settled = time.time() - written.stat().st_mtime > CDS_SETTLED_S
+            except OSError:
+                continue
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists() and settled:
+                os.replace(written, archive)  # its JVM has exited and finished writing
                 break
     if archive.exists():
         return f"-XX:SharedArchiveFile={archive} {CDS_JAVA_LOG}"
