@@ -36,7 +36,7 @@ DEFAULT_DRIVER_MEMORY = "4g"
 SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
 SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false"}
 # Starting Spark's JVM loads and verifies ~20k classes: with a class-data archive of them
-# (Java's dynamic CDS: written at the JVM's exit by the first small-input audit on this machine,
+# (Java's dynamic CDS: written at the driver JVM's exit by the first session on this machine,
 # mapped by the next ones) start-up takes about 40% less CPU here. The archive is per user,
 # pyspark version, Python environment and Java; one a JVM cannot use (another classpath) is
 # ignored by the JVM. JVM logging is limited to errors so that a CDS warning never reaches
@@ -111,8 +111,10 @@ def build_session(
     java_options = f"-Dlog4j2.configurationFile=file:{_log4j2_config()}"
     conf = dict(extra_conf or {})
     if small_input:
-        java_options += f" {SMALL_INPUT_JAVA_OPTIONS} {cds_java_options()}"
+        java_options += f" {SMALL_INPUT_JAVA_OPTIONS}"
         conf = {**SMALL_INPUT_CONF, **conf}
+    # The archive is the driver's alone: an executor JVM (a standalone cluster) never writes it.
+    driver_java_options = f"{java_options} {cds_java_options()}"
     python_path = os.pathsep.join(
         p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
@@ -128,7 +130,7 @@ def build_session(
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.executorEnv.PYTHONPATH", python_path)
-        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.driver.extraJavaOptions", driver_java_options)
         .config("spark.executor.extraJavaOptions", java_options)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
