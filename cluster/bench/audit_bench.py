@@ -16,10 +16,11 @@ from typing import Any
 from cluster.bench.report import make_report, row
 
 NOTE = ("same files, same run; Spark local[2] (decodes the replay source's records outside "
-        "Spark into Parquet while the JVM starts, compares "
+        "Spark into Parquet, batch by batch into Arrow columns, while the JVM starts; compares "
         "the other replicas batch by batch: base offset, epoch, CRC) vs one Python process "
         "(decodes every replica's records); wall time incl. Spark start-up; on a shared "
-        "machine both sides compete with whatever else runs")
+        "machine both sides compete with whatever else runs: the CPU line (the audit's whole "
+        "process tree against the baseline's process) is the one to compare")
 
 
 def log_length(directory: Path) -> int:
