@@ -1,16 +1,21 @@
-"""`run_audit`: read every metadata file under a directory with Spark, check the rules, report.
+"""`run_audit`: read every metadata file under a directory, check the rules with Spark, report.
 
-Two reads: every batch of every file from its header and CRC (cheap: rule 2 and the damage
-report, analytics.log_scan), then the records of one node only, the replay source (the longest
-controller log), plus every node's control batches (rules 1 and 5). The decoded rows are
-persisted once and every rule runs over them; only counts, evidence (capped) and a few
-partitions' timelines reach the driver. Verdict: `corrupt` when a CRC or framing error has valid
-data after it (bit rot), else `violations` when a rule is broken, else `clean`; a torn tail
-after a crash is reported, not a finding.
+Two reads, both outside Spark (analytics.staging: the driver's process, or a forked pool while
+the JVM starts), into Parquet that Spark reads natively: every batch of every file from its
+header and CRC (cheap: rule 2 and the damage report, analytics.log_scan), then the records of
+one node only, the replay source (the longest controller log, chosen from the batch headers
+before Spark is up), plus every node's control batches (rules 1 and 5). Every rule then runs
+over the Parquet tables; only counts, evidence (capped) and a few partitions' timelines reach
+the driver. Verdict: `corrupt` when a CRC or framing error has valid data after it (bit rot),
+else `violations` when a rule is broken, else `clean`; a torn tail after a crash is reported,
+not a finding.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,25 +27,28 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytics.broker_rules import (
+    StagedBrokerInputs,
     group_rules,
     hwm_timelines,
     no_broker_inputs,
-    read_broker_inputs,
     recovering_partitions,
     rule_20_hwm,
     rule_22_replicas,
     rule_22_result,
     rule_23_acked,
+    stage_broker_inputs,
 )
 from analytics.chaos_events import read_chaos_faults
 from analytics.datasource import (
-    BATCH_SOURCE_NAME,
-    DATA_SOURCE_NAME,
+    BATCH_COLUMNS,
+    COLUMNS,
     KIND_SEGMENT,
-    SOURCE_NODE_OPTION,
+    FileSpec,
     discover_files,
+    iter_file_batches,
 )
 from analytics.log_scan import CORRUPT
+from analytics.record_columns import iter_record_columns
 from analytics.rules import (
     POINT,
     TALLY,
@@ -48,7 +56,6 @@ from analytics.rules import (
     VIOLATION,
     RuleResult,
     choose_replay_source,
-    file_summary,
     partition_rule_results,
     replay_partitions,
     rule_1_one_leader_per_epoch,
@@ -56,13 +63,25 @@ from analytics.rules import (
     rule_5_voter_changes,
     rule_order,
 )
-from analytics.spark_session import DEFAULT_MASTER, build_session, register_data_sources
+from analytics.spark_session import (
+    DEFAULT_MASTER,
+    PYTHON_IN_DRIVER_CONF,
+    build_session,
+    register_data_sources,
+)
+from analytics.staging import Stager, Table
 
 TIMELINE_PARTITIONS = 12
-# Decoded rows take several times their size on disk once cached. Past this much input the
-# rows are cached on local disk only: with a 4g driver (spark_session.DEFAULT_DRIVER_MEMORY) a
-# 10M-record audit (5 GB of segments) kept in memory ran the JVM out of heap.
-MEMORY_CACHE_LIMIT_BYTES = 1 << 30
+# Below this much metadata log the files are decoded in the driver's process (a few thousand
+# records take milliseconds); above it, by a pool of forked processes while the JVM starts.
+PARALLEL_DECODE_BYTES = 8 << 20
+# Below this much metadata log Spark starts with the small-input settings
+# (analytics.spark_session.SMALL_INPUT_JAVA_OPTIONS): a demo cluster's few MiB.
+SMALL_INPUT_BYTES = 32 << 20
+# Up to this many staged rows (the replay source's records, the broker journals, the partition
+# logs' entries) the rules' Python runs in the driver, not in Python workers
+# (analytics.spark_session.map_in_arrow): the rows it reads are collected to the driver.
+PYTHON_IN_DRIVER_ROWS = 200_000
 MAX_CORRUPT_LISTED = 100
 MAX_PARTITIONS_LISTED = 500
 CLEAN, VIOLATIONS, CORRUPT_VERDICT = "clean", "violations", "corrupt"
@@ -112,17 +131,44 @@ class AuditResult:
                 "elapsed_s": round(self.elapsed_s, 3)}
 
 
-def read_metadata(spark: SparkSession, directory: str | Path,
-                  source_node: int | None = None) -> DataFrame:
-    """Record rows; with source_node, that node's in full and the others' control batches."""
-    reader = spark.read.format(DATA_SOURCE_NAME)
-    if source_node is not None:
-        reader = reader.option(SOURCE_NODE_OPTION, str(source_node))
-    return reader.load(str(directory))
+def file_summary(batches: Table) -> list[dict[str, Any]]:
+    """One small row per file from its staged batch rows (pyarrow, in the driver: the replay
+    source is chosen from it before Spark has started): node, role, kind, first/last good
+    offset, batches, records, damaged regions."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if not batches.rows:
+        return []
+    table = ds.dataset(str(batches.directory), format="parquet").to_table(columns=[
+        "node", "role", "kind", "file", "snapshot_end_offset", "base_offset", "last_offset",
+        "damage"])
+    good = pc.is_null(table["damage"])
+    null = pa.scalar(None, type=pa.int64())
+    table = table.append_column("good_first", pc.if_else(good, table["base_offset"], null)) \
+        .append_column("good_last", pc.if_else(good, table["last_offset"], null)) \
+        .append_column("good", pc.cast(good, "int64")) \
+        .append_column("good_records", pc.if_else(good, pc.add(pc.subtract(
+            table["last_offset"], table["base_offset"]), 1), 0)) \
+        .append_column("damaged", pc.cast(pc.invert(good), "int64"))
+    grouped = table.group_by(["node", "role", "kind", "file", "snapshot_end_offset"]).aggregate(
+        [("good_first", "min"), ("good_last", "max"), ("good", "sum"),
+         ("good_records", "sum"), ("damaged", "sum")])
+    return [{"node": r["node"], "role": r["role"], "kind": r["kind"], "file": r["file"],
+             "snapshot_end_offset": r["snapshot_end_offset"],
+             "first_offset": r["good_first_min"], "last_offset": r["good_last_max"],
+             "batches": r["good_sum"], "records": r["good_records_sum"],
+             "corrupt": r["damaged_sum"]} for r in grouped.to_pylist()]
 
 
-def read_batches(spark: SparkSession, directory: str | Path) -> DataFrame:
-    return spark.read.format(BATCH_SOURCE_NAME).load(str(directory))
+def replay_specs(files: list[FileSpec], source_node: int | None) -> list[FileSpec]:
+    """What is decoded: the replay source's files in full, the other nodes' segments for their
+    control batches only (rules 1 and 5); rule 2 compares them batch by batch."""
+    if source_node is None:
+        return files
+    return [dataclasses.replace(s, control_only=True)
+            if s.kind == KIND_SEGMENT and s.node != source_node else s for s in files]
 
 
 def damage_evidence(batches: DataFrame, summary: list[dict[str, Any]]
@@ -236,13 +282,13 @@ def _partition_tallies(replayed: DataFrame, topic_names: dict[str, str]
     return out
 
 
-def _broker_rules(spark: SparkSession, directory: str | Path, metadata: DataFrame
+def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, metadata: DataFrame
                   ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Rules 20, 22, 23 and the HWM timelines; the journal and the rule-22 output are small and
     read twice, so they are persisted, the partition logs are not."""
-    inputs = read_broker_inputs(spark, directory)
-    if not any(inputs.files.values()):
-        return no_broker_inputs(), {}, inputs.files
+    if not any(staged.files.values()):
+        return no_broker_inputs(), {}, staged.files
+    inputs = staged.read(spark)
     journal = inputs.journal.persist(StorageLevel.MEMORY_AND_DISK)
     inputs.journal = journal
     try:
@@ -258,80 +304,111 @@ def _broker_rules(spark: SparkSession, directory: str | Path, metadata: DataFram
     return rules, points, inputs.files
 
 
+def decode_processes(input_bytes: int) -> int:
+    """Processes decoding the input: one (in the driver's own) for a small input, where forking
+    costs more than it saves; else one per core, with the JVM starting alongside."""
+    return 1 if input_bytes < PARALLEL_DECODE_BYTES else max(1, os.cpu_count() or 1)
+
+
 def run_audit(
     directory: str | Path,
     master: str = DEFAULT_MASTER,
     report_dir: str | Path | None = None,
     spark: SparkSession | None = None,
     progress: Progress | None = None,
-    memory_cache_limit_bytes: int = MEMORY_CACHE_LIMIT_BYTES,
+    on_session: Callable[[SparkSession], None] | None = None,
+    python_in_driver: bool | None = None,
 ) -> AuditResult:
     """Audit every metadata segment and snapshot under directory (INVARIANTS rules 1, 2, 5, 8,
     10, 11, 13, 19) and the broker journals, ack journals and partition logs (rules 20, 22,
     23), and consumer journals when there are some (analytics.group_rules' named checks);
-    writes audit.json and index.html to report_dir when given."""
+    writes audit.json and index.html to report_dir when given. Without a session, one is
+    started (and stopped) here, while the files are decoded; on_session sees it first.
+    python_in_driver: run the rules' Python in the driver, not in Python workers
+    (analytics.spark_session.PYTHON_IN_DRIVER_CONF); None: up to PYTHON_IN_DRIVER_ROWS."""
     started = time.monotonic()
     say = progress or (lambda _message: None)
     files = discover_files(directory)
     if not files:
         raise AuditInputError(f"no metadata log segments or snapshots under {directory}")
+    input_bytes = sum(Path(f.file).stat().st_size for f in files)
     own_session = spark is None
-    if spark is None:
-        say(f"starting Spark ({master})")
-        spark = build_session(master)
-    else:
-        register_data_sources(spark)
-    try:
-        input_bytes = sum(Path(f.file).stat().st_size for f in files)
+    small = input_bytes < SMALL_INPUT_BYTES
+    with tempfile.TemporaryDirectory(prefix="minikraft-audit-") as scratch, \
+            Stager(Path(scratch), decode_processes(input_bytes)) as stager:
         say(f"reading batch headers of {len(files)} files ({input_bytes / 2**20:,.0f} MiB)")
-        batches = read_batches(spark, directory).persist(StorageLevel.MEMORY_AND_DISK)
-        summary = file_summary(batches)
-        corruption, torn = damage_evidence(batches, summary)
+        staged_batches = stager.submit("batches", files, iter_file_batches, BATCH_COLUMNS)
+        stager.wait()
+        summary = file_summary(staged_batches)
         source = choose_replay_source(summary)
-        # Only the replay source's records are decoded and cached (about a third of the input
-        # with three controllers).
-        level = (StorageLevel.MEMORY_AND_DISK if input_bytes <= 3 * memory_cache_limit_bytes
-                 else StorageLevel.DISK_ONLY)
         say(f"decoding node {source.node if source else '-'}'s log")
-        df = read_metadata(spark, directory, source.node if source else None).persist(level)
-        topic_names, elections, undecodable = _names_elections_undecodable(df)
-        inputs = _inputs(summary, len(files), undecodable)
-        say(f"read {inputs['records']} records; rule 1: one leader per epoch")
-        # Rules 1 and 5 read only the few Raft control records: one scan picks them out.
-        control = df.filter(F.col("record_type").isin("LeaderChangeRecord", "VotersRecord")) \
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        rules = [rule_1_one_leader_per_epoch(control)]
-        say("rule 5: voter changes")
-        rules.append(rule_5_voter_changes(control))
-        control.unpersist()
-        say("rule 2: committed-prefix agreement, batch by batch")
-        rules.append(rule_2_committed_prefix(batches))
-        batches.unpersist()
-        say("rules 8, 10, 11, 13, 19: replaying partitions")
-        replayed = replay_partitions(df, summary)
-        if replayed is not None:
-            replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
-        rules += partition_rule_results(replayed)
-        timelines = _timelines(replayed) if replayed is not None else {}
-        partitions = _partition_tallies(replayed, topic_names) if replayed is not None else []
-        if replayed is not None:
-            replayed.unpersist()
-        say("rules 20, 22, 23: broker journals, ack journals, partition logs")
-        broker_rules, hwm_points, broker_files = _broker_rules(spark, directory, df)
-        rules += broker_rules
-        inputs.update(broker_files)
-        df.unpersist()
-    finally:
-        if own_session:
-            spark.stop()
-    rules.sort(key=rule_order)
-    result = AuditResult(str(directory), rules, inputs, timelines, hwm_points,
-                         time.monotonic() - started, corruption=corruption, torn_tails=torn,
-                         topic_names=topic_names, elections=elections, partitions=partitions,
-                         faults=read_chaos_faults(directory))
+        staged_records = stager.submit(
+            "records", replay_specs(files, source.node if source else None),
+            iter_record_columns, COLUMNS, columnar=True)
+        staged_broker = stage_broker_inputs(stager, directory)
+        if spark is None:
+            say(f"starting Spark ({master})")
+            spark = build_session(master, small_input=small,
+                                  shuffle_partitions=2 if small else 8)
+        else:
+            register_data_sources(spark)
+        if on_session is not None:
+            on_session(spark)
+        try:
+            stager.wait()
+            staged_rows = staged_records.rows + sum(
+                t.rows for t in (staged_broker.journal, staged_broker.acks, staged_broker.logs))
+            in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
+                         else python_in_driver)
+            spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
+            result = _audit(spark, say, directory, files, summary, staged_batches,
+                            staged_records, staged_broker)
+        finally:
+            if own_session:
+                spark.stop()
+    result.elapsed_s = time.monotonic() - started
     if report_dir is not None:
         from analytics.report import write_report
 
         say("writing the report")
         result.report_dir = write_report(result, report_dir)
     return result
+
+
+def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: list[FileSpec],
+           summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
+           staged_broker: StagedBrokerInputs) -> AuditResult:
+    """Every rule over the staged tables (Spark reads them as Parquet)."""
+    batches = staged_batches.read(spark)
+    corruption, torn = damage_evidence(batches, summary)
+    df = staged_records.read(spark)
+    topic_names, elections, undecodable = _names_elections_undecodable(df)
+    inputs = _inputs(summary, len(files), undecodable)
+    say(f"read {inputs['records']} records; rule 1: one leader per epoch")
+    # Rules 1 and 5 read only the few Raft control records: one scan picks them out.
+    control = df.filter(F.col("record_type").isin("LeaderChangeRecord", "VotersRecord")) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    rules = [rule_1_one_leader_per_epoch(control)]
+    say("rule 5: voter changes")
+    rules.append(rule_5_voter_changes(control))
+    control.unpersist()
+    say("rule 2: committed-prefix agreement, batch by batch")
+    rules.append(rule_2_committed_prefix(batches))
+    say("rules 8, 10, 11, 13, 19: replaying partitions")
+    replayed = replay_partitions(df, summary)
+    if replayed is not None:
+        replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
+    rules += partition_rule_results(replayed)
+    timelines = _timelines(replayed) if replayed is not None else {}
+    partitions = _partition_tallies(replayed, topic_names) if replayed is not None else []
+    if replayed is not None:
+        replayed.unpersist()
+    say("rules 20, 22, 23: broker journals, ack journals, partition logs")
+    broker_rules, hwm_points, broker_files = _broker_rules(spark, staged_broker, df)
+    rules += broker_rules
+    inputs.update(broker_files)
+    rules.sort(key=rule_order)
+    return AuditResult(str(directory), rules, inputs, timelines, hwm_points, 0.0,
+                       corruption=corruption, torn_tails=torn, topic_names=topic_names,
+                       elections=elections, partitions=partitions,
+                       faults=read_chaos_faults(directory))

@@ -1,5 +1,6 @@
 """Rules 20, 22 and 23 and the consumer-group checks (analytics.group_rules) on Spark, over the
-broker journals, ack journals, consumer journals and partition logs (analytics.broker_inputs). Every verdict comes from analytics.data_rules' plain functions
+broker journals, ack journals, consumer journals and partition logs (analytics.broker_inputs,
+staged by analytics.staging). Every verdict comes from analytics.data_rules' plain functions
 (mapInArrow / cogroup applyInArrow), so analytics.baseline runs the same definitions; the
 set-wide parts (acked writes against the final leader's log, RECOVERING partitions) are joins.
 Only counts, capped evidence and a few partitions' HWM points reach the driver.
@@ -19,19 +20,20 @@ from analytics import data_rules as dr
 from analytics import group_rules as gr
 from analytics.broker_inputs import (
     ACK_COLUMNS,
-    ACK_JOURNAL_SOURCE,
-    BROKER_JOURNAL_SOURCE,
     CONSUMER_COLUMNS,
-    CONSUMER_JOURNAL_SOURCE,
     JOURNAL_COLUMNS,
     PARTITION_LOG_COLUMNS,
-    PARTITION_LOG_SOURCE,
-    ddl,
     discover_consumer_journals,
     discover_journals,
     discover_partition_logs,
+    iter_ack_rows,
+    iter_consumer_rows,
+    iter_journal_rows,
+    iter_partition_log_rows,
 )
 from analytics.rules import MAX_EVIDENCE, RuleResult, good_rows, rule_result
+from analytics.spark_session import cogroup_in_arrow, map_in_arrow
+from analytics.staging import Stager, Table
 
 HWM_TIMELINE_PARTITIONS = 12
 HWM_TIMELINE_POINTS = 2000
@@ -56,25 +58,32 @@ class BrokerInputs:
     consumers: DataFrame
 
 
-def read_broker_inputs(spark: SparkSession, directory: str | Path) -> BrokerInputs:
-    """The three readers; a kind with no file becomes an empty DataFrame of its schema (a
-    DataSource with no input partition is not worth a Spark job)."""
+def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
+    """The three kinds of file handed to the stager (decoded outside Spark, analytics.staging);
+    a kind with no file becomes an empty DataFrame of its schema when read."""
     brokers, acks = discover_journals(directory)
     consumers = discover_consumer_journals(directory)
     logs = discover_partition_logs(directory)
-
-    def load(source: str, columns: Any, present: bool) -> DataFrame:
-        if present:
-            return spark.read.format(source).load(str(directory))
-        return spark.createDataFrame([], ddl(columns))
-
-    return BrokerInputs(
-        load(BROKER_JOURNAL_SOURCE, JOURNAL_COLUMNS, bool(brokers)),
-        load(ACK_JOURNAL_SOURCE, ACK_COLUMNS, bool(acks)),
-        load(PARTITION_LOG_SOURCE, PARTITION_LOG_COLUMNS, bool(logs)),
+    return StagedBrokerInputs(
+        stager.submit("broker_journals", brokers, iter_journal_rows, JOURNAL_COLUMNS),
+        stager.submit("ack_journals", acks, iter_ack_rows, ACK_COLUMNS),
+        stager.submit("partition_logs", logs, iter_partition_log_rows, PARTITION_LOG_COLUMNS),
         {"broker_journals": len(brokers), "ack_journals": len(acks),
          "partition_log_segments": len(logs), "consumer_journals": len(consumers)},
-        load(CONSUMER_JOURNAL_SOURCE, CONSUMER_COLUMNS, bool(consumers)))
+        stager.submit("consumer_journals", consumers, iter_consumer_rows, CONSUMER_COLUMNS))
+
+
+@dataclass
+class StagedBrokerInputs:
+    journal: Table
+    acks: Table
+    logs: Table
+    files: dict[str, int]
+    consumers: Table
+
+    def read(self, spark: SparkSession) -> BrokerInputs:
+        return BrokerInputs(self.journal.read(spark), self.acks.read(spark),
+                            self.logs.read(spark), self.files, self.consumers.read(spark))
 
 
 def _evidence(bad: DataFrame, count: int, order: list[str]) -> list[dict[str, Any]]:
@@ -100,7 +109,7 @@ def rule_20_hwm(journal: DataFrame) -> RuleResult:
     advances = journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")).select(
         "file", "broker_id", "topic", "partition", "leader_epoch", "old", "new", "isr_size",
         "min_isr", "ts")
-    flagged = advances.mapInArrow(_flag_hwm, R20_SCHEMA)
+    flagged = map_in_arrow(advances, _flag_hwm, R20_SCHEMA)
     row = flagged.agg(F.count(F.lit(1)).alias("checked"),
                       F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
     checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
@@ -139,9 +148,7 @@ def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
                                  "key", "corrupt")
     roles = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "RoleChanged")).select(
         "event", "broker_id", "topic", "partition", "role", "leader_epoch", "ts")
-    out = entries.groupBy("topic", "partition").cogroup(roles.groupBy("topic", "partition")) \
-        .applyInArrow(_rule_22_group, schema=R22_SCHEMA)
-    return out
+    return cogroup_in_arrow(entries, roles, ["topic", "partition"], _rule_22_group, R22_SCHEMA)
 
 
 def no_broker_inputs() -> list[RuleResult]:
@@ -220,7 +227,7 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     joined = (acked.join(counts, ["topic", "partition", "key"], "left")
               .join(F.broadcast(recovering.withColumn("recovered", F.lit(True))),
                     ["topic", "partition"], "left"))
-    classified = joined.mapInArrow(_classify, R23_SCHEMA)
+    classified = map_in_arrow(joined, _classify, R23_SCHEMA)
     tallies = {r["outcome"]: int(r["n"]) for r in
                classified.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()}
     count = tallies.get(dr.LOST, 0) + tallies.get(dr.DUPLICATED, 0)
@@ -263,8 +270,7 @@ def group_rules(inputs: BrokerInputs, replicas: DataFrame) -> list[RuleResult]:
                .join(F.broadcast(reference), ["topic", "partition", "node"])
                .join(F.broadcast(read), ["topic", "partition"])
                .select("topic", "partition", "offset"))
-    out = entries.groupBy("topic", "partition").cogroup(events.groupBy("topic", "partition")) \
-        .applyInArrow(_group_partition, schema=GROUP_SCHEMA)
+    out = cogroup_in_arrow(entries, events, ["topic", "partition"], _group_partition, GROUP_SCHEMA)
     tallies = {(r["rule"], r["kind"]): (int(r["rows"]), int(r["entries"] or 0)) for r in
                out.groupBy("rule", "kind").agg(F.count(F.lit(1)).alias("rows"),
                                                F.sum("count").alias("entries")).collect()}

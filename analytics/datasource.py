@@ -16,11 +16,11 @@ journals, the chaos ack journal, partition logs) plug in as further `FileSpec.ki
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
 import hashlib
 import re
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +69,6 @@ KIND_SNAPSHOT = "snapshot"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _NODE_DIR = re.compile(r"^(controller|broker)-(\d+)$")
-ARROW_BATCH_ROWS = 8192
 
 # (column, Spark DDL type); the order is the row tuple's order.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -341,42 +340,69 @@ _UNCHANGED: dict[str, int] = {"leader": NO_LEADER_CHANGE, "last_known_leader": L
               "leader_recovery_state": LEADER_RECOVERY_STATE_UNCHANGED}
 
 
-def _fill_partition_fast(row: list[Any], value: bytes) -> bool:
-    """PartitionRecord / PartitionChangeRecord columns straight from the msgpack map, the bulk
-    of a metadata log; False (nothing filled) for anything else or anything unexpected, which
-    then goes through decode_record, the one definition of the format (controller.core).
-    Value types are checked where the rows become Arrow columns (_to_arrow): a value that does
-    not fit its column makes that row corrupt there."""
+def partition_values(value: bytes) -> tuple[Any, ...] | None:
+    """(record type, version, topic id, then the _COLUMNS_FULL values) of a PartitionRecord /
+    PartitionChangeRecord straight from its msgpack map, the bulk of a metadata log; None for
+    anything else or anything unexpected, which then goes through decode_record, the one
+    definition of the format (controller.core). Value types are checked where the values
+    become Arrow columns (analytics.staging.to_arrow, analytics.record_columns): a value that
+    does not fit its column makes that row corrupt there."""
     try:
         type_id, version, data = msgpack.unpackb(value, raw=False, strict_map_key=True)
-        name, known, required, defaults = _PARTITION_FIELDS[type_id]
+        name, known, required, _defaults = _PARTITION_FIELDS[type_id]
         fields = known[version]
         topic = data["topic_id"]
     except (ValueError, TypeError, KeyError, msgpack.ExtraData, msgpack.FormatError,
             msgpack.StackError):
-        return False
+        return None
     keys = data.keys()
     if not keys <= fields or not required <= keys or type(topic) is not bytes or len(topic) != 16:
-        return False
-    row[_RECORD_TYPE] = name
-    row[_VERSION] = version
-    row[_TOPIC_ID] = base64.urlsafe_b64encode(topic).decode("ascii")[:22]
+        return None
     get = data.get
-    if type_id == _PARTITION_RECORD_ID:
-        for index, column in _COLUMNS_FULL:
-            row[index] = get(column, defaults.get(column))
-        return True
-    for index, column in _COLUMNS_FULL:
-        v = get(column, defaults.get(column))
+    out = [get(column, default) for column, default in _FIELD_PLAN[type_id]]
+    for index, unchanged in _UNCHANGED_AT[type_id]:
         # Seed 001: -1 / -2 mean "unchanged" in a change record; the columns are null then.
-        row[index] = None if v == _UNCHANGED.get(column) else v
+        if out[index] == unchanged:
+            out[index] = None
+    topic_id = _TOPIC_IDS.get(topic)
+    if topic_id is None:
+        topic_id = uuid_to_str(uuid.UUID(bytes=topic))
+        if len(_TOPIC_IDS) < _TOPIC_IDS_CACHED:
+            _TOPIC_IDS[topic] = topic_id
+    return (name, version, topic_id, *out)
+
+
+# A log names few topics, each in many records: their base64 form is computed once.
+_TOPIC_IDS: dict[bytes, str] = {}
+_TOPIC_IDS_CACHED = 100_000
+
+
+_WIRE_FULL = tuple(column for _index, column in _COLUMNS_FULL)
+_FIELD_PLAN = {type_id: tuple((column, spec[3].get(column)) for column in _WIRE_FULL)
+               for type_id, spec in _PARTITION_FIELDS.items()}
+_UNCHANGED_AT = {type_id: () if type_id == _PARTITION_RECORD_ID else tuple(
+    (index, _UNCHANGED[column]) for index, column in enumerate(_WIRE_FULL)
+    if column in _UNCHANGED) for type_id in _PARTITION_FIELDS}
+# The row columns partition_values fills, in its order.
+PARTITION_VALUE_COLUMNS: tuple[int, ...] = (
+    COL["record_type"], COL["version"], COL["topic_id"],
+    *(index for index, _column in _COLUMNS_FULL))
+
+
+def _fill_partition_fast(row: list[Any], value: bytes) -> bool:
+    """partition_values into a row; False (nothing filled) where it gives None."""
+    values = partition_values(value)
+    if values is None:
+        return False
+    for index, v in zip(PARTITION_VALUE_COLUMNS, values, strict=True):
+        row[index] = v
     return True
 
 
 _RECORD_TYPE, _VERSION, _TOPIC_ID = COL["record_type"], COL["version"], COL["topic_id"]
 
 
-def _template(spec: FileSpec) -> list[Any]:
+def file_template(spec: FileSpec) -> list[Any]:
     template: list[Any] = [None] * len(COLUMNS)
     template[COL["node"]] = spec.node
     template[COL["role"]] = spec.role
@@ -388,7 +414,7 @@ def _template(spec: FileSpec) -> list[Any]:
     return template
 
 
-def _damage_row(template: list[Any], position: int, reason: str, damage: str | None
+def damage_row(template: list[Any], position: int, reason: str, damage: str | None
                 ) -> tuple[Any, ...]:
     row = template.copy()
     row[COL["offset"]], row[COL["position"]] = -1, position
@@ -397,36 +423,53 @@ def _damage_row(template: list[Any], position: int, reason: str, damage: str | N
     return tuple(row)
 
 
-def _batch_rows(template: list[Any], batch: RecordBatch, position: int, hashes: bool
-                ) -> Iterator[tuple[Any, ...]]:
+def batch_base_row(template: list[Any], batch: RecordBatch, position: int) -> list[Any]:
+    """A file's template with one batch's columns set: what each of its rows starts from."""
     base = template.copy()
     base[COL["position"]] = position
     base[COL["epoch"]] = batch.leader_epoch
     base[COL["batch_timestamp_ms"]] = batch.timestamp_ms
     base[COL["is_control"]] = batch.is_control
-    offset_i, hash_i = COL["offset"], COL["record_hash"]
-    for index, record in enumerate(batch.records):
-        row = base.copy()
-        row[offset_i] = batch.offset_of(index)
-        value = record.value or b""  # a null value cannot decode: reported corrupt
-        if hashes:
-            row[hash_i] = _hash64(value)
-        if batch.is_control:
-            row[_VERSION] = control_version(value)
-            try:
-                _fill_control(row, record)
-            except (CorruptRecordError, UnknownRecordError, ControlRecordError) as exc:
-                row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, str(exc)
-        elif not _fill_partition_fast(row, value):
-            row[_VERSION] = _envelope_version(value)
-            try:
-                _fill_metadata(row, value)
-            except (CorruptRecordError, UnknownRecordError, ControlRecordError) as exc:
-                row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, str(exc)
-        yield tuple(row)
+    return base
 
 
-def _read(spec: FileSpec) -> bytes | str:
+def record_row(base: list[Any], batch: RecordBatch, index: int, hashes: bool,
+               try_partition: bool = True) -> tuple[Any, ...]:
+    """The row of batch.records[index] (base: batch_base_row); a record that does not decode
+    is a corrupt row. try_partition False: the caller already knows partition_values refuses
+    it."""
+    row = base.copy()
+    row[_OFFSET] = batch.offset_of(index)
+    record = batch.records[index]
+    value = record.value or b""  # a null value cannot decode: reported corrupt
+    if hashes:
+        row[_HASH] = _hash64(value)
+    if batch.is_control:
+        row[_VERSION] = control_version(value)
+        try:
+            _fill_control(row, record)
+        except (CorruptRecordError, UnknownRecordError, ControlRecordError) as exc:
+            row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, str(exc)
+    elif not (try_partition and _fill_partition_fast(row, value)):
+        row[_VERSION] = _envelope_version(value)
+        try:
+            _fill_metadata(row, value)
+        except (CorruptRecordError, UnknownRecordError, ControlRecordError) as exc:
+            row[COL["corrupt"]], row[COL["corrupt_reason"]] = True, str(exc)
+    return tuple(row)
+
+
+_OFFSET, _HASH = COL["offset"], COL["record_hash"]
+
+
+def _batch_rows(template: list[Any], batch: RecordBatch, position: int, hashes: bool
+                ) -> Iterator[tuple[Any, ...]]:
+    base = batch_base_row(template, batch, position)
+    for index in range(len(batch.records)):
+        yield record_row(base, batch, index, hashes)
+
+
+def read_file(spec: FileSpec) -> bytes | str:
     try:
         return Path(spec.file).read_bytes()
     except OSError as exc:
@@ -437,14 +480,14 @@ def iter_file_rows(spec: FileSpec, hashes: bool = True) -> Iterator[tuple[Any, .
     """Rows of one file in schema order, a damaged region as one corrupt row (reading resumes
     after it). hashes: fill record_hash (the baseline's per-record rule 2; the Spark audit
     compares batches instead). A control_only spec yields its control batches' rows only."""
-    template = _template(spec)
-    data = _read(spec)
+    template = file_template(spec)
+    data = read_file(spec)
     if isinstance(data, str):
-        yield _damage_row(template, 0, data, CORRUPT)
+        yield damage_row(template, 0, data, CORRUPT)
         return
     for item in walk_batches(data, spec.log_end and spec.kind == KIND_SEGMENT):
         if isinstance(item, Damage):
-            yield _damage_row(template, item.position, item.reason, item.kind)
+            yield damage_row(template, item.position, item.reason, item.kind)
             continue
         header, _crc = item
         if spec.control_only and not header.is_control:
@@ -457,7 +500,7 @@ def iter_file_batches(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
     """One row per batch (BATCH_COLUMNS), from headers and checksums only, and one per
     damaged region (its claimed offsets, the good offset before it, where reading resumed)."""
     head = (spec.node, spec.role, spec.file, spec.kind, spec.snapshot_end_offset, spec.log_end)
-    data = _read(spec)
+    data = read_file(spec)
     if isinstance(data, str):
         yield (*head, 0, 0, None, None, None, None, None, None, CORRUPT, data, None,
                None, None)
@@ -477,6 +520,25 @@ def iter_file_batches(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
 _IDENTITY_COLUMNS = frozenset(("node", "role", "directory_id", "file", "kind",
                                "snapshot_end_offset", "position", "offset", "epoch",
                                "batch_timestamp_ms", "is_control", "record_type"))
+
+
+def fit_row(row: tuple[Any, ...], arrow_schema: Any) -> tuple[Any, ...]:
+    """A row whose values fit the Arrow schema, or, when one does not (a record whose fields
+    have the wrong types), the row as corrupt with those values dropped."""
+    import pyarrow as pa
+
+    try:
+        for value, field in zip(row, arrow_schema, strict=True):
+            pa.array([value], type=field.type)
+        return row
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        names = arrow_schema.names
+        if "corrupt" not in names:
+            raise
+        fixed = [v if n in _IDENTITY_COLUMNS else None for v, n in zip(row, names, strict=True)]
+        fixed[names.index("corrupt")] = True
+        fixed[names.index("corrupt_reason")] = f"a field does not fit its column: {exc}"
+        return tuple(fixed)
 
 
 # -- Spark side: imported lazily so the pure readers work without pyspark ---------------------
@@ -506,45 +568,12 @@ try:
             return [FilePartition(spec) for spec in self.specs]
 
         def read(self, partition: InputPartition) -> Iterator[Any]:
-            import pyarrow as pa
             from pyspark.sql.pandas.types import to_arrow_schema
 
+            from analytics.staging import iter_arrow
+
             assert isinstance(partition, FilePartition)
-            arrow_schema = to_arrow_schema(self.schema)
-            rows: list[tuple[Any, ...]] = []
-            for row in self.rows(partition.spec):
-                rows.append(row)
-                if len(rows) >= ARROW_BATCH_ROWS:
-                    yield _to_arrow(pa, rows, arrow_schema)
-                    rows = []
-            if rows:
-                yield _to_arrow(pa, rows, arrow_schema)
-
-    def _to_arrow(pa: Any, rows: list[tuple[Any, ...]], arrow_schema: Any) -> Any:
-        try:
-            columns = list(zip(*rows, strict=True))
-            arrays = [pa.array(col, type=field.type) for col, field in
-                      zip(columns, arrow_schema, strict=True)]
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            return _to_arrow(pa, [_fit(pa, row, arrow_schema) for row in rows], arrow_schema)
-        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-
-    def _fit(pa: Any, row: tuple[Any, ...], arrow_schema: Any) -> tuple[Any, ...]:
-        """A row whose values fit the schema, or, when one does not (a record whose fields
-        have the wrong types), the row as corrupt with those values dropped."""
-        try:
-            for value, field in zip(row, arrow_schema, strict=True):
-                pa.array([value], type=field.type)
-            return row
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            names = arrow_schema.names
-            if "corrupt" not in names:
-                raise
-            fixed = [v if n in _IDENTITY_COLUMNS else None for v, n in zip(row, names,
-                                                                          strict=True)]
-            fixed[names.index("corrupt")] = True
-            fixed[names.index("corrupt_reason")] = f"a field does not fit its column: {exc}"
-            return tuple(fixed)
+            yield from iter_arrow([partition.spec], self.rows, to_arrow_schema(self.schema))
 
     class MetadataLogDataSource(DataSource):
         """Registered as "minikraft-metadata"; `load(dir)` passes dir as the "path" option."""

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
 
 from analytics.group_rules import GROUP_RULE_NAMES
 from analytics.rules_shared import check_leader_in_isr
+from analytics.spark_session import map_in_arrow
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
@@ -532,20 +533,6 @@ def pick_replay_source(
     return ReplaySource(node, None, log_start)
 
 
-def file_summary(batches: DataFrame) -> list[dict[str, Any]]:
-    """One small row per file, from the batch rows: node, role, kind, first/last good offset,
-    batches, records, damaged regions."""
-    good = F.col("damage").isNull()
-    return [r.asDict() for r in batches.groupBy("node", "role", "kind", "file",
-                                                "snapshot_end_offset")
-            .agg(F.min(F.when(good, F.col("base_offset"))).alias("first_offset"),
-                 F.max(F.when(good, F.col("last_offset"))).alias("last_offset"),
-                 F.sum(F.when(good, 1).otherwise(0)).alias("batches"),
-                 F.sum(F.when(good, F.col("last_offset") - F.col("base_offset") + 1)
-                       .otherwise(0)).alias("records"),
-                 F.sum(F.when(good, 0).otherwise(1)).alias("corrupt")).collect()]
-
-
 def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
     logs: dict[tuple[int, str], list[int]] = {}
     for r in summary:
@@ -604,7 +591,7 @@ def replay_partitions(df: DataFrame, summary: list[dict[str, Any]]) -> DataFrame
                .unionByName(cluster_configs.select(*columns)))
     ordered = grouped.repartition("topic_id", "partition_id").sortWithinPartitions(
         "topic_id", "partition_id", "seq_major", "seq_minor")
-    return ordered.mapInArrow(_replay_batches, schema=REPLAY_OUTPUT_SCHEMA)
+    return map_in_arrow(ordered, _replay_batches, REPLAY_OUTPUT_SCHEMA)
 
 
 def partition_rule_results(replayed: DataFrame | None) -> list[RuleResult]:

@@ -4,11 +4,16 @@ project's virtualenv Python on the executors, no UI, few shuffle partitions, qui
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from analytics.broker_inputs import (
     AckJournalDataSource,
@@ -24,6 +29,53 @@ DEFAULT_MASTER = "local[2]"
 # rows of a million-record audit spill to disk. Still a bound: no data is collected to the
 # driver's Python side. Read at JVM start only (an already running session keeps its own).
 DEFAULT_DRIVER_MEMORY = "4g"
+# A small input (a demo cluster's logs: thousands of records) costs Spark mostly fixed work:
+# JIT-compiling Spark itself and generating code for each query. C1 alone (no C2 tier)
+# compiles much less and is fast enough for so few rows; whole-stage codegen (a Janino
+# compile per query stage) is off, the interpreted operators win below ~1e5 rows; one shuffle
+# partition per core. Read at JVM start only, like the memory.
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
+SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false"}
+# Starting Spark's JVM loads and verifies ~20k classes: with a class-data archive of them
+# (Java's dynamic CDS: written at the driver JVM's exit by the first session on this machine,
+# mapped by the next ones) start-up takes about 40% less CPU here. The archive is per user,
+# pyspark version, Python environment and Java; one a JVM cannot use (another classpath) is
+# ignored by the JVM. JVM logging is limited to errors so that a CDS warning never reaches
+# the CLI's stdout.
+CDS_JAVA_LOG = "-Xlog:disable -Xlog:all=error:stderr"
+# The JVM writes the archive in its last seconds, after the Python process that started it has
+# gone: an archive untouched this long is whole.
+CDS_SETTLED_S = 30.0
+
+
+def _cds_archive() -> Path:
+    import hashlib
+
+    import pyspark
+
+    java = os.path.realpath(shutil.which("java") or "java")
+    key = hashlib.sha1(f"{pyspark.__version__}|{sys.prefix}|{java}".encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"minikraft-spark-{os.getuid()}-{key}.jsa"
+
+
+def cds_java_options() -> str:
+    """Use the class-data archive if there is one; else have this JVM write one at its exit
+    (to a file of its own, renamed into place by a later start: two audits never write one
+    file, and a half-written archive is never used)."""
+    archive = _cds_archive()
+    if not archive.exists():
+        for written in archive.parent.glob(archive.name + ".*"):
+            pid = written.suffix[1:]
+            try:
+                settled = time.time() - written.stat().st_mtime > CDS_SETTLED_S
+            except OSError:
+                continue
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists() and settled:
+                os.replace(written, archive)  # its JVM has exited and finished writing
+                break
+    if archive.exists():
+        return f"-XX:SharedArchiveFile={archive} {CDS_JAVA_LOG}"
+    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()} {CDS_JAVA_LOG}"
 # Spark's INFO/WARN chatter would drown the CLI's own output on stderr; errors still show.
 _LOG4J2_PROPERTIES = """\
 rootLogger.level = error
@@ -49,13 +101,21 @@ def build_session(
     shuffle_partitions: int = 8,
     extra_conf: dict[str, str] | None = None,
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    small_input: bool = False,
 ) -> SparkSession:
-    """A session with the minikraft-metadata data source registered."""
+    """A session with the minikraft-metadata data source registered; small_input: tuned for
+    a few thousand rows (SMALL_INPUT_JAVA_OPTIONS, SMALL_INPUT_CONF)."""
     # Executors must run the same interpreter and see the same packages as the driver.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     java_options = f"-Dlog4j2.configurationFile=file:{_log4j2_config()}"
+    conf = dict(extra_conf or {})
+    if small_input:
+        java_options += f" {SMALL_INPUT_JAVA_OPTIONS}"
+        conf = {**SMALL_INPUT_CONF, **conf}
+    # The archive is the driver's alone: an executor JVM (a standalone cluster) never writes it.
+    driver_java_options = f"{java_options} {cds_java_options()}"
     python_path = os.pathsep.join(
         p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
@@ -71,12 +131,12 @@ def build_session(
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.executorEnv.PYTHONPATH", python_path)
-        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.driver.extraJavaOptions", driver_java_options)
         .config("spark.executor.extraJavaOptions", java_options)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
     )
-    for key, value in (extra_conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -88,3 +148,70 @@ def register_data_sources(spark: SparkSession) -> None:
     for source in (MetadataLogDataSource, MetadataBatchDataSource, BrokerJournalDataSource, AckJournalDataSource,
                    ConsumerJournalDataSource, PartitionLogDataSource):
         spark.dataSource.register(source)
+
+
+# -- Python in the driver for a small input ---------------------------------------------------
+# Each rule that runs plain Python over rows (the partition replay, rules 20, 22, 23) does it in
+# Python workers: a worker's start (a fork of Spark's daemon, importing pyspark, pyarrow and the
+# rules' modules) costs seconds of CPU, more than a demo cluster's few thousand rows take. With
+# this session setting "true" (analytics.audit sets it for a small input) the same functions
+# run in the driver's process over the rows collected as Arrow, and their output goes back to
+# Spark as a DataFrame: the same code and the same output, without a worker.
+PYTHON_IN_DRIVER_CONF = "minikraft.audit.pythonInDriver"
+
+
+def python_in_driver(spark: SparkSession) -> bool:
+    return spark.conf.get(PYTHON_IN_DRIVER_CONF, "false") == "true"
+
+
+def _from_arrow(spark: SparkSession, batches: list[Any], schema: StructType) -> DataFrame:
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema)
+    table = pa.Table.from_batches([b.cast(arrow_schema) if b.schema != arrow_schema else b
+                                   for b in batches], schema=arrow_schema)
+    return spark.createDataFrame(table, schema=schema)
+
+
+def map_in_arrow(df: DataFrame, fn: Callable[[Iterator[Any]], Iterator[Any]],
+                 schema: StructType | str) -> DataFrame:
+    """df.mapInArrow(fn, schema), or fn over all of df's rows in the driver (python_in_driver).
+    One call over every Spark partition in turn: fine for fn that streams over its batches
+    (each partition's rows arrive whole and in order, as in a task)."""
+    spark = df.sparkSession
+    if not python_in_driver(spark):
+        return df.mapInArrow(fn, schema)
+    struct = _struct(spark, schema)
+    return _from_arrow(spark, list(fn(iter(df.toArrow().to_batches()))), struct)
+
+
+def cogroup_in_arrow(left: DataFrame, right: DataFrame, keys: list[str],
+                     fn: Callable[[Any, Any], Any], schema: StructType | str) -> DataFrame:
+    """left.groupBy(keys).cogroup(right.groupBy(keys)).applyInArrow(fn, schema), or the same
+    calls (one per key present on either side) in the driver (python_in_driver)."""
+    spark = left.sparkSession
+    if not python_in_driver(spark):
+        return left.groupBy(*keys).cogroup(right.groupBy(*keys)).applyInArrow(fn, schema=schema)
+    import pyarrow.compute as pc
+
+    tables = left.toArrow(), right.toArrow()
+    found = sorted({tuple(row[k] for k in keys) for table in tables
+                    for row in table.select(keys).to_pylist()}, key=repr)
+    out: list[Any] = []
+    for key in found:
+        parts = []
+        for table in tables:
+            mask = None
+            for name, value in zip(keys, key, strict=True):
+                test = pc.is_null(table[name]) if value is None else pc.equal(table[name], value)
+                mask = test if mask is None else pc.and_(mask, test)
+            parts.append(table.filter(mask))
+        out += fn(*parts).to_batches()
+    return _from_arrow(spark, out, _struct(spark, schema))
+
+
+def _struct(spark: SparkSession, schema: StructType | str) -> StructType:
+    if isinstance(schema, StructType):
+        return schema
+    return spark.createDataFrame([], schema).schema

@@ -6,6 +6,7 @@ pass, not another system."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -14,10 +15,12 @@ from typing import Any
 
 from cluster.bench.report import make_report, row
 
-NOTE = ("same files, same run; Spark local[2] (decodes the replay source's records, compares "
+NOTE = ("same files, same run; Spark local[2] (decodes the replay source's records outside "
+        "Spark into Parquet, batch by batch into Arrow columns, while the JVM starts; compares "
         "the other replicas batch by batch: base offset, epoch, CRC) vs one Python process "
         "(decodes every replica's records); wall time incl. Spark start-up; on a shared "
-        "machine both sides compete with whatever else runs")
+        "machine both sides compete with whatever else runs: the CPU line (the audit's whole "
+        "process tree against the baseline's process) is the one to compare")
 
 
 def log_length(directory: Path) -> int:
@@ -52,6 +55,7 @@ def run_audit_bench(
     from analytics.baseline import run_baseline
     from analytics.datasource import discover_files
     from analytics.generate import generate_cluster_dir
+    from analytics.phase_clock import PhaseClock
 
     if quick:
         records = 100_000
@@ -63,12 +67,18 @@ def run_audit_bench(
         if not discover_files(directory):
             generate_cluster_dir(directory, records)
         records = log_length(directory)
+        load_before = os.getloadavg()
+        clock = PhaseClock()
         started = time.perf_counter()
-        audit = run_audit(directory, master=master, spark=spark)
+        clock("start")
+        audit = run_audit(directory, master=master, spark=spark, progress=clock)
+        clock.finish()
         audit_s = time.perf_counter() - started
-        started = time.perf_counter()
+        audit_cpu = clock.total()[1]
+        started, cpu_started = time.perf_counter(), time.process_time()
         baseline = run_baseline(directory)
         baseline_s = time.perf_counter() - started
+        baseline_cpu = time.process_time() - cpu_started
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -76,13 +86,21 @@ def run_audit_bench(
         raise RuntimeError(
             f"audit ({audit.verdict}) and baseline ({baseline.verdict}) disagree on the same files"
         )
+    phases = "; ".join(f"{p['phase'] or 'end'}: {p['wall_s']} s wall, {p['cpu_s']} s CPU"
+                       for p in clock.to_json())
     return make_report(
         "audit",
         "single-process baseline",
-        [row(f"audit wall time, {records:,} records", "s", "lower", audit_s, baseline_s)],
+        [row(f"audit wall time, {records:,} records", "s", "lower", audit_s, baseline_s),
+         row("audit CPU time (process tree)", "s", "lower", audit_cpu, baseline_cpu)],
         [NOTE, f"{audit.inputs['records']:,} rows read from {audit.inputs['files']} files "
-               f"of {audit.inputs['nodes']} nodes"],
+               f"of {audit.inputs['nodes']} nodes",
+         "load average before the audit: " + ", ".join(f"{v:.2f}" for v in load_before),
+         f"audit phases (CPU of the audit's process tree: driver, staging pool, JVM, Python "
+         f"workers): {phases}"],
         records=records,
         rows=audit.inputs["records"],
         verdict=audit.verdict,
+        phases=clock.to_json(),
+        load_average_before=[round(v, 2) for v in load_before],
     )

@@ -78,20 +78,16 @@ def audit(directory: Path, master: str, report_dir: Path | None, output: str) ->
     """Check the rules of INVARIANTS.md on the files a cluster wrote (exit 1 on a violation)."""
     from analytics.audit import AuditInputError, run_audit
     from analytics.datasource import discover_files
-    from analytics.spark_session import build_session
 
     if not discover_files(directory):
         fail(f"no metadata log segments or snapshots under {directory}", EXIT_USAGE)
     with _SparkProgress() as progress:
-        spark = build_session(master)
-        progress.watch(spark)
         try:
-            result = run_audit(directory, master=master, report_dir=report_dir, spark=spark,
-                               progress=progress.set_phase)
+            # run_audit starts Spark while it decodes the files, and stops it.
+            result = run_audit(directory, master=master, report_dir=report_dir,
+                               progress=progress.set_phase, on_session=progress.watch)
         except AuditInputError as exc:
             fail(str(exc), EXIT_USAGE)
-        finally:
-            spark.stop()
     if output == "json":
         emit_json(result.to_json())
     else:

@@ -186,9 +186,14 @@ def check(rules: dict[int | str, Any], files: dict[str, Path]) -> None:
     assert (skipped.violations[0]["group_id"], skipped.violations[0]["offset"]) == ("skipper", 1)
 
 
-def test_rules_20_22_23_on_hand_made_cluster(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("python_in_driver", [True, False], ids=["in-driver", "workers"])
+def test_rules_20_22_23_on_hand_made_cluster(spark: SparkSession, tmp_path: Path,
+                                             python_in_driver: bool) -> None:
+    """The rules' Python in Python workers (mapInArrow, cogroup applyInArrow) and in the
+    driver (a small input's way, analytics.spark_session.map_in_arrow): the same results."""
     files = build_cluster(tmp_path / "cluster")
-    result = run_audit(tmp_path / "cluster", spark=spark, report_dir=tmp_path / "report")
+    result = run_audit(tmp_path / "cluster", spark=spark, report_dir=tmp_path / "report",
+                       python_in_driver=python_in_driver)
     check({r.rule: r for r in result.rules}, files)
     assert result.verdict == "violations"
     assert result.inputs["broker_journals"] == 3 and result.inputs["ack_journals"] == 1
