@@ -13,7 +13,7 @@ import pytest
 
 from broker.core import messages as bm
 from broker.runtime.partition_log import LogDirCheckpoints
-from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
+from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings, wait_for_change
 from controller.core import messages as cm
 from controller.core.metadata_image import (
     MIN_INSYNC_REPLICAS,
@@ -224,4 +224,25 @@ async def test_periodic_checkpoint_writes_a_snapshot_in_a_thread(tmp_path: Path)
     await rm.write_checkpoints_off_loop()
     assert checkpoints.log_start_offset_path.stat().st_mtime_ns == before
     assert checkpoints.read_recovery_points() == {("t", 0): 2}
+    await rm.close()
+
+
+async def test_a_woken_fetch_reads_after_what_this_turn_appends(tmp_path: Path) -> None:
+    # The append that wakes a parked fetch and the ones already queued in the same loop turn
+    # reach the follower in one answer (replica_manager._TURNS_BEFORE_READ).
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    hosted = rm.partitions[("t", 0)]
+    seen: list[str] = []
+
+    async def parked_fetch() -> list[str]:
+        await wait_for_change([hosted], 5)
+        return list(seen)  # what the fetch would read now
+
+    parked = asyncio.ensure_future(parked_fetch())
+    await asyncio.sleep(0)
+    hosted.notify()
+    asyncio.get_running_loop().call_soon(seen.append, "queued append")
+    assert await asyncio.wait_for(parked, 1) == ["queued append"]
+    assert not hosted.waiters  # the parked fetch left no waiter behind
     await rm.close()
