@@ -258,6 +258,9 @@ async def run_chaos(
     restarted = await faults.heal_all()
     faults.record("healed", restarted=restarted)
     healed_ms = now_ms()
+    # One monotonic clock for both recovery times (healthy, then writes flowing), so the first
+    # can never read later than the second (a wall-clock ms and a monotonic start did, in CI).
+    healed_at = time.monotonic()
     # Keep producing while the cluster recovers, so the windows show when writes resumed.
     recovered, healthy_s, problem = await wait_recovered(cluster, recovery_timeout_s)
     flowing = await workload.wait_writes_flow(
@@ -267,7 +270,7 @@ async def run_chaos(
         recovered, problem = False, problem or "a partition took no acks=all write after the heal"
     # Time to recover after the final heal: every partition has a leader and ISR >= min ISR
     # (`health`), and then an acks=all write succeeded on every partition.
-    recovery_s = (now_ms() - healed_ms) / 1000
+    recovery_s = time.monotonic() - healed_at
     stop.set()
     await producing
     read = await workload.read_back()
