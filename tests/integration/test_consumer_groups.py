@@ -227,6 +227,14 @@ class KafkaPythonMember(threading.Thread):
         bootstrap, topic, group = self.args
         consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
         try:
+            # kafka-python 3.0.12 can lose a join: when the leader's metadata changes after it
+            # assigned (it joined before its first answer for the topic, KAFKA-3949's race), it
+            # rejoins without setting `rejoin_needed`; if poll's timeout splits that join, the
+            # finished assignment makes `need_rejoin()` false and `join_group_async` never awaits
+            # it, so `_on_join_complete` never runs and the member holds no partitions (its
+            # coordinator/base.py and coordinator/consumer.py). Asking the topic's partitions
+            # first (a public, blocking metadata call) means the first join already sees them.
+            _wait(lambda: consumer.partitions_for_topic(topic), 30, f"{topic} in the metadata")
             while not self.done.is_set() and time.monotonic() < self.deadline:
                 for tp, records in consumer.poll(timeout_ms=100).items():
                     self.records.extend((tp.partition, r.offset) for r in records)
