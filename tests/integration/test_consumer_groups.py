@@ -209,6 +209,25 @@ def _poll_kafka_python(
                 seen.extend((tp.partition, r.offset) for r in records)
 
 
+def _kafka_python_member(bootstrap: str, topic: str, group: str) -> Any:
+    """A kafka-python consumer subscribed to `topic`, with the topic already in its metadata.
+
+    kafka-python 3.0.12 can lose a join: when the leader's metadata changes after it assigned
+    (it joined before its first answer for the topic, KAFKA-3949's race), it rejoins without
+    setting `rejoin_needed`; if poll's timeout splits that join, the finished assignment makes
+    `need_rejoin()` false, `join_group_async` never awaits it, `_on_join_complete` never runs and
+    the member holds no partitions (its coordinator/base.py and coordinator/consumer.py). Asking
+    the topic's partitions first (a public, blocking metadata call) lets the first join see them.
+    """
+    consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+    try:
+        _wait(lambda: consumer.partitions_for_topic(topic), 30, f"{topic} in the metadata")
+    except BaseException:
+        consumer.close()
+        raise
+    return consumer
+
+
 class KafkaPythonMember(threading.Thread):
     """One kafka-python consumer polling in its own thread (a JoinGroup blocks its caller until
     the rebalance completes, so two members must not share a thread)."""
@@ -225,16 +244,8 @@ class KafkaPythonMember(threading.Thread):
 
     def run(self) -> None:
         bootstrap, topic, group = self.args
-        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+        consumer = _kafka_python_member(bootstrap, topic, group)
         try:
-            # kafka-python 3.0.12 can lose a join: when the leader's metadata changes after it
-            # assigned (it joined before its first answer for the topic, KAFKA-3949's race), it
-            # rejoins without setting `rejoin_needed`; if poll's timeout splits that join, the
-            # finished assignment makes `need_rejoin()` false and `join_group_async` never awaits
-            # it, so `_on_join_complete` never runs and the member holds no partitions (its
-            # coordinator/base.py and coordinator/consumer.py). Asking the topic's partitions
-            # first (a public, blocking metadata call) means the first join already sees them.
-            _wait(lambda: consumer.partitions_for_topic(topic), 30, f"{topic} in the metadata")
             while not self.done.is_set() and time.monotonic() < self.deadline:
                 for tp, records in consumer.poll(timeout_ms=100).items():
                     self.records.extend((tp.partition, r.offset) for r in records)
@@ -590,7 +601,7 @@ def test_consumer_groups_cli_lists_describes_resets_and_deletes(up: Up) -> None:
     _create(admin, NewTopic(topic, 2, 3))
     _wait_leaders(admin, topic, 2)
     _produce(up.bootstrap, topic, 10, 2)
-    member = kafka.KafkaConsumer(topic, bootstrap_servers=up.bootstrap, group_id=group)
+    member = _kafka_python_member(up.bootstrap, topic, group)
     try:
         seen: list[tuple[int, int]] = []
         deadline = time.monotonic() + 30
