@@ -19,15 +19,15 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.static.primitive import i16, i32
 
 from kafkawire import codec, describe_topic_partitions, elect_leaders_v3, get_replica_log_info
 from kafkawire.api_keys import ApiKey
 from kafkawire.errors import Errors
-from kafkawire.framing import frame
 
+_I16 = struct.Struct(">h")
+_REQUEST_PREFIX = struct.Struct(">Ihhi")  # frame length, then _API_HEAD
+_RESPONSE_PREFIX = struct.Struct(">Ii")  # frame length, correlation id
 _API_HEAD = struct.Struct(">hhi")  # api key, api version, correlation id: every header starts so
 _CUSTOM: dict[tuple[int, int], tuple[type, type]] = {
     (int(ApiKey.GET_REPLICA_LOG_INFO), 0): (
@@ -148,6 +148,7 @@ def _is_flexible(schema: type) -> bool:
     return bool(getattr(schema, "__flexible__", False))
 
 
+@cache
 def request_header_is_v2(api_key: int, version: int) -> bool:
     """Header v2 for flexible request versions, v1 otherwise. An ApiVersions version newer
     than any schema still parses its header as v2 (Kafka: ApiVersions v3+ is flexible)."""
@@ -158,19 +159,34 @@ def request_header_is_v2(api_key: int, version: int) -> bool:
 
 def decode_request_header(payload: bytes) -> tuple[RequestHeader, int]:
     """The header and the offset where the body starts."""
-    api_key, api_version, _ = peek_header(payload)
-    header_cls = RequestHeaderV2 if request_header_is_v2(api_key, api_version) else RequestHeaderV1
-    header: Any
+    api_key, api_version, correlation_id = peek_header(payload)
+    v2 = request_header_is_v2(api_key, api_version)
+    # Read by hand on every request: key, version, correlation id, then client_id (a nullable
+    # int16-length string in both versions) and, in v2, tagged fields (almost always none).
+    offset = _API_HEAD.size
+    if len(payload) >= offset + 2:
+        (length,) = _I16.unpack_from(payload, offset)
+        end = offset + 2 + max(length, 0)
+        if end + v2 <= len(payload) and (not v2 or payload[end] == 0):
+            try:
+                client_id = None if length < 0 else payload[offset + 2 : end].decode()
+            except UnicodeDecodeError:
+                pass  # kio's reader below names the problem
+            else:
+                header = RequestHeader(api_key, api_version, correlation_id, client_id)
+                return header, end + v2
+    header_cls = RequestHeaderV2 if v2 else RequestHeaderV1
+    kio_header: Any
     try:
-        header, size = codec.reader(header_cls)(payload, 0)
+        kio_header, size = codec.reader(header_cls)(payload, 0)
     except Exception as exc:  # kio raises several types for garbage
         raise UndecodableRequestError(f"undecodable request header: {exc}") from None
     return (
         RequestHeader(
-            int(header.request_api_key),
-            int(header.request_api_version),
-            int(header.correlation_id),
-            header.client_id,
+            int(kio_header.request_api_key),
+            int(kio_header.request_api_version),
+            int(kio_header.correlation_id),
+            kio_header.client_id,
         ),
         size,
     )
@@ -197,16 +213,21 @@ def _write(entity: Any) -> bytes:
 def encode_request(body: Any, correlation_id: int, client_id: str | None) -> bytes:
     """A framed request for a kio request entity (its class knows api key and version)."""
     api_key, version = int(body.__api_key__), int(body.__version__)
-    header_cls: Any = RequestHeaderV2 if request_header_is_v2(api_key, version) else RequestHeaderV1
-    header = header_cls(
-        request_api_key=i16(api_key),
-        request_api_version=i16(version),
-        correlation_id=i32(correlation_id),
-        client_id=client_id,
+    client = b"\xff\xff" if client_id is None else _string(client_id)
+    tags = b"\x00" if request_header_is_v2(api_key, version) else b""  # no tagged fields
+    payload = _write(body)
+    head = _REQUEST_PREFIX.pack(
+        _API_HEAD.size + len(client) + len(tags) + len(payload), api_key, version, correlation_id
     )
-    return frame(_write(header) + _write(body))
+    return b"".join((head, client, tags, payload))
 
 
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return _I16.pack(len(raw)) + raw
+
+
+@cache
 def response_header_is_v1(api_key: int, version: int) -> bool:
     if api_key == ApiKey.API_VERSIONS:
         return False  # always v0 (KIP-511)
@@ -215,22 +236,22 @@ def response_header_is_v1(api_key: int, version: int) -> bool:
 
 def encode_response(body: Any, correlation_id: int) -> bytes:
     """A framed response for a kio response entity."""
-    api_key, version = int(body.__api_key__), int(body.__version__)
-    header: Any = (
-        ResponseHeaderV1(correlation_id=i32(correlation_id))
-        if response_header_is_v1(api_key, version)
-        else ResponseHeaderV0(correlation_id=i32(correlation_id))
-    )
-    return frame(_write(header) + _write(body))
+    payload = _write(body)
+    if response_header_is_v1(int(body.__api_key__), int(body.__version__)):
+        # Header v1: the correlation id, then no tagged fields.
+        return _RESPONSE_PREFIX.pack(len(payload) + 5, correlation_id) + b"\x00" + payload
+    return _RESPONSE_PREFIX.pack(len(payload) + 4, correlation_id) + payload
 
 
 def decode_response(payload: bytes, api_key: int, version: int) -> tuple[int, Any]:
     """(correlation id, kio body) of one response payload to a request of (api key, version)."""
-    header_cls: Any = (
-        ResponseHeaderV1 if response_header_is_v1(api_key, version) else ResponseHeaderV0
-    )
-    header: Any
+    correlation_id = peek_correlation_id(payload)
+    offset = 4
+    if response_header_is_v1(api_key, version):
+        if len(payload) > 4 and payload[4] == 0:
+            offset = 5  # no tagged fields
+        else:
+            _header, offset = codec.reader(ResponseHeaderV1)(payload, 0)
     body: Any
-    header, offset = codec.reader(header_cls)(payload, 0)
     body, _end = codec.reader(response_schema(api_key, version))(payload, offset)
-    return int(header.correlation_id), body
+    return correlation_id, body

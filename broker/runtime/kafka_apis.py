@@ -248,12 +248,16 @@ class KafkaApis:
                 if error is not None:
                     calls.append((topic.name, int(partition.index), _failed(error)))
                     continue
-                # Each produce appends before its first await, so order on a partition holds.
                 coroutine = self.broker.replicas.produce(
                     bm.ProduceRequest(topic.name, int(partition.index), records, acks, timeout_ms)
                 )
-                calls.append((topic.name, int(partition.index), asyncio.ensure_future(coroutine)))
-        results = [await call for _t, _p, call in calls]
+                calls.append((topic.name, int(partition.index), coroutine))
+        if len(calls) == 1:  # the common case: no task needed to wait on one partition
+            results = [await calls[0][2]]
+        else:
+            # Each produce appends before its first await, so order on a partition holds.
+            tasks = [asyncio.ensure_future(call) for _t, _p, call in calls]
+            results = [await task for task in tasks]
         if acks == ACKS_NONE:
             return None  # Kafka sends no response to acks=0
         schema = _response(ApiKey.PRODUCE, version)

@@ -256,7 +256,7 @@ class PartitionLog:
         self.epoch_cache = LeaderEpochCache()
         self._load_epoch_cache(recovery_point)
         self.producer_state = ProducerStateManager()
-        self._segment_count = len(self._log.segment_paths())
+        self._segment_count = self._log.segment_count()
         self._load_producer_state()
 
     # ---- recovery ----
@@ -357,7 +357,7 @@ class PartitionLog:
             (self.directory / snapshot_file_name(old)).unlink(missing_ok=True)
 
     def _after_append(self) -> None:
-        count = len(self._log.segment_paths())
+        count = self._log.segment_count()
         if count != self._segment_count:
             self._segment_count = count
             self.take_producer_snapshot()
@@ -453,7 +453,8 @@ class PartitionLog:
                     dup.first_offset, dup.last_offset,
                 )
                 return AppendInfo(dup.first_offset, dup.last_offset, 0)
-            self._log.append_as_follower(b"".join(stamped))  # decodes and CRC-checks each batch
+            # validate_batch checked each CRC above; the stamped offset and epoch are outside it.
+            self._log.append_as_follower(b"".join(stamped), crc_checked=True)
         except UnsupportedMagicError as exc:
             raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, str(exc)) from exc
         except CorruptBatchError as exc:
@@ -523,7 +524,7 @@ class PartitionLog:
                 "Partition %s: truncated from %d to %d", self.name, old_end, offset
             )
             # Kafka's truncateAndReload: the newest snapshot at or below the cut, then replay.
-            self._segment_count = len(self._log.segment_paths())
+            self._segment_count = self._log.segment_count()
             self._load_producer_state()
         self._unflushed_messages = max(0, self.log_end_offset - self.flushed_offset)
         return self.log_end_offset

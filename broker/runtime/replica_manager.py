@@ -473,17 +473,24 @@ class ReplicaManager:
             self._sync_log(hosted, ts)
         if request.acks == ACKS_ALL:
             ack_id = next(self._ack_ids)
-            future: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Errors] = loop.create_future()
             self._acks[ack_id] = future
+            # The request's timeout answers REQUEST_TIMED_OUT through the same future (one
+            # timer per produce; wait_for and shield would add a task and two futures).
+            timer = loop.call_later(
+                request.timeout_ms / 1000, self._finish_ack, ack_id, Errors.REQUEST_TIMED_OUT
+            )
             self.apply_ready(
                 hosted, state.await_high_watermark(ack_id, info.base_offset, info.last_offset, ts)
             )
             try:
-                error = await asyncio.wait_for(asyncio.shield(future), request.timeout_ms / 1000)
-            except TimeoutError:
-                state.cancel_ack(ack_id)
+                error = await future
+            finally:
+                timer.cancel()
                 self._acks.pop(ack_id, None)
-                error = Errors.REQUEST_TIMED_OUT
+            if error is Errors.REQUEST_TIMED_OUT:
+                state.cancel_ack(ack_id)
             if error is not Errors.NONE:
                 return self._produce_error(hosted, error, "acks=all not satisfied")
         return bm.ProduceResponse(

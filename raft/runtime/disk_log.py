@@ -27,8 +27,16 @@ import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
 
-from raft.core.record_batch import Record, RecordBatch, decode_batch, encode_batch, verify_batch
+from raft.core.record_batch import (
+    Record,
+    RecordBatch,
+    decode_batch,
+    encode_batch,
+    read_header,
+    verify_batch,
+)
 from raft.core.replicated_log import OffsetAndEpoch, SnapshotId
 from raft.runtime.fsutil import (
     StorageError,
@@ -56,6 +64,10 @@ DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
 RETAINED_SNAPSHOTS = 2
 
 _log = logging.getLogger(__name__)
+
+
+def _base_offset(segment: Segment) -> int:
+    return segment.base_offset
 
 
 class _PendingBatch:
@@ -229,12 +241,17 @@ class DiskLog:
         (every later call raises the same StorageError), as Kafka takes a log dir offline."""
         try:
             yield
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:
+            self._go_offline(exc, action)
+
+    def _go_offline(self, exc: StorageError | OSError, action: str) -> NoReturn:
+        """_fail_on_storage_error's body, for the append and flush paths that run per produce
+        and catch inline (a generator context manager per call costs more than the write)."""
+        if isinstance(exc, StorageError):
             self._failure = exc
-            raise
-        except OSError as exc:
-            self._failure = storage_error_from(exc, action)
-            raise self._failure from exc
+            raise exc
+        self._failure = storage_error_from(exc, action)
+        raise self._failure from exc
 
     # ---- ReplicatedLog ----
 
@@ -358,8 +375,12 @@ class DiskLog:
         self._append_batches([_PendingBatch(raw, base_offset, last_offset, epoch)])
         return OffsetAndEpoch(last_offset, epoch)
 
-    def append_as_follower(self, raw_batches: bytes) -> int:
+    def append_as_follower(self, raw_batches: bytes, *, crc_checked: bool = False) -> int:
+        """Append batches that already carry their offsets (a follower's fetch, or a leader's
+        stamped produce). `crc_checked`: the caller has just verified every batch's CRC (a
+        leader's LogValidator pass), so only lengths, offsets and epochs are checked again."""
         self._check_usable()
+        header_of = read_header if crc_checked else verify_batch
         pending: list[_PendingBatch] = []
         position = 0
         expected_offset = self.end_offset()
@@ -367,7 +388,7 @@ class DiskLog:
         view = memoryview(raw_batches)
         # Validate everything first, so a bad batch leaves the log untouched.
         while position < len(view):
-            batch = verify_batch(view, position)  # CRC'd header: records not needed
+            batch = header_of(view, position)  # the header only: records not needed
             size = batch.size
             if batch.base_offset != expected_offset:
                 raise ValueError(
@@ -392,26 +413,31 @@ class DiskLog:
 
     def _append_batches(self, batches: list[_PendingBatch]) -> None:
         """Write batches to the active segment, rolling to a new one past segment_bytes."""
-        with self._fail_on_storage_error(f"append to log {self.directory}"):
-            segment = self._segments[-1]
-            position = segment.size_bytes
-            chunk: list[bytes] = []
-            entries: list[BatchEntry] = []
-            for batch in batches:
-                size = len(batch.raw)
-                if position and position + size > self.segment_bytes:
-                    if chunk:
-                        self._write(segment, chunk, entries)
-                        chunk, entries = [], []
-                    segment = self._roll()
-                    position = 0
-                chunk.append(batch.raw)
-                entries.append(
-                    BatchEntry(batch.base_offset, batch.last_offset, position, size, batch.epoch)
-                )
-                position += size
-            if chunk:
-                self._write(segment, chunk, entries)
+        try:
+            self._write_batches(batches)
+        except (StorageError, OSError) as exc:
+            self._go_offline(exc, f"append to log {self.directory}")
+
+    def _write_batches(self, batches: list[_PendingBatch]) -> None:
+        segment = self._segments[-1]
+        position = segment.size_bytes
+        chunk: list[bytes] = []
+        entries: list[BatchEntry] = []
+        for batch in batches:
+            size = len(batch.raw)
+            if position and position + size > self.segment_bytes:
+                if chunk:
+                    self._write(segment, chunk, entries)
+                    chunk, entries = [], []
+                segment = self._roll()
+                position = 0
+            chunk.append(batch.raw)
+            entries.append(
+                BatchEntry(batch.base_offset, batch.last_offset, position, size, batch.epoch)
+            )
+            position += size
+        if chunk:
+            self._write(segment, chunk, entries)
 
     def _write(self, segment: Segment, chunk: list[bytes], entries: list[BatchEntry]) -> None:
         segment.append(b"".join(chunk), entries)
@@ -485,11 +511,13 @@ class DiskLog:
         pending, self._unflushed = self._unflushed, set()
         pending.add(self._segments[-1])
         directory_dirty, self._directory_dirty = self._directory_dirty, False
-        with self._fail_on_storage_error(f"flush log {self.directory}"):
-            for segment in sorted(pending, key=lambda s: s.base_offset):
+        try:
+            for segment in sorted(pending, key=_base_offset) if len(pending) > 1 else pending:
                 segment.flush()
             if directory_dirty:
                 fsync_dir(self.directory)
+        except (StorageError, OSError) as exc:
+            self._go_offline(exc, f"flush log {self.directory}")
         self._flushed_offset = max(self._flushed_offset, min(target, self.end_offset()))
 
     def latest_snapshot_id(self) -> SnapshotId | None:
@@ -584,6 +612,9 @@ class DiskLog:
                 self._snapshots.remove(old)
 
     # ---- lifecycle ----
+
+    def segment_count(self) -> int:
+        return len(self._segments)
 
     def segment_paths(self) -> list[Path]:
         return [segment.path for segment in self._segments]

@@ -13,6 +13,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from kafkawire.errors import Errors, KafkaError
 
@@ -36,15 +37,22 @@ def storage_error_from(exc: OSError, action: str) -> StorageError:
     return StorageError(f"{action} failed{where}: {name} ({exc.strerror})")
 
 
+def raise_storage_error(exc: OSError, action: str) -> NoReturn:
+    """Re-raise an OSError, as a StorageError naming the action if it is a full or failing
+    disk. The hot paths (segment writes and fsyncs) call this from a plain `except`, so the
+    message is built only on failure."""
+    if exc.errno in _STORAGE_ERRNOS:
+        raise storage_error_from(exc, action) from exc
+    raise exc
+
+
 @contextlib.contextmanager
 def storage_errors(action: str) -> Iterator[None]:
     """Turn a full or failing disk into a StorageError naming the action; other OSErrors pass."""
     try:
         yield
     except OSError as exc:
-        if exc.errno in _STORAGE_ERRNOS:
-            raise storage_error_from(exc, action) from exc
-        raise
+        raise_storage_error(exc, action)
 
 
 def fsync_dir(path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from raft.core.record_batch import CorruptBatchError, verify_batch
-from raft.runtime.fsutil import storage_errors, write_all
+from raft.runtime.fsutil import raise_storage_error, storage_errors, write_all
 
 SEGMENT_SUFFIX = ".log"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
@@ -125,19 +125,20 @@ class Segment:
         """Write already-validated batches; on a failed write the file is cut back so no torn
         bytes sit where the next batch goes."""
         size_before = self.size_bytes
-        with storage_errors(f"append to segment {self.path}"):
-            try:
-                write_all(self._fd, raw)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._fd, size_before)
-                raise
+        try:
+            write_all(self._fd, raw)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size_before)
+            raise_storage_error(exc, f"append to segment {self.path}")
         self.entries.extend(entries)
         self._last_offsets.extend(entry.last_offset for entry in entries)
 
     def read(self, position: int, size: int) -> bytes:
-        with storage_errors(f"read from segment {self.path}"):
+        try:
             data = os.pread(self._fd, size, position)
+        except OSError as exc:
+            raise_storage_error(exc, f"read from segment {self.path}")
         if len(data) != size:
             raise OSError(f"short read from segment {self.path} at byte {position}")
         return data
@@ -156,8 +157,10 @@ class Segment:
             os.fsync(self._fd)
 
     def flush(self) -> None:
-        with storage_errors(f"fsync of segment {self.path}"):
+        try:
             os.fsync(self._fd)
+        except OSError as exc:
+            raise_storage_error(exc, f"fsync of segment {self.path}")
 
     def close(self) -> None:
         if self._fd >= 0:
