@@ -158,11 +158,21 @@ class JournalDecodeError(ValueError):
     """An entry that is not a known journal event."""
 
 
+# Field names per event class, read once: a journal entry is written for every acked produce.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in EVENT_TYPES.values()
+}
+
+
 def event_to_dict(event: JournalEvent) -> dict[str, Any]:
-    body: dict[str, Any] = {"event": type(event).__name__, "version": EVENT_VERSION}
-    for f in dataclasses.fields(event):
-        value = getattr(event, f.name)
-        body[f.name] = list(value) if isinstance(value, tuple) else value
+    cls = type(event)
+    body: dict[str, Any] = {"event": cls.__name__, "version": EVENT_VERSION}
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(event))
+    for name in names:
+        value = getattr(event, name)
+        body[name] = list(value) if isinstance(value, tuple) else value
     return body
 
 

@@ -454,7 +454,7 @@ class PartitionLog:
                 )
                 return AppendInfo(dup.first_offset, dup.last_offset, 0)
             # validate_batch checked each CRC above; the stamped offset and epoch are outside it.
-            self._log.append_as_follower(b"".join(stamped), crc_checked=True)
+            self._log.append_batches(b"".join(stamped), crc_checked=True)
         except UnsupportedMagicError as exc:
             raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, str(exc)) from exc
         except CorruptBatchError as exc:
@@ -487,19 +487,16 @@ class PartitionLog:
         """Append fetched batches as they are; each new epoch enters the cache (Kafka)."""
         base_offset = self.log_end_offset
         try:
-            self._log.append_as_follower(raw_batches)
+            headers = self._log.append_batches(raw_batches)
         except CorruptBatchError as exc:
             raise KafkaError(Errors.CORRUPT_MESSAGE, str(exc)) from exc
-        position = 0
         changed = False
-        while position < len(raw_batches):
-            header = read_header(raw_batches, position)
+        for header in headers:
             if header.leader_epoch > self.epoch_cache.latest_epoch():
                 changed |= self.epoch_cache.assign(header.leader_epoch, header.base_offset)
             if not header.is_control:
                 # Followers keep the same producer state, so a new leader dedups retries.
                 self.producer_state.replay(producer_batch(header))
-            position += header.size
         self.producer_state.update_map_end_offset(self.log_end_offset)
         if changed:
             self._write_epoch_checkpoint()
@@ -560,6 +557,8 @@ class PartitionLog:
         if fetch_offset >= max_offset:
             return b""
         raw = self._log.read(fetch_offset, max_bytes)
+        if max_offset >= self.log_end_offset:
+            return raw  # every batch in the log ends below its end: a follower's read
         position = 0
         while position < len(raw):
             header = read_header(raw, position)

@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from raft.core.record_batch import (
+    BatchHeader,
     Record,
     RecordBatch,
     decode_batch,
@@ -375,11 +376,17 @@ class DiskLog:
         self._append_batches([_PendingBatch(raw, base_offset, last_offset, epoch)])
         return OffsetAndEpoch(last_offset, epoch)
 
-    def append_as_follower(self, raw_batches: bytes, *, crc_checked: bool = False) -> int:
+    def append_as_follower(self, raw_batches: bytes) -> int:
+        self.append_batches(raw_batches)
+        return self.end_offset()
+
+    def append_batches(self, raw_batches: bytes, *, crc_checked: bool = False) -> list[BatchHeader]:
         """Append batches that already carry their offsets (a follower's fetch, or a leader's
-        stamped produce). `crc_checked`: the caller has just verified every batch's CRC (a
-        leader's LogValidator pass), so only lengths, offsets and epochs are checked again."""
+        stamped produce); their headers, so the caller need not parse them again.
+        `crc_checked`: the caller has just verified every batch's CRC (a leader's LogValidator
+        pass), so only lengths, offsets and epochs are checked here."""
         self._check_usable()
+        headers: list[BatchHeader] = []
         header_of = read_header if crc_checked else verify_batch
         pending: list[_PendingBatch] = []
         position = 0
@@ -400,16 +407,19 @@ class DiskLog:
                     f"fetched batch at offset {batch.base_offset} has epoch {batch.leader_epoch} "
                     f"after epoch {epoch} in {self.directory}"
                 )
-            pending.append(
-                _PendingBatch(bytes(view[position : position + size]), batch.base_offset,
-                              batch.last_offset, batch.leader_epoch)
+            raw = (
+                raw_batches
+                if size == len(view) and isinstance(raw_batches, bytes)
+                else bytes(view[position : position + size])
             )
+            pending.append(_PendingBatch(raw, batch.base_offset, batch.last_offset, batch.leader_epoch))
+            headers.append(batch)
             epoch = batch.leader_epoch
             expected_offset = batch.next_offset
             position += size
         if pending:
             self._append_batches(pending)
-        return self.end_offset()
+        return headers
 
     def _append_batches(self, batches: list[_PendingBatch]) -> None:
         """Write batches to the active segment, rolling to a new one past segment_bytes."""
