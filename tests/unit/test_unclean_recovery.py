@@ -17,8 +17,11 @@ from kio.static.primitive import i32, i64
 from broker.core import messages as bm
 from cluster.cli.unclean_recovery_cmd import Target, exit_code, parse_partition_file, plan_document
 from controller.core import replication_control as rc
+from controller.core.config_control import UNCLEAN_LEADER_ELECTION_ENABLE
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import ElectionPolicy
 from controller.core.metadata_image import MetadataDelta, MetadataImage
+from controller.core.partition_change import ElectionKind
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     CONFIG_RESOURCE_TOPIC,
@@ -199,7 +202,7 @@ def cluster_image(
     records += [TopicRecord("foo", FOO), partition]
     if unclean:
         records.append(
-            ConfigRecord(CONFIG_RESOURCE_TOPIC, "foo", rc.UNCLEAN_LEADER_ELECTION_ENABLE, "true")
+            ConfigRecord(CONFIG_RESOURCE_TOPIC, "foo", UNCLEAN_LEADER_ELECTION_ENABLE, "true")
         )
     return apply(MetadataImage(), records)
 
@@ -211,12 +214,10 @@ def offline_record(**fields: Any) -> PartitionRecord:
 def test_unfenced_last_known_leader_waits_for_the_manager() -> None:
     image = cluster_image(offline_record(last_known_leader=1), fenced_ids=(1,))
     image = apply(image, [UnfenceBrokerRecord(1, 11)])
-    assert rc.broker_unfenced_changes(image, 1)  # rule 13: LastKnownLeader elected
-    token = rc.RECOVERY_MANAGER_ACTIVE.set(True)
-    try:
-        assert rc.broker_unfenced_changes(image, 1) == []  # rule 14: the manager decides
-    finally:
-        rc.RECOVERY_MANAGER_ACTIVE.reset(token)
+    [elected] = rc.broker_unfenced_changes(image, 1)  # rule 13: LastKnownLeader elected
+    assert elected.election is ElectionKind.LAST_KNOWN_LEADER
+    manager = ElectionPolicy(recovery_manager=True)
+    assert rc.broker_unfenced_changes(image, 1, manager) == []  # rule 14: the manager decides
 
 
 # -- the RecoveryManager, with fake brokers ----------------------------------------------------
@@ -239,7 +240,7 @@ class FakeController:
             is_active=lambda: self.active,
             active_epoch=lambda: self.epoch,
             write=self.write,
-            elr=lambda _image: True,
+            policy=lambda _image: ElectionPolicy(recovery_manager=True),
             ask=self.ask,
             clock_ms=lambda: self.now_ms,
         )
