@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import ElectionPolicy
 from controller.core.metadata_image import (
     CLUSTER_DEFAULT_RESOURCE,
     MIN_INSYNC_REPLICAS,
@@ -96,6 +97,17 @@ def elr_enabled(image: MetadataImage, default: bool = True) -> bool:
     return default if level is None else level >= 1
 
 
+def election_policy(
+    image: MetadataImage, elr_default: bool, recovery_manager: bool
+) -> ElectionPolicy:
+    """The cluster-wide ElectionPolicy the controller passes to every write (rules 10, 13, 14):
+    the image's ELR feature level (else the node's default) and whether the recovery manager
+    is on; replication_control fills in each topic's unclean setting."""
+    return ElectionPolicy(
+        elr_enabled=elr_enabled(image, elr_default), recovery_manager=recovery_manager
+    )
+
+
 def unclean_allowed(image: MetadataImage, topic_name: str) -> bool:
     """unclean.leader.election.enable: topic config, else the cluster default, else false."""
     for resource in (
@@ -106,7 +118,6 @@ def unclean_allowed(image: MetadataImage, topic_name: str) -> bool:
         if value is not None:
             return value == "true"
     return False
-
 
 
 # -- IncrementalAlterConfigs -----------------------------------------------------------------

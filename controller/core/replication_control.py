@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from controller.core import alter_partition as ap
@@ -89,9 +89,7 @@ def topic_name_error(name: str) -> str | None:
 
 def usable_brokers(image: MetadataImage) -> list[int]:
     """Brokers a new replica may be placed on: registered, unfenced, not shutting down."""
-    return sorted(
-        b.broker_id for b in image.brokers.values() if not b.fenced and not b.in_controlled_shutdown
-    )
+    return sorted(b for b in image.brokers if _usable(image, b))
 
 
 def place_replicas(
@@ -104,6 +102,41 @@ def place_replicas(
         tuple(brokers[(start_index + p + i) % count] for i in range(replication_factor))
         for p in range(num_partitions)
     ]
+
+
+def new_partition(
+    image: MetadataImage, topic_id: uuid.UUID, partition_id: int, replicas: tuple[int, ...]
+) -> PartitionRecord:
+    """A new partition (leader epoch 0): the usable replicas form the ISR (rule 12: a fenced
+    broker is in no ISR; Kafka's isActive also leaves out one in controlled shutdown) and the
+    first of them leads; callers refuse an assignment with no usable broker."""
+    isr = tuple(b for b in replicas if _usable(image, b))
+    return PartitionRecord(partition_id, topic_id, replicas, isr, leader=isr[0])
+
+
+def assignment_error(
+    image: MetadataImage, partition_id: int, replicas: Sequence[int], replication_factor: int
+) -> str | None:
+    """Kafka's checks of a manual assignment (INVALID_REPLICA_ASSIGNMENT): RF distinct brokers,
+    every one registered, at least one usable to lead."""
+    if len(replicas) != replication_factor or len(set(replicas)) != len(replicas):
+        return (
+            f"partition {partition_id}: replicas {list(replicas)} are not "
+            f"{replication_factor} distinct brokers"
+        )
+    unknown = [b for b in replicas if b not in image.brokers]
+    if unknown:
+        return f"partition {partition_id}: brokers {unknown} are not registered"
+    if not any(_usable(image, b) for b in replicas):
+        return (
+            f"partition {partition_id}: every broker of {list(replicas)} is fenced or in "
+            "controlled shutdown"
+        )
+    return None
+
+
+def _usable(image: MetadataImage, broker_id: int) -> bool:
+    return not image.is_fenced(broker_id) and not image.is_in_controlled_shutdown(broker_id)
 
 
 def create_topics(
@@ -146,10 +179,7 @@ def create_topics(
         for key in sorted(topic.configs):
             records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, topic.name, key, topic.configs[key]))
         for partition_id, replicas in enumerate(assignment):
-            # Every replica is unfenced: the first leads, all are in the ISR (leader epoch 0).
-            records.append(
-                PartitionRecord(partition_id, topic_id, replicas, replicas, leader=replicas[0])
-            )
+            records.append(new_partition(image, topic_id, partition_id, replicas))
     return ControllerResult(tuple(records), msg.CreateTopicsResponse(topics=results))
 
 
@@ -174,27 +204,18 @@ def _create_topic_error(
             Errors.INVALID_REPLICATION_FACTOR,
             f"replication factor {topic.replication_factor} is not > 0",
         )
-    if topic.replication_factor > len(brokers):
+    if not topic.assignments and topic.replication_factor > len(brokers):
+        # Kafka checks the factor against usable brokers only for placement; a manual
+        # assignment is checked broker by broker below.
         return (
             Errors.INVALID_REPLICATION_FACTOR,
             f"replication factor {topic.replication_factor} is larger than the "
             f"{len(brokers)} available broker(s)",
         )
     for partition_id, replicas in enumerate(topic.assignments):
-        # Kafka's checks of a manual assignment: one replica set per partition, same size,
-        # no broker twice, every broker registered.
-        if len(replicas) != topic.replication_factor or len(set(replicas)) != len(replicas):
-            return (
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {partition_id}: replicas {replicas} are not "
-                f"{topic.replication_factor} distinct brokers",
-            )
-        unknown = [b for b in replicas if b not in image.brokers]
-        if unknown:
-            return (
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {partition_id}: brokers {unknown} are not registered",
-            )
+        reason = assignment_error(image, partition_id, replicas, topic.replication_factor)
+        if reason is not None:
+            return Errors.INVALID_REPLICA_ASSIGNMENT, reason
     if topic.assignments and len(topic.assignments) != topic.num_partitions:
         return Errors.INVALID_REPLICA_ASSIGNMENT, "one replica set per partition is needed"
     for key, value in sorted(topic.configs.items()):

@@ -234,12 +234,9 @@ class QuorumController:
     # -- the single writer -------------------------------------------------------------------
 
     def election_policy(self, image: MetadataImage) -> ElectionPolicy:
-        """The policy every write passes to the builders (rules 10, 13, 14): the image's ELR
-        feature level (else this node's default) and whether the recovery manager is on;
-        replication_control fills in each topic's unclean setting."""
-        return ElectionPolicy(
-            elr_enabled=config_control.elr_enabled(image, self.elr_default),
-            recovery_manager=self.recovery_manager_enabled,
+        """The policy every write passes to the builders (rules 10, 13, 14)."""
+        return config_control.election_policy(
+            image, self.elr_default, self.recovery_manager_enabled
         )
 
     async def write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:
