@@ -64,6 +64,14 @@ def builder_for(
     )
 
 
+def pending_election(
+    image: MetadataImage, topic: TopicImage, partition_id: int, policy: ElectionPolicy
+) -> ElectionKind:
+    """The election PartitionChangeBuilder decides for a partition as it stands (rule 13 under
+    `policy`); the recovery manager asks it before recovering anything (rule 14)."""
+    return builder_for(image, topic, partition_id, policy).build().election
+
+
 def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
     """Every partition in a stable order (topic name, partition id): records are deterministic."""
     for name in sorted(image.topics_by_name):

@@ -222,7 +222,10 @@ class RecoveryManager:
             strategy = self.strategy_for(image, name)
             for partition_id in sorted(topic.partitions):
                 registration = topic.partitions[partition_id]
-                decision = recovery_decision(registration, image.is_fenced, strategy)
+                pending = replication_control.pending_election(
+                    image, topic, partition_id, self._policy(image)
+                )
+                decision = recovery_decision(registration, image.is_fenced, strategy, pending)
                 key = (topic.topic_id, partition_id)
                 if decision is Decision.RECOVER:
                     recovering[key] = strategy

@@ -21,7 +21,7 @@ from controller.core.config_control import UNCLEAN_LEADER_ELECTION_ENABLE
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.metadata_image import MetadataDelta, MetadataImage
-from controller.core.partition_change import ElectionKind
+from controller.core.partition_change import ElectionKind, PartitionChangeBuilder
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     CONFIG_RESOURCE_TOPIC,
@@ -133,6 +133,27 @@ def fenced(*ids: int) -> Callable[[int], bool]:
     return lambda b: b in ids
 
 
+class FencedBrokers:
+    """A BrokerView with the named brokers fenced."""
+
+    def __init__(self, *ids: int) -> None:
+        self.is_fenced = fenced(*ids)
+
+    def is_in_controlled_shutdown(self, _broker_id: int) -> bool:
+        return False
+
+
+def decide(
+    registration: PartitionRegistration, fenced_ids: tuple[int, ...], strategy: Strategy
+) -> Decision:
+    """recovery_decision with the builder's pending election under the manager's policy."""
+    builder = PartitionChangeBuilder(
+        registration, FOO, 0, FencedBrokers(*fenced_ids), 2, ElectionPolicy(recovery_manager=True)
+    )
+    pending = builder.build().election
+    return recovery_decision(registration, fenced(*fenced_ids), strategy, pending)
+
+
 def test_parse_strategy_and_mapping() -> None:
     assert parse_strategy(None, True) is Strategy.AGGRESSIVE
     assert parse_strategy(None, False) is Strategy.BALANCED
@@ -144,24 +165,24 @@ def test_parse_strategy_and_mapping() -> None:
 
 @pytest.mark.parametrize("strategy", list(Strategy))
 def test_isr_or_unfenced_elr_member_needs_no_recovery(strategy: Strategy) -> None:
-    assert recovery_decision(reg(leader=1, isr=(1,)), fenced(), strategy) is Decision.NOT_NEEDED
-    assert recovery_decision(reg(isr=(2,)), fenced(1), strategy) is Decision.NOT_NEEDED
-    assert recovery_decision(reg(elr=(1, 2)), fenced(1), strategy) is Decision.NOT_NEEDED
+    assert decide(reg(leader=1, isr=(1,)), (), strategy) is Decision.NOT_NEEDED
+    assert decide(reg(isr=(2,)), (1,), strategy) is Decision.NOT_NEEDED  # builder: CLEAN
+    assert decide(reg(elr=(1, 2)), (1,), strategy) is Decision.NOT_NEEDED  # builder: ELR
 
 
 def test_fenced_elr_members_only_aggressive_recovers() -> None:
     offline = reg(elr=(1, 2))
-    assert recovery_decision(offline, fenced(1, 2), Strategy.AGGRESSIVE) is Decision.RECOVER
-    assert recovery_decision(offline, fenced(1, 2), Strategy.BALANCED) is Decision.WAIT
-    assert recovery_decision(offline, fenced(1, 2), Strategy.NONE) is Decision.WAIT
+    assert decide(offline, (1, 2), Strategy.AGGRESSIVE) is Decision.RECOVER
+    assert decide(offline, (1, 2), Strategy.BALANCED) is Decision.WAIT
+    assert decide(offline, (1, 2), Strategy.NONE) is Decision.WAIT
 
 
 def test_no_elr_balanced_waits_for_every_last_known_elr_member() -> None:
     offline = reg(last_known_elr=(1, 2))
-    assert recovery_decision(offline, fenced(2, 3), Strategy.BALANCED) is Decision.WAIT
-    assert recovery_decision(offline, fenced(3), Strategy.BALANCED) is Decision.RECOVER
-    assert recovery_decision(offline, fenced(2, 3), Strategy.AGGRESSIVE) is Decision.RECOVER
-    assert recovery_decision(offline, fenced(), Strategy.NONE) is Decision.WAIT
+    assert decide(offline, (2, 3), Strategy.BALANCED) is Decision.WAIT
+    assert decide(offline, (3,), Strategy.BALANCED) is Decision.RECOVER
+    assert decide(offline, (2, 3), Strategy.AGGRESSIVE) is Decision.RECOVER
+    assert decide(offline, (), Strategy.NONE) is Decision.WAIT
 
 
 def test_ready_to_elect_timing() -> None:
