@@ -1,4 +1,4 @@
-"""ElectionPolicy: how the controller may elect a leader, as one value (INVARIANTS rules 10, 13, 14).
+"""ElectionPolicy: how the controller may elect a leader, one value (INVARIANTS rules 10, 13, 14).
 
 The runtime builds it from its config and the image's feature level and passes it down through
 replication_control to PartitionChangeBuilder; nothing in a core reads ambient state for it.

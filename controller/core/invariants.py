@@ -1,7 +1,8 @@
 """INVARIANTS.md rules 8-13 and 19 as checks: one function per rule, each returns violations.
 
 The scenario transcripts and property tests call them after every step and the Spark audit over
-replayed logs, so both judge a partition with the same code (rule 13: `check_leader_election`). An empty list means the rule holds.
+replayed logs, so both judge a partition with the same code (rule 13: `check_leader_election`).
+An empty list means the rule holds.
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ def check_leader_election(
         if reg.leader not in reg.replicas:
             out.append(f"rule 13: leader {reg.leader} not in replicas {list(reg.replicas)}")
         elif reg.leader not in reg.isr and not recovering:
-            out.append(f"rule 13: leader {reg.leader} not in ISR {list(reg.isr)} and not RECOVERING")
+            out.append(
+                f"rule 13: leader {reg.leader} not in ISR {list(reg.isr)} and not RECOVERING"
+            )
         if (
             before is not None
             and reg.leader != before.leader

@@ -72,7 +72,12 @@ ELECTED_KINDS = frozenset(
 
 # The kinds that elect outside the ISR: the new leader's ISR is [it] (rule 13).
 _ISR_RESET = frozenset(
-    {ElectionKind.ELR, ElectionKind.LAST_KNOWN_LEADER, ElectionKind.UNCLEAN, ElectionKind.DESIGNATED}
+    {
+        ElectionKind.ELR,
+        ElectionKind.LAST_KNOWN_LEADER,
+        ElectionKind.UNCLEAN,
+        ElectionKind.DESIGNATED,
+    }
 )
 # The unclean ones: RECOVERING, and the ELR is forgotten (rule 13, KIP-704).
 UNCLEAN_KINDS = frozenset(

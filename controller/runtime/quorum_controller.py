@@ -187,11 +187,15 @@ class QuorumController:
             )
         if api_key == ApiKey.ALTER_PARTITION:
             return await self._write(
-                lambda image: replication_control.alter_partition(image, request, self.election_policy(image)),
+                lambda image: replication_control.alter_partition(
+                    image, request, self.election_policy(image)
+                ),
                 f"AlterPartition from broker {request.broker_id}",
             )
         return await self._write(
-            lambda image: replication_control.elect_leaders(image, request, self.election_policy(image)),
+            lambda image: replication_control.elect_leaders(
+                image, request, self.election_policy(image)
+            ),
             "ElectLeaders",
         )
 
@@ -348,7 +352,11 @@ class QuorumController:
         """Fence the brokers whose `broker.session.timeout.ms` lapsed (active controller only)."""
         fenced = await self._write(
             lambda image: cluster_control.fence_expired_brokers(
-                image, self.tracker, self._clock_ms(), self.session_timeout_ms, self.election_policy(image)
+                image,
+                self.tracker,
+                self._clock_ms(),
+                self.session_timeout_ms,
+                self.election_policy(image),
             ),
             "session expired",
         )
