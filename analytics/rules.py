@@ -57,7 +57,7 @@ from raft.core.replica_key import ZERO_UUID, uuid_from_str, uuid_to_str
 METADATA_PARTITION = "__cluster_metadata-0"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 DEFAULT_MIN_INSYNC_REPLICAS = 1
-ELR_FEATURE = "eligible.leader.replicas.version"  # controller.core.replication_control's name
+ELR_FEATURE = "eligible.leader.replicas.version"  # controller.core.config_control's name
 ZERO_DIRECTORY_ID = uuid_to_str(ZERO_UUID)
 MAX_EVIDENCE = 1000  # violations listed per rule; the count is always complete
 

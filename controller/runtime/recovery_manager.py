@@ -342,7 +342,9 @@ class RecoveryManager:
             partition = result.response.replica_election_results[0].partition_result[0]
             error = None if partition.error_code == 0 else Errors.of(partition.error_code).name
             return ControllerResult(
-                result.records, Election(topic_name, key[1], partition.leader_id, error)
+                result.records,
+                Election(topic_name, key[1], partition.leader_id, error),
+                result.changes,  # the controller logs and counts the DESIGNATED election
             )
 
         election: Election = await self._write(compute, f"unclean recovery of {topic_name}")

@@ -255,6 +255,7 @@ class FakeController:
         self.logs: dict[int, bm.PartitionLogInfo] = {}
         self.broker_epochs = {1: 11, 2: 12, 3: 13}
         self.asked: list[int] = []
+        self.elections: list[ElectionKind] = []
         self.manager = RecoveryManager(
             NodeConfig(props),
             image=lambda: self.image,
@@ -269,6 +270,7 @@ class FakeController:
     async def write(self, compute: Callable[[MetadataImage], ControllerResult[Any]], _: str) -> Any:
         result = compute(self.image)
         self.image = apply(self.image, result.records)
+        self.elections += [c.election for c in result.changes]  # what the controller counts
         return result.response
 
     async def ask(
@@ -317,6 +319,7 @@ async def test_manager_balanced_waits_for_fenced_last_known_elr_then_recovers() 
     assert after.leader == 3 and after.isr == (3,)
     assert after.leader_recovery_state == LeaderRecoveryState.RECOVERING
     assert fake.manager.finished_count == 1
+    assert fake.elections == [ElectionKind.DESIGNATED]  # logged and counted as unclean
 
 
 async def test_manager_none_never_elects() -> None:
