@@ -13,7 +13,7 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.invariants import check_partition
 from controller.core.metadata_image import MetadataDelta, MetadataImage
-from controller.core.partition_change import written_records
+from controller.core.partition_change import ElectionKind, written_records
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     BROKER_FLAG_TRUE,
@@ -519,3 +519,26 @@ def test_partition_counts_for_metrics() -> None:
         "under_min_isr_partitions": 1,
         "manual_leader_election_required_partitions": 0,  # the ELR members may come back
     }
+
+
+def test_change_summaries_follow_the_builders_election_kind() -> None:
+    """The log line and the KIP-966 counters read the builder's ElectionKind (no re-derivation):
+    an ELR election, then a DESIGNATED one counted as unclean."""
+    image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2, elr=(2, 3))
+    image = fence(image, 1)
+    image = apply(image, [UnfenceBrokerRecord(3, image.brokers[3].epoch)])
+    [change] = rc.broker_unfenced_changes(image, 3)
+    summary = rc.summarize_change(image, change)
+    assert change.election is ElectionKind.ELR
+    assert summary is not None and summary.election == "ELR"
+    assert summary.message.startswith("Elected broker 3 as leader of foo-0 from ELR")
+
+    offline = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1)
+    request = msg.ElectLeadersRequest(
+        msg.ELECTION_DESIGNATED, [msg.ElectLeadersTopicPartitions("foo", [0], [2])]
+    )
+    [designated] = rc.elect_leaders(offline, request).changes
+    summary = rc.summarize_change(offline, designated)
+    assert designated.election is ElectionKind.DESIGNATED
+    assert summary is not None and summary.election == "unclean"
+    assert "(designated, RECOVERING)" in summary.message
