@@ -163,7 +163,7 @@ class LogBuilder:
               head: Sequence[MetadataRecord] = ()) -> None:
         records: list[MetadataRecord] = list(head)
         for key, builder in builders:
-            change = builder.build()
+            change = builder.build().record
             if change is not None:
                 self.partitions[key] = self.partitions[key].merge(change)
                 records.append(change)

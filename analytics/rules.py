@@ -32,12 +32,12 @@ from pyspark.sql.types import (
 )
 
 from analytics.group_rules import GROUP_RULE_NAMES
-from analytics.rules_shared import check_leader_in_isr
 from analytics.spark_session import map_in_arrow
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
     check_last_known_elr,
+    check_leader_election,
     check_recovering_isr,
     effective_min_isr,
 )
@@ -57,7 +57,7 @@ from raft.core.replica_key import ZERO_UUID, uuid_from_str, uuid_to_str
 METADATA_PARTITION = "__cluster_metadata-0"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 DEFAULT_MIN_INSYNC_REPLICAS = 1
-ELR_FEATURE = "eligible.leader.replicas.version"  # controller.core.replication_control's name
+ELR_FEATURE = "eligible.leader.replicas.version"  # controller.core.config_control's name
 ZERO_DIRECTORY_ID = uuid_to_str(ZERO_UUID)
 MAX_EVIDENCE = 1000  # violations listed per rule; the count is always complete
 
@@ -223,6 +223,7 @@ def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
                     "topic_id": row["topic_id"], "partition_id": row["partition_id"],
                     "record_type": record_type, "batch_timestamp_ms": row["batch_timestamp_ms"]}
         messages: list[str] = []
+        before = None  # the state a PartitionChangeRecord applies to (rule 13's change check)
         if record_type == "PartitionRecord":
             after = PartitionRegistration.from_record(_full_record(row, topic_uuid))
             if reg is not None and row["seq_major"] >= 0:
@@ -235,6 +236,7 @@ def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
         else:
             after = reg.merge(_change_record(row, topic_uuid))  # the one merge (STYLE.md)
             messages += check_epochs_bumped(reg, after)  # rule 8
+            before = reg
         configured = topic_min if topic_min is not None else cluster_min
         min_isr = effective_min_isr(
             configured if configured is not None else DEFAULT_MIN_INSYNC_REPLICAS,
@@ -242,7 +244,7 @@ def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
         messages += check_isr_elr_disjoint(after, min_isr, elr_enabled)  # rule 10
         if elr_enabled:
             messages += check_last_known_elr(after, min_isr)  # rule 11
-        messages += check_leader_in_isr(after)  # rule 13
+        messages += check_leader_election(after, before=before)  # rule 13, no broker view
         messages += check_recovering_isr(after)  # rule 19
         reg = after
         for message in messages:

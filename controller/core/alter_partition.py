@@ -13,10 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
 from controller.core.metadata_image import MetadataImage
-from controller.core.partition_change import PartitionChangeBuilder
+from controller.core.partition_change import (
+    PartitionChange,
+    PartitionChangeBuilder,
+    written_records,
+)
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import NO_LEADER, NO_LEADER_CHANGE, MetadataRecord
+from controller.core.records import NO_LEADER, NO_LEADER_CHANGE
 from kafkawire.errors import Errors
 
 NO_BROKER_EPOCH = -1  # KIP-903: a sender that cannot report a member's epoch skips the check
@@ -76,14 +81,14 @@ class AlterPartitionResponse:
 def alter_partition(
     image: MetadataImage,
     request: AlterPartitionRequest,
-    elr_enabled: bool = True,
-    unclean_allowed: Callable[[str], bool] | None = None,
+    policy_for: Callable[[str], ElectionPolicy] = lambda _topic: DEFAULT_POLICY,
 ) -> ControllerResult[AlterPartitionResponse]:
-    """Validate and apply one AlterPartition against the committed image."""
+    """Validate and apply one AlterPartition against the committed image; `policy_for(topic)`
+    is the election policy for a topic (its unclean setting, rule 13)."""
     if image.broker_epoch(request.broker_id) != request.broker_epoch:
         # Rule 18: a differing epoch, higher or lower (or no registration), fails everything.
         return ControllerResult((), AlterPartitionResponse(Errors.STALE_BROKER_EPOCH))
-    records: list[MetadataRecord] = []
+    changes: list[PartitionChange] = []
     topic_results = []
     for topic in request.topics:
         topic_image = image.topics.get(topic.topic_id)
@@ -112,8 +117,7 @@ def alter_partition(
                 data.partition_index,
                 image,
                 image.effective_min_isr(topic.topic_id, data.partition_index),
-                elr_enabled=elr_enabled,
-                unclean_allowed=unclean_allowed(topic_image.name) if unclean_allowed else False,
+                policy_for(topic_image.name),
             )
             builder.set_target_isr(b.broker_id for b in data.new_isr_with_epochs)
             builder.set_target_leader_recovery_state(
@@ -122,15 +126,18 @@ def alter_partition(
             change = builder.build()
             after = registration
             error_code = Errors.NONE
-            if change is not None:
-                records.append(change)
-                after = registration.merge(change)
-                if change.leader != NO_LEADER_CHANGE and change.leader != request.broker_id:
+            if change.record is not None:
+                changes.append(change)
+                after = registration.merge(change.record)
+                leader = change.record.leader
+                if leader != NO_LEADER_CHANGE and leader != request.broker_id:
                     error_code = Errors.NEW_LEADER_ELECTED
             results.append(_partition_result(data.partition_index, error_code, after))
         topic_results.append(AlterPartitionTopicResult(topic.topic_id, tuple(results)))
     return ControllerResult(
-        tuple(records), AlterPartitionResponse(Errors.NONE, tuple(topic_results))
+        tuple(written_records(changes)),
+        AlterPartitionResponse(Errors.NONE, tuple(topic_results)),
+        tuple(changes),
     )
 
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
 from controller.core.metadata_image import BrokerRegistration, MetadataDelta, MetadataImage
+from controller.core.partition_change import PartitionChange, written_records
 from controller.core.records import (
     BROKER_FLAG_FALSE,
     BROKER_FLAG_TRUE,
@@ -79,15 +81,16 @@ class FencedBroker:
     reason: str
 
 
-def _fence_records(
-    image: MetadataImage, broker: BrokerRegistration, elr: bool
-) -> list[MetadataRecord]:
+def _fence(
+    image: MetadataImage, broker: BrokerRegistration, policy: ElectionPolicy
+) -> tuple[list[MetadataRecord], list[PartitionChange]]:
     """Rule 12: fence, and take the broker out of every ISR (partition changes first)."""
-    records: list[MetadataRecord] = list(broker_fenced_changes(image, broker.broker_id, elr))
+    changes = broker_fenced_changes(image, broker.broker_id, policy)
+    records: list[MetadataRecord] = [*written_records(changes)]
     records.append(
         BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, fenced=BROKER_FLAG_TRUE)
     )
-    return records
+    return records, changes
 
 
 def register_broker(
@@ -97,7 +100,7 @@ def register_broker(
     tracker: BrokerHeartbeatTracker,
     now_ms: int,
     session_timeout_ms: int,
-    elr: bool = True,
+    policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[msg.BrokerRegistrationResponse]:
     """A new registration, fenced until caught up. The response's broker_epoch is -1 here: the
     epoch is the offset of the RegisterBrokerRecord, known once it is committed."""
@@ -131,11 +134,12 @@ def register_broker(
                 "another incarnation; retry once its session expires",
             ),
         )
-    records: list[MetadataRecord] = []
+    changes: list[PartitionChange] = []
     if existing is not None:
         # Rule 12: equal PreviousBrokerEpoch (from the clean-shutdown file) means clean.
         clean = request.previous_broker_epoch == existing.epoch
-        records.extend(broker_restart_changes(image, request.broker_id, clean, elr))
+        changes = broker_restart_changes(image, request.broker_id, clean, policy)
+    records: list[MetadataRecord] = [*written_records(changes)]
     records.append(
         RegisterBrokerRecord(
             broker_id=request.broker_id,
@@ -149,7 +153,7 @@ def register_broker(
         )
     )
     tracker.touch(request.broker_id, now_ms)
-    return ControllerResult(tuple(records), msg.BrokerRegistrationResponse())
+    return ControllerResult(tuple(records), msg.BrokerRegistrationResponse(), tuple(changes))
 
 
 def is_clean_restart(image: MetadataImage, request: msg.BrokerRegistrationRequest) -> bool | None:
@@ -165,7 +169,7 @@ def process_heartbeat(
     request: msg.BrokerHeartbeatRequest,
     tracker: BrokerHeartbeatTracker,
     now_ms: int,
-    elr: bool = True,
+    policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[msg.BrokerHeartbeatResponse]:
     """Kafka's broker state machine: unfence when caught up, fence on request, and controlled
     shutdown in two steps (move leadership and leave the ISRs, then fence and let it stop)."""
@@ -196,15 +200,16 @@ def process_heartbeat(
                 (), msg.BrokerHeartbeatResponse(is_caught_up=caught_up, should_shut_down=True)
             )
         if registration.in_controlled_shutdown and leaderships(image, broker_id) == 0:
+            records, changes = _fence(image, registration, policy)
             return ControllerResult(
-                tuple(_fence_records(image, registration, elr)),
+                tuple(records),
                 msg.BrokerHeartbeatResponse(
                     is_caught_up=caught_up, is_fenced=True, should_shut_down=True
                 ),
+                tuple(changes),
             )
-        records: list[MetadataRecord] = list(
-            broker_controlled_shutdown_changes(image, broker_id, elr)
-        )
+        changes = broker_controlled_shutdown_changes(image, broker_id, policy)
+        records = [*written_records(changes)]
         if not registration.in_controlled_shutdown:
             records.insert(
                 0,
@@ -213,13 +218,17 @@ def process_heartbeat(
                 ),
             )
         return ControllerResult(
-            tuple(records), msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=False)
+            tuple(records),
+            msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=False),
+            tuple(changes),
         )
 
     if request.want_fence:
-        records = [] if registration.fenced else _fence_records(image, registration, elr)
+        records, changes = ([], []) if registration.fenced else _fence(image, registration, policy)
         return ControllerResult(
-            tuple(records), msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=True)
+            tuple(records),
+            msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=True),
+            tuple(changes),
         )
 
     if registration.fenced and caught_up and not registration.in_controlled_shutdown:
@@ -232,9 +241,12 @@ def process_heartbeat(
                 in_controlled_shutdown=BROKER_FLAG_FALSE,
             )
         ]
-        records.extend(broker_unfenced_changes(image, broker_id, elr))
+        changes = broker_unfenced_changes(image, broker_id, policy)
+        records.extend(written_records(changes))
         return ControllerResult(
-            tuple(records), msg.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False)
+            tuple(records),
+            msg.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False),
+            tuple(changes),
         )
     return ControllerResult(
         (),
@@ -247,7 +259,7 @@ def fence_expired_brokers(
     tracker: BrokerHeartbeatTracker,
     now_ms: int,
     session_timeout_ms: int,
-    elr: bool = True,
+    policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[list[FencedBroker]]:
     """Fence every broker whose session lapsed (`broker.session.timeout.ms`), one at a time
     against an image that already has the earlier fencings, so elections skip them."""
@@ -257,11 +269,13 @@ def fence_expired_brokers(
     delta = MetadataDelta(image)
     current = image
     records: list[MetadataRecord] = []
+    changes: list[PartitionChange] = []
     fenced = []
     for registration in expired:
         last = tracker.last_contact_ms.get(registration.broker_id, now_ms)
-        batch = _fence_records(current, registration, elr)
+        batch, batch_changes = _fence(current, registration, policy)
         records.extend(batch)
+        changes.extend(batch_changes)
         for record in batch:
             delta.replay(record, image.offset)
         current = delta.image()
@@ -273,4 +287,4 @@ def fence_expired_brokers(
                 f"timeout {session_timeout_ms} ms)",
             )
         )
-    return ControllerResult(tuple(records), fenced)
+    return ControllerResult(tuple(records), fenced, tuple(changes))

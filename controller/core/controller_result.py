@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from controller.core.partition_change import PartitionChange
 from controller.core.records import MetadataRecord
 
 ResponseT = TypeVar("ResponseT")
@@ -12,7 +13,12 @@ ResponseT = TypeVar("ResponseT")
 
 @dataclass(frozen=True, slots=True)
 class ControllerResult(Generic[ResponseT]):
-    """Records to append through Raft, and the response to send once they are committed."""
+    """Records to append through Raft, and the response to send once they are committed.
+
+    `changes` are the PartitionChangeBuilder results behind the PartitionChangeRecords in
+    `records`, with the ElectionKind each decided: the runtime logs and counts elections from
+    them instead of re-deriving the kind from before/after states."""
 
     records: tuple[MetadataRecord, ...]
     response: ResponseT
+    changes: tuple[PartitionChange, ...] = ()

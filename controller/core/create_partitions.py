@@ -17,8 +17,13 @@ from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataImage, TopicImage
-from controller.core.records import MetadataRecord, PartitionRecord
-from controller.core.replication_control import place_replicas, usable_brokers
+from controller.core.records import MetadataRecord
+from controller.core.replication_control import (
+    assignment_error,
+    new_partition,
+    place_replicas,
+    usable_brokers,
+)
 from kafkawire.errors import Errors
 
 
@@ -73,10 +78,7 @@ def create_partitions(
             continue
         first = len(topic.partitions)
         for offset, replicas in enumerate(new_replicas):
-            isr = tuple(b for b in replicas if not image.is_fenced(b))
-            records.append(
-                PartitionRecord(first + offset, topic.topic_id, replicas, isr, leader=isr[0])
-            )
+            records.append(new_partition(image, topic.topic_id, first + offset, replicas))
     return ControllerResult(tuple(records), results)
 
 
@@ -116,26 +118,8 @@ def _new_replicas(
         )
     new: list[tuple[int, ...]] = []
     for index, replicas in enumerate(request.assignments):
-        partition = current + index
-        if len(replicas) != replication_factor or len(set(replicas)) != len(replicas):
-            return (
-                [],
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {partition}: replicas {list(replicas)} are not "
-                f"{replication_factor} distinct brokers",
-            )
-        unknown = [b for b in replicas if b not in image.brokers]
-        if unknown:
-            return (
-                [],
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {partition}: brokers {unknown} are not registered",
-            )
-        if all(image.is_fenced(b) for b in replicas):
-            return (
-                [],
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {partition}: every broker of {list(replicas)} is fenced",
-            )
+        reason = assignment_error(image, current + index, replicas, replication_factor)
+        if reason is not None:
+            return [], Errors.INVALID_REPLICA_ASSIGNMENT, reason
         new.append(tuple(int(b) for b in replicas))
     return new, Errors.NONE, ""

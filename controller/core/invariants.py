@@ -1,7 +1,8 @@
 """INVARIANTS.md rules 8-13 and 19 as checks: one function per rule, each returns violations.
 
-The simulator calls them after every event and the Spark audit over replayed logs, so both judge
-a partition with the same code. An empty list means the rule holds.
+The scenario transcripts and property tests call them after every step and the Spark audit over
+replayed logs, so both judge a partition with the same code (rule 13: `check_leader_election`).
+An empty list means the rule holds.
 """
 
 from __future__ import annotations
@@ -97,20 +98,48 @@ def check_fenced_not_in_isr(
 
 
 def check_leader_election(
-    reg: PartitionRegistration, brokers: BrokerView, elr_enabled: bool = True
+    reg: PartitionRegistration,
+    brokers: BrokerView | None = None,
+    elr_enabled: bool = True,
+    before: PartitionRegistration | None = None,
 ) -> list[str]:
-    """Rule 13: a leader is an unfenced ISR member; no leader only when none is electable
-    cleanly (ISR, then ELR with an empty ISR, then LastKnownLeader with an empty ELR)."""
+    """Rule 13, the one checker (the decision itself is PartitionChangeBuilder._elect's).
+
+    Always (the audit has only the log): a leader is a replica, and an ISR member unless
+    RECOVERING (an unclean election's ISR = [leader] is rule 19's check).
+    With `before`, the state the change applied to: a new leader from outside the old ISR and
+    ELR was elected uncleanly, so the change set RECOVERING.
+    With a broker view (the transcripts, the property tests): the leader is unfenced, and there
+    is no leader only when none is electable cleanly (ISR, then ELR with an empty ISR, then the
+    LastKnownLeader with an empty ELR)."""
+    out: list[str] = []
+    recovering = reg.leader_recovery_state == LeaderRecoveryState.RECOVERING
+    if reg.leader != NO_LEADER:
+        if reg.leader not in reg.replicas:
+            out.append(f"rule 13: leader {reg.leader} not in replicas {list(reg.replicas)}")
+        elif reg.leader not in reg.isr and not recovering:
+            out.append(
+                f"rule 13: leader {reg.leader} not in ISR {list(reg.isr)} and not RECOVERING"
+            )
+        if (
+            before is not None
+            and reg.leader != before.leader
+            and reg.leader not in before.isr + before.elr
+            and not recovering
+        ):
+            out.append(
+                f"rule 13: leader {reg.leader} elected from outside ISR {list(before.isr)} and "
+                f"ELR {list(before.elr)} without RECOVERING"
+            )
+        if brokers is not None and brokers.is_fenced(reg.leader):
+            out.append(f"rule 13: leader {reg.leader} is fenced")
+        return out
+    if brokers is None:
+        return out
 
     def acceptable(b: int) -> bool:
         return not brokers.is_fenced(b) and not brokers.is_in_controlled_shutdown(b)
 
-    if reg.leader != NO_LEADER:
-        if reg.leader not in reg.isr or reg.leader not in reg.replicas:
-            return [f"rule 13: leader {reg.leader} not in ISR {list(reg.isr)}"]
-        if brokers.is_fenced(reg.leader):
-            return [f"rule 13: leader {reg.leader} is fenced"]
-        return []
     electable = [r for r in reg.isr if acceptable(r)]
     if elr_enabled and not reg.isr:
         electable += [r for r in reg.elr if acceptable(r)]
@@ -118,8 +147,8 @@ def check_leader_election(
         if not reg.elr and lkl != LAST_KNOWN_LEADER_NONE and acceptable(lkl):
             electable.append(lkl)
     if electable:
-        return [f"rule 13: no leader although {electable} could be elected"]
-    return []
+        out.append(f"rule 13: no leader although {electable} could be elected")
+    return out
 
 
 def check_recovering_isr(reg: PartitionRegistration) -> list[str]:
@@ -135,13 +164,19 @@ def check_recovering_isr(reg: PartitionRegistration) -> list[str]:
 
 
 def check_partition(
-    reg: PartitionRegistration, brokers: BrokerView, min_isr: int, elr_enabled: bool = True
+    reg: PartitionRegistration,
+    brokers: BrokerView,
+    min_isr: int,
+    elr_enabled: bool = True,
+    before: PartitionRegistration | None = None,
 ) -> list[str]:
-    """Every state rule (10-13, 19) for one partition; rule 8 needs before/after."""
+    """Every state rule (10-13, 19) for one partition, and with `before` (the state a change
+    applied to) rule 8 and rule 13's change check too."""
     return (
-        check_isr_elr_disjoint(reg, min_isr, elr_enabled)
+        (check_epochs_bumped(before, reg) if before is not None else [])
+        + check_isr_elr_disjoint(reg, min_isr, elr_enabled)
         + (check_last_known_elr(reg, min_isr) if elr_enabled else [])
         + check_fenced_not_in_isr(reg, brokers, elr_enabled)
-        + check_leader_election(reg, brokers, elr_enabled)
+        + check_leader_election(reg, brokers, elr_enabled, before)
         + check_recovering_isr(reg)
     )

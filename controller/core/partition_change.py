@@ -1,8 +1,9 @@
 """PartitionChangeBuilder: the one place ISR, ELR, LastKnownELR/Leader and elections are decided.
 
 Feed it the current PartitionRegistration, a broker view, the effective min ISR (rule 9) and the
-policy flags; apply operations (target ISR, fence/unfence/restart of a broker, an election type,
-RECOVERED); `build()` returns the PartitionChangeRecord, or None when nothing changes.
+ElectionPolicy; apply operations (target ISR, fence/unfence/restart of a broker, an election type,
+RECOVERED); `build()` returns a PartitionChange: the PartitionChangeRecord (None when nothing
+changes) and the ElectionKind it decided, which callers log and count instead of re-deriving it.
 Rules 8-16 and 19 of INVARIANTS.md (seed 001 KIP-966, seed 000 KIP-704, seed 004 DESIGNATED).
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
+from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     LAST_KNOWN_LEADER_NONE,
@@ -53,12 +55,54 @@ class ElectionKind(IntEnum):
     UNCLEAN = 4
     DESIGNATED = 5
     NO_LEADER = 6  # the leader went away and nobody could be elected
+    PREFERRED = 7  # a PREFERRED election moved leadership to the first replica (clean)
+
+
+# The kinds that put a new leader in place.
+ELECTED_KINDS = frozenset(
+    {
+        ElectionKind.CLEAN,
+        ElectionKind.ELR,
+        ElectionKind.LAST_KNOWN_LEADER,
+        ElectionKind.UNCLEAN,
+        ElectionKind.DESIGNATED,
+        ElectionKind.PREFERRED,
+    }
+)
+
+# The kinds that elect outside the ISR: the new leader's ISR is [it] (rule 13).
+_ISR_RESET = frozenset(
+    {
+        ElectionKind.ELR,
+        ElectionKind.LAST_KNOWN_LEADER,
+        ElectionKind.UNCLEAN,
+        ElectionKind.DESIGNATED,
+    }
+)
+# The unclean ones: RECOVERING, and the ELR is forgotten (rule 13, KIP-704).
+UNCLEAN_KINDS = frozenset(
+    {ElectionKind.LAST_KNOWN_LEADER, ElectionKind.UNCLEAN, ElectionKind.DESIGNATED}
+)
 
 
 @dataclass(frozen=True, slots=True)
 class _Election:
     leader: int
     kind: ElectionKind
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    """What `build()` decided: the record to write (None: nothing changes) and how its leader
+    was chosen (ElectionKind.NONE when the leader stays)."""
+
+    record: PartitionChangeRecord | None
+    election: ElectionKind
+
+
+def written_records(changes: Iterable[PartitionChange]) -> list[PartitionChangeRecord]:
+    """The records of the changes that change something, in order."""
+    return [c.record for c in changes if c.record is not None]
 
 
 def _ordered(members: Iterable[int], replicas: tuple[int, ...]) -> tuple[int, ...]:
@@ -75,20 +119,16 @@ class PartitionChangeBuilder:
         partition_id: int,
         brokers: BrokerView,
         min_isr: int,
-        elr_enabled: bool = True,
-        unclean_allowed: bool = False,
-        recovery_manager: bool = False,
+        policy: ElectionPolicy = DEFAULT_POLICY,
     ) -> None:
         self._reg = registration
         self._topic_id = topic_id
         self._partition_id = partition_id
         self._brokers = brokers
         self._min_isr = min_isr  # already effective (rule 9)
-        self._elr_enabled = elr_enabled
-        self._unclean_allowed = unclean_allowed
-        # Rule 14: with the recovery manager on, it replaces rule 13's LastKnownLeader and
-        # unclean steps for the controller's own elections.
-        self._recovery_manager = recovery_manager
+        self._elr_enabled = policy.elr_enabled
+        self._unclean_allowed = policy.unclean_allowed
+        self._recovery_manager = policy.recovery_manager  # rule 14
         self._target_isr: tuple[int, ...] = registration.isr
         self._target_recovery: LeaderRecoveryState = registration.leader_recovery_state
         self._fenced_overrides: dict[int, bool] = {}
@@ -97,7 +137,6 @@ class PartitionChangeBuilder:
         self._last_isr_member_removed: int | None = None
         self._election_type = ElectionType.ONLINE
         self._designated_leader = NO_LEADER
-        self.election_kind = ElectionKind.NONE
 
     # -- broker view, with this change's own fence/unfence applied ---------------------------
 
@@ -172,7 +211,7 @@ class PartitionChangeBuilder:
 
     # -- build --------------------------------------------------------------------------------
 
-    def build(self) -> PartitionChangeRecord | None:
+    def build(self) -> PartitionChange:
         reg = self._reg
         isr = self._target_isr
         elr, last_known_elr, last_known_leader = self._next_elr_state(isr)
@@ -180,20 +219,10 @@ class PartitionChangeBuilder:
 
         election = self._elect(isr, elr, last_known_leader)
         leader = election.leader
-        self.election_kind = election.kind
-        if election.kind in (
-            ElectionKind.ELR,
-            ElectionKind.LAST_KNOWN_LEADER,
-            ElectionKind.UNCLEAN,
-            ElectionKind.DESIGNATED,
-        ):
+        if election.kind in _ISR_RESET:
             isr = (leader,)
             elr = tuple(r for r in elr if r != leader)
-        if election.kind in (
-            ElectionKind.LAST_KNOWN_LEADER,
-            ElectionKind.UNCLEAN,
-            ElectionKind.DESIGNATED,
-        ):
+        if election.kind in UNCLEAN_KINDS:
             # Rule 13 / KIP-704: an unclean election recovers first and forgets the ELR;
             # LastKnownELR stays until the ISR reaches min ISR (rule 11).
             recovery = LeaderRecoveryState.RECOVERING
@@ -223,8 +252,8 @@ class PartitionChangeBuilder:
         )
         record = _with_elr_fields(record, reg, elr, last_known_elr, last_known_leader)
         if record == PartitionChangeRecord(self._partition_id, self._topic_id):
-            return None
-        return record
+            return PartitionChange(None, election.kind)
+        return PartitionChange(record, election.kind)
 
     def _next_elr_state(self, isr: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """ELR, LastKnownELR and LastKnownLeader for the target ISR, before the election."""
@@ -278,7 +307,7 @@ class PartitionChangeBuilder:
         if election_type == ElectionType.PREFERRED and replicas:
             preferred = replicas[0]
             if preferred in isr and self._is_acceptable_leader(preferred):
-                kind = ElectionKind.NONE if preferred == current else ElectionKind.CLEAN
+                kind = ElectionKind.NONE if preferred == current else ElectionKind.PREFERRED
                 return _Election(preferred, kind)
 
         if current != NO_LEADER and current in isr and self._is_acceptable_leader(current):

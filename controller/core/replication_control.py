@@ -9,34 +9,35 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from controller.core import alter_partition as ap
+from controller.core import config_control
 from controller.core import messages as msg
+from controller.core.config_control import TOPIC_CONFIGS, config_error, unclean_allowed
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
 from controller.core.metadata_image import (
-    CLUSTER_DEFAULT_RESOURCE,
-    MIN_INSYNC_REPLICAS,
-    MetadataDelta,
     MetadataImage,
     TopicImage,
 )
 from controller.core.partition_change import (
+    ELECTED_KINDS,
+    ElectionKind,
     ElectionType,
+    PartitionChange,
     PartitionChangeBuilder,
     designated_election_error,
     designated_election_reason,
+    written_records,
 )
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
+from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import (
-    CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
     ConfigRecord,
     MetadataRecord,
-    PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -44,108 +45,31 @@ from controller.core.records import (
 from controller.core.unclean_recovery import Strategy, manual_election_required
 from kafkawire.errors import Errors
 
-UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
-ELR_FEATURE = "eligible.leader.replicas.version"
-CLEANUP_POLICY = "cleanup.policy"
 MAX_TOPIC_NAME_LENGTH = 249
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 METADATA_TOPIC = "__cluster_metadata"
-# Rule 14: the controller sets this around each write while its recovery manager is enabled, so
-# every builder leaves LastKnownLeader and unclean steps to the manager (one synchronous compute).
-RECOVERY_MANAGER_ACTIVE: ContextVar[bool] = ContextVar("recovery_manager_active", default=False)
-
-
-# -- configs ---------------------------------------------------------------------------------
-
-
-def _int_at_least(minimum: int) -> Callable[[str], str | None]:
-    def check(value: str) -> str | None:
-        try:
-            number = int(value)
-        except ValueError:
-            return f"{value!r} is not an integer"
-        return None if number >= minimum else f"{number} is below the minimum {minimum}"
-
-    return check
-
-
-def _boolean(value: str) -> str | None:
-    return None if value in ("true", "false") else f"{value!r} is not true or false"
-
-
-def _cleanup_policy(value: str) -> str | None:
-    parts = [p.strip() for p in value.split(",") if p.strip()]
-    if parts and all(p in ("delete", "compact") for p in parts):
-        return None
-    return f"{value!r} is not a list of delete, compact"
-
-
-# The topic configs minikraft knows; anything else is INVALID_CONFIG (Kafka rejects unknown keys).
-TOPIC_CONFIGS: dict[str, Callable[[str], str | None]] = {
-    MIN_INSYNC_REPLICAS: _int_at_least(1),
-    UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
-    "retention.ms": _int_at_least(-1),
-    "retention.bytes": _int_at_least(-1),
-    "segment.bytes": _int_at_least(14),
-    "max.message.bytes": _int_at_least(0),
-    CLEANUP_POLICY: _cleanup_policy,
-}
-# Cluster-wide (resource name "") or per-broker dynamic configs the controller accepts.
-BROKER_CONFIGS: dict[str, Callable[[str], str | None]] = {
-    MIN_INSYNC_REPLICAS: _int_at_least(1),
-    UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
-}
-_LIST_CONFIGS = frozenset({CLEANUP_POLICY})
-
-
-def config_error(
-    known: dict[str, Callable[[str], str | None]], name: str, value: str | None
-) -> str | None:
-    """Why a config value is rejected (INVALID_CONFIG), or None."""
-    check = known.get(name)
-    if check is None:
-        return f"unknown config {name!r}"
-    if value is None:
-        return f"config {name!r} needs a value"
-    reason = check(value)
-    return None if reason is None else f"invalid value for {name}: {reason}"
-
-
-def elr_enabled(image: MetadataImage, default: bool = True) -> bool:
-    """The feature level when one was written (FeatureLevelRecord), else the node's default."""
-    level = image.features.get(ELR_FEATURE)
-    return default if level is None else level >= 1
-
-
-def unclean_allowed(image: MetadataImage, topic_name: str) -> bool:
-    """unclean.leader.election.enable: topic config, else the cluster default, else false."""
-    for resource in (
-        (CONFIG_RESOURCE_TOPIC, topic_name),
-        (CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE),
-    ):
-        value = image.configs.get(resource, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        if value is not None:
-            return value == "true"
-    return False
 
 
 def builder_for(
-    image: MetadataImage,
-    topic: TopicImage,
-    partition_id: int,
-    elr: bool,
-    unclean: bool | None = None,
+    image: MetadataImage, topic: TopicImage, partition_id: int, policy: ElectionPolicy
 ) -> PartitionChangeBuilder:
+    """A builder for one partition under `policy`, with its topic's unclean setting (rule 13)."""
     return PartitionChangeBuilder(
         topic.partitions[partition_id],
         topic.topic_id,
         partition_id,
         image,
         image.effective_min_isr(topic.topic_id, partition_id),  # rule 9
-        elr_enabled=elr,
-        unclean_allowed=unclean_allowed(image, topic.name) if unclean is None else unclean,
-        recovery_manager=RECOVERY_MANAGER_ACTIVE.get(),
+        policy.for_topic(unclean_allowed(image, topic.name)),
     )
+
+
+def pending_election(
+    image: MetadataImage, topic: TopicImage, partition_id: int, policy: ElectionPolicy
+) -> ElectionKind:
+    """The election PartitionChangeBuilder decides for a partition as it stands (rule 13 under
+    `policy`); the recovery manager asks it before recovering anything (rule 14)."""
+    return builder_for(image, topic, partition_id, policy).build().election
 
 
 def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
@@ -173,9 +97,7 @@ def topic_name_error(name: str) -> str | None:
 
 def usable_brokers(image: MetadataImage) -> list[int]:
     """Brokers a new replica may be placed on: registered, unfenced, not shutting down."""
-    return sorted(
-        b.broker_id for b in image.brokers.values() if not b.fenced and not b.in_controlled_shutdown
-    )
+    return sorted(b for b in image.brokers if _usable(image, b))
 
 
 def place_replicas(
@@ -188,6 +110,41 @@ def place_replicas(
         tuple(brokers[(start_index + p + i) % count] for i in range(replication_factor))
         for p in range(num_partitions)
     ]
+
+
+def new_partition(
+    image: MetadataImage, topic_id: uuid.UUID, partition_id: int, replicas: tuple[int, ...]
+) -> PartitionRecord:
+    """A new partition (leader epoch 0): the usable replicas form the ISR (rule 12: a fenced
+    broker is in no ISR; Kafka's isActive also leaves out one in controlled shutdown) and the
+    first of them leads; callers refuse an assignment with no usable broker."""
+    isr = tuple(b for b in replicas if _usable(image, b))
+    return PartitionRecord(partition_id, topic_id, replicas, isr, leader=isr[0])
+
+
+def assignment_error(
+    image: MetadataImage, partition_id: int, replicas: Sequence[int], replication_factor: int
+) -> str | None:
+    """Kafka's checks of a manual assignment (INVALID_REPLICA_ASSIGNMENT): RF distinct brokers,
+    every one registered, at least one usable to lead."""
+    if len(replicas) != replication_factor or len(set(replicas)) != len(replicas):
+        return (
+            f"partition {partition_id}: replicas {list(replicas)} are not "
+            f"{replication_factor} distinct brokers"
+        )
+    unknown = [b for b in replicas if b not in image.brokers]
+    if unknown:
+        return f"partition {partition_id}: brokers {unknown} are not registered"
+    if not any(_usable(image, b) for b in replicas):
+        return (
+            f"partition {partition_id}: every broker of {list(replicas)} is fenced or in "
+            "controlled shutdown"
+        )
+    return None
+
+
+def _usable(image: MetadataImage, broker_id: int) -> bool:
+    return not image.is_fenced(broker_id) and not image.is_in_controlled_shutdown(broker_id)
 
 
 def create_topics(
@@ -230,10 +187,7 @@ def create_topics(
         for key in sorted(topic.configs):
             records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, topic.name, key, topic.configs[key]))
         for partition_id, replicas in enumerate(assignment):
-            # Every replica is unfenced: the first leads, all are in the ISR (leader epoch 0).
-            records.append(
-                PartitionRecord(partition_id, topic_id, replicas, replicas, leader=replicas[0])
-            )
+            records.append(new_partition(image, topic_id, partition_id, replicas))
     return ControllerResult(tuple(records), msg.CreateTopicsResponse(topics=results))
 
 
@@ -258,27 +212,18 @@ def _create_topic_error(
             Errors.INVALID_REPLICATION_FACTOR,
             f"replication factor {topic.replication_factor} is not > 0",
         )
-    if topic.replication_factor > len(brokers):
+    if not topic.assignments and topic.replication_factor > len(brokers):
+        # Kafka checks the factor against usable brokers only for placement; a manual
+        # assignment is checked broker by broker below.
         return (
             Errors.INVALID_REPLICATION_FACTOR,
             f"replication factor {topic.replication_factor} is larger than the "
             f"{len(brokers)} available broker(s)",
         )
     for partition_id, replicas in enumerate(topic.assignments):
-        # Kafka's checks of a manual assignment: one replica set per partition, same size,
-        # no broker twice, every broker registered.
-        if len(replicas) != topic.replication_factor or len(set(replicas)) != len(replicas):
-            return (
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {partition_id}: replicas {replicas} are not "
-                f"{topic.replication_factor} distinct brokers",
-            )
-        unknown = [b for b in replicas if b not in image.brokers]
-        if unknown:
-            return (
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"partition {partition_id}: brokers {unknown} are not registered",
-            )
+        reason = assignment_error(image, partition_id, replicas, topic.replication_factor)
+        if reason is not None:
+            return Errors.INVALID_REPLICA_ASSIGNMENT, reason
     if topic.assignments and len(topic.assignments) != topic.num_partitions:
         return Errors.INVALID_REPLICA_ASSIGNMENT, "one replica set per partition is needed"
     for key, value in sorted(topic.configs.items()):
@@ -321,142 +266,38 @@ def delete_topics(
     return ControllerResult(tuple(records), msg.DeleteTopicsResponse(responses=results))
 
 
-# -- IncrementalAlterConfigs -----------------------------------------------------------------
+# -- IncrementalAlterConfigs: what a config change does to partitions ------------------------
 
 
 def incremental_alter_configs(
-    image: MetadataImage, request: msg.IncrementalAlterConfigsRequest, elr: bool = True
+    image: MetadataImage,
+    request: msg.IncrementalAlterConfigsRequest,
+    policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
-    config_records: list[ConfigRecord] = []
-    results = []
-    for resource in request.resources:
-        error, message, changes = _config_changes(image, resource, elr)
-        results.append(
-            msg.AlterConfigsResourceResponse(
-                resource.resource_type, resource.resource_name, error, message
-            )
-        )
-        config_records.extend(changes)
-    response = msg.IncrementalAlterConfigsResponse(responses=results)
-    if request.validate_only or not config_records:
-        return ControllerResult((), response)
-    records: list[MetadataRecord] = list(config_records)
-    records.extend(_partition_changes_after_configs(image, config_records, elr))
-    return ControllerResult(tuple(records), response)
+    """config_control's IncrementalAlterConfigs with this module's partition changes (rule 15)."""
+    return config_control.incremental_alter_configs(
+        image,
+        request,
+        policy.elr_enabled,
+        lambda before, after: partition_changes_after_configs(before, after, policy),
+    )
 
 
-def _config_changes(
-    image: MetadataImage, resource: msg.AlterConfigsResource, elr: bool = True
-) -> tuple[int, str, list[ConfigRecord]]:
-    if resource.resource_type == msg.RESOURCE_TYPE_TOPIC:
-        if resource.resource_name not in image.topics_by_name:
-            return (
-                Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                f"topic {resource.resource_name!r} does not exist",
-                [],
-            )
-        known = TOPIC_CONFIGS
-        resource_type = CONFIG_RESOURCE_TOPIC
-    elif resource.resource_type == msg.RESOURCE_TYPE_BROKER:
-        name = resource.resource_name
-        if name != CLUSTER_DEFAULT_RESOURCE and not (name.isdigit() and int(name) in image.brokers):
-            return Errors.INVALID_REQUEST, f"broker {name!r} is not registered", []
-        known = BROKER_CONFIGS
-        resource_type = CONFIG_RESOURCE_BROKER
-    else:
-        return (
-            Errors.INVALID_REQUEST,
-            f"resource type {resource.resource_type} is not alterable",
-            [],
-        )
-    current = dict(image.configs.get((resource_type, resource.resource_name), {}))
-    updated = dict(current)
-    for config in resource.configs:
-        if resource_type == CONFIG_RESOURCE_BROKER:
-            refusal = _broker_config_refusal(resource.resource_name, config, elr)
-            if refusal is not None:
-                return Errors.INVALID_CONFIG, refusal, []
-        if config.config_operation == msg.OP_DELETE:
-            if config.name not in known:
-                return Errors.INVALID_CONFIG, f"unknown config {config.name!r}", []
-            updated.pop(config.name, None)
-            continue
-        if config.config_operation == msg.OP_SET:
-            value = config.value
-        elif config.config_operation in (msg.OP_APPEND, msg.OP_SUBTRACT):
-            if config.name not in _LIST_CONFIGS:
-                return (
-                    Errors.INVALID_CONFIG,
-                    f"{config.name} is not a list config: APPEND/SUBTRACT do not apply",
-                    [],
-                )
-            value = _list_op(updated.get(config.name, ""), config)
-        else:
-            return Errors.INVALID_REQUEST, f"unknown config operation {config.config_operation}", []
-        reason = config_error(known, config.name, value)
-        if reason is not None:
-            return Errors.INVALID_CONFIG, reason, []
-        assert value is not None  # config_error rejects a missing value
-        updated[config.name] = value
-    records = [
-        ConfigRecord(resource_type, resource.resource_name, key, updated.get(key))
-        for key in sorted(set(current) | set(updated))
-        if current.get(key) != updated.get(key)
-    ]
-    return Errors.NONE, "", records
-
-
-def _broker_config_refusal(
-    resource_name: str, config: msg.AlterableConfig, elr: bool
-) -> str | None:
-    """Why a broker-resource change is refused (INVALID_CONFIG), or None.
-
-    Rule 15: while ELR is enabled it relies on the cluster-level min.insync.replicas, so a
-    broker-level set or delete and a cluster-level delete are refused (Kafka's messages). A key
-    is accepted only at a level where it is honoured: the controller reads the topic, then the
-    cluster-level value, never a single broker's, so broker-level keys are refused too."""
-    if config.name not in BROKER_CONFIGS:
-        return None  # config_error names an unknown key
-    if resource_name != CLUSTER_DEFAULT_RESOURCE:
-        if config.name == MIN_INSYNC_REPLICAS and elr:
-            return f"Broker-level {MIN_INSYNC_REPLICAS} cannot be altered while ELR is enabled."
-        return (
-            f"Broker-level {config.name} is not supported: it is honoured per topic or "
-            f"cluster-wide (the cluster-level broker resource)."
-        )
-    if config.name == MIN_INSYNC_REPLICAS and elr and config.config_operation == msg.OP_DELETE:
-        return f"Cluster-level {MIN_INSYNC_REPLICAS} cannot be removed while ELR is enabled."
-    return None
-
-
-def _list_op(current: str, config: msg.AlterableConfig) -> str | None:
-    items = [p.strip() for p in current.split(",") if p.strip()]
-    given = [p.strip() for p in (config.value or "").split(",") if p.strip()]
-    if config.config_operation == msg.OP_APPEND:
-        items += [g for g in given if g not in items]
-    else:
-        items = [i for i in items if i not in given]
-    return ",".join(items) if items else None
-
-
-def _partition_changes_after_configs(
-    image: MetadataImage, config_records: list[ConfigRecord], elr: bool
-) -> list[PartitionChangeRecord]:
+def partition_changes_after_configs(
+    before: MetadataImage, after: MetadataImage, policy: ElectionPolicy
+) -> list[PartitionChange]:
     """Rule 15 (a min ISR change clears ELR/LastKnownELR once ISR >= the new effective min ISR)
-    and, when unclean election becomes allowed, elections for leaderless partitions."""
-    delta = MetadataDelta(image)
-    for record in config_records:
-        delta.replay(record, image.offset)  # a scratch image: what the configs will make it
-    after = delta.image()
+    and, when unclean election becomes allowed, elections for leaderless partitions; `after` is
+    `before` with the config records replayed (Kafka's minIsrConfigUpdatePartitionHandler)."""
     changes = []
     for topic, partition_id, _ in _partitions(after):
-        if after.topic_min_insync_replicas(topic.name) == image.topic_min_insync_replicas(
+        if after.topic_min_insync_replicas(topic.name) == before.topic_min_insync_replicas(
             topic.name
-        ) and unclean_allowed(after, topic.name) == unclean_allowed(image, topic.name):
+        ) and unclean_allowed(after, topic.name) == unclean_allowed(before, topic.name):
             continue
         # A plain build re-derives ELR for the new min ISR and re-runs a leaderless election.
-        change = builder_for(after, topic, partition_id, elr).build()
-        if change is not None:
+        change = builder_for(after, topic, partition_id, policy).build()
+        if change.record is not None:
             changes.append(change)
     return changes
 
@@ -465,33 +306,33 @@ def _partition_changes_after_configs(
 
 
 def broker_fenced_changes(
-    image: MetadataImage, broker_id: int, elr: bool = True
-) -> list[PartitionChangeRecord]:
+    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
+) -> list[PartitionChange]:
     """Rule 12: the fenced broker leaves every ISR (ELR on), keeps its ELR membership, and its
     partitions elect another leader per rule 13."""
     return _broker_changes(
         image,
-        elr,
+        policy,
         lambda reg: broker_id in reg.isr or reg.leader == broker_id,
         lambda builder: builder.fence_broker(broker_id),
     )
 
 
 def broker_unfenced_changes(
-    image: MetadataImage, broker_id: int, elr: bool = True
-) -> list[PartitionChangeRecord]:
+    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
+) -> list[PartitionChange]:
     """Rule 16: unfencing re-runs the election of every leaderless partition it hosts."""
     return _broker_changes(
         image,
-        elr,
+        policy,
         lambda reg: broker_id in reg.replicas and reg.leader == NO_LEADER,
         lambda builder: builder.unfence_broker(broker_id),
     )
 
 
 def broker_restart_changes(
-    image: MetadataImage, broker_id: int, clean: bool, elr: bool = True
-) -> list[PartitionChangeRecord]:
+    image: MetadataImage, broker_id: int, clean: bool, policy: ElectionPolicy = DEFAULT_POLICY
+) -> list[PartitionChange]:
     """Rule 12: a clean restart keeps ELR membership; an unclean one leaves ISR and ELR (an ELR
     member moves to LastKnownELR, rule 11)."""
 
@@ -502,19 +343,19 @@ def broker_restart_changes(
 
     return _broker_changes(
         image,
-        elr,
+        policy,
         lambda reg: broker_id in reg.isr or broker_id in reg.elr or reg.leader == broker_id,
         apply,
     )
 
 
 def broker_controlled_shutdown_changes(
-    image: MetadataImage, broker_id: int, elr: bool = True
-) -> list[PartitionChangeRecord]:
+    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
+) -> list[PartitionChange]:
     """Controlled shutdown: leadership moves away first and the broker leaves the ISRs."""
     return _broker_changes(
         image,
-        elr,
+        policy,
         lambda reg: broker_id in reg.isr or reg.leader == broker_id,
         lambda builder: builder.controlled_shutdown(broker_id),
     )
@@ -557,16 +398,16 @@ def leaderships(image: MetadataImage, broker_id: int) -> int:
 
 def _broker_changes(
     image: MetadataImage,
-    elr: bool,
+    policy: ElectionPolicy,
     affected: Callable[[PartitionRegistration], bool],
     operation: Callable[[PartitionChangeBuilder], PartitionChangeBuilder],
-) -> list[PartitionChangeRecord]:
+) -> list[PartitionChange]:
     changes = []
     for topic, partition_id, registration in _partitions(image):
         if not affected(registration):
             continue
-        change = operation(builder_for(image, topic, partition_id, elr)).build()
-        if change is not None:
+        change = operation(builder_for(image, topic, partition_id, policy)).build()
+        if change.record is not None:
             changes.append(change)
     return changes
 
@@ -575,7 +416,9 @@ def _broker_changes(
 
 
 def alter_partition(
-    image: MetadataImage, request: msg.AlterPartitionRequest, elr: bool = True
+    image: MetadataImage,
+    request: msg.AlterPartitionRequest,
+    policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[msg.AlterPartitionResponse]:
     """The wire request through controller.core.alter_partition (rule 18's order)."""
     core_request = ap.AlterPartitionRequest(
@@ -602,7 +445,7 @@ def alter_partition(
         ),
     )
     result = ap.alter_partition(
-        image, core_request, elr_enabled=elr, unclean_allowed=lambda n: unclean_allowed(image, n)
+        image, core_request, lambda topic: policy.for_topic(unclean_allowed(image, topic))
     )
     core = result.response
     if core.error != Errors.NONE:
@@ -611,6 +454,7 @@ def alter_partition(
             msg.AlterPartitionResponse(
                 error_code=core.error, error_message=_alter_partition_message(image, request)
             ),
+            result.changes,
         )
     response = msg.AlterPartitionResponse(
         topics=[
@@ -632,7 +476,7 @@ def alter_partition(
             for t in core.topics
         ]
     )
-    return ControllerResult(result.records, response)
+    return ControllerResult(result.records, response, result.changes)
 
 
 def _alter_partition_message(image: MetadataImage, request: msg.AlterPartitionRequest) -> str:
@@ -656,7 +500,9 @@ class _ElectionTarget:
 
 
 def elect_leaders(
-    image: MetadataImage, request: msg.ElectLeadersRequest, elr: bool = True
+    image: MetadataImage,
+    request: msg.ElectLeadersRequest,
+    policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[msg.ElectLeadersResponse]:
     try:
         election_type = ElectionType(request.election_type)
@@ -678,7 +524,7 @@ def elect_leaders(
                 error_message="a DESIGNATED election names its partitions and leaders",
             ),
         )
-    records: list[MetadataRecord] = []
+    changes: list[PartitionChange] = []
     by_topic: dict[str, list[msg.ElectLeadersPartitionResult]] = {}
     served = 0
     every_partition = request.topic_partitions is None
@@ -698,9 +544,9 @@ def elect_leaders(
             continue
         served += 1
         topic = image.topics_by_name[target.topic]
-        change, result = _elect_one(image, topic, target, election_type, elr)
+        change, result = _elect_one(image, topic, target, election_type, policy)
         if change is not None:
-            records.append(change)
+            changes.append(change)
         if every_partition and result.error_code == Errors.ELECTION_NOT_NEEDED:
             continue  # Kafka leaves partitions that already have their leader out of "all"
         results.append(result)
@@ -711,7 +557,7 @@ def elect_leaders(
             if results
         ]
     )
-    return ControllerResult(tuple(records), response)
+    return ControllerResult(tuple(written_records(changes)), response, tuple(changes))
 
 
 def _election_targets(
@@ -764,17 +610,18 @@ def _elect_one(
     topic: TopicImage,
     target: _ElectionTarget,
     election_type: ElectionType,
-    elr: bool,
-) -> tuple[PartitionChangeRecord | None, msg.ElectLeadersPartitionResult]:
+    policy: ElectionPolicy,
+) -> tuple[PartitionChange | None, msg.ElectLeadersPartitionResult]:
+    """One partition's election; the builder's ElectionKind says whether it elected."""
     registration = topic.partitions[target.partition_id]
     pid = target.partition_id
-    builder = builder_for(image, topic, pid, elr)
+    builder = builder_for(image, topic, pid, policy)
     if election_type == ElectionType.PREFERRED:
         preferred = registration.replicas[0] if registration.replicas else NO_LEADER
         if registration.leader == preferred:
             return None, _election_result(pid, Errors.ELECTION_NOT_NEEDED, "", preferred)
         change = builder.set_election_type(ElectionType.PREFERRED).build()
-        if change is None or registration.merge(change).leader != preferred:
+        if change.election is not ElectionKind.PREFERRED:
             # Only the preferred replica counts; nothing is written otherwise (Kafka).
             return None, _election_result(
                 pid,
@@ -799,12 +646,11 @@ def _elect_one(
             return None, _election_result(pid, Errors.ELECTION_NOT_NEEDED, "", registration.leader)
         builder.set_election_type(ElectionType.UNCLEAN)
     change = builder.build()
-    after = registration if change is None else registration.merge(change)
-    if after.leader == NO_LEADER:
+    if change.record is None or change.election not in ELECTED_KINDS:
         return None, _election_result(
             pid, Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no unfenced replica to elect"
         )
-    return change, _election_result(pid, Errors.NONE, "", after.leader)
+    return change, _election_result(pid, Errors.NONE, "", change.record.leader)
 
 
 # -- DescribeTopicPartitions -----------------------------------------------------------------
@@ -880,6 +726,16 @@ def _describe_partition(
 
 # -- what a written change did, in a sentence (logs and metrics) -----------------------------
 
+# How each election kind reads in the log; the kind itself comes from the builder.
+_ELECTION_WORDS = {
+    ElectionKind.CLEAN: ("ISR", "from ISR"),
+    ElectionKind.PREFERRED: ("ISR", "from ISR (preferred)"),
+    ElectionKind.ELR: ("ELR", "from ELR"),
+    ElectionKind.LAST_KNOWN_LEADER: ("unclean", "uncleanly (LastKnownLeader, RECOVERING)"),
+    ElectionKind.UNCLEAN: ("unclean", "uncleanly (RECOVERING)"),
+    ElectionKind.DESIGNATED: ("unclean", "uncleanly (designated, RECOVERING)"),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ChangeSummary:
@@ -889,44 +745,36 @@ class ChangeSummary:
     message: str
 
 
-def summarize_change(image: MetadataImage, change: PartitionChangeRecord) -> ChangeSummary | None:
-    """Describe `change` against the image it was computed from (None for an unknown partition)."""
-    topic = image.topics.get(change.topic_id)
-    if topic is None or change.partition_id not in topic.partitions:
+def summarize_change(image: MetadataImage, change: PartitionChange) -> ChangeSummary | None:
+    """Describe `change` against the image it was computed from (None for an unknown partition
+    or an empty change); the election words follow the builder's ElectionKind."""
+    record = change.record
+    topic = None if record is None else image.topics.get(record.topic_id)
+    if record is None or topic is None or record.partition_id not in topic.partitions:
         return None
-    before = topic.partitions[change.partition_id]
-    after = before.merge(change)
-    name = f"{topic.name}-{change.partition_id}"
-    if after.leader != before.leader and after.leader != NO_LEADER:
-        if (
-            after.leader_recovery_state == LeaderRecoveryState.RECOVERING
-            and after.leader not in before.isr
-        ):
-            election, source = "unclean", "uncleanly (RECOVERING)"
-        elif after.leader in before.isr:
-            election, source = "ISR", "from ISR"
-        elif after.leader in before.elr:
-            election, source = "ELR", "from ELR"
-        else:
-            election, source = "unclean", "uncleanly"
+    before = topic.partitions[record.partition_id]
+    after = before.merge(record)
+    name = f"{topic.name}-{record.partition_id}"
+    if change.election in _ELECTION_WORDS:
+        election, source = _ELECTION_WORDS[change.election]
         return ChangeSummary(
             topic.name,
-            change.partition_id,
+            record.partition_id,
             election,
             f"Elected broker {after.leader} as leader of {name} {source}, "
             f"epoch {after.leader_epoch}; ISR {list(after.isr)}, ELR {list(after.elr)}",
         )
-    if after.leader == NO_LEADER and before.leader != NO_LEADER:
+    if change.election is ElectionKind.NO_LEADER:
         return ChangeSummary(
             topic.name,
-            change.partition_id,
+            record.partition_id,
             "offline",
             f"Partition {name} has no leader (was {before.leader}), epoch {after.leader_epoch}; "
             f"ELR {list(after.elr)}, LastKnownLeader {after.last_known_leader}",
         )
     return ChangeSummary(
         topic.name,
-        change.partition_id,
+        record.partition_id,
         "",
         f"Changed {name}: ISR {list(before.isr)} -> {list(after.isr)}, "
         f"ELR {list(before.elr)} -> {list(after.elr)}, partition epoch {after.partition_epoch}",

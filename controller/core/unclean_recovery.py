@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from controller.core.partition_change import ELECTED_KINDS, ElectionKind
 from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import LAST_KNOWN_LEADER_NONE, NO_LEADER
 from kafkawire.errors import Errors
@@ -142,15 +143,14 @@ def recovery_decision(
     registration: PartitionRegistration,
     is_fenced: Callable[[int], bool],
     strategy: Strategy,
+    pending: ElectionKind,
 ) -> Decision:
-    """Rule 14's order: an ISR member; else an unfenced ELR member; else with fenced ELR members
-    Aggressive recovers and the others wait; else Aggressive recovers, Balanced recovers once
-    every LastKnownELR member is unfenced, None waits for the operator."""
-    if registration.leader != NO_LEADER:
-        return Decision.NOT_NEEDED
-    if any(not is_fenced(r) for r in registration.isr):
-        return Decision.NOT_NEEDED
-    if any(not is_fenced(r) for r in registration.elr):
+    """Rule 14's order. `pending` is the election PartitionChangeBuilder decides for the
+    partition now under the manager's policy (replication_control.pending_election): an ISR or
+    an unfenced ELR member is rule 13's clean path, so nothing to recover. Else with fenced ISR
+    or ELR members Aggressive recovers and the others wait; else Aggressive recovers, Balanced
+    recovers once every LastKnownELR member is unfenced, None waits for the operator."""
+    if registration.leader != NO_LEADER or pending in ELECTED_KINDS:
         return Decision.NOT_NEEDED
     # A fenced ISR member (ELR off keeps the sole member in the ISR, rule 10) waits like ELR.
     if registration.elr or registration.isr:

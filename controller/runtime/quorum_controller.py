@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from controller.core import cluster_control, replication_control
+from controller.core import cluster_control, config_control, replication_control
 from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import ElectionPolicy
 from controller.core.metadata_image import MetadataImage
 from controller.core.records import (
     BROKER_FLAG_FALSE,
@@ -26,11 +27,14 @@ from controller.core.records import (
     BrokerRegistrationChangeRecord,
     MetadataRecord,
     NoOpRecord,
-    PartitionChangeRecord,
     encode_record,
 )
 from controller.runtime.metadata_state import MetadataState
-from controller.runtime.recovery_manager import RecoveryManager, build_recovery_manager
+from controller.runtime.recovery_manager import (
+    RecoveryManager,
+    build_recovery_manager,
+    manager_enabled,
+)
 from kafkawire.api_keys import ApiKey
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
@@ -74,6 +78,8 @@ class QuorumController:
         self._clock_ms = clock_ms
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
         self.elr_default = config.get("eligible.leader.replicas.enabled", "true") == "true"
+        # Rule 14: with the manager on, builders leave LastKnownLeader/unclean steps to it.
+        self.recovery_manager_enabled = manager_enabled(config)
         self.describe_limit = int(
             config.get(
                 "max.request.partition.size.limit", str(msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT)
@@ -89,7 +95,13 @@ class QuorumController:
         self.unclean_elections = 0
         # -- unclean recovery manager (issue 7, rule 14): only with unclean.recovery.manager.enabled
         self.recovery_manager: RecoveryManager | None = build_recovery_manager(
-            config, self, clock_ms
+            config,
+            clock_ms,
+            image=lambda: self.state.image,
+            is_active=lambda: self.is_active,
+            active_epoch=lambda: self.raft.replica.epoch,
+            write=self.write,
+            policy=self.election_policy,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -153,7 +165,7 @@ class QuorumController:
                 why = f"caught up to metadata offset {request.current_metadata_offset}"
             return await self._write(
                 lambda image: cluster_control.process_heartbeat(
-                    image, request, self.tracker, self._clock_ms(), self._elr(image)
+                    image, request, self.tracker, self._clock_ms(), self.election_policy(image)
                 ),
                 why,
             )
@@ -169,17 +181,21 @@ class QuorumController:
         if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
             return await self._write(
                 lambda image: replication_control.incremental_alter_configs(
-                    image, request, self._elr(image)
+                    image, request, self.election_policy(image)
                 ),
                 "IncrementalAlterConfigs",
             )
         if api_key == ApiKey.ALTER_PARTITION:
             return await self._write(
-                lambda image: replication_control.alter_partition(image, request, self._elr(image)),
+                lambda image: replication_control.alter_partition(
+                    image, request, self.election_policy(image)
+                ),
                 f"AlterPartition from broker {request.broker_id}",
             )
         return await self._write(
-            lambda image: replication_control.elect_leaders(image, request, self._elr(image)),
+            lambda image: replication_control.elect_leaders(
+                image, request, self.election_policy(image)
+            ),
             "ElectLeaders",
         )
 
@@ -198,7 +214,7 @@ class QuorumController:
                 self.tracker,
                 self._clock_ms(),
                 self.session_timeout_ms,
-                self._elr(image),
+                self.election_policy(image),
             )
 
         response, image, written = await self._write_result(
@@ -221,12 +237,11 @@ class QuorumController:
 
     # -- the single writer -------------------------------------------------------------------
 
-    def _elr(self, image: MetadataImage) -> bool:
-        return replication_control.elr_enabled(image, self.elr_default)
-
-    # issue 7: the recovery manager writes through the single writer like a request does.
-    def elr_enabled_for(self, image: MetadataImage) -> bool:
-        return self._elr(image)
+    def election_policy(self, image: MetadataImage) -> ElectionPolicy:
+        """The policy every write passes to the builders (rules 10, 13, 14)."""
+        return config_control.election_policy(
+            image, self.elr_default, self.recovery_manager_enabled
+        )
 
     async def write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:
         return await self._write(compute, what)
@@ -241,17 +256,10 @@ class QuorumController:
         async with self._lock:
             await self._ensure_active()
             before = self.state.image
-            # issue 7, rule 14: builders leave LastKnownLeader/unclean steps to the manager
-            token = replication_control.RECOVERY_MANAGER_ACTIVE.set(
-                self.recovery_manager is not None
-            )
-            try:
-                result = compute(before)
-            finally:
-                replication_control.RECOVERY_MANAGER_ACTIVE.reset(token)
+            result = compute(before)
             if result.records:
                 await self._commit(result.records, what)
-                self._log_changes(before, result.records, what)
+                self._log_changes(before, result, what)
             return result.response, self.state.image, bool(result.records)
 
     async def _ensure_active(self) -> None:
@@ -301,15 +309,14 @@ class QuorumController:
             await asyncio.sleep(APPLY_POLL_S)
 
     def _log_changes(
-        self, before: MetadataImage, records: tuple[MetadataRecord, ...], why: str
+        self, before: MetadataImage, result: ControllerResult[Any], why: str
     ) -> None:
-        for record in records:
+        for record in result.records:
             if isinstance(record, BrokerRegistrationChangeRecord):
                 self._log_broker_change(record, why)
-                continue
-            if not isinstance(record, PartitionChangeRecord):
-                continue
-            summary = replication_control.summarize_change(before, record)
+        for change in result.changes:
+            # The builder's ElectionKind, carried with the result (not re-derived from states).
+            summary = replication_control.summarize_change(before, change)
             if summary is None:
                 continue
             if summary.election == "ELR":
@@ -345,7 +352,11 @@ class QuorumController:
         """Fence the brokers whose `broker.session.timeout.ms` lapsed (active controller only)."""
         fenced = await self._write(
             lambda image: cluster_control.fence_expired_brokers(
-                image, self.tracker, self._clock_ms(), self.session_timeout_ms, self._elr(image)
+                image,
+                self.tracker,
+                self._clock_ms(),
+                self.session_timeout_ms,
+                self.election_policy(image),
             ),
             "session expired",
         )

@@ -14,13 +14,14 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.static.primitive import i32
 
+from controller.core import config_control, replication_control
 from controller.core import messages as msg
-from controller.core import replication_control
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import ElectionPolicy
 from controller.core.metadata_image import MetadataImage
 from controller.core.unclean_recovery import (
     DEFAULT_RECOVERY_TIMEOUT_MS,
@@ -42,9 +43,6 @@ from kafkawire.client import KafkaClient
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
 
-if TYPE_CHECKING:
-    from controller.runtime.quorum_controller import QuorumController
-
 log = logging.getLogger("minikraft.controller.recovery")
 
 TICK_INTERVAL_MS = 500
@@ -64,9 +62,17 @@ def manager_enabled(config: NodeConfig) -> bool:
 
 
 def build_recovery_manager(
-    config: NodeConfig, controller: QuorumController, clock_ms: Callable[[], int]
+    config: NodeConfig,
+    clock_ms: Callable[[], int],
+    image: Callable[[], MetadataImage],
+    is_active: Callable[[], bool],
+    active_epoch: Callable[[], int],
+    write: WriteFn,
+    policy: Callable[[MetadataImage], ElectionPolicy],
 ) -> RecoveryManager | None:
-    """The manager wired to a QuorumController, or None unless enabled (rule 14)."""
+    """The manager with a GetReplicaLogInfo client, or None unless enabled (rule 14). The
+    controller hands in what the manager reads and its single writer as callables, so this
+    module never imports the quorum controller (no import cycle)."""
     if not manager_enabled(config):
         return None
     client = KafkaClient(
@@ -76,16 +82,13 @@ def build_recovery_manager(
     async def ask(address: str, request: grli.GetReplicaLogInfoRequest) -> Any:
         return await client.request(address, request, timeout_ms=ASK_TIMEOUT_MS)
 
-    def active_epoch() -> int:
-        return controller.raft.replica.epoch
-
     return RecoveryManager(
         config,
-        image=lambda: controller.state.image,
-        is_active=lambda: controller.is_active,
+        image=image,
+        is_active=is_active,
         active_epoch=active_epoch,
-        write=controller.write,
-        elr=controller.elr_enabled_for,
+        write=write,
+        policy=policy,
         ask=ask,
         clock_ms=clock_ms,
         on_stop=client.close,
@@ -119,7 +122,7 @@ class RecoveryManager:
         is_active: Callable[[], bool],
         active_epoch: Callable[[], int],
         write: WriteFn,
-        elr: Callable[[MetadataImage], bool],
+        policy: Callable[[MetadataImage], ElectionPolicy],
         ask: AskBroker,
         clock_ms: Callable[[], int],
         on_stop: Callable[[], Awaitable[None]] | None = None,
@@ -132,7 +135,7 @@ class RecoveryManager:
         self._is_active = is_active
         self._active_epoch = active_epoch
         self._write = write
-        self._elr = elr
+        self._policy = policy
         self._ask = ask
         self._clock_ms = clock_ms
         self._listener = config.get("inter.broker.listener.name")
@@ -165,7 +168,7 @@ class RecoveryManager:
         """The configured strategy, else unclean.leader.election.enable's mapping (rule 14)."""
         if self.strategy is not None:
             return self.strategy
-        return parse_strategy(None, replication_control.unclean_allowed(image, topic_name))
+        return parse_strategy(None, config_control.unclean_allowed(image, topic_name))
 
     async def _loop(self) -> None:
         while True:
@@ -219,7 +222,10 @@ class RecoveryManager:
             strategy = self.strategy_for(image, name)
             for partition_id in sorted(topic.partitions):
                 registration = topic.partitions[partition_id]
-                decision = recovery_decision(registration, image.is_fenced, strategy)
+                pending = replication_control.pending_election(
+                    image, topic, partition_id, self._policy(image)
+                )
+                decision = recovery_decision(registration, image.is_fenced, strategy, pending)
                 key = (topic.topic_id, partition_id)
                 if decision is Decision.RECOVER:
                     recovering[key] = strategy
@@ -332,11 +338,13 @@ class RecoveryManager:
                 msg.ELECTION_DESIGNATED,
                 [msg.ElectLeadersTopicPartitions(topic_name, [key[1]], [winner.broker_id])],
             )
-            result = replication_control.elect_leaders(image, request, self._elr(image))
+            result = replication_control.elect_leaders(image, request, self._policy(image))
             partition = result.response.replica_election_results[0].partition_result[0]
             error = None if partition.error_code == 0 else Errors.of(partition.error_code).name
             return ControllerResult(
-                result.records, Election(topic_name, key[1], partition.leader_id, error)
+                result.records,
+                Election(topic_name, key[1], partition.leader_id, error),
+                result.changes,  # the controller logs and counts the DESIGNATED election
             )
 
         election: Election = await self._write(compute, f"unclean recovery of {topic_name}")

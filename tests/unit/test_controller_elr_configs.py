@@ -7,8 +7,10 @@ from __future__ import annotations
 from controller.core import cluster_control
 from controller.core import messages as msg
 from controller.core import replication_control as rc
+from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_partition
 from controller.core.metadata_image import MetadataImage
+from controller.core.partition_change import written_records
 from controller.core.records import (
     CONFIG_RESOURCE_BROKER,
     LAST_KNOWN_LEADER_NONE,
@@ -43,7 +45,7 @@ def alter_isr(image: MetadataImage, isr: tuple[int, ...], elr: bool) -> Metadata
         reg.partition_epoch,
     )
     request = msg.AlterPartitionRequest(1, 0, [msg.AlterPartitionTopicData(FOO, [data])])
-    result = rc.alter_partition(image, request, elr)
+    result = rc.alter_partition(image, request, ElectionPolicy(elr_enabled=elr))
     assert result.response.topics[0].partitions[0].error_code == Errors.NONE
     return run(image, result)
 
@@ -67,7 +69,7 @@ def test_isr_shrink_with_elr_off_wipes_elr_and_last_known_elr() -> None:
     # then 4 gives ELR [3, 4]; 4 restarting uncleanly moves it to LastKnownELR (rules 10-11).
     image = with_foo(brokers(4), (1, 2, 3, 4), min_isr=4, replicas=(1, 2, 3, 4))
     image = fence(fence(image, 3), 4)
-    image = apply(image, rc.broker_restart_changes(image, 4, clean=False))
+    image = apply(image, written_records(rc.broker_restart_changes(image, 4, clean=False)))
     assert (foo0(image).elr, foo0(image).last_known_elr) == ((3,), (4,))
     image = image
     image = alter_isr(image, (1,), elr=False)
@@ -81,7 +83,9 @@ def test_fencing_the_sole_isr_member_with_elr_off_keeps_it_and_writes_no_elr_sta
     # empties with ELR off, ELR/LastKnownELR are wiped and no LastKnownLeader is written.
     image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2, elr=(2, 3))
     tracker = cluster_control.BrokerHeartbeatTracker({1: 0})
-    result = cluster_control.fence_expired_brokers(image, tracker, 10_000, 1_000, elr=False)
+    result = cluster_control.fence_expired_brokers(
+        image, tracker, 10_000, 1_000, ElectionPolicy(elr_enabled=False)
+    )
     assert [b.broker_id for b in result.response] == [1]
     image = run(image, result)
     reg = foo0(image)
@@ -101,7 +105,7 @@ def alter_broker(
         msg.RESOURCE_TYPE_BROKER, name, [msg.AlterableConfig(key, op, value)]
     )
     result = rc.incremental_alter_configs(
-        image, msg.IncrementalAlterConfigsRequest([resource]), elr
+        image, msg.IncrementalAlterConfigsRequest([resource]), ElectionPolicy(elr_enabled=elr)
     )
     answer = result.response.responses[0]
     return answer.error_code, answer.error_message, len(result.records)

@@ -6,6 +6,7 @@ in tests/integration/test_seed003_replacement_processes.py)."""
 from __future__ import annotations
 
 from controller.core import replication_control as rc
+from controller.core.partition_change import written_records
 from controller.core.unclean_recovery import Strategy, manual_election_required
 from raft.core.membership_metrics import MembershipMetrics, membership_metrics
 from raft.core.replica_key import ReplicaKey
@@ -18,7 +19,7 @@ def test_manual_election_required_only_when_nothing_automatic_will_elect() -> No
     # The sole ISR member restarts uncleanly (rule 11): leaderless, ISR and ELR empty,
     # LastKnownLeader 1: rule 13 elects 1 once it is unfenced, so no operator is needed.
     image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2)
-    image = apply(image, rc.broker_restart_changes(image, 1, clean=False))
+    image = apply(image, written_records(rc.broker_restart_changes(image, 1, clean=False)))
     reg = foo0(image)
     assert reg.leader == -1 and reg.isr == () and reg.elr == () and reg.last_known_leader == 1
     assert not manual_election_required(reg, unclean_allowed=False, strategy=None)

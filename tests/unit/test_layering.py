@@ -52,3 +52,24 @@ def test_imports_go_one_way(package: str) -> None:
                 assert not (name == banned or name.startswith(banned + ".")), (
                     f"{path.relative_to(ROOT)} imports {name}, against the layering"
                 )
+
+
+# Issue 18: no ambient state in a core. A ContextVar or a thread-local lets a runtime change a
+# core's decision without passing it in (the old RECOVERY_MANAGER_ACTIVE); policy is a value
+# (controller.core.election_policy.ElectionPolicy) passed as an argument.
+AMBIENT_STATE_MODULES = {"contextvars", "threading", "_thread"}
+
+
+@pytest.mark.parametrize("path", _files("*/core/**/*.py"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_has_no_ambient_state(path: Path) -> None:
+    bad = [n for n in _imports(path) if n.split(".")[0] in AMBIENT_STATE_MODULES]
+    assert not bad, (
+        f"{path.relative_to(ROOT)} imports {bad}: pass policy in as a value, not ambient state"
+    )
+
+
+def test_ambient_state_check_catches_a_contextvar(tmp_path: Path) -> None:
+    core = tmp_path / "core.py"
+    core.write_text("from contextvars import ContextVar\nimport threading\n")
+    found = [n for n in _imports(core) if n.split(".")[0] in AMBIENT_STATE_MODULES]
+    assert found == ["contextvars", "threading"]

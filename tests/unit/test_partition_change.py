@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from controller.core.election_policy import ElectionPolicy
 from controller.core.partition_change import (
     ElectionKind,
     ElectionType,
@@ -47,11 +48,12 @@ def builder(
     elr_enabled: bool = True,
     unclean_allowed: bool = False,
 ) -> PartitionChangeBuilder:
-    return PartitionChangeBuilder(r, TOPIC, 0, brokers, min_isr, elr_enabled, unclean_allowed)
+    policy = ElectionPolicy(elr_enabled=elr_enabled, unclean_allowed=unclean_allowed)
+    return PartitionChangeBuilder(r, TOPIC, 0, brokers, min_isr, policy)
 
 
 def apply(r: PartitionRegistration, b: PartitionChangeBuilder) -> PartitionRegistration:
-    change = b.build()
+    change = b.build().record
     assert change is not None
     return r.merge(change)
 
@@ -82,14 +84,14 @@ def test_elr_empties_completely_when_isr_reaches_min_isr() -> None:
 
 def test_no_change_builds_none() -> None:
     r = reg((1, 2, 3), (1, 2, 3), 1)
-    assert builder(r, Brokers(), 2).build() is None
-    assert builder(r, Brokers(), 2).set_target_isr([1, 2, 3]).build() is None
-    assert builder(r, Brokers(), 2).unfence_broker(2).build() is None
+    assert builder(r, Brokers(), 2).build().record is None
+    assert builder(r, Brokers(), 2).set_target_isr([1, 2, 3]).build().record is None
+    assert builder(r, Brokers(), 2).unfence_broker(2).build().record is None
 
 
 def test_fencing_the_last_isr_member_sets_last_known_leader() -> None:
     r = reg((1, 2, 3), (1,), 1, elr=(2,))
-    change = builder(r, Brokers({1, 2, 3}), 2).fence_broker(1).build()
+    change = builder(r, Brokers({1, 2, 3}), 2).fence_broker(1).build().record
     assert change is not None
     assert change.leader == -1
     assert change.isr == ()
@@ -103,7 +105,7 @@ def test_first_unfenced_elr_member_in_replica_order_is_elected_with_isr_of_itsel
     r = reg((3, 2, 1), (), -1, elr=(3, 2, 1), last_known_leader=3)
     b = builder(r, Brokers({3}), 2).unfence_broker(1).unfence_broker(2)
     after = apply(r, b)
-    assert b.election_kind == ElectionKind.ELR
+    assert b.build().election == ElectionKind.ELR
     assert (after.leader, after.isr, after.elr) == (2, (2,), (3, 1))
     assert after.last_known_leader == -1
     assert after.leader_recovery_state == LeaderRecoveryState.RECOVERED
@@ -111,14 +113,14 @@ def test_first_unfenced_elr_member_in_replica_order_is_elected_with_isr_of_itsel
 
 def test_last_known_leader_is_never_elected_while_elr_is_non_empty() -> None:
     r = reg((1, 2, 3), (), -1, elr=(2,), last_known_leader=1)
-    assert builder(r, Brokers({2, 3}), 2).unfence_broker(1).build() is None
+    assert builder(r, Brokers({2, 3}), 2).unfence_broker(1).build().record is None
 
 
 def test_last_known_leader_elected_uncleanly_once_unfenced_with_empty_elr() -> None:
     r = reg((1, 2, 3), (), -1, last_known_elr=(2,), last_known_leader=1)
     b = builder(r, Brokers({2, 3}), 2).unfence_broker(1)
     after = apply(r, b)
-    assert b.election_kind == ElectionKind.LAST_KNOWN_LEADER
+    assert b.build().election == ElectionKind.LAST_KNOWN_LEADER
     assert (after.leader, after.isr, after.leader_recovery_state) == (1, (1,), RECOVERING)
     assert after.last_known_leader == -1
     assert after.last_known_elr == (2,)  # rule 11: kept until the ISR reaches min ISR
@@ -133,7 +135,7 @@ def test_unclean_restart_moves_elr_member_to_last_known_elr() -> None:
 
 def test_clean_restart_keeps_elr_membership() -> None:
     r = reg((1, 2, 3), (1,), 1, elr=(2, 3))
-    assert builder(r, Brokers({3}), 2).clean_restart(3).build() is None
+    assert builder(r, Brokers({3}), 2).clean_restart(3).build().record is None
 
 
 def test_unclean_restart_of_sole_isr_member_is_last_known_leader_not_elr() -> None:
@@ -151,14 +153,14 @@ def test_min_isr_lowered_clears_elr_and_last_known_elr_without_leader_bump() -> 
 
 def test_elr_off_never_empties_isr_and_writes_no_elr_fields() -> None:
     r = reg((1, 2, 3), (1, 2), 1)
-    change = builder(r, Brokers({2}), 3, elr_enabled=False).fence_broker(2).build()
+    change = builder(r, Brokers({2}), 3, elr_enabled=False).fence_broker(2).build().record
     assert change is not None
     assert change.isr == (1,)
     assert change.eligible_leader_replicas is None
     assert change.last_known_elr is None
     assert change.last_known_leader == LAST_KNOWN_LEADER_UNCHANGED
     r = r.merge(change)
-    change = builder(r, Brokers({1, 2}), 3, elr_enabled=False).fence_broker(1).build()
+    change = builder(r, Brokers({1, 2}), 3, elr_enabled=False).fence_broker(1).build().record
     assert change is not None
     assert change.isr is None  # the fenced sole member stays in the ISR
     assert change.leader == -1
@@ -167,10 +169,10 @@ def test_elr_off_never_empties_isr_and_writes_no_elr_fields() -> None:
 
 def test_unclean_election_only_when_allowed_first_unfenced_replica() -> None:
     r = reg((1, 2, 3), (), -1, elr=(1,), last_known_leader=1)
-    assert builder(r, Brokers({1}), 2).unfence_broker(3).build() is None
+    assert builder(r, Brokers({1}), 2).unfence_broker(3).build().record is None
     b = builder(r, Brokers({1}), 2, unclean_allowed=True).unfence_broker(3)
     after = apply(r, b)
-    assert b.election_kind == ElectionKind.UNCLEAN
+    assert b.build().election == ElectionKind.UNCLEAN
     assert (after.leader, after.isr, after.elr, after.last_known_leader) == (2, (2,), (), -1)
     assert after.leader_recovery_state == RECOVERING
 
@@ -178,7 +180,7 @@ def test_unclean_election_only_when_allowed_first_unfenced_replica() -> None:
 def test_preferred_never_falls_back_to_unclean() -> None:
     r = reg((1, 2, 3), (), -1, last_known_leader=3)
     b = builder(r, Brokers({1}), 2, unclean_allowed=True)
-    assert b.set_election_type(ElectionType.PREFERRED).build() is None
+    assert b.set_election_type(ElectionType.PREFERRED).build().record is None
 
 
 def test_preferred_moves_leadership_to_first_replica_in_isr() -> None:
@@ -197,11 +199,11 @@ def test_designated_only_when_offline_and_replica_unfenced() -> None:
     assert designated_election_error(offline, 3, brokers) is None
     b = builder(offline, brokers, 2).set_election_type(ElectionType.DESIGNATED, 3)
     after = apply(offline, b)
-    assert b.election_kind == ElectionKind.DESIGNATED
+    assert b.build().election == ElectionKind.DESIGNATED
     assert (after.leader, after.isr, after.elr, after.last_known_leader) == (3, (3,), (), -1)
     assert after.leader_recovery_state == RECOVERING
     refused = builder(offline, brokers, 2).set_election_type(ElectionType.DESIGNATED, 1)
-    assert refused.build() is None
+    assert refused.build().record is None
 
 
 def test_election_while_recovering_keeps_recovering_with_isr_of_new_leader() -> None:
@@ -213,7 +215,7 @@ def test_election_while_recovering_keeps_recovering_with_isr_of_new_leader() -> 
 def test_recovered_from_alter_partition_does_not_bump_leader_epoch() -> None:
     r = reg((1, 2, 3), (1,), 1, leader_recovery_state=RECOVERING, leader_epoch=5)
     b = builder(r, Brokers(), 1).set_target_leader_recovery_state(LeaderRecoveryState.RECOVERED)
-    change = b.build()
+    change = b.build().record
     assert change == PartitionChangeRecord(0, TOPIC, leader_recovery_state=0)
     after = r.merge(change)
     assert (after.leader_epoch, after.leader_recovery_state) == (5, LeaderRecoveryState.RECOVERED)

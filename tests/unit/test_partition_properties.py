@@ -1,7 +1,9 @@
-"""Hypothesis: random fence/unfence/restart/AlterPartition/min-ISR sequences keep rules 8-13, 19.
+"""Hypothesis: random fence/unfence/restart/AlterPartition/min-ISR/unclean histories keep rules
+8-13 and 19, through the production controller code.
 
-ScenarioController (test_scenarios.py) checks rule 8 on every PartitionChangeRecord it replays;
-check_invariants covers rules 10-13 and 19 after every step.
+ScenarioCluster (test_scenarios.py) answers each step with cluster_control/replication_control
+and replays the returned records, checking rule 8 and rule 13's change check on every
+PartitionChangeRecord; check_partitions covers rules 10-13 and 19 after every step.
 """
 
 from __future__ import annotations
@@ -9,15 +11,20 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controller.core import config_control
+from controller.core import messages as msg
 from controller.core.invariants import check_partition
+from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE
+from controller.core.partition_registration import LeaderRecoveryState
 from kafkawire.errors import Errors
-from tests.unit.test_scenarios import ScenarioController
+from tests.unit.test_scenarios import ScenarioCluster
 
 BROKERS = (1, 2, 3, 4)
 
 step = st.one_of(
     st.tuples(st.just("fence"), st.sampled_from(BROKERS)),
     st.tuples(st.just("unfence"), st.sampled_from(BROKERS)),
+    st.tuples(st.just("shutdown"), st.sampled_from(BROKERS)),
     st.tuples(st.just("restart_clean"), st.sampled_from(BROKERS)),
     st.tuples(st.just("restart_unclean"), st.sampled_from(BROKERS)),
     st.tuples(st.just("shrink"), st.sampled_from(BROKERS)),
@@ -27,39 +34,44 @@ step = st.one_of(
 )
 
 
-def run_step(controller: ScenarioController, op: str, arg: int) -> None:
-    topic = controller.image.topics_by_name["foo"]
-    reg = topic.partitions[0]
+def run_step(cluster: ScenarioCluster, op: str, arg: int) -> None:
+    reg = cluster.image.topics_by_name["foo"].partitions[0]
     if op == "fence":
-        controller.fence(arg)
+        cluster.heartbeat(arg, want_fence=True)
     elif op == "unfence":
-        controller.unfence(arg)
+        cluster.heartbeat(arg)
+    elif op == "shutdown":
+        cluster.heartbeat(arg, want_shut_down=True)
     elif op in ("restart_clean", "restart_unclean"):
-        controller.restart(arg, clean=op == "restart_clean")
+        cluster.restart(arg, clean=op == "restart_clean")
     elif op == "min_isr":
-        controller.set_min_isr("foo", arg)
+        error = cluster.alter_configs(
+            msg.RESOURCE_TYPE_TOPIC, "foo", "min.insync.replicas", str(arg)
+        )
+        assert error == Errors.NONE
     elif op == "recovered":
-        if reg.leader != -1 and reg.leader_recovery_state == 1:
+        if reg.leader != -1 and reg.leader_recovery_state == LeaderRecoveryState.RECOVERING:
             # KIP-704: the new leader reports RECOVERED once its log is recovered.
-            error = controller.alter("foo", 0, {"isr": str(reg.leader), "recovery": "RECOVERED"})
+            error = cluster.alter("foo", 0, {"isr": str(reg.leader), "recovery": "RECOVERED"})
             assert error in (Errors.NONE, Errors.INELIGIBLE_REPLICA)
     elif reg.leader != -1:
         if op == "shrink" and arg in reg.isr and arg != reg.leader:
             isr = [r for r in reg.isr if r != arg]
         elif op == "expand" and arg in reg.replicas and arg not in reg.isr:
-            if reg.leader_recovery_state != 0:
+            if reg.leader_recovery_state != LeaderRecoveryState.RECOVERED:
                 return  # rule 21: a RECOVERING leader expands only after RECOVERED
             isr = [*reg.isr, arg]
         else:
             return
-        error = controller.alter("foo", 0, {"isr": ",".join(str(r) for r in isr)})
+        error = cluster.alter("foo", 0, {"isr": ",".join(str(r) for r in isr)})
         assert error in (Errors.NONE, Errors.INELIGIBLE_REPLICA)
         if error == Errors.INELIGIBLE_REPLICA:
-            assert controller.image.is_fenced(arg)
-    controller.check_invariants()
+            # Rule 18: only a fenced or shutting-down member is refused here.
+            assert cluster.image.is_fenced(arg) or cluster.image.is_in_controlled_shutdown(arg)
+    cluster.check_partitions()
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(step, min_size=10, max_size=40),
     elr_enabled=st.booleans(),
@@ -69,15 +81,23 @@ def run_step(controller: ScenarioController, op: str, arg: int) -> None:
 def test_random_histories_keep_the_partition_rules(
     steps: list[tuple[str, int]], elr_enabled: bool, unclean_allowed: bool, min_isr: int
 ) -> None:
-    controller = ScenarioController(elr_enabled=elr_enabled, unclean_allowed=unclean_allowed)
+    cluster = ScenarioCluster(elr_default=elr_enabled)
     for broker in BROKERS:
-        controller.register(broker)
-    controller.create("foo", rf=3, min_isr=min_isr, replicas=[1, 2, 3], partitions=1)
+        cluster.register(broker)
+        cluster.heartbeat(broker)
+    if unclean_allowed:
+        cluster.alter_configs(
+            msg.RESOURCE_TYPE_BROKER,
+            CLUSTER_DEFAULT_RESOURCE,
+            config_control.UNCLEAN_LEADER_ELECTION_ENABLE,
+            "true",
+        )
+    assert cluster.create("foo", {"min_isr": str(min_isr), "replicas": "1,2,3"}) == Errors.NONE
     for op, arg in steps:
-        run_step(controller, op, arg)
-    reg = controller.image.topics_by_name["foo"].partitions[0]
-    topic_id = controller.image.topics_by_name["foo"].topic_id
+        run_step(cluster, op, arg)
+    reg = cluster.image.topics_by_name["foo"].partitions[0]
+    topic_id = cluster.image.topics_by_name["foo"].topic_id
     assert not check_partition(
-        reg, controller.image, controller.image.effective_min_isr(topic_id, 0), elr_enabled
+        reg, cluster.image, cluster.image.effective_min_isr(topic_id, 0), elr_enabled
     )
     assert reg.replicas == (1, 2, 3)

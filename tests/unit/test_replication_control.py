@@ -13,6 +13,7 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.invariants import check_partition
 from controller.core.metadata_image import MetadataDelta, MetadataImage
+from controller.core.partition_change import ElectionKind, written_records
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     BROKER_FLAG_TRUE,
@@ -246,7 +247,7 @@ def test_cluster_default_broker_config() -> None:
 
 
 def fence(image: MetadataImage, broker: int) -> MetadataImage:
-    changes = rc.broker_fenced_changes(image, broker)
+    changes = written_records(rc.broker_fenced_changes(image, broker))
     epoch = image.brokers[broker].epoch
     return apply(
         image, [*changes, BrokerRegistrationChangeRecord(broker, epoch, fenced=BROKER_FLAG_TRUE)]
@@ -256,7 +257,7 @@ def fence(image: MetadataImage, broker: int) -> MetadataImage:
 def unfence(image: MetadataImage, broker: int) -> MetadataImage:
     epoch = image.brokers[broker].epoch
     image = apply(image, [UnfenceBrokerRecord(broker, epoch)])
-    return apply(image, rc.broker_unfenced_changes(image, broker))
+    return apply(image, written_records(rc.broker_unfenced_changes(image, broker)))
 
 
 def test_fencing_moves_members_below_min_isr_into_elr_rule_10() -> None:
@@ -289,7 +290,7 @@ def test_unfencing_elects_the_first_elr_member_with_isr_of_itself_rule_16() -> N
 
 def test_unclean_restart_moves_elr_member_to_last_known_elr_rule_11() -> None:
     image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2, elr=(2, 3))
-    image = apply(image, rc.broker_restart_changes(image, 2, clean=False))
+    image = apply(image, written_records(rc.broker_restart_changes(image, 2, clean=False)))
     reg = foo0(image)
     assert reg.elr == (3,) and reg.last_known_elr == (2,)
 
@@ -298,14 +299,14 @@ def test_clean_restart_keeps_elr_rule_12() -> None:
     image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2, elr=(2, 3))
     assert rc.broker_restart_changes(image, 2, clean=True) == []
     # The sole ISR member restarting cleanly joins the ELR and is LastKnownLeader (rule 11).
-    image = apply(image, rc.broker_restart_changes(image, 1, clean=True))
+    image = apply(image, written_records(rc.broker_restart_changes(image, 1, clean=True)))
     reg = foo0(image)
     assert reg.isr == () and reg.elr == (1, 2, 3) and reg.last_known_leader == 1
 
 
 def test_controlled_shutdown_moves_leadership_away() -> None:
     image = with_foo(brokers(3), (1, 2, 3), min_isr=2)
-    changes = rc.broker_controlled_shutdown_changes(image, 1)
+    changes = written_records(rc.broker_controlled_shutdown_changes(image, 1))
     reg = foo0(apply(image, changes))
     assert reg.leader == 2 and reg.isr == (2, 3)
     assert reg.leader_epoch == 4
@@ -518,3 +519,26 @@ def test_partition_counts_for_metrics() -> None:
         "under_min_isr_partitions": 1,
         "manual_leader_election_required_partitions": 0,  # the ELR members may come back
     }
+
+
+def test_change_summaries_follow_the_builders_election_kind() -> None:
+    """The log line and the KIP-966 counters read the builder's ElectionKind (no re-derivation):
+    an ELR election, then a DESIGNATED one counted as unclean."""
+    image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2, elr=(2, 3))
+    image = fence(image, 1)
+    image = apply(image, [UnfenceBrokerRecord(3, image.brokers[3].epoch)])
+    [change] = rc.broker_unfenced_changes(image, 3)
+    summary = rc.summarize_change(image, change)
+    assert change.election is ElectionKind.ELR
+    assert summary is not None and summary.election == "ELR"
+    assert summary.message.startswith("Elected broker 3 as leader of foo-0 from ELR")
+
+    offline = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1)
+    request = msg.ElectLeadersRequest(
+        msg.ELECTION_DESIGNATED, [msg.ElectLeadersTopicPartitions("foo", [0], [2])]
+    )
+    [designated] = rc.elect_leaders(offline, request).changes
+    summary = rc.summarize_change(offline, designated)
+    assert designated.election is ElectionKind.DESIGNATED
+    assert summary is not None and summary.election == "unclean"
+    assert "(designated, RECOVERING)" in summary.message

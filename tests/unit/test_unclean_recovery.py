@@ -17,8 +17,11 @@ from kio.static.primitive import i32, i64
 from broker.core import messages as bm
 from cluster.cli.unclean_recovery_cmd import Target, exit_code, parse_partition_file, plan_document
 from controller.core import replication_control as rc
+from controller.core.config_control import UNCLEAN_LEADER_ELECTION_ENABLE
 from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import ElectionPolicy
 from controller.core.metadata_image import MetadataDelta, MetadataImage
+from controller.core.partition_change import ElectionKind, PartitionChangeBuilder
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     CONFIG_RESOURCE_TOPIC,
@@ -130,6 +133,27 @@ def fenced(*ids: int) -> Callable[[int], bool]:
     return lambda b: b in ids
 
 
+class FencedBrokers:
+    """A BrokerView with the named brokers fenced."""
+
+    def __init__(self, *ids: int) -> None:
+        self.is_fenced = fenced(*ids)
+
+    def is_in_controlled_shutdown(self, _broker_id: int) -> bool:
+        return False
+
+
+def decide(
+    registration: PartitionRegistration, fenced_ids: tuple[int, ...], strategy: Strategy
+) -> Decision:
+    """recovery_decision with the builder's pending election under the manager's policy."""
+    builder = PartitionChangeBuilder(
+        registration, FOO, 0, FencedBrokers(*fenced_ids), 2, ElectionPolicy(recovery_manager=True)
+    )
+    pending = builder.build().election
+    return recovery_decision(registration, fenced(*fenced_ids), strategy, pending)
+
+
 def test_parse_strategy_and_mapping() -> None:
     assert parse_strategy(None, True) is Strategy.AGGRESSIVE
     assert parse_strategy(None, False) is Strategy.BALANCED
@@ -141,24 +165,24 @@ def test_parse_strategy_and_mapping() -> None:
 
 @pytest.mark.parametrize("strategy", list(Strategy))
 def test_isr_or_unfenced_elr_member_needs_no_recovery(strategy: Strategy) -> None:
-    assert recovery_decision(reg(leader=1, isr=(1,)), fenced(), strategy) is Decision.NOT_NEEDED
-    assert recovery_decision(reg(isr=(2,)), fenced(1), strategy) is Decision.NOT_NEEDED
-    assert recovery_decision(reg(elr=(1, 2)), fenced(1), strategy) is Decision.NOT_NEEDED
+    assert decide(reg(leader=1, isr=(1,)), (), strategy) is Decision.NOT_NEEDED
+    assert decide(reg(isr=(2,)), (1,), strategy) is Decision.NOT_NEEDED  # builder: CLEAN
+    assert decide(reg(elr=(1, 2)), (1,), strategy) is Decision.NOT_NEEDED  # builder: ELR
 
 
 def test_fenced_elr_members_only_aggressive_recovers() -> None:
     offline = reg(elr=(1, 2))
-    assert recovery_decision(offline, fenced(1, 2), Strategy.AGGRESSIVE) is Decision.RECOVER
-    assert recovery_decision(offline, fenced(1, 2), Strategy.BALANCED) is Decision.WAIT
-    assert recovery_decision(offline, fenced(1, 2), Strategy.NONE) is Decision.WAIT
+    assert decide(offline, (1, 2), Strategy.AGGRESSIVE) is Decision.RECOVER
+    assert decide(offline, (1, 2), Strategy.BALANCED) is Decision.WAIT
+    assert decide(offline, (1, 2), Strategy.NONE) is Decision.WAIT
 
 
 def test_no_elr_balanced_waits_for_every_last_known_elr_member() -> None:
     offline = reg(last_known_elr=(1, 2))
-    assert recovery_decision(offline, fenced(2, 3), Strategy.BALANCED) is Decision.WAIT
-    assert recovery_decision(offline, fenced(3), Strategy.BALANCED) is Decision.RECOVER
-    assert recovery_decision(offline, fenced(2, 3), Strategy.AGGRESSIVE) is Decision.RECOVER
-    assert recovery_decision(offline, fenced(), Strategy.NONE) is Decision.WAIT
+    assert decide(offline, (2, 3), Strategy.BALANCED) is Decision.WAIT
+    assert decide(offline, (3,), Strategy.BALANCED) is Decision.RECOVER
+    assert decide(offline, (2, 3), Strategy.AGGRESSIVE) is Decision.RECOVER
+    assert decide(offline, (), Strategy.NONE) is Decision.WAIT
 
 
 def test_ready_to_elect_timing() -> None:
@@ -199,7 +223,7 @@ def cluster_image(
     records += [TopicRecord("foo", FOO), partition]
     if unclean:
         records.append(
-            ConfigRecord(CONFIG_RESOURCE_TOPIC, "foo", rc.UNCLEAN_LEADER_ELECTION_ENABLE, "true")
+            ConfigRecord(CONFIG_RESOURCE_TOPIC, "foo", UNCLEAN_LEADER_ELECTION_ENABLE, "true")
         )
     return apply(MetadataImage(), records)
 
@@ -211,12 +235,10 @@ def offline_record(**fields: Any) -> PartitionRecord:
 def test_unfenced_last_known_leader_waits_for_the_manager() -> None:
     image = cluster_image(offline_record(last_known_leader=1), fenced_ids=(1,))
     image = apply(image, [UnfenceBrokerRecord(1, 11)])
-    assert rc.broker_unfenced_changes(image, 1)  # rule 13: LastKnownLeader elected
-    token = rc.RECOVERY_MANAGER_ACTIVE.set(True)
-    try:
-        assert rc.broker_unfenced_changes(image, 1) == []  # rule 14: the manager decides
-    finally:
-        rc.RECOVERY_MANAGER_ACTIVE.reset(token)
+    [elected] = rc.broker_unfenced_changes(image, 1)  # rule 13: LastKnownLeader elected
+    assert elected.election is ElectionKind.LAST_KNOWN_LEADER
+    manager = ElectionPolicy(recovery_manager=True)
+    assert rc.broker_unfenced_changes(image, 1, manager) == []  # rule 14: the manager decides
 
 
 # -- the RecoveryManager, with fake brokers ----------------------------------------------------
@@ -233,13 +255,14 @@ class FakeController:
         self.logs: dict[int, bm.PartitionLogInfo] = {}
         self.broker_epochs = {1: 11, 2: 12, 3: 13}
         self.asked: list[int] = []
+        self.elections: list[ElectionKind] = []
         self.manager = RecoveryManager(
             NodeConfig(props),
             image=lambda: self.image,
             is_active=lambda: self.active,
             active_epoch=lambda: self.epoch,
             write=self.write,
-            elr=lambda _image: True,
+            policy=lambda _image: ElectionPolicy(recovery_manager=True),
             ask=self.ask,
             clock_ms=lambda: self.now_ms,
         )
@@ -247,6 +270,7 @@ class FakeController:
     async def write(self, compute: Callable[[MetadataImage], ControllerResult[Any]], _: str) -> Any:
         result = compute(self.image)
         self.image = apply(self.image, result.records)
+        self.elections += [c.election for c in result.changes]  # what the controller counts
         return result.response
 
     async def ask(
@@ -295,6 +319,7 @@ async def test_manager_balanced_waits_for_fenced_last_known_elr_then_recovers() 
     assert after.leader == 3 and after.isr == (3,)
     assert after.leader_recovery_state == LeaderRecoveryState.RECOVERING
     assert fake.manager.finished_count == 1
+    assert fake.elections == [ElectionKind.DESIGNATED]  # logged and counted as unclean
 
 
 async def test_manager_none_never_elects() -> None:
