@@ -30,7 +30,6 @@ from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import wait_for_change
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from controller.core.metadata_image import MetadataImage
-from controller.runtime import kafka_describe
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
@@ -39,6 +38,7 @@ from kafkawire.create_topics import NewTopic
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
+from metadata import kafka_describe
 
 if TYPE_CHECKING:
     from broker.runtime.broker_node import BrokerNode

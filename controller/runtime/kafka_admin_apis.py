@@ -3,7 +3,7 @@
 CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs and ElectLeaders (writes,
 through QuorumController's single writer, through the one write path), and
 DescribeTopicPartitions, DescribeConfigs, DescribeCluster (reads of this controller's committed
-image, controller.runtime.kafka_describe, shared with brokers).
+image, metadata.kafka_describe, shared with brokers).
 
 Each handler decodes the kio request into the core's input, calls the same controller code, and
 encodes the result into the kio response of the request's version. A standby answers the writes
@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from controller.core import messages as cm
 from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
-from controller.runtime import kafka_describe
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
+from kafkawire.elect_leaders_error import elect_leaders_error
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import error_code, error_message, response_schema
 from kafkawire.router import KafkaRouter
+from metadata import kafka_describe
 
 if TYPE_CHECKING:
     from controller.runtime.controller_node import ControllerNode
@@ -365,37 +366,3 @@ class ControllerKafkaAdminApis:
             kafka_describe.fenced_broker_ids(self.controller.state.image),
         )
 
-
-def elect_leaders_error(body: Any, version: int, error: Errors, message: str) -> Any:
-    """ElectLeaders refused as a whole (NOT_CONTROLLER on a standby, INVALID_REQUEST, no
-    controller reached): Kafka's top-level error code from v1; v0 has none, so each named
-    partition carries it."""
-    schema = response_schema(int(ApiKey.ELECT_LEADERS), version)
-    if has_field(schema, "error_code"):
-        return build(
-            schema,
-            throttle_time=NO_THROTTLE,
-            error_code=error_code(error),
-            replica_election_results=(),
-        )
-    topic_cls = item_type(schema, "replica_election_results")
-    partition_cls = item_type(topic_cls, "partition_result")
-    return build(
-        schema,
-        throttle_time=NO_THROTTLE,
-        replica_election_results=tuple(
-            topic_cls(
-                topic=tp.topic,
-                partition_result=tuple(
-                    build(
-                        partition_cls,
-                        partition_id=p,
-                        error_code=error_code(error),
-                        error_message=error_message(error, message),
-                    )
-                    for p in tp.partitions
-                ),
-            )
-            for tp in body.topic_partitions or ()
-        ),
-    )

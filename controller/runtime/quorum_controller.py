@@ -29,11 +29,11 @@ from controller.core.records import (
     PartitionChangeRecord,
     encode_record,
 )
-from controller.runtime.metadata_state import MetadataState
 from controller.runtime.recovery_manager import RecoveryManager, build_recovery_manager
 from kafkawire.api_keys import ApiKey
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
+from metadata.loader import MetadataLoader
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.controller")
@@ -64,7 +64,7 @@ class QuorumController:
     def __init__(
         self,
         raft: RaftManager,
-        state: MetadataState,
+        state: MetadataLoader,
         config: NodeConfig,
         clock_ms: Callable[[], int] = now_ms,
     ) -> None:

@@ -268,10 +268,6 @@ class RaftReplica:
         """(offset, set) of every voter set this replica knows, oldest first (for checkers)."""
         return self._history.changes()
 
-    def voter_set_at(self, offset: int) -> VoterSet:
-        """The voter set in force at offset (for snapshots: rule 7)."""
-        return self._history.value_at(offset)
-
     def endpoint_of(self, node_id: int) -> str | None:
         """Where to reach node_id: the known leader endpoint, else the voter's endpoint."""
         return self._address_of(node_id)
