@@ -28,6 +28,7 @@ from broker.core.partition_state import (
     PartitionState,
     Role,
 )
+from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.group_commit import GroupCommit
 from broker.runtime.partition_log import (
@@ -35,8 +36,6 @@ from broker.runtime.partition_log import (
     PartitionLog,
     parse_partition_dir_name,
 )
-from controller.core import messages as cm
-from controller.core.alter_partition import AlterPartitionPartitionResult
 from controller.core.metadata_image import MetadataImage, TopicImage
 from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
@@ -47,9 +46,6 @@ log = logging.getLogger("minikraft.broker")
 
 # DeleteRecords' offset -1: delete up to the high watermark (Kafka's DeleteRecordsRequest).
 DELETE_TO_HIGH_WATERMARK = -1
-
-AlterPartitionSender = Callable[[cm.AlterPartitionRequest], Awaitable[cm.AlterPartitionResponse]]
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -136,8 +132,10 @@ class ReplicaManager:
         self.settings = settings
         self.broker_id = settings.broker_id
         self.journal = journal
-        self._send_alter_partition = send_alter_partition
         self._broker_epoch = broker_epoch
+        self.alter_partitions = AlterPartitionManager(
+            settings.broker_id, broker_epoch, send_alter_partition
+        )
         self.partitions: dict[tuple[str, int], HostedPartition] = {}
         self.image = MetadataImage()
         self._acks: dict[int, asyncio.Future[Errors]] = {}
@@ -272,6 +270,7 @@ class ReplicaManager:
             hosted.log.flush()
 
     async def close(self) -> None:
+        await self.alter_partitions.close()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -438,53 +437,13 @@ class ReplicaManager:
         task.add_done_callback(self._tasks.discard)
 
     async def _alter_partition(self, hosted: HostedPartition, proposal: IsrProposal) -> None:
-        """Send one proposal to the active controller and feed the outcome back (rule 18)."""
-        wire = proposal.to_request(hosted.partition)
+        """Submit one proposal to the AlterPartitionManager (batched with the broker's other
+        ISR changes) and feed the outcome back (rule 18)."""
         if hosted.topic_id is None:
             return
-        request = cm.AlterPartitionRequest(
-            broker_id=self.broker_id,
-            broker_epoch=self._broker_epoch(),
-            topics=[
-                cm.AlterPartitionTopicData(
-                    topic_id=hosted.topic_id,
-                    partitions=[
-                        cm.AlterPartitionPartitionData(
-                            partition_index=wire.partition_index,
-                            leader_epoch=wire.leader_epoch,
-                            new_isr_with_epochs=[
-                                cm.BrokerState(b.broker_id, b.broker_epoch)
-                                for b in wire.new_isr_with_epochs
-                            ],
-                            leader_recovery_state=wire.leader_recovery_state,
-                            partition_epoch=wire.partition_epoch,
-                        )
-                    ],
-                )
-            ],
+        error, result = await self.alter_partitions.submit(
+            hosted.topic_id, hosted.partition, proposal
         )
-        error = Errors.NONE
-        result: AlterPartitionPartitionResult | None = None
-        try:
-            response = await self._send_alter_partition(request)
-            error = Errors.of(response.error_code)
-            if error is Errors.NONE:
-                for topic in response.topics:
-                    for part in topic.partitions:
-                        if part.partition_index == hosted.partition:
-                            result = AlterPartitionPartitionResult(
-                                partition_index=part.partition_index,
-                                error=Errors.of(part.error_code),
-                                leader_id=part.leader_id,
-                                leader_epoch=part.leader_epoch,
-                                isr=tuple(part.isr),
-                                leader_recovery_state=part.leader_recovery_state,
-                                partition_epoch=part.partition_epoch,
-                            )
-                if result is None:
-                    error = Errors.UNKNOWN_SERVER_ERROR
-        except KafkaError as exc:
-            error = exc.error
         log.info(
             "AlterPartition %s for %s-%d (isr %s): %s",
             proposal.kind.value, hosted.topic, hosted.partition, list(proposal.isr),
