@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from broker.runtime.broker_context import BrokerContext
 from controller.core import messages as cm
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
@@ -29,9 +30,6 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.forwarding import Candidate, request_active
 from kafkawire.messages import error_code, response_schema
 from metadata import kafka_describe
-
-if TYPE_CHECKING:
-    from broker.runtime.broker_node import BrokerNode
 
 FORWARD_TIMEOUT_MS = 30_000
 DESCRIBE_PARTITIONS_LIMIT_KEY = "max.request.partition.size.limit"
@@ -125,7 +123,7 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
 
 
 class KafkaAdminApis:
-    def __init__(self, broker: BrokerNode) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         # Its own connections: admin calls never share a connection with heartbeats.
         self.client = KafkaClient(

@@ -14,9 +14,10 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.core import messages as bm
+from broker.runtime.broker_context import BrokerContext
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis
 from broker.runtime.kafka_group_apis import KafkaGroupApis
@@ -40,9 +41,6 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
 from metadata import kafka_describe
 
-if TYPE_CHECKING:
-    from broker.runtime.broker_node import BrokerNode
-
 log = logging.getLogger("minikraft.broker.kafka")
 
 ACKS_NONE = 0
@@ -62,9 +60,9 @@ def _response(api_key: ApiKey, version: int) -> type:
 
 
 class KafkaApis:
-    """Serves BROKER_API_VERSIONS for one BrokerNode; `service` plugs into the RpcServer."""
+    """Serves BROKER_API_VERSIONS for one broker; `service` plugs into the RpcServer."""
 
-    def __init__(self, broker: BrokerNode) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         for key, value in AUTO_CREATE_DEFAULTS.items():
             broker.config.props.setdefault(key, value)
@@ -577,5 +575,5 @@ async def _failed(error: Errors) -> bm.ProduceResponse:
     return bm.ProduceResponse(int(error), error.name)
 
 
-def kafka_service(broker: BrokerNode) -> KafkaService:
+def kafka_service(broker: BrokerContext) -> KafkaService:
     return KafkaApis(broker).service

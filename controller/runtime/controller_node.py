@@ -148,8 +148,10 @@ class ControllerNode:
         self.quorum_controller = QuorumController(self.raft, self.state, config)
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
-        KafkaRaftApis(self.raft).route(self.kafka_router)
-        ControllerKafkaAdminApis(self).route(self.kafka_router)
+        KafkaRaftApis(
+            config.node_id, self.raft.replica, self.raft.driver.handle_request
+        ).route(self.kafka_router)
+        ControllerKafkaAdminApis(self.quorum_controller).route(self.kafka_router)
         route_producer_id_apis(self.kafka_router, self.quorum_controller)
         route_broker_lifecycle(self.kafka_router, self.quorum_controller)
         self.max_frame_bytes = config.get_int("socket.request.max.bytes")

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.core import messages as cm
 from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
+from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
 from kafkawire.elect_leaders_error import elect_leaders_error
@@ -27,9 +28,6 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import error_code, error_message, response_schema
 from kafkawire.router import KafkaRouter
 from metadata import kafka_describe
-
-if TYPE_CHECKING:
-    from controller.runtime.controller_node import ControllerNode
 
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's defaults for a CreateTopics that leaves partitions / replication factor to the
@@ -52,11 +50,12 @@ def _timeout_ms(body: Any) -> int:
 
 
 class ControllerKafkaAdminApis:
-    def __init__(self, node: ControllerNode) -> None:
-        self.node = node
-        self.controller = node.quorum_controller
+    def __init__(self, controller: QuorumController) -> None:
+        # The QuorumController carries the node's config and Raft: no back-reference to the
+        # ControllerNode that builds this (no import cycle, issue 18).
+        self.controller = controller
         for key, value in CREATE_TOPICS_DEFAULTS.items():
-            node.config.props.setdefault(key, value)
+            controller.config.props.setdefault(key, value)
 
     def route(self, router: KafkaRouter) -> None:
         handlers: dict[ApiKey, Callable[[Any, int, KafkaRequestContext], Any]] = {
@@ -144,7 +143,7 @@ class ControllerKafkaAdminApis:
             replica_lists = [assignments[p] for p in range(len(assignments))]
             num_partitions = len(replica_lists)
             replication_factor = len(replica_lists[0])
-        config = self.node.config
+        config = self.controller.config
         if num_partitions == -1:
             num_partitions = config.get_int("num.partitions")
         if replication_factor == -1:
@@ -341,7 +340,7 @@ class ControllerKafkaAdminApis:
     async def describe_cluster(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         """KIP-919: asked for controllers (EndpointType 2), the voters and the active one;
         asked for brokers, the live brokers (an admin client bootstrapped on controllers)."""
-        replica = self.node.raft.replica
+        replica = self.controller.raft.replica
         leader = replica.leader_id if replica.leader_id is not None else -1
         endpoint_type = int(getattr(body, "endpoint_type", kafka_describe.ENDPOINT_TYPE_BROKER))
         nodes: list[tuple[int, str, int, str | None]] = []
@@ -359,7 +358,7 @@ class ControllerKafkaAdminApis:
             )
         return kafka_describe.describe_cluster(
             version,
-            self.node.raft.cluster_id,
+            self.controller.raft.cluster_id,
             leader,
             nodes,
             endpoint_type,
