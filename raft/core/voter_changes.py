@@ -80,13 +80,21 @@ def add_voter(view: LeaderView, req: AddRaftVoterRequest, max_lag_records: int,
     return VoterChange(new_voters=view.voters.with_voter(key, endpoints))
 
 
-def remove_voter(view: LeaderView, req: RemoveRaftVoterRequest) -> VoterChange:
+def _refuse_change_of(view: LeaderView, key: ReplicaKey) -> VoterChange | None:
+    """Remove and update name a voter in force, and wait for the last change (rule 5)."""
     waiting = blocked(view)
     if waiting is not None:
         return VoterChange(Errors.REQUEST_TIMED_OUT, waiting)
-    key = ReplicaKey(req.voter_id, req.voter_directory_id)
-    if key not in view.voters:  # rule 5: the exact key
+    if key not in view.voters:  # rule 4: the exact key
         return VoterChange(Errors.VOTER_NOT_FOUND, f"{key} is not a voter")
+    return None
+
+
+def remove_voter(view: LeaderView, req: RemoveRaftVoterRequest) -> VoterChange:
+    key = ReplicaKey(req.voter_id, req.voter_directory_id)
+    refused = _refuse_change_of(view, key)
+    if refused is not None:
+        return refused
     if len(view.voters) == 1:
         return VoterChange(Errors.INVALID_REQUEST, f"{key} is the last voter")
     return VoterChange(new_voters=view.voters.without_voter(key))
@@ -95,12 +103,10 @@ def remove_voter(view: LeaderView, req: RemoveRaftVoterRequest) -> VoterChange:
 def update_voter(view: LeaderView, req: UpdateRaftVoterRequest) -> VoterChange:
     """A voter's listeners and kraft.version range replace its entry (Kafka's
     UpdateVoterHandler); unchanged listeners append nothing."""
-    waiting = blocked(view)
-    if waiting is not None:
-        return VoterChange(Errors.REQUEST_TIMED_OUT, waiting)
     key = ReplicaKey(req.voter_id, req.voter_directory_id)
-    if key not in view.voters:  # rule 4: the exact key
-        return VoterChange(Errors.VOTER_NOT_FOUND, f"{key} is not a voter")
+    refused = _refuse_change_of(view, key)
+    if refused is not None:
+        return refused
     if view.default_listener_name not in req.listeners:
         return VoterChange(Errors.INVALID_REQUEST,
                            f"listeners must include {view.default_listener_name}")

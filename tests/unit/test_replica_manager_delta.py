@@ -50,16 +50,19 @@ def _manager(log_dir: Path) -> ReplicaManager:
 
 
 class _WholeImage:
-    """The pre-delta behaviour as a publisher: rescan the whole image after every commit."""
+    """The pre-delta behaviour as a publisher: rescan the whole image after every commit.
+    It keeps the last changes, for the tests to check what the loader noted."""
 
     name = "WholeImage"
 
     def __init__(self, replicas: ReplicaManager) -> None:
         self.replicas = replicas
+        self.last_changes = MetadataChanges()
 
     def on_metadata_update(
         self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
+        self.last_changes = changes
         self.replicas.apply_image(image)
 
 
@@ -71,15 +74,15 @@ class _Cluster:
         self.delta = _manager(tmp_path / "delta")
         self.whole = _manager(tmp_path / "whole")
         self.leadership_changes: list[tuple[str, int]] = []
-        self.last_changes = MetadataChanges()
+        self.rescan = _WholeImage(self.whole)
         self.loader.install_publishers(
-            [
-                BrokerMetadataPublisher(self.delta, self._moved),
-                _WholeImage(self.whole),
-                _Recorder(self),
-            ]
+            [BrokerMetadataPublisher(self.delta, self._moved), self.rescan]
         )
         self.offset = 0
+
+    @property
+    def last_changes(self) -> MetadataChanges:
+        return self.rescan.last_changes
 
     def _moved(self, hosted: HostedPartition) -> None:
         self.leadership_changes.append((hosted.topic, hosted.partition))
@@ -103,18 +106,6 @@ class _Cluster:
             )
             for key, h in replicas.partitions.items()
         }
-
-
-class _Recorder:
-    name = "Recorder"
-
-    def __init__(self, cluster: _Cluster) -> None:
-        self.cluster = cluster
-
-    def on_metadata_update(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
-    ) -> None:
-        self.cluster.last_changes = changes
 
 
 def _brokers() -> list[MetadataRecord]:
