@@ -16,14 +16,14 @@ install: $(VENV)/.installed-$(EXTRAS)
 
 test: install
 	$(PY) -m pytest
-	$(VENV)/bin/ruff check kafkawire cluster controller broker raft analytics tests
+	$(VENV)/bin/ruff check kafkawire cluster controller broker raft metadata analytics tests
 	$(VENV)/bin/mypy
 
 test-slow: install
 	$(PY) -m pytest -m slow
 
 lint: install
-	$(VENV)/bin/ruff check kafkawire cluster controller broker raft analytics tests
+	$(VENV)/bin/ruff check kafkawire cluster controller broker raft metadata analytics tests
 	$(VENV)/bin/mypy
 
 demo: install

@@ -517,30 +517,6 @@ def iter_file_batches(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
                None, None, None)
 
 
-_IDENTITY_COLUMNS = frozenset(("node", "role", "directory_id", "file", "kind",
-                               "snapshot_end_offset", "position", "offset", "epoch",
-                               "batch_timestamp_ms", "is_control", "record_type"))
-
-
-def fit_row(row: tuple[Any, ...], arrow_schema: Any) -> tuple[Any, ...]:
-    """A row whose values fit the Arrow schema, or, when one does not (a record whose fields
-    have the wrong types), the row as corrupt with those values dropped."""
-    import pyarrow as pa
-
-    try:
-        for value, field in zip(row, arrow_schema, strict=True):
-            pa.array([value], type=field.type)
-        return row
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-        names = arrow_schema.names
-        if "corrupt" not in names:
-            raise
-        fixed = [v if n in _IDENTITY_COLUMNS else None for v, n in zip(row, names, strict=True)]
-        fixed[names.index("corrupt")] = True
-        fixed[names.index("corrupt_reason")] = f"a field does not fit its column: {exc}"
-        return tuple(fixed)
-
-
 # -- Spark side: imported lazily so the pure readers work without pyspark ---------------------
 
 try:

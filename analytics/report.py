@@ -14,10 +14,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from analytics.audit import AuditResult
+from analytics.audit_result import AuditResult
 
 AUDIT_JSON = "audit.json"
 INDEX_HTML = "index.html"

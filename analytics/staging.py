@@ -66,10 +66,8 @@ def ddl(columns: Columns) -> str:
 
 def to_arrow(rows: list[tuple[Any, ...]], schema: Any) -> Any:
     """Rows (tuples in schema order) as one RecordBatch; a row with a value that does not fit
-    its column becomes a corrupt row (analytics.datasource.fit_row) instead of failing all."""
+    its column becomes a corrupt row (fit_row) instead of failing all."""
     import pyarrow as pa
-
-    from analytics.datasource import fit_row
 
     try:
         columns = list(zip(*rows, strict=True))
@@ -171,3 +169,27 @@ class Stager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_IDENTITY_COLUMNS = frozenset(("node", "role", "directory_id", "file", "kind",
+                               "snapshot_end_offset", "position", "offset", "epoch",
+                               "batch_timestamp_ms", "is_control", "record_type"))
+
+
+def fit_row(row: tuple[Any, ...], arrow_schema: Any) -> tuple[Any, ...]:
+    """A row whose values fit the Arrow schema, or, when one does not (a record whose fields
+    have the wrong types), the row as corrupt with those values dropped."""
+    import pyarrow as pa
+
+    try:
+        for value, field in zip(row, arrow_schema, strict=True):
+            pa.array([value], type=field.type)
+        return row
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        names = arrow_schema.names
+        if "corrupt" not in names:
+            raise
+        fixed = [v if n in _IDENTITY_COLUMNS else None for v, n in zip(row, names, strict=True)]
+        fixed[names.index("corrupt")] = True
+        fixed[names.index("corrupt_reason")] = f"a field does not fit its column: {exc}"
+        return tuple(fixed)

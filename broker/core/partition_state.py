@@ -31,7 +31,6 @@ from broker.core.journal_events import (
 from broker.core.leader_epoch_cache import EpochEntry
 from controller.core.alter_partition import (
     NO_BROKER_EPOCH,
-    AlterPartitionPartition,
     AlterPartitionPartitionResult,
     BrokerState,
 )
@@ -104,15 +103,6 @@ class IsrProposal:
     @property
     def isr(self) -> tuple[int, ...]:
         return tuple(b.broker_id for b in self.new_isr_with_epochs)
-
-    def to_request(self, partition_index: int) -> AlterPartitionPartition:
-        return AlterPartitionPartition(
-            partition_index=partition_index,
-            leader_epoch=self.leader_epoch,
-            new_isr_with_epochs=self.new_isr_with_epochs,
-            leader_recovery_state=int(self.leader_recovery_state),
-            partition_epoch=self.partition_epoch,
-        )
 
 
 @dataclass(frozen=True, slots=True)

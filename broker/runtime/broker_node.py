@@ -1,7 +1,7 @@
 """One broker process (ARCHITECTURE.md "Processes"): a Raft observer of `__cluster_metadata`
 replaying it into the MetadataImage, registration, heartbeats and AlterPartition with the active
 controller (Kafka's BrokerRegistration/BrokerHeartbeat/AlterPartition,
-controller/runtime/kafka_broker_lifecycle.py), the partitions it hosts (ReplicaManager), replica
+metadata/broker_lifecycle_wire.py), the partitions it hosts (ReplicaManager), replica
 fetchers (Kafka's Fetch to the leader broker), the broker's listener (Kafka's protocol) and its
 HTTP side.
 
@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +35,10 @@ from broker.runtime.clean_shutdown import (
 )
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.kafka_apis import KafkaApis
+from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from controller.core import messages as cm
-from controller.core.metadata_image import MetadataImage
-from controller.runtime.kafka_broker_lifecycle import (
-    lifecycle_request_to_kio,
-    lifecycle_response_from_kio,
-)
-from controller.runtime.metadata_state import MetadataState
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig, parse_listeners
 from kafkawire.errors import Errors, KafkaError
@@ -51,7 +46,9 @@ from kafkawire.faults import FaultInjector
 from kafkawire.http_status import HttpStatusServer
 from kafkawire.loop import serve_until_signalled
 from kafkawire.server import KafkaServer
-from raft.core.record_batch import RecordBatch
+from metadata.broker_lifecycle_wire import lifecycle_request_to_kio, lifecycle_response_from_kio
+from metadata.loader import MetadataLoader
+from metadata.snapshot_generator import SnapshotGenerator
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import ensure_storage_identity
 from raft.runtime.raft_manager import RaftManager
@@ -76,26 +73,6 @@ def journal_path(config: NodeConfig) -> Path:
     return base / f"broker-{config.node_id}.journal"
 
 
-class BrokerMetadataState(MetadataState):
-    """MetadataState that tells the broker after every applied commit or snapshot load."""
-
-    def __init__(
-        self, snapshot_interval_records: int, on_image: Callable[[MetadataImage], None]
-    ) -> None:
-        super().__init__(snapshot_interval_records)
-        self._on_image = on_image
-
-    def handle_commit(self, batches: Sequence[RecordBatch]) -> None:
-        super().handle_commit(batches)
-        self._on_image(self.image)
-
-    def handle_load_snapshot(
-        self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
-    ) -> None:
-        super().handle_load_snapshot(snapshot_end_offset, batches)
-        self._on_image(self.image)
-
-
 class BrokerNode:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -116,15 +93,14 @@ class BrokerNode:
         self.fenced = True
         self.incarnation_id = uuid.uuid4()
         self.previous_broker_epoch = NO_BROKER_EPOCH
-        self.metadata = BrokerMetadataState(
-            config.get_int("metadata.log.snapshot.interval.records"), self._on_image
-        )
+        # The broker's view of `__cluster_metadata`: the shared loader, with the snapshot
+        # generator and this broker's publisher registered once the replica manager exists.
+        self.metadata = MetadataLoader()
         self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
         # Broker lifecycle with the active controller on Kafka's protocol, on connections of
         # its own: a Kafka listener serves one request per connection at a time, so heartbeats
         # never queue behind another family's long-polling requests.
         self.controller_client = KafkaClient(client_id_for_node(config.node_id), faults=self.faults)
-        self.metadata.bind(self.raft)
         flush_text = config.get("flush.messages")
         self.journal = EventJournal(journal_path(config))
         self.replicas = ReplicaManager(
@@ -139,6 +115,15 @@ class BrokerNode:
             self.journal,
             self._send_alter_partition,
             lambda: self.broker_epoch,
+        )
+        self.metadata.install_publishers(
+            [
+                SnapshotGenerator(
+                    config.get_int("metadata.log.snapshot.interval.records"),
+                    self.raft.create_snapshot,
+                ),
+                BrokerMetadataPublisher(self.replicas, self._update_fetcher),
+            ]
         )
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
         # Kafka's wire protocol on the broker's listener (clients and the other brokers).
@@ -370,7 +355,7 @@ class BrokerNode:
         self, request: Any, timeout_ms: int
     ) -> Callable[[str], Awaitable[Any]]:
         """How a core lifecycle request reaches one controller: on Kafka's protocol
-        (kafka_broker_lifecycle), the core's response coming back."""
+        (metadata/broker_lifecycle_wire.py), the core's response coming back."""
         body = lifecycle_request_to_kio(request)
 
         async def send(address: str) -> Any:
@@ -405,11 +390,6 @@ class BrokerNode:
                 log.exception("Broker tick failed")
 
     # ---- metadata ----
-
-    def _on_image(self, image: MetadataImage) -> None:
-        changed = self.replicas.apply_image(image)
-        for hosted in changed:
-            self._update_fetcher(hosted)
 
     def _update_fetcher(self, hosted: HostedPartition) -> None:
         key = (hosted.topic, hosted.partition)

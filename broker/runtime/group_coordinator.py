@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.core import messages as bm
 from broker.core.group_coordinator_shard import (
@@ -31,6 +31,7 @@ from broker.core.group_coordinator_shard import (
     SyncResult,
 )
 from broker.core.partition_state import Role
+from broker.runtime.broker_context import BrokerContext
 from kafkawire.create_topics import NewTopic
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.group_coordinator_records import (
@@ -43,9 +44,6 @@ from kafkawire.group_coordinator_records import (
     encode_value,
 )
 from raft.core.record_batch import Record, encode_batch, iter_batches
-
-if TYPE_CHECKING:
-    from broker.runtime.broker_node import BrokerNode
 
 log = logging.getLogger("minikraft.broker.groups")
 
@@ -114,7 +112,7 @@ class Coordinator:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: BrokerNode) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         config = broker.config
         for key, value in GROUP_DEFAULTS.items():

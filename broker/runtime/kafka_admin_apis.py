@@ -10,28 +10,26 @@ KafkaClient (client id node-<id>, this broker's fault layer), so a slow admin ca
 behind or ahead of heartbeats.
 
 Reads (DescribeConfigs, DescribeCluster, DescribeTopicPartitions) are answered from this broker's
-metadata image by controller.runtime.kafka_describe, as Kafka answers them on the broker asked.
+metadata image by metadata.kafka_describe, as Kafka answers them on the broker asked.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from broker.runtime.broker_context import BrokerContext
 from controller.core import messages as cm
-from controller.runtime import kafka_describe
-from controller.runtime.kafka_admin_apis import elect_leaders_error
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.create_topics import NewTopic, create_topics_request
+from kafkawire.elect_leaders_error import elect_leaders_error
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.forwarding import Candidate, request_active
 from kafkawire.messages import error_code, response_schema
-
-if TYPE_CHECKING:
-    from broker.runtime.broker_node import BrokerNode
+from metadata import kafka_describe
 
 FORWARD_TIMEOUT_MS = 30_000
 DESCRIBE_PARTITIONS_LIMIT_KEY = "max.request.partition.size.limit"
@@ -125,7 +123,7 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
 
 
 class KafkaAdminApis:
-    def __init__(self, broker: BrokerNode) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         # Its own connections: admin calls never share a connection with heartbeats.
         self.client = KafkaClient(

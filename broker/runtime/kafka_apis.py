@@ -14,9 +14,10 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.core import messages as bm
+from broker.runtime.broker_context import BrokerContext
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis
 from broker.runtime.kafka_group_apis import KafkaGroupApis
@@ -30,7 +31,6 @@ from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import wait_for_change
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from controller.core.metadata_image import MetadataImage
-from controller.runtime import kafka_describe
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
@@ -39,9 +39,7 @@ from kafkawire.create_topics import NewTopic
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
-
-if TYPE_CHECKING:
-    from broker.runtime.broker_node import BrokerNode
+from metadata import kafka_describe
 
 log = logging.getLogger("minikraft.broker.kafka")
 
@@ -62,9 +60,9 @@ def _response(api_key: ApiKey, version: int) -> type:
 
 
 class KafkaApis:
-    """Serves BROKER_API_VERSIONS for one BrokerNode; `service` plugs into the RpcServer."""
+    """Serves BROKER_API_VERSIONS for one broker; `service` plugs into the RpcServer."""
 
-    def __init__(self, broker: BrokerNode) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         for key, value in AUTO_CREATE_DEFAULTS.items():
             broker.config.props.setdefault(key, value)
@@ -581,5 +579,5 @@ async def _failed(error: Errors) -> bm.ProduceResponse:
     return bm.ProduceResponse(int(error), error.name)
 
 
-def kafka_service(broker: BrokerNode) -> KafkaService:
+def kafka_service(broker: BrokerContext) -> KafkaService:
     return KafkaApis(broker).service

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.core.classic_group import GroupState
 from broker.core.group_coordinator_shard import JoinRequest, JoinResult
+from broker.runtime.broker_context import BrokerContext
 from broker.runtime.group_coordinator import GroupCoordinator
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
 from kafkawire.entities import build, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
-
-if TYPE_CHECKING:
-    from broker.runtime.broker_node import BrokerNode
 
 GROUP_KEY_TYPE = 0  # FindCoordinator: 0 group, 1 transaction (not served: no transactions)
 NO_OFFSET = -1
@@ -43,7 +41,7 @@ def _client_host(ctx: KafkaRequestContext) -> str:
 
 
 class KafkaGroupApis:
-    def __init__(self, broker: BrokerNode) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.coordinator = GroupCoordinator(broker)
         self.handlers: dict[ApiKey, GroupHandler] = {

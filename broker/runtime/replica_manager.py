@@ -28,6 +28,7 @@ from broker.core.partition_state import (
     PartitionState,
     Role,
 )
+from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.group_commit import GroupCommit
 from broker.runtime.partition_log import (
@@ -35,19 +36,16 @@ from broker.runtime.partition_log import (
     PartitionLog,
     parse_partition_dir_name,
 )
-from controller.core import messages as cm
-from controller.core.alter_partition import AlterPartitionPartitionResult
-from controller.core.metadata_image import MetadataImage
+from controller.core.metadata_image import MetadataImage, TopicImage
 from controller.core.partition_registration import PartitionRegistration
+from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from kafkawire.errors import Errors, KafkaError
+from metadata.changes import MetadataChanges
 
 log = logging.getLogger("minikraft.broker")
 
 # DeleteRecords' offset -1: delete up to the high watermark (Kafka's DeleteRecordsRequest).
 DELETE_TO_HIGH_WATERMARK = -1
-
-AlterPartitionSender = Callable[[cm.AlterPartitionRequest], Awaitable[cm.AlterPartitionResponse]]
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -134,8 +132,10 @@ class ReplicaManager:
         self.settings = settings
         self.broker_id = settings.broker_id
         self.journal = journal
-        self._send_alter_partition = send_alter_partition
         self._broker_epoch = broker_epoch
+        self.alter_partitions = AlterPartitionManager(
+            settings.broker_id, broker_epoch, send_alter_partition
+        )
         self.partitions: dict[tuple[str, int], HostedPartition] = {}
         self.image = MetadataImage()
         self._acks: dict[int, asyncio.Future[Errors]] = {}
@@ -144,7 +144,6 @@ class ReplicaManager:
         self._checkpoints = [LogDirCheckpoints(d) for d in settings.log_dirs]
         self._checkpoint_write: asyncio.Future[None] | None = None
         self._written_log_starts: dict[Path, dict[tuple[str, int], int]] = {}
-        self.on_role_change: Callable[[HostedPartition], None] | None = None
 
     # ---- loading and closing ----
 
@@ -271,6 +270,7 @@ class ReplicaManager:
             hosted.log.flush()
 
     async def close(self) -> None:
+        await self.alter_partitions.close()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -284,40 +284,120 @@ class ReplicaManager:
     # ---- metadata ----
 
     def apply_image(self, image: MetadataImage) -> list[HostedPartition]:
-        """Act on a new committed image; returns partitions whose leadership changed."""
+        """Act on a whole new image (a loaded snapshot): every partition of the image, then stop
+        serving hosted partitions whose topic is gone. Returns partitions whose leadership
+        changed."""
         self.image = image
         ts = now_ms()
         changed: list[HostedPartition] = []
         seen: set[tuple[str, int]] = set()
         for topic in image.topics.values():
             for partition_id, registration in topic.partitions.items():
-                key = (topic.name, partition_id)
-                hosted = self.partitions.get(key)
-                if hosted is None and self.broker_id not in registration.replicas:
-                    continue
-                seen.add(key)
-                if hosted is None:
-                    hosted = self._open(self.settings.log_dirs[0], topic.name, partition_id, None, 0)
-                    self.partitions[key] = hosted
-                hosted.topic_id = topic.topic_id
-                min_isr = image.effective_min_isr(topic.topic_id, partition_id)
-                if registration != hosted.registration:
-                    before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
-                    hosted.registration = registration
-                    self._sync_log(hosted, ts)
-                    self.apply_ready(hosted, hosted.state.apply_registration(registration, min_isr, image, ts))
-                    after = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
-                    if before != after:
-                        changed.append(hosted)
-                else:
-                    self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+                if self._apply_partition(image, topic, partition_id, registration, ts, changed):
+                    seen.add((topic.name, partition_id))
         for key, hosted in self.partitions.items():
-            if key not in seen and hosted.state.role is not Role.NONE:
-                # The topic is gone: stop serving (the data stays on disk).
-                stopped = PartitionRegistration(replicas=(), isr=(), leader_epoch=1 << 30)
-                self.apply_ready(hosted, hosted.state.apply_registration(stopped, 1, image, ts))
-                changed.append(hosted)
+            if key not in seen:
+                self._stop_if_serving(hosted, image, ts, changed)
         return changed
+
+    def apply_delta(self, changes: MetadataChanges, image: MetadataImage) -> list[HostedPartition]:
+        """Act on one committed change (Kafka's ReplicaManager.applyDelta), with work in
+        proportion to it: the partitions it names, the hosted partitions of the topics it
+        removes, and the broker view and min ISR (rule 9) of the hosted partitions whose
+        brokers or configs it moved. A loaded snapshot replaced everything: apply_image.
+        Returns partitions whose leadership changed."""
+        if changes.full:
+            return self.apply_image(image)
+        previous, self.image = self.image, image
+        ts = now_ms()
+        changed: list[HostedPartition] = []
+        applied: set[tuple[str, int]] = set()
+        for topic_id, partition_id in sorted(changes.partitions):
+            topic = image.topics.get(topic_id)
+            registration = None if topic is None else topic.partitions.get(partition_id)
+            if topic is None or registration is None:
+                continue  # created and removed within this change
+            self._apply_partition(image, topic, partition_id, registration, ts, changed)
+            applied.add((topic.name, partition_id))
+        for topic_id in changes.removed_topics:
+            gone = previous.topics.get(topic_id)
+            if gone is None:
+                continue  # created and removed within this change: never applied
+            for partition_id in gone.partitions:
+                key = (gone.name, partition_id)
+                hosted = self.partitions.get(key)
+                # A topic re-created under the same name in this change was applied above.
+                if hosted is not None and key not in applied:
+                    self._stop_if_serving(hosted, image, ts, changed)
+        for hosted in self._metadata_dependents(changes, image):
+            if (hosted.topic, hosted.partition) in applied:
+                continue
+            topic = image.topics_by_name.get(hosted.topic)
+            if topic is not None and hosted.partition in topic.partitions:
+                min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
+                self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+        return changed
+
+    def _metadata_dependents(
+        self, changes: MetadataChanges, image: MetadataImage
+    ) -> Iterable[HostedPartition]:
+        """Hosted partitions whose state reads what the change moved besides their own
+        registration: every one when a broker moved (ISR eligibility and rule 18's refusals
+        read broker epochs and fencing) or a broker config (the cluster default
+        min.insync.replicas); those of a topic whose config moved."""
+        if changes.brokers or any(kind == CONFIG_RESOURCE_BROKER for kind, _ in changes.configs):
+            return list(self.partitions.values())
+        dependents: list[HostedPartition] = []
+        for kind, name in changes.configs:
+            topic = image.topics_by_name.get(name) if kind == CONFIG_RESOURCE_TOPIC else None
+            for partition_id in () if topic is None else topic.partitions:
+                hosted = self.partitions.get((name, partition_id))
+                if hosted is not None:
+                    dependents.append(hosted)
+        return dependents
+
+    def _apply_partition(
+        self,
+        image: MetadataImage,
+        topic: TopicImage,
+        partition_id: int,
+        registration: PartitionRegistration,
+        ts: int,
+        changed: list[HostedPartition],
+    ) -> bool:
+        """One partition of the image: open it if this broker became a replica, apply a new
+        registration (appending to `changed` if its leadership moved), else refresh the broker
+        view and min ISR. False if this broker neither hosts nor replicates it."""
+        key = (topic.name, partition_id)
+        hosted = self.partitions.get(key)
+        if hosted is None and self.broker_id not in registration.replicas:
+            return False
+        if hosted is None:
+            hosted = self._open(self.settings.log_dirs[0], topic.name, partition_id, None, 0)
+            self.partitions[key] = hosted
+        hosted.topic_id = topic.topic_id
+        min_isr = image.effective_min_isr(topic.topic_id, partition_id)
+        if registration != hosted.registration:
+            before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+            hosted.registration = registration
+            self._sync_log(hosted, ts)
+            self.apply_ready(hosted, hosted.state.apply_registration(registration, min_isr, image, ts))
+            after = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+            if before != after:
+                changed.append(hosted)
+        else:
+            self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+        return True
+
+    def _stop_if_serving(
+        self, hosted: HostedPartition, image: MetadataImage, ts: int, changed: list[HostedPartition]
+    ) -> None:
+        """The topic is gone: stop serving (the data stays on disk)."""
+        if hosted.state.role is Role.NONE:
+            return
+        stopped = PartitionRegistration(replicas=(), isr=(), leader_epoch=1 << 30)
+        self.apply_ready(hosted, hosted.state.apply_registration(stopped, 1, image, ts))
+        changed.append(hosted)
 
     def _sync_log(self, hosted: HostedPartition, ts: int) -> None:
         self.apply_ready(
@@ -357,53 +437,13 @@ class ReplicaManager:
         task.add_done_callback(self._tasks.discard)
 
     async def _alter_partition(self, hosted: HostedPartition, proposal: IsrProposal) -> None:
-        """Send one proposal to the active controller and feed the outcome back (rule 18)."""
-        wire = proposal.to_request(hosted.partition)
+        """Submit one proposal to the AlterPartitionManager (batched with the broker's other
+        ISR changes) and feed the outcome back (rule 18)."""
         if hosted.topic_id is None:
             return
-        request = cm.AlterPartitionRequest(
-            broker_id=self.broker_id,
-            broker_epoch=self._broker_epoch(),
-            topics=[
-                cm.AlterPartitionTopicData(
-                    topic_id=hosted.topic_id,
-                    partitions=[
-                        cm.AlterPartitionPartitionData(
-                            partition_index=wire.partition_index,
-                            leader_epoch=wire.leader_epoch,
-                            new_isr_with_epochs=[
-                                cm.BrokerState(b.broker_id, b.broker_epoch)
-                                for b in wire.new_isr_with_epochs
-                            ],
-                            leader_recovery_state=wire.leader_recovery_state,
-                            partition_epoch=wire.partition_epoch,
-                        )
-                    ],
-                )
-            ],
+        error, result = await self.alter_partitions.submit(
+            hosted.topic_id, hosted.partition, proposal
         )
-        error = Errors.NONE
-        result: AlterPartitionPartitionResult | None = None
-        try:
-            response = await self._send_alter_partition(request)
-            error = Errors.of(response.error_code)
-            if error is Errors.NONE:
-                for topic in response.topics:
-                    for part in topic.partitions:
-                        if part.partition_index == hosted.partition:
-                            result = AlterPartitionPartitionResult(
-                                partition_index=part.partition_index,
-                                error=Errors.of(part.error_code),
-                                leader_id=part.leader_id,
-                                leader_epoch=part.leader_epoch,
-                                isr=tuple(part.isr),
-                                leader_recovery_state=part.leader_recovery_state,
-                                partition_epoch=part.partition_epoch,
-                            )
-                if result is None:
-                    error = Errors.UNKNOWN_SERVER_ERROR
-        except KafkaError as exc:
-            error = exc.error
         log.info(
             "AlterPartition %s for %s-%d (isr %s): %s",
             proposal.kind.value, hosted.topic, hosted.partition, list(proposal.isr),

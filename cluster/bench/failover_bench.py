@@ -22,11 +22,11 @@ from typing import Any
 import aiohttp
 
 from cluster.bench.raft_bench import BENCH_PROPS
+from cluster.bench.raft_workload import percentile
 from cluster.bench.report import make_report, row
 from cluster.cli.admin_client import describe_quorum
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
-from raft.runtime.raft_workload import percentile
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000

@@ -28,6 +28,7 @@ from cluster.bench.failover_bench import (
     _wait_caught_up,
 )
 from cluster.bench.raft_bench import BENCH_PROPS
+from cluster.bench.raft_workload import percentile
 from cluster.bench.report import make_report, row
 from cluster.chaos.netns_faults import NetnsFaults, isolate, set_drop_rules
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
@@ -35,7 +36,6 @@ from cluster.launch.local_cluster import NETNS, LocalCluster
 from cluster.launch.netns import NetnsPlan, netns_unavailable_reason
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import KafkaError
-from raft.runtime.raft_workload import percentile
 
 NOTE = (
     f"netns: the leader isolated by nftables drops (no reset); election timeout "

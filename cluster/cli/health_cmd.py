@@ -17,8 +17,8 @@ from cluster.cli.admin_client import describe_quorum
 from cluster.cli.bootstrap import new_client, send_to_any
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
 from cluster.cli.topics_cmd import describe_all, partition_rows, unavailable, under_min_isr_row
-from controller.runtime.kafka_describe import ENDPOINT_TYPE_BROKER
 from kafkawire.errors import KafkaError
+from metadata.kafka_describe import ENDPOINT_TYPE_BROKER
 
 VOTER_FETCH_STALE_MS = 5000
 VOTER_MAX_LAG = 1000

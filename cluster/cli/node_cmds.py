@@ -61,12 +61,13 @@ _FORMAT_HELP = "format unformatted directories first (CLUSTER_ID, KAFKA_INITIAL_
 @click.option("--format-if-needed", is_flag=True, help=_FORMAT_HELP)
 def controller(config_path: str | None, format_if_needed: bool) -> None:
     """Run one controller process (a KRaft voter or observer) in the foreground."""
+    from cluster.bench.raft_workload import raft_bench_routes
     from controller.runtime.controller_node import ControllerNode
 
     config = _load(config_path, "controller", format_if_needed)
     _setup_logging(config, "controller")
     try:
-        node = ControllerNode(config)
+        node = ControllerNode(config, http_routes=raft_bench_routes)
     except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
         fail(str(exc), EXIT_FAILED)
     run(node.run())

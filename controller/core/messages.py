@@ -1,6 +1,6 @@
 """The controller core's request and response values: broker lifecycle, topics, configs,
 partitions and elections. On the wire they are Kafka's messages (kio), translated in
-controller/runtime/kafka_broker_lifecycle.py and kafka_admin_apis.py; these are not a wire
+metadata/broker_lifecycle_wire.py and controller/runtime/kafka_admin_apis.py; these are not a wire
 schema.
 
 Shapes follow Kafka's messages (BrokerRegistration with PreviousBrokerEpoch and DescribeTopic-

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -25,7 +24,6 @@ from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
 from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
 from controller.runtime.kafka_producer_id_apis import route_producer_id_apis
-from controller.runtime.metadata_state import MetadataState
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
 from kafkawire.config import NodeConfig
@@ -35,11 +33,12 @@ from kafkawire.http_status import HttpStatusServer
 from kafkawire.loop import serve_until_signalled
 from kafkawire.router import KafkaRouter
 from kafkawire.server import KafkaServer
+from metadata.loader import MetadataLoader
+from metadata.snapshot_generator import SnapshotGenerator
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.kafka_raft_apis import KafkaRaftApis
 from raft.runtime.raft_manager import RaftManager
-from raft.runtime.raft_workload import run_append_workload
 
 log = logging.getLogger("minikraft.controller")
 
@@ -120,26 +119,39 @@ class _ControllerCollector(Collector):
             yield GaugeMetricFamily(name, help_text, value=value)
 
 
+# Extra HTTP routes a launcher installs on the node's HTTP port (the raft bench, from cluster/).
+HttpRoutes = Callable[["ControllerNode"], list[tuple[str, str, Any]]]
+
+
 class ControllerNode:
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, http_routes: HttpRoutes | None = None) -> None:
         self.config = config
         listener = config.controller_listener()
         if listener is None:
             raise ValueError("controller listener missing")
         self.listener = listener
         self.faults = FaultInjector()
-        self.state = MetadataState(
-            snapshot_interval_records=config.get_int("metadata.log.snapshot.interval.records")
-        )
+        # The controller's view of `__cluster_metadata` (the shared loader); its publisher is
+        # the snapshot generator, every voter snapshotting its own committed state (rule 7).
+        self.state = MetadataLoader()
         self.raft = RaftManager(
             config, faults=self.faults, listener=self.state, endpoint=listener.address
         )
-        self.state.bind(self.raft)
+        self.state.install_publishers(
+            [
+                SnapshotGenerator(
+                    config.get_int("metadata.log.snapshot.interval.records"),
+                    self.raft.create_snapshot,
+                )
+            ]
+        )
         self.quorum_controller = QuorumController(self.raft, self.state, config)
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
-        KafkaRaftApis(self.raft).route(self.kafka_router)
-        ControllerKafkaAdminApis(self).route(self.kafka_router)
+        KafkaRaftApis(
+            config.node_id, self.raft.replica, self.raft.driver.handle_request
+        ).route(self.kafka_router)
+        ControllerKafkaAdminApis(self.quorum_controller).route(self.kafka_router)
         route_producer_id_apis(self.kafka_router, self.quorum_controller)
         route_broker_lifecycle(self.kafka_router, self.quorum_controller)
         self.max_frame_bytes = config.get_int("socket.request.max.bytes")
@@ -155,7 +167,7 @@ class ControllerNode:
                 status=self.status,
                 health=self.health,
                 faults=self.faults,
-                extra_routes=self._bench_routes(),
+                extra_routes=http_routes(self) if http_routes is not None else None,
             )
             if http
             else None
@@ -240,25 +252,6 @@ class ControllerNode:
                 log.debug("NoOpRecord not appended: %s", exc)
 
     # -- requests ---------------------------------------------------------------------------
-
-    def _bench_routes(self) -> list[tuple[str, str, Any]]:
-        """`minikraft bench raft` drives an in-leader append workload (off unless configured)."""
-        if self.config.get("minikraft.bench.enabled", "false") != "true":
-            return []
-
-        async def bench(request: web.Request) -> web.Response:
-            params = await request.json()
-            if self.raft.replica.role != "Leader":
-                return web.json_response({"error": "NOT_LEADER_OR_FOLLOWER"}, status=409)
-            result = await run_append_workload(
-                self.raft.driver,
-                encode_record(NoOpRecord()),
-                records=int(params.get("records", 1000)),
-                concurrency=int(params.get("concurrency", 1)),
-            )
-            return web.json_response(result)
-
-        return [("POST", "/v1/bench/raft", bench)]
 
     # -- status -----------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs and ElectLeaders (writes,
 through QuorumController's single writer, through the one write path), and
 DescribeTopicPartitions, DescribeConfigs, DescribeCluster (reads of this controller's committed
-image, controller.runtime.kafka_describe, shared with brokers).
+image, metadata.kafka_describe, shared with brokers).
 
 Each handler decodes the kio request into the core's input, calls the same controller code, and
 encodes the result into the kio response of the request's version. A standby answers the writes
@@ -15,20 +15,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.core import messages as cm
 from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
-from controller.runtime import kafka_describe
+from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
+from kafkawire.elect_leaders_error import elect_leaders_error
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import error_code, error_message, response_schema
 from kafkawire.router import KafkaRouter
-
-if TYPE_CHECKING:
-    from controller.runtime.controller_node import ControllerNode
+from metadata import kafka_describe
 
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's defaults for a CreateTopics that leaves partitions / replication factor to the
@@ -51,11 +50,12 @@ def _timeout_ms(body: Any) -> int:
 
 
 class ControllerKafkaAdminApis:
-    def __init__(self, node: ControllerNode) -> None:
-        self.node = node
-        self.controller = node.quorum_controller
+    def __init__(self, controller: QuorumController) -> None:
+        # The QuorumController carries the node's config and Raft: no back-reference to the
+        # ControllerNode that builds this (no import cycle, issue 18).
+        self.controller = controller
         for key, value in CREATE_TOPICS_DEFAULTS.items():
-            node.config.props.setdefault(key, value)
+            controller.config.props.setdefault(key, value)
 
     def route(self, router: KafkaRouter) -> None:
         handlers: dict[ApiKey, Callable[[Any, int, KafkaRequestContext], Any]] = {
@@ -143,7 +143,7 @@ class ControllerKafkaAdminApis:
             replica_lists = [assignments[p] for p in range(len(assignments))]
             num_partitions = len(replica_lists)
             replication_factor = len(replica_lists[0])
-        config = self.node.config
+        config = self.controller.config
         if num_partitions == -1:
             num_partitions = config.get_int("num.partitions")
         if replication_factor == -1:
@@ -340,7 +340,7 @@ class ControllerKafkaAdminApis:
     async def describe_cluster(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         """KIP-919: asked for controllers (EndpointType 2), the voters and the active one;
         asked for brokers, the live brokers (an admin client bootstrapped on controllers)."""
-        replica = self.node.raft.replica
+        replica = self.controller.raft.replica
         leader = replica.leader_id if replica.leader_id is not None else -1
         endpoint_type = int(getattr(body, "endpoint_type", kafka_describe.ENDPOINT_TYPE_BROKER))
         nodes: list[tuple[int, str, int, str | None]] = []
@@ -358,44 +358,10 @@ class ControllerKafkaAdminApis:
             )
         return kafka_describe.describe_cluster(
             version,
-            self.node.raft.cluster_id,
+            self.controller.raft.cluster_id,
             leader,
             nodes,
             endpoint_type,
             kafka_describe.fenced_broker_ids(self.controller.state.image),
         )
 
-
-def elect_leaders_error(body: Any, version: int, error: Errors, message: str) -> Any:
-    """ElectLeaders refused as a whole (NOT_CONTROLLER on a standby, INVALID_REQUEST, no
-    controller reached): Kafka's top-level error code from v1; v0 has none, so each named
-    partition carries it."""
-    schema = response_schema(int(ApiKey.ELECT_LEADERS), version)
-    if has_field(schema, "error_code"):
-        return build(
-            schema,
-            throttle_time=NO_THROTTLE,
-            error_code=error_code(error),
-            replica_election_results=(),
-        )
-    topic_cls = item_type(schema, "replica_election_results")
-    partition_cls = item_type(topic_cls, "partition_result")
-    return build(
-        schema,
-        throttle_time=NO_THROTTLE,
-        replica_election_results=tuple(
-            topic_cls(
-                topic=tp.topic,
-                partition_result=tuple(
-                    build(
-                        partition_cls,
-                        partition_id=p,
-                        error_code=error_code(error),
-                        error_message=error_message(error, message),
-                    )
-                    for p in tp.partitions
-                ),
-            )
-            for tp in body.topic_partitions or ()
-        ),
-    )

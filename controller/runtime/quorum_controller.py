@@ -29,7 +29,6 @@ from controller.core.records import (
     NoOpRecord,
     encode_record,
 )
-from controller.runtime.metadata_state import MetadataState
 from controller.runtime.recovery_manager import (
     RecoveryManager,
     build_recovery_manager,
@@ -38,6 +37,7 @@ from controller.runtime.recovery_manager import (
 from kafkawire.api_keys import ApiKey
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
+from metadata.loader import MetadataLoader
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.controller")
@@ -68,7 +68,7 @@ class QuorumController:
     def __init__(
         self,
         raft: RaftManager,
-        state: MetadataState,
+        state: MetadataLoader,
         config: NodeConfig,
         clock_ms: Callable[[], int] = now_ms,
     ) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kafkawire.errors import Errors
+from raft.core import voter_changes
 from raft.core.control_records import (
     KRaftVersionRecord,
     LeaderChangeRecord,
@@ -58,8 +59,6 @@ from raft.core.replicated_log import OffsetAndEpoch, ReplicatedLog, SnapshotId
 from raft.core.voter_set import VoterSet, VoterSetHistory
 
 _SCAN_CHUNK_BYTES = 8 * 1024 * 1024
-# The kraft.version this replica writes (KRaftVersionRecord 1: voters in the log, KIP-853).
-KRAFT_VERSION = 1
 _NO_DEADLINE_MS = 1 << 62
 
 
@@ -267,10 +266,6 @@ class RaftReplica:
     def voter_set_changes(self) -> list[tuple[int, VoterSet]]:
         """(offset, set) of every voter set this replica knows, oldest first (for checkers)."""
         return self._history.changes()
-
-    def voter_set_at(self, offset: int) -> VoterSet:
-        """The voter set in force at offset (for snapshots: rule 7)."""
-        return self._history.value_at(offset)
 
     def endpoint_of(self, node_id: int) -> str | None:
         """Where to reach node_id: the known leader endpoint, else the voter's endpoint."""
@@ -799,121 +794,69 @@ class RaftReplica:
         return (Errors.NOT_LEADER_OR_FOLLOWER, f"{self._node_id} does not lead epoch {self.epoch}",
                 self._leader_id_or_none(), self.epoch, self.leader_endpoint or "")
 
-    def _voter_change_blocked(self, st: LeaderState) -> str | None:
-        """Why a voter change must wait (REQUEST_TIMED_OUT once the request times out)."""
-        if self._high_watermark <= st.epoch_start_offset:
-            # The fix for single-server changes: first commit an entry of our own epoch.
-            return f"leader {self._node_id} has not committed in epoch {st.epoch} yet"
-        if self._history.has_uncommitted_change(self._high_watermark):
-            return (f"the voter change at offset {self._history.latest_offset()} is not "
-                    f"committed (high watermark {self._high_watermark})")
-        return None
+    def _leader_view(self, st: LeaderState) -> voter_changes.LeaderView:
+        return voter_changes.LeaderView(
+            node_id=self._node_id, state=st, voters=self.voters, history=self._history,
+            high_watermark=self._high_watermark, log_end_offset=self._log.end_offset(),
+            default_listener_name=self._config.default_listener_name)
+
+    def _apply_voter_change(self, st: LeaderState, change: voter_changes.VoterChange,
+                            now_ms: int) -> None:
+        if change.new_voters is not None:
+            self._out.voters_record_offset = self._append_voters(st, change.new_voters, now_ms)
 
     def _handle_add_voter(self, req: AddRaftVoterRequest, now_ms: int) -> AddRaftVoterResponse:
         st = self._state
         if not isinstance(st, LeaderState):
             return AddRaftVoterResponse(*self._not_leader())
-        base = AddRaftVoterResponse(leader_id=self._node_id, leader_epoch=st.epoch,
-                                    leader_endpoint=self._endpoint)
-        key = ReplicaKey(req.voter_id, req.voter_directory_id)
-        if req.voter_id < 0 or req.voter_directory_id == ZERO_UUID:
-            return replace(base, error_code=Errors.INVALID_REQUEST,
-                           error_message="a voter needs an id and a directory id (rule 4)")
-        blocked = self._voter_change_blocked(st)
-        if blocked is not None:
-            return replace(base, error_code=Errors.REQUEST_TIMED_OUT, error_message=blocked)
-        voters = self.voters
-        if key in voters:  # rule 5: judged on the full key, so a new disk of an id may join
-            return replace(base, error_code=Errors.DUPLICATE_VOTER,
-                           error_message=f"{key} is already a voter")
-        if not st.is_caught_up(key, self._log.end_offset(), self._config.add_voter_max_lag_records,
-                               now_ms - self._config.fetch_timeout_ms):
-            p = st.progress.get(key)
-            where = "is not fetching" if p is None else (
-                f"is at offset {p.log_end_offset}, last fetch at {p.last_fetch_ms} ms")
-            return replace(base, error_code=Errors.REQUEST_TIMED_OUT,
-                           error_message=f"{key} {where}; the log end is "
-                                         f"{self._log.end_offset()}: not caught up")
-        endpoints = dict(req.listeners)
-        progress = st.progress[key]
-        if not endpoints and progress.endpoint:
-            endpoints = {self._config.default_listener_name: progress.endpoint}
-        if not endpoints:
-            return replace(base, error_code=Errors.INVALID_REQUEST,
-                           error_message=f"no endpoint known for {key}: give its listeners")
-        self._out.voters_record_offset = self._append_voters(st, voters.with_voter(key, endpoints),
-                                                             now_ms)
-        return base
+        change = voter_changes.add_voter(self._leader_view(st), req,
+                                         self._config.add_voter_max_lag_records,
+                                         now_ms - self._config.fetch_timeout_ms)
+        self._apply_voter_change(st, change, now_ms)
+        return AddRaftVoterResponse(int(change.error), change.message, self._node_id, st.epoch,
+                                    self._endpoint)
 
     def _handle_remove_voter(self, req: RemoveRaftVoterRequest, now_ms: int
                              ) -> RemoveRaftVoterResponse:
         st = self._state
         if not isinstance(st, LeaderState):
             return RemoveRaftVoterResponse(*self._not_leader())
-        base = RemoveRaftVoterResponse(leader_id=self._node_id, leader_epoch=st.epoch,
-                                       leader_endpoint=self._endpoint)
-        blocked = self._voter_change_blocked(st)
-        if blocked is not None:
-            return replace(base, error_code=Errors.REQUEST_TIMED_OUT, error_message=blocked)
-        key = ReplicaKey(req.voter_id, req.voter_directory_id)
-        voters = self.voters
-        if key not in voters:  # rule 5: the exact key
-            return replace(base, error_code=Errors.VOTER_NOT_FOUND,
-                           error_message=f"{key} is not a voter")
-        if len(voters) == 1:
-            return replace(base, error_code=Errors.INVALID_REQUEST,
-                           error_message=f"{key} is the last voter")
-        self._out.voters_record_offset = self._append_voters(st, voters.without_voter(key), now_ms)
-        return base
+        change = voter_changes.remove_voter(self._leader_view(st), req)
+        self._apply_voter_change(st, change, now_ms)
+        return RemoveRaftVoterResponse(int(change.error), change.message, self._node_id, st.epoch,
+                                       self._endpoint)
 
     def _handle_update_voter(self, req: UpdateRaftVoterRequest, now_ms: int
                              ) -> UpdateRaftVoterResponse:
-        """KIP-853 as Kafka's UpdateVoterHandler: a voter's listeners and kraft.version range
-        replace its entry in the voter set (rule 5: one change at a time, in force once
-        appended); the answer does not wait for the commit, as in Kafka."""
+        """KIP-853 as Kafka's UpdateVoterHandler (voter_changes.update_voter); the answer does
+        not wait for the commit, as in Kafka."""
         error = self._leader_only_error(req.current_leader_epoch)
         st = self._state
         if error is not None or not isinstance(st, LeaderState):
             code, message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
             return UpdateRaftVoterResponse(code, message, self._leader_id_or_none(), self.epoch,
                                            self.leader_endpoint or "")
-        base = UpdateRaftVoterResponse(leader_id=self._node_id, leader_epoch=st.epoch,
-                                       leader_endpoint=self._endpoint)
-        blocked = self._voter_change_blocked(st)
-        if blocked is not None:
-            return replace(base, error_code=Errors.REQUEST_TIMED_OUT, error_message=blocked)
-        key = ReplicaKey(req.voter_id, req.voter_directory_id)
-        voters = self.voters
-        if key not in voters:  # rule 4: the exact key
-            return replace(base, error_code=Errors.VOTER_NOT_FOUND,
-                           error_message=f"{key} is not a voter")
-        if self._config.default_listener_name not in req.listeners:
-            return replace(base, error_code=Errors.INVALID_REQUEST,
-                           error_message=f"listeners must include "
-                                         f"{self._config.default_listener_name}")
-        if not req.min_kraft_version <= KRAFT_VERSION <= req.max_kraft_version:
-            return replace(base, error_code=Errors.INVALID_REQUEST,
-                           error_message=f"kraft.version {KRAFT_VERSION} is outside "
-                                         f"{req.min_kraft_version}..{req.max_kraft_version}")
-        if dict(voters.voters[key]) != dict(req.listeners):
-            self._append_voters(st, voters.with_voter(key, req.listeners), now_ms)
-        return base
+        change = voter_changes.update_voter(self._leader_view(st), req)
+        if change.new_voters is not None:
+            # Unlike add/remove, the answer names no offset to wait for (Kafka's).
+            self._append_voters(st, change.new_voters, now_ms)
+        return UpdateRaftVoterResponse(int(change.error), change.message, self._node_id, st.epoch,
+                                       self._endpoint)
 
     def _maybe_update_voter(self, st: FollowerState, now_ms: int) -> None:
         """Kafka's follower, once per leader: if the voter set has other listeners for this
         voter than it has, tell the leader (UpdateRaftVoter); retried on a later fetch."""
-        known = self.voters.voters.get(self._key)
-        if (known is None or not self._endpoint or st.updated_leader
+        if (self._key not in self.voters.voters or not self._endpoint or st.updated_leader
                 or now_ms < st.next_update_voter_ms):
             return
-        mine = {self._config.default_listener_name: self._endpoint}
-        if dict(known) == mine:
+        request = voter_changes.update_voter_request(
+            self.voters, self._key, self._config.default_listener_name, self._endpoint,
+            st.epoch, self._config.cluster_id)
+        if request is None:
             st.updated_leader = True
             return
         st.next_update_voter_ms = now_ms + self._config.request_timeout_ms
-        self._send(st.leader_id, UpdateRaftVoterRequest(
-            st.epoch, self._node_id, self._directory_id, mine, 0, KRAFT_VERSION,
-            self._config.cluster_id))
+        self._send(st.leader_id, request)
 
     def _on_update_voter_response(self, req: UpdateRaftVoterRequest, resp: object | None,
                                   now_ms: int) -> None:

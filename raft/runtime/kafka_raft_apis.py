@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.add_raft_voter.v0 import response as arv0_rs
@@ -60,7 +60,10 @@ from raft.core import messages as rm
 
 if TYPE_CHECKING:
     from kafkawire.router import KafkaRouter
-    from raft.runtime.raft_manager import RaftManager
+    from raft.core.raft_replica import RaftReplica
+
+# The driver's handle_request: a core request from a node id in, the core response out.
+RequestHandler = Callable[[int, Any], Awaitable[Any]]
 
 log = logging.getLogger("minikraft.raft")
 
@@ -669,12 +672,15 @@ def error_to_kafka(api_key: ApiKey, version: int, error: Errors, message: str) -
 
 
 class KafkaRaftApis:
-    """Routes RAFT_API_KEYS on a KafkaRouter to one node's RaftManager. A handler never
-    raises into the router (that would close the caller's connection): every failure is an
-    error code in the response."""
+    """Routes RAFT_API_KEYS on a KafkaRouter to one node's Raft replica (through its driver).
+    A handler never raises into the router (that would close the caller's connection): every
+    failure is an error code in the response. Given the parts it uses, not the RaftManager
+    that builds the driver that imports this module (no import cycle, issue 18)."""
 
-    def __init__(self, manager: RaftManager) -> None:
-        self.manager = manager
+    def __init__(self, node_id: int, replica: RaftReplica, handle_request: RequestHandler) -> None:
+        self._node_id = node_id
+        self._replica = replica
+        self._handle_request = handle_request
 
     def route(self, router: KafkaRouter) -> None:
         for api_key in RAFT_API_KEYS:
@@ -689,15 +695,15 @@ class KafkaRaftApis:
     def _replica_endpoint(self, node_id: int) -> str:
         # Kafka's Fetch carries no endpoint: a node id the voter set knows listens there (a
         # replacement disk of a voter, seed 003); any other observer (a broker) has none.
-        return self.manager.replica.voters.endpoint(node_id) or ""
+        return self._replica.voters.endpoint(node_id) or ""
 
     async def handle(self, api_key: ApiKey, body: Any, version: int,
                      ctx: KafkaRequestContext) -> Any:
         try:
-            request = request_from_kafka(api_key, body, local_node_id=self.manager.config.node_id,
+            request = request_from_kafka(api_key, body, local_node_id=self._node_id,
                                          replica_endpoint=self._replica_endpoint)
             source = -1 if ctx.source_node_id is None else ctx.source_node_id
-            response = await self.manager.driver.handle_request(source, request)
+            response = await self._handle_request(source, request)
             return response_to_kafka(api_key, version, response)
         except KafkaError as exc:
             return error_to_kafka(api_key, version, exc.error, exc.message)

@@ -22,7 +22,6 @@ from typing import Any, Protocol
 
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
-from raft.core.control_records import snapshot_batches
 from raft.core.messages import (
     AddRaftVoterRequest,
     FetchRequest,
@@ -31,7 +30,6 @@ from raft.core.messages import (
 )
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
 from raft.core.record_batch import RecordBatch, iter_batches
-from raft.core.replicated_log import SnapshotId
 from raft.runtime.disk_log import DiskLog
 from raft.runtime.kafka_raft_apis import (
     DEFAULT_LISTENER,
@@ -453,24 +451,6 @@ class RaftDriver:
             batches = [batch for batch, _ in iter_batches(data)]
             self.listener.handle_load_snapshot(snapshot_id.end_offset, batches)
         self._applied_offset = snapshot_id.end_offset if snapshot_id is not None else 0
-
-    def create_snapshot(self, end_offset: int, epoch: int, records: Sequence[bytes]) -> SnapshotId:
-        """Write a snapshot of committed state below end_offset with the voter set in force
-        there (rule 7), then clean the segments it covers."""
-        if end_offset > self.replica.high_watermark:
-            raise ValueError(f"snapshot end {end_offset} above the high watermark")
-        voters = self.replica.voter_set_at(end_offset - 1).to_record().voters
-        data = snapshot_batches(voters, records, timestamp_ms=now_ms(), epoch=epoch)
-        snapshot_id = SnapshotId(end_offset, epoch)
-        self.log.create_snapshot(snapshot_id, data)
-        self.log.delete_before_snapshot()
-        log.info(
-            "Took snapshot %s-%s (%s records); cleaned the log below it",
-            end_offset,
-            epoch,
-            len(records),
-        )
-        return snapshot_id
 
     @property
     def applied_offset(self) -> int:

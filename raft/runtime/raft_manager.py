@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 from kafkawire.client import KafkaClient, client_id_for_node
@@ -93,6 +94,23 @@ class RaftManager:
     @property
     def cluster_id(self) -> str:
         return self.meta.cluster_id
+
+    def create_snapshot(self, end_offset: int, records: Sequence[bytes]) -> bool:
+        """Snapshot committed state below end_offset through the core (RaftReplica.create_snapshot
+        writes it with the voter set in force there, rule 7), then clean the segments it covers.
+        False when a snapshot already covers end_offset (one fetched from the leader)."""
+        latest = self.log.latest_snapshot_id()
+        if latest is not None and latest.end_offset >= end_offset:
+            return False
+        snapshot_id = self.replica.create_snapshot(end_offset, records, now_ms())
+        self.log.delete_before_snapshot()
+        log.info(
+            "Took snapshot %s-%s (%s records); cleaned the log below it",
+            snapshot_id.end_offset,
+            snapshot_id.epoch,
+            len(records),
+        )
+        return True
 
     async def start(self) -> None:
         log.info(

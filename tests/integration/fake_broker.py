@@ -1,6 +1,6 @@
 """A minimal broker stand-in for controller tests: it registers with the active controller over
 Kafka's protocol (BrokerRegistration v4) and heartbeats (BrokerHeartbeat v1), with the broker's
-own translation (controller/runtime/kafka_broker_lifecycle.py); on NOT_CONTROLLER or an
+own translation (metadata/broker_lifecycle_wire.py); on NOT_CONTROLLER or an
 unreachable or silent controller it tries the next bootstrap controller at once, as a broker does. It hosts no partitions and does not replay the
 metadata log: it reports its own registration offset as its metadata offset, which is exactly
 what the controller needs to unfence it (caught up to its registration).
@@ -24,12 +24,12 @@ from broker.core import messages as bm
 from broker.runtime.kafka_replication import fetch_request_to_kio, fetch_response_from_kio
 from cluster.cli.bootstrap import split_bootstrap
 from controller.core import messages as msg
-from controller.runtime.kafka_broker_lifecycle import (
+from kafkawire.client import KafkaClient
+from kafkawire.errors import Errors, KafkaError
+from metadata.broker_lifecycle_wire import (
     lifecycle_request_to_kio,
     lifecycle_response_from_kio,
 )
-from kafkawire.client import KafkaClient
-from kafkawire.errors import Errors, KafkaError
 
 HEARTBEAT_INTERVAL_S = 0.2
 REQUEST_TIMEOUT_MS = 2000

@@ -19,15 +19,15 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import LocalCluster
 from controller.core import messages as cm
-from controller.runtime.kafka_broker_lifecycle import (
-    lifecycle_request_to_kio,
-    lifecycle_response_from_kio,
-)
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
 from kafkawire.messages import decode_response, encode_request
+from metadata.broker_lifecycle_wire import (
+    lifecycle_request_to_kio,
+    lifecycle_response_from_kio,
+)
 from raft.core.messages import VoteRequest
 from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR

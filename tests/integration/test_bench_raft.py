@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from cluster.bench.raft_bench import run_raft_bench
-from raft.runtime.raft_workload import percentile
+from cluster.bench.raft_workload import percentile
 
 
 def test_percentile_picks_from_the_sorted_values() -> None:

@@ -19,13 +19,13 @@ import pytest
 from cluster.cli.topics_cmd import create_topics_request
 from cluster.launch.local_cluster import LocalCluster
 from controller.core import messages as msg
-from controller.runtime.kafka_broker_lifecycle import (
+from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.errors import Errors
+from metadata.broker_lifecycle_wire import (
     is_lifecycle_request,
     lifecycle_request_to_kio,
     lifecycle_response_from_kio,
 )
-from kafkawire.client import KafkaClient, client_id_for_node
-from kafkawire.errors import Errors
 from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft, quorum, start_cluster, wait_for
 from tests.integration.fake_broker import FakeBrokers

@@ -15,7 +15,6 @@ import pytest
 from broker.core import messages as bm
 from broker.runtime import kafka_replication as wire
 from controller.core import messages as cm
-from controller.runtime import kafka_broker_lifecycle as lifecycle
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, CONTROLLER_API_VERSIONS
 from kafkawire.entities import build, item_type
@@ -28,6 +27,7 @@ from kafkawire.messages import (
     encode_response,
     response_schema,
 )
+from metadata import broker_lifecycle_wire as lifecycle
 
 TOPIC_ID = uuid.UUID("5b0ea0c9-1d7a-4b3c-9a0e-6d1f0c2b3a41")
 DIR_A = uuid.UUID("11111111-2222-4333-8444-555555555555")

@@ -167,8 +167,7 @@ def test_isr_expansion_carries_the_broker_epoch_the_follower_fetched_with() -> N
     assert proposal.new_isr_with_epochs == (
         BrokerState(1, 100), BrokerState(2, 200), BrokerState(3, 300)
     )
-    request = proposal.to_request(0)
-    assert (request.leader_epoch, request.partition_epoch) == (5, 10)
+    assert (proposal.leader_epoch, proposal.partition_epoch) == (5, 10)
     assert state.maximal_isr == (1, 2, 3)
     # At most one AlterPartition in flight.
     assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None

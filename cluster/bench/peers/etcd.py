@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from cluster.bench.peers.procs import free_ports, require_binary, spawn, stop_pid
-from raft.runtime.raft_workload import percentile
+from cluster.bench.raft_workload import percentile
 
 VALUE = b"x" * 16
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from cluster.bench.librdkafka_producer import LIBRDKAFKA
 from cluster.bench.peers.procs import PeerMissing, free_ports, require_binary, spawn, stop_pid
-from raft.runtime.raft_workload import percentile
+from cluster.bench.raft_workload import percentile
 
 NOTE = (
     "NATS JetStream R3 (file storage) does not fsync each message (2 min sync interval); "

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.bench.peers.procs import PeerMissing, free_ports, spawn, stop_pid
-from raft.runtime.raft_workload import percentile
+from cluster.bench.raft_workload import percentile
 
 # Matched to minikraft's controller.quorum.election.timeout.ms (1000, randomised up to 2x).
 ELECTION_MIN_S, ELECTION_MAX_S = 1.0, 2.0

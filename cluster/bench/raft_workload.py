@@ -1,15 +1,23 @@
 """An append workload run inside the leader, after Kafka's TestRaftServer: it measures Raft's
 own commit path (append, fsync, replicate, follower fsync, high watermark) without a client
-round trip in front. `minikraft bench raft` drives it over the leader's HTTP port."""
+round trip in front. `minikraft bench raft` drives it over the leader's HTTP port: the route is
+installed by `minikraft controller` (cluster/cli/node_cmds.py) when `minikraft.bench.enabled`
+is true, so bench code stays out of the node runtimes (issue 18)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aiohttp import web
+
+from controller.core.records import NoOpRecord, encode_record
 from raft.runtime.raft_driver import RaftDriver
+
+if TYPE_CHECKING:
+    from controller.runtime.controller_node import ControllerNode
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:
@@ -54,3 +62,23 @@ async def run_append_workload(
             "max": latencies_ms[-1] if latencies_ms else 0.0,
         },
     }
+
+
+def raft_bench_routes(node: ControllerNode) -> list[tuple[str, str, Any]]:
+    """`minikraft bench raft` drives an in-leader append workload (off unless configured)."""
+    if node.config.get("minikraft.bench.enabled", "false") != "true":
+        return []
+
+    async def bench(request: web.Request) -> web.Response:
+        params = await request.json()
+        if node.raft.replica.role != "Leader":
+            return web.json_response({"error": "NOT_LEADER_OR_FOLLOWER"}, status=409)
+        result = await run_append_workload(
+            node.raft.driver,
+            encode_record(NoOpRecord()),
+            records=int(params.get("records", 1000)),
+            concurrency=int(params.get("concurrency", 1)),
+        )
+        return web.json_response(result)
+
+    return [("POST", "/v1/bench/raft", bench)]

@@ -1,0 +1,151 @@
+"""AlterPartitionManager (after Kafka's): ISR changes submitted in one loop turn go in one
+AlterPartition request, those submitted while a request is in flight go together in the next,
+one request in flight per broker; the broker epoch is read when the request goes (rule 17);
+request-level errors reach every partition of the batch (rule 18 decides retries)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from broker.core.partition_state import IsrProposal, ProposalKind
+from broker.runtime.alter_partition_manager import AlterPartitionManager
+from controller.core import messages as cm
+from controller.core.alter_partition import BrokerState
+from controller.core.partition_registration import LeaderRecoveryState
+from kafkawire.errors import Errors, KafkaError
+
+A = uuid.UUID(int=1)
+B = uuid.UUID(int=2)
+
+
+def proposal(isr: tuple[int, ...], proposal_id: int = 1) -> IsrProposal:
+    return IsrProposal(
+        proposal_id=proposal_id,
+        kind=ProposalKind.SHRINK,
+        leader_epoch=3,
+        partition_epoch=5,
+        new_isr_with_epochs=tuple(BrokerState(b, 10 * b) for b in isr),
+        leader_recovery_state=LeaderRecoveryState.RECOVERED,
+    )
+
+
+class Controller:
+    """Answers every partition asked with its ISR, after `gate` opens."""
+
+    def __init__(self) -> None:
+        self.requests: list[cm.AlterPartitionRequest] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.error = Errors.NONE
+        self.drop: set[tuple[uuid.UUID, int]] = set()
+
+    async def __call__(self, request: cm.AlterPartitionRequest) -> cm.AlterPartitionResponse:
+        self.requests.append(request)
+        await self.gate.wait()
+        if self.error is Errors.REQUEST_TIMED_OUT:
+            raise KafkaError(self.error, "no answer")
+        if self.error is not Errors.NONE:
+            return cm.AlterPartitionResponse(error_code=int(self.error))
+        return cm.AlterPartitionResponse(
+            topics=[
+                cm.AlterPartitionTopicResult(
+                    topic.topic_id,
+                    [
+                        cm.AlterPartitionPartitionResult(
+                            p.partition_index,
+                            leader_id=1,
+                            leader_epoch=p.leader_epoch,
+                            isr=[b.broker_id for b in p.new_isr_with_epochs],
+                            partition_epoch=p.partition_epoch + 1,
+                        )
+                        for p in topic.partitions
+                        if (topic.topic_id, p.partition_index) not in self.drop
+                    ],
+                )
+                for topic in request.topics
+            ]
+        )
+
+
+def asked(request: cm.AlterPartitionRequest) -> set[tuple[uuid.UUID, int]]:
+    return {(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions}
+
+
+async def test_one_turns_submissions_go_in_one_request() -> None:
+    controller = Controller()
+    epoch = [10]
+    manager = AlterPartitionManager(1, lambda: epoch[0], controller)
+    futures = [
+        manager.submit(A, 0, proposal((1, 2))),
+        manager.submit(A, 1, proposal((1,))),
+        manager.submit(B, 0, proposal((1, 3))),
+    ]
+    epoch[0] = 11  # read when the request goes, not when submitted
+    outcomes = await asyncio.wait_for(asyncio.gather(*futures), 2)
+    assert len(controller.requests) == 1 and manager.requests_sent == 1
+    request = controller.requests[0]
+    assert request.broker_id == 1 and request.broker_epoch == 11
+    assert asked(request) == {(A, 0), (A, 1), (B, 0)}
+    assert [(error, result.isr if result else None) for error, result in outcomes] == [
+        (Errors.NONE, (1, 2)),
+        (Errors.NONE, (1,)),
+        (Errors.NONE, (1, 3)),
+    ]
+    sent = request.topics[0].partitions[0]
+    assert sent.new_isr_with_epochs == [cm.BrokerState(1, 10), cm.BrokerState(2, 20)]
+    assert (sent.leader_epoch, sent.partition_epoch, sent.leader_recovery_state) == (3, 5, 0)
+    await manager.close()
+
+
+async def test_submissions_during_a_request_wait_and_go_together() -> None:
+    controller = Controller()
+    controller.gate.clear()
+    manager = AlterPartitionManager(1, lambda: 10, controller)
+    first = manager.submit(A, 0, proposal((1, 2)))
+    await asyncio.sleep(0.01)
+    assert len(controller.requests) == 1
+    later = [manager.submit(A, 1, proposal((1,))), manager.submit(B, 0, proposal((1,)))]
+    await asyncio.sleep(0.01)
+    assert len(controller.requests) == 1  # one in flight per broker
+    controller.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, *later), 2)
+    assert [asked(r) for r in controller.requests] == [{(A, 0)}, {(A, 1), (B, 0)}]
+    await manager.close()
+
+
+async def test_errors_reach_every_partition_of_the_batch() -> None:
+    controller = Controller()
+    manager = AlterPartitionManager(1, lambda: 10, controller)
+    controller.error = Errors.NOT_CONTROLLER
+    outcomes = await asyncio.gather(manager.submit(A, 0, proposal((1,))), manager.submit(B, 0, proposal((1,))))
+    assert outcomes == [(Errors.NOT_CONTROLLER, None)] * 2
+    controller.error = Errors.REQUEST_TIMED_OUT
+    outcomes = await asyncio.gather(manager.submit(A, 0, proposal((1,))))
+    assert outcomes == [(Errors.REQUEST_TIMED_OUT, None)]
+    # A partition missing from the answer is the controller's bug, not a silent success.
+    controller.error = Errors.NONE
+    controller.drop = {(B, 0)}
+    kept, dropped = await asyncio.gather(
+        manager.submit(A, 0, proposal((1,))), manager.submit(B, 0, proposal((1,)))
+    )
+    assert kept[0] is Errors.NONE and kept[1] is not None
+    assert dropped == (Errors.UNKNOWN_SERVER_ERROR, None)
+    await manager.close()
+
+
+async def test_a_newer_proposal_supersedes_a_queued_one() -> None:
+    controller = Controller()
+    controller.gate.clear()
+    manager = AlterPartitionManager(1, lambda: 10, controller)
+    inflight = manager.submit(B, 0, proposal((1,)))
+    await asyncio.sleep(0.01)
+    old = manager.submit(A, 0, proposal((1, 2), proposal_id=1))
+    new = manager.submit(A, 0, proposal((1,), proposal_id=2))
+    assert old.done() and old.result() == (Errors.OPERATION_NOT_ATTEMPTED, None)
+    controller.gate.set()
+    error, result = await asyncio.wait_for(new, 2)
+    await inflight
+    assert error is Errors.NONE and result is not None and result.isr == (1,)
+    assert len(controller.requests[1].topics[0].partitions) == 1
+    await manager.close()

@@ -1,0 +1,123 @@
+"""The shared MetadataLoader (metadata/loader.py): one replay for controllers and brokers, its
+changes by key, and the SnapshotGenerator publisher (metadata.log.snapshot.interval.records;
+rule 7's voter set is the Raft core's part, tests/unit/test_raft_replica.py)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from controller.core.image_records import image_records
+from controller.core.metadata_image import MetadataDelta
+from controller.core.records import (
+    CONFIG_RESOURCE_TOPIC,
+    ConfigRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    decode_record,
+    encode_record,
+)
+from metadata.changes import MetadataChanges
+from metadata.loader import MetadataLoader, Provenance
+from metadata.snapshot_generator import SnapshotGenerator
+from raft.core.record_batch import RecordBatch, encode_batch, iter_batches
+
+T = uuid.UUID(int=9)
+
+
+def batches(base_offset: int, epoch: int, records: Sequence[MetadataRecord]) -> list[RecordBatch]:
+    raw = encode_batch(base_offset, epoch, 0, [encode_record(r) for r in records])
+    return [batch for batch, _ in iter_batches(raw)]
+
+
+class Emitter:
+    def __init__(self, accept: bool = True) -> None:
+        self.accept = accept
+        self.snapshots: list[tuple[int, list[bytes]]] = []
+
+    def __call__(self, end_offset: int, records: Sequence[bytes]) -> bool:
+        self.snapshots.append((end_offset, list(records)))
+        return self.accept
+
+
+def test_changes_name_what_each_commit_touched() -> None:
+    loader = MetadataLoader()
+    seen: list[tuple[MetadataChanges, Provenance, int]] = []
+
+    class Recorder:
+        name = "Recorder"
+
+        def on_metadata_update(self, changes, image, manifest):  # type: ignore[no-untyped-def]
+            seen.append((changes, manifest.provenance, manifest.end_offset))
+
+    loader.install_publishers([Recorder()])
+    loader.handle_commit(
+        batches(
+            0,
+            1,
+            [
+                RegisterBrokerRecord(1, uuid.UUID(int=1), broker_epoch=0),
+                TopicRecord("t", T),
+                PartitionRecord(0, T, replicas=(1,), isr=(1,), leader=1),
+                PartitionRecord(1, T, replicas=(1,), isr=(1,), leader=1),
+            ],
+        )
+    )
+    loader.handle_commit(
+        batches(
+            4,
+            2,
+            [
+                UnfenceBrokerRecord(1, 0),
+                PartitionChangeRecord(1, T, isr=(1,)),
+                ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", "min.insync.replicas", "1"),
+            ],
+        )
+    )
+    first, second = seen[0][0], seen[1][0]
+    assert first.brokers == {1} and first.created_topics == {T}
+    assert first.partitions == {(T, 0), (T, 1)} and first.records == 4
+    assert second.partitions == {(T, 1)} and second.brokers == {1}
+    assert second.configs == {(CONFIG_RESOURCE_TOPIC, "t")} and not second.created_topics
+    assert [(p, end) for _, p, end in seen] == [(Provenance.LOG, 4), (Provenance.LOG, 7)]
+    assert loader.committed_offset == 7 and loader.committed_epoch == 2
+    assert not loader.image.is_fenced(1) and loader.image.offset == 6
+
+
+def test_snapshot_generator_snapshots_every_interval_and_resets_on_load() -> None:
+    emit = Emitter()
+    loader = MetadataLoader()
+    generator = SnapshotGenerator(3, emit)
+    loader.install_publishers([generator])
+    loader.handle_commit(batches(0, 1, [TopicRecord("t", T)]))
+    loader.handle_commit(batches(1, 1, [PartitionRecord(0, T, replicas=(1,), isr=(1,))]))
+    assert emit.snapshots == [] and generator.records_since_snapshot == 2
+    loader.handle_commit(batches(2, 1, [PartitionChangeRecord(0, T, isr=(1,))]))
+    assert [end for end, _ in emit.snapshots] == [3]
+    assert generator.records_since_snapshot == 0
+    # The snapshot's records rebuild the image it was taken of.
+    rebuilt = MetadataDelta()
+    for index, raw in enumerate(emit.snapshots[0][1]):
+        rebuilt.replay(decode_record(raw), index)
+    assert list(image_records(rebuilt.image())) == list(image_records(loader.image))
+    # A snapshot loaded from the leader replaces the image and restarts the count.
+    loader.handle_commit(batches(3, 1, [TopicRecord("u", uuid.UUID(int=10))]))
+    assert generator.records_since_snapshot == 1
+    loader.handle_load_snapshot(3, batches(0, 1, [TopicRecord("t", T)]))
+    assert generator.records_since_snapshot == 0 and loader.committed_offset == 3
+    assert set(loader.image.topics_by_name) == {"t"}
+
+
+def test_a_refused_snapshot_keeps_counting() -> None:
+    emit = Emitter(accept=False)  # one already covers the offset (fetched from the leader)
+    loader = MetadataLoader()
+    generator = SnapshotGenerator(1, emit)
+    loader.install_publishers([generator])
+    loader.handle_commit(batches(0, 1, [TopicRecord("t", T)]))
+    loader.handle_commit(batches(1, 1, [TopicRecord("u", uuid.UUID(int=10))]))
+    assert [end for end, _ in emit.snapshots] == [1, 2]
+    assert generator.records_since_snapshot == 2

@@ -1,0 +1,213 @@
+"""The broker acts on the metadata delta (issue 18): committed records go through the shared
+MetadataLoader, which hands BrokerMetadataPublisher (changes, image); the ReplicaManager touches
+only the partitions the change names, plus every hosted partition's broker view when a broker
+moved and a topic's partitions when its min.insync.replicas moved (rule 9). A second manager
+fed whole images (the old rescan, still the snapshot path) must end in the same state."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from broker.runtime.metadata_publisher import BrokerMetadataPublisher
+from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
+from controller.core import messages as cm
+from controller.core.metadata_image import MIN_INSYNC_REPLICAS, MetadataImage
+from controller.core.records import (
+    CONFIG_RESOURCE_TOPIC,
+    ConfigRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    encode_record,
+)
+from kafkawire.errors import Errors
+from metadata.changes import MetadataChanges
+from metadata.loader import LoaderManifest, MetadataLoader
+from raft.core.record_batch import encode_batch, iter_batches
+
+A = uuid.UUID(int=1)
+B = uuid.UUID(int=2)
+LOCAL = 1
+
+
+async def _refuse(request: cm.AlterPartitionRequest) -> cm.AlterPartitionResponse:
+    return cm.AlterPartitionResponse(error_code=int(Errors.NOT_CONTROLLER))
+
+
+def _manager(log_dir: Path) -> ReplicaManager:
+    log_dir.mkdir()
+    return ReplicaManager(
+        ReplicaSettings(broker_id=LOCAL, log_dirs=[log_dir]), None, _refuse, lambda: 10
+    )
+
+
+class _WholeImage:
+    """The pre-delta behaviour as a publisher: rescan the whole image after every commit.
+    It keeps the last changes, for the tests to check what the loader noted."""
+
+    name = "WholeImage"
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self.replicas = replicas
+        self.last_changes = MetadataChanges()
+
+    def on_metadata_update(
+        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        self.last_changes = changes
+        self.replicas.apply_image(image)
+
+
+class _Cluster:
+    """One loader, a delta-fed and an image-fed ReplicaManager behind it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.loader = MetadataLoader()
+        self.delta = _manager(tmp_path / "delta")
+        self.whole = _manager(tmp_path / "whole")
+        self.leadership_changes: list[tuple[str, int]] = []
+        self.rescan = _WholeImage(self.whole)
+        self.loader.install_publishers(
+            [BrokerMetadataPublisher(self.delta, self._moved), self.rescan]
+        )
+        self.offset = 0
+
+    @property
+    def last_changes(self) -> MetadataChanges:
+        return self.rescan.last_changes
+
+    def _moved(self, hosted: HostedPartition) -> None:
+        self.leadership_changes.append((hosted.topic, hosted.partition))
+
+    def commit(self, records: Sequence[MetadataRecord]) -> None:
+        raw = encode_batch(self.offset, 1, 0, [encode_record(r) for r in records])
+        self.loader.handle_commit([batch for batch, _ in iter_batches(raw)])
+        self.offset += len(records)
+
+    def states(self, replicas: ReplicaManager) -> dict[tuple[str, int], tuple[object, ...]]:
+        return {
+            key: (
+                h.state.role,
+                h.state.leader_id,
+                h.state.leader_epoch,
+                h.state.partition_epoch,
+                h.state.committed_isr,
+                h.state.effective_min_isr,
+                h.state.high_watermark,
+                h.registration,
+            )
+            for key, h in replicas.partitions.items()
+        }
+
+
+def _brokers() -> list[MetadataRecord]:
+    return [
+        RegisterBrokerRecord(b, uuid.UUID(int=100 + b), broker_epoch=10 * b, fenced=False)
+        for b in (1, 2, 3)
+    ]
+
+
+def _topics() -> list[MetadataRecord]:
+    return [
+        TopicRecord("a", A),
+        PartitionRecord(0, A, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=1),
+        PartitionRecord(1, A, replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=1),
+        TopicRecord("b", B),
+        PartitionRecord(0, B, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=1),
+    ]
+
+
+def _count_calls(
+    monkeypatch: pytest.MonkeyPatch, hosted: HostedPartition, calls: list[str]
+) -> None:
+    """Count what the manager asks of one partition's state (calling through)."""
+    for method in ("apply_registration", "update_metadata"):
+        real = getattr(hosted.state, method)
+
+        def counted(*args: object, _real: object = real, _name: str = method) -> object:
+            calls.append(_name)
+            return _real(*args)  # type: ignore[operator]
+
+        monkeypatch.setattr(hosted.state, method, counted)
+
+
+async def test_a_commit_touching_one_partition_leaves_the_others_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    assert set(cluster.delta.partitions) == {("a", 0), ("a", 1), ("b", 0)}
+    untouched: list[str] = []
+    for key in (("a", 1), ("b", 0)):
+        _count_calls(monkeypatch, cluster.delta.partitions[key], untouched)
+    other_before = cluster.states(cluster.delta)[("b", 0)]
+    # a-0's ISR shrinks: one partition in the delta.
+    cluster.commit([PartitionChangeRecord(0, A, isr=(1, 2))])
+    assert cluster.last_changes.partitions == {(A, 0)}
+    assert untouched == []
+    assert cluster.delta.partitions[("a", 0)].state.committed_isr == (1, 2)
+    assert cluster.states(cluster.delta)[("b", 0)] == other_before
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    # A new leader for a-0 moves its leadership, and only its.
+    cluster.leadership_changes.clear()
+    cluster.commit([PartitionChangeRecord(0, A, leader=2)])
+    assert cluster.leadership_changes == [("a", 0)]
+    assert untouched == []
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
+async def test_broker_and_config_changes_reach_their_dependents_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    of_a: list[str] = []
+    of_b: list[str] = []
+    _count_calls(monkeypatch, cluster.delta.partitions[("a", 0)], of_a)
+    _count_calls(monkeypatch, cluster.delta.partitions[("b", 0)], of_b)
+    # Topic a's min.insync.replicas: a's partitions see it (rule 9), b's are not asked.
+    cluster.commit([ConfigRecord(CONFIG_RESOURCE_TOPIC, "a", MIN_INSYNC_REPLICAS, "2")])
+    assert of_a == ["update_metadata"] and of_b == []
+    assert cluster.delta.partitions[("a", 0)].state.effective_min_isr == 2
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    # A fenced broker changes the broker view of every hosted partition.
+    cluster.commit([FenceBrokerRecord(3, 30)])
+    assert cluster.last_changes.brokers == {3}
+    assert of_a == ["update_metadata"] * 2 and of_b == ["update_metadata"]
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
+async def test_removed_and_recreated_topics_match_the_whole_image_rescan(tmp_path: Path) -> None:
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    cluster.leadership_changes.clear()
+    cluster.commit([RemoveTopicRecord(B)])
+    assert cluster.leadership_changes == [("b", 0)]
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    # Removed and re-created under the same name in one commit: applied, not stopped.
+    c = uuid.UUID(int=3)
+    cluster.commit(
+        [
+            RemoveTopicRecord(A),
+            TopicRecord("a", c),
+            PartitionRecord(0, c, replicas=(1, 3), isr=(1, 3), leader=3, leader_epoch=7),
+        ]
+    )
+    assert cluster.last_changes.removed_topics == {A}
+    assert cluster.last_changes.partitions == {(c, 0)}
+    assert cluster.delta.partitions[("a", 0)].state.leader_id == 3
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    await cluster.delta.close()
+    await cluster.whole.close()
