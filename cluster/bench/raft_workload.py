@@ -27,6 +27,25 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
     return sorted_values[index]
 
 
+def workload_summary(
+    latencies_ms: list[float], concurrency: int, elapsed_s: float, **extra: int
+) -> dict[str, Any]:
+    """One appender workload's JSON, the same shape for minikraft and every peer (CLI.md)."""
+    latencies_ms.sort()
+    return {
+        "records": len(latencies_ms),
+        **extra,
+        "concurrency": concurrency,
+        "elapsed_s": elapsed_s,
+        "records_per_s": len(latencies_ms) / elapsed_s if elapsed_s > 0 else 0.0,
+        "latency_ms": {
+            "p50": percentile(latencies_ms, 0.50),
+            "p99": percentile(latencies_ms, 0.99),
+            "max": latencies_ms[-1] if latencies_ms else 0.0,
+        },
+    }
+
+
 async def run_append_workload(
     driver: RaftDriver,
     record: bytes,
@@ -50,18 +69,7 @@ async def run_append_workload(
     started = time.perf_counter()
     await asyncio.gather(*(appender() for _ in range(concurrency)))
     elapsed_s = time.perf_counter() - started
-    latencies_ms.sort()
-    return {
-        "records": len(latencies_ms),
-        "concurrency": concurrency,
-        "elapsed_s": elapsed_s,
-        "records_per_s": len(latencies_ms) / elapsed_s if elapsed_s > 0 else 0.0,
-        "latency_ms": {
-            "p50": percentile(latencies_ms, 0.50),
-            "p99": percentile(latencies_ms, 0.99),
-            "max": latencies_ms[-1] if latencies_ms else 0.0,
-        },
-    }
+    return workload_summary(latencies_ms, concurrency, elapsed_s)
 
 
 def raft_bench_routes(node: ControllerNode) -> list[tuple[str, str, Any]]:

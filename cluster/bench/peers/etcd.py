@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from cluster.bench.peers.procs import free_ports, require_binary, spawn, stop_pid
-from cluster.bench.raft_workload import percentile
+from cluster.bench.raft_workload import workload_summary
 
 VALUE = b"x" * 16
 
@@ -180,18 +180,7 @@ async def put_workload(member: EtcdMember, *, records: int, concurrency: int) ->
         started = time.perf_counter()
         await asyncio.gather(*(client(i) for i in range(concurrency)))
         elapsed_s = time.perf_counter() - started
-    latencies_ms.sort()
-    return {
-        "records": len(latencies_ms),
-        "concurrency": concurrency,
-        "elapsed_s": elapsed_s,
-        "records_per_s": len(latencies_ms) / elapsed_s if elapsed_s > 0 else 0.0,
-        "latency_ms": {
-            "p50": percentile(latencies_ms, 0.50),
-            "p99": percentile(latencies_ms, 0.99),
-            "max": latencies_ms[-1] if latencies_ms else 0.0,
-        },
-    }
+    return workload_summary(latencies_ms, concurrency, elapsed_s)
 
 
 async def run_etcd_raft_workloads(

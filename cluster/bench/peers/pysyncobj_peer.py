@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.bench.peers.procs import PeerMissing, free_ports, spawn, stop_pid
-from cluster.bench.raft_workload import percentile
+from cluster.bench.raft_workload import workload_summary
 
 # Matched to minikraft's controller.quorum.election.timeout.ms (1000, randomised up to 2x).
 ELECTION_MIN_S, ELECTION_MAX_S = 1.0, 2.0
@@ -80,19 +80,7 @@ def run_workload(counter: Any, records: int, concurrency: int) -> dict[str, Any]
         submit()
     done.wait(timeout=600)
     elapsed_s = time.perf_counter() - started
-    latencies_ms.sort()
-    return {
-        "records": len(latencies_ms),
-        "errors": len(errors),
-        "concurrency": concurrency,
-        "elapsed_s": elapsed_s,
-        "records_per_s": len(latencies_ms) / elapsed_s if elapsed_s > 0 else 0.0,
-        "latency_ms": {
-            "p50": percentile(latencies_ms, 0.50),
-            "p99": percentile(latencies_ms, 0.99),
-            "max": latencies_ms[-1] if latencies_ms else 0.0,
-        },
-    }
+    return workload_summary(latencies_ms, concurrency, elapsed_s, errors=len(errors))
 
 
 def serve_node(
