@@ -32,6 +32,7 @@ from tests.integration.test_kafka_clients import (
     _produce_request,
     _read_frame,
     _wait_leaders,
+    leader_of_partition_0,
     start_up,
 )
 
@@ -107,8 +108,7 @@ def test_api_versions_advertise_init_producer_id_and_no_transactional_api(up: Up
 def test_replays_gaps_and_epochs_get_kafkas_answers_and_nothing_extra_is_written(up: Up) -> None:
     admin = _admin(up)
     _create(admin, NewTopic("idem-raw", 1, 3, config={"min.insync.replicas": "2"}))
-    metadata = _wait_leaders(admin, "idem-raw", 1)
-    leader = next(b for b in up.cluster.brokers if b.node_id == metadata.partitions[0].leader)
+    leader = leader_of_partition_0(up, admin, "idem-raw")
 
     refused = _init_producer_id(leader.address, transactional_id="txn")
     assert Errors.of(int(refused.error_code)) is Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

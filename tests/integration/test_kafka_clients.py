@@ -739,6 +739,38 @@ def _produce_request(topic: str, records: bytes, acks: int) -> Any:
     )
 
 
+def leader_of_partition_0(up: Up, admin: AdminClient, topic: str) -> Any:
+    """The broker leading `topic`'s partition 0, once its own Metadata answer says so.
+
+    Another broker's answer can be ahead of the leader's: each broker applies a commit when it
+    reads it, so a request sent to the named leader at once may meet UNKNOWN_TOPIC_OR_PARTITION
+    (real clients retry it; the raw requests in these tests do not)."""
+    from kafkawire.entities import build, item_type
+    from kafkawire.messages import request_schema
+
+    leader_id = _wait_leaders(admin, topic, 1).partitions[0].leader
+    leader = next(b for b in up.cluster.brokers if b.node_id == leader_id)
+    schema = request_schema(int(ApiKey.METADATA), 12)
+    request = build(
+        schema,
+        topics=(item_type(schema, "topics")(topic_id=uuid.UUID(int=0), name=topic),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        with _connect(leader.address) as sock:
+            sock.sendall(encode_request(request, 1, "raw"))
+            payload = _read_frame(sock)
+        assert payload is not None
+        _cid, body = decode_response(payload, int(ApiKey.METADATA), 12)
+        partitions = body.topics[0].partitions if body.topics else ()
+        if partitions and int(partitions[0].leader_id) == leader_id:
+            return leader
+        assert time.monotonic() < deadline, f"broker {leader_id} never saw itself lead {topic}"
+        time.sleep(0.1)
+
+
 def _produce_error(address: str, topic: str, records: bytes) -> int:
     with _connect(address) as sock:
         sock.sendall(encode_request(_produce_request(topic, records, -1), 11, "raw"))
@@ -753,8 +785,7 @@ def test_produce_validates_batches_and_acks_0_gets_no_response(up: Up) -> None:
 
     admin = _admin(up)
     _create(admin, NewTopic("validated", 1, 3))
-    metadata = _wait_leaders(admin, "validated", 1)
-    leader = next(b for b in up.cluster.brokers if b.node_id == metadata.partitions[0].leader)
+    leader = leader_of_partition_0(up, admin, "validated")
     good = encode_batch(0, 0, BASE_TS_MS, [Record(b"k", b"v")])
 
     corrupt = bytearray(good)
