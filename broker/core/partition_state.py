@@ -7,6 +7,11 @@ a `PartitionReady` saying what to persist (leader epoch entry, flush), what to s
 (AlterPartition), which acks=all produces to complete or fail, and journal events to write.
 The runtime acts on a ready in order: persist the epoch entry, flush, write events, then send.
 
+Leader-only data (followers' progress, the ISR proposal in flight, acks=all waiting for the
+HWM) lives in a `LeaderState` and follower-only data in a `FollowerState`, one of which is the
+partition's role state: a follower cannot hold leader data by construction, and becoming leader
+starts from fresh remote replica states (Kafka's Partition keeps them only while leader).
+
 Rules: 17 (expand only with the fetched broker epoch matching the image), 18 (revert on
 INELIGIBLE_REPLICA / FENCED_LEADER_EPOCH, no blind retry), 20 (HWM over the maximal ISR, only
 while the committed ISR >= min ISR), 21 (RECOVERING refuses requests until RECOVERED commits).
@@ -159,6 +164,30 @@ class _PendingAck:
     last_offset: int
 
 
+@dataclass(slots=True)
+class LeaderState:
+    """What only a leader holds, from its election to the end of its leadership."""
+
+    epoch_start_offset: int  # the log end when this leader epoch began
+    progress: dict[int, ReplicaProgress]  # every other replica (Kafka's remote replica states)
+    inflight: IsrProposal | None = None  # at most one AlterPartition (rule 18)
+    # Rule 18: after FENCED_LEADER_EPOCH nothing is proposed until new metadata arrives;
+    # after INELIGIBLE_REPLICA the same proposal is not repeated until an input changes.
+    fenced_until_metadata: bool = False
+    ineligible_signature: tuple[object, ...] | None = None
+    pending_acks: list[_PendingAck] = field(default_factory=list)  # acks=all under the HWM
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerState:
+    """What only a follower holds."""
+
+    truncation_pending: bool = True  # rule 22: truncate before the first fetch
+
+
+_ROLES: dict[type, Role] = {LeaderState: Role.LEADER, FollowerState: Role.FOLLOWER}
+
+
 class PartitionState:
     def __init__(
         self,
@@ -175,7 +204,7 @@ class PartitionState:
         self.partition = partition
         self.local_broker_id = local_broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self._role = Role.NONE
+        self._role_state: LeaderState | FollowerState | None = None  # None: Role.NONE
         self._leader_id = -1
         self._leader_epoch = -1
         self._partition_epoch = -1
@@ -188,22 +217,20 @@ class PartitionState:
         self._flushed_offset = min(flushed_offset, log_end_offset)
         # A checkpointed HWM past the recovered log end is capped (the tail was lost).
         self._high_watermark = max(0, min(high_watermark, log_end_offset))
-        self._leader_epoch_start_offset = UNKNOWN_OFFSET
-        self._progress: dict[int, ReplicaProgress] = {}
-        self._inflight: IsrProposal | None = None
+        # Across leaderships, so a late answer never matches a newer proposal.
         self._next_proposal_id = 1
-        # Rule 18: after FENCED_LEADER_EPOCH nothing is proposed until new metadata arrives;
-        # after INELIGIBLE_REPLICA the same proposal is not repeated until an input changes.
-        self._fenced_until_metadata = False
-        self._ineligible_signature: tuple[object, ...] | None = None
-        self._pending_acks: list[_PendingAck] = []
-        self._truncation_pending = False
 
     # ---- views ----
 
     @property
     def role(self) -> Role:
-        return self._role
+        state = self._role_state
+        return Role.NONE if state is None else _ROLES[type(state)]
+
+    @property
+    def _leader(self) -> LeaderState | None:
+        state = self._role_state
+        return state if isinstance(state, LeaderState) else None
 
     @property
     def leader_id(self) -> int:
@@ -228,7 +255,7 @@ class PartitionState:
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         """Committed ISR plus a member being added; a pending shrink still counts everyone."""
-        proposal = self._inflight
+        proposal = self.inflight
         if proposal is not None and proposal.kind is ProposalKind.EXPAND:
             extra = tuple(r for r in proposal.isr if r not in self._committed_isr)
             return self._committed_isr + extra
@@ -248,7 +275,7 @@ class PartitionState:
 
     @property
     def is_under_min_isr(self) -> bool:
-        return self._role is Role.LEADER and len(self._committed_isr) < self._min_isr
+        return self._leader is not None and len(self._committed_isr) < self._min_isr
 
     @property
     def high_watermark(self) -> int:
@@ -264,22 +291,27 @@ class PartitionState:
 
     @property
     def leader_epoch_start_offset(self) -> int:
-        return self._leader_epoch_start_offset
+        leader = self._leader
+        return UNKNOWN_OFFSET if leader is None else leader.epoch_start_offset
 
     @property
     def inflight(self) -> IsrProposal | None:
-        return self._inflight
+        leader = self._leader
+        return None if leader is None else leader.inflight
 
     @property
     def truncation_pending(self) -> bool:
         """A follower must truncate with OffsetsForLeaderEpoch before it fetches (rule 22)."""
-        return self._role is Role.FOLLOWER and self._truncation_pending
+        state = self._role_state
+        return isinstance(state, FollowerState) and state.truncation_pending
 
     def replica_progress(self, replica_id: int) -> ReplicaProgress | None:
-        return self._progress.get(replica_id)
+        leader = self._leader
+        return None if leader is None else leader.progress.get(replica_id)
 
     def pending_ack_ids(self) -> tuple[int, ...]:
-        return tuple(a.ack_id for a in self._pending_acks)
+        leader = self._leader
+        return () if leader is None else tuple(a.ack_id for a in leader.pending_acks)
 
     # ---- request admission ----
 
@@ -304,7 +336,7 @@ class PartitionState:
 
     def check_leader_request(self, current_leader_epoch: int = NO_LEADER_EPOCH) -> Errors:
         """PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH (rule 21)."""
-        if self._role is Role.NONE:
+        if self._role_state is None:
             return Errors.NOT_LEADER_OR_FOLLOWER
         if current_leader_epoch != NO_LEADER_EPOCH:
             if current_leader_epoch < self._leader_epoch:
@@ -313,7 +345,7 @@ class PartitionState:
                 return Errors.UNKNOWN_LEADER_EPOCH
         if self.is_recovering:
             return Errors.NOT_LEADER_OR_FOLLOWER  # KIP-704: leader and followers alike
-        if self._role is not Role.LEADER:
+        if self._leader is None:
             return Errors.NOT_LEADER_OR_FOLLOWER
         return Errors.NONE
 
@@ -344,14 +376,15 @@ class PartitionState:
         ):
             return self._ready(out)  # older than what we hold (e.g. an AlterPartition answer)
         local = self.local_broker_id
+        leader = self._leader
         if registration.leader == local:
-            if self._role is not Role.LEADER or registration.leader_epoch > self._leader_epoch:
+            if leader is None or registration.leader_epoch > self._leader_epoch:
                 self._become_leader(registration, now_ms, out)
             else:
-                self._update_leader(registration, now_ms, out)
+                self._update_leader(leader, registration, now_ms, out)
         elif local in registration.replicas:
             if (
-                self._role is not Role.FOLLOWER
+                not isinstance(self._role_state, FollowerState)
                 or registration.leader_epoch > self._leader_epoch
                 or registration.leader != self._leader_id
             ):
@@ -378,27 +411,25 @@ class PartitionState:
     def _become_leader(
         self, registration: PartitionRegistration, now_ms: int, out: _Builder
     ) -> None:
-        was_recovering = self._role is not Role.NONE and self.is_recovering
+        was_recovering = self._role_state is not None and self.is_recovering
         self._fail_pending_acks(Errors.NOT_LEADER_OR_FOLLOWER, out)
         self._set_registration(registration)
-        self._role = Role.LEADER
-        self._inflight = None
-        self._fenced_until_metadata = False
-        self._ineligible_signature = None
-        self._truncation_pending = False
-        self._leader_epoch_start_offset = self._log_end_offset
-        out.assign_leader_epoch = EpochEntry(registration.leader_epoch, self._log_end_offset)
-        self._progress = {}
-        for replica in registration.replicas:
-            if replica == self.local_broker_id:
-                continue
-            # Kafka resetReplicaState: ISR members get a fresh lag clock, others none.
-            self._progress[replica] = ReplicaProgress(
-                replica_id=replica,
-                last_fetch_time_ms=now_ms,
-                last_fetch_leader_log_end_offset=self._leader_epoch_start_offset,
-                last_caught_up_time_ms=now_ms if replica in registration.isr else 0,
-            )
+        start = self._log_end_offset
+        out.assign_leader_epoch = EpochEntry(registration.leader_epoch, start)
+        # Kafka resetReplicaState: ISR members get a fresh lag clock, others none.
+        self._role_state = LeaderState(
+            epoch_start_offset=start,
+            progress={
+                replica: ReplicaProgress(
+                    replica_id=replica,
+                    last_fetch_time_ms=now_ms,
+                    last_fetch_leader_log_end_offset=start,
+                    last_caught_up_time_ms=now_ms if replica in registration.isr else 0,
+                )
+                for replica in registration.replicas
+                if replica != self.local_broker_id
+            },
+        )
         out.events.append(self._role_event("leader", now_ms))
         if self.is_recovering and not was_recovering:
             out.events.append(
@@ -413,26 +444,26 @@ class PartitionState:
         self._maybe_advance_hwm(now_ms, out)
 
     def _update_leader(
-        self, registration: PartitionRegistration, now_ms: int, out: _Builder
+        self, leader: LeaderState, registration: PartitionRegistration, now_ms: int, out: _Builder
     ) -> None:
         old_recovery = self._recovery_state
         newer = registration.partition_epoch > self._partition_epoch
         self._set_registration(registration)
-        self._fenced_until_metadata = False
-        if newer and self._inflight is not None:
+        leader.fenced_until_metadata = False
+        if newer and leader.inflight is not None:
             # The committed state overrides whatever was pending (Kafka: metadata wins).
-            proposal = self._inflight
+            proposal = leader.inflight
             matched = (
                 proposal.isr == registration.isr
                 and proposal.leader_recovery_state is registration.leader_recovery_state
             )
             outcome = "committed" if matched else "superseded"
             out.events.append(self._result_event(proposal, Errors.NONE, outcome, now_ms))
-            self._inflight = None
-            self._ineligible_signature = None
+            leader.inflight = None
+            leader.ineligible_signature = None
         for replica in registration.replicas:
-            if replica != self.local_broker_id and replica not in self._progress:
-                self._progress[replica] = ReplicaProgress(
+            if replica != self.local_broker_id and replica not in leader.progress:
+                leader.progress[replica] = ReplicaProgress(
                     replica_id=replica,
                     last_fetch_time_ms=now_ms,
                     last_fetch_leader_log_end_offset=self._log_end_offset,
@@ -449,11 +480,7 @@ class PartitionState:
     ) -> None:
         self._fail_pending_acks(Errors.NOT_LEADER_OR_FOLLOWER, out)
         self._set_registration(registration)
-        self._role = Role.FOLLOWER
-        self._inflight = None
-        self._progress = {}
-        self._leader_epoch_start_offset = UNKNOWN_OFFSET
-        self._truncation_pending = True  # rule 22: truncate before the first fetch
+        self._role_state = FollowerState(truncation_pending=True)  # rule 22
         out.events.append(self._role_event("follower", now_ms))
 
     def _update_follower(
@@ -468,12 +495,9 @@ class PartitionState:
 
     def _stop(self, registration: PartitionRegistration, now_ms: int, out: _Builder) -> None:
         self._fail_pending_acks(Errors.NOT_LEADER_OR_FOLLOWER, out)
-        was_replica = self._role is not Role.NONE
+        was_replica = self._role_state is not None
         self._set_registration(registration)
-        self._role = Role.NONE
-        self._inflight = None
-        self._progress = {}
-        self._truncation_pending = False
+        self._role_state = None
         if was_replica:
             out.events.append(self._role_event("none", now_ms))
 
@@ -494,7 +518,7 @@ class PartitionState:
         out = _Builder()
         self._log_end_offset = log_end_offset
         self._flushed_offset = min(flushed_offset, log_end_offset)
-        if self._role is Role.LEADER:
+        if self._leader is not None:
             self._maybe_propose_recovered(now_ms, out)
             self._maybe_advance_hwm(now_ms, out)
         return self._ready(out)
@@ -525,8 +549,8 @@ class PartitionState:
                     ts=now_ms,
                 )
             )
-        if self._role is Role.FOLLOWER:
-            self._truncation_pending = not complete
+        if isinstance(self._role_state, FollowerState):
+            self._role_state = FollowerState(truncation_pending=not complete)
         return self._ready(out)
 
     def on_fetch_response(
@@ -537,7 +561,7 @@ class PartitionState:
         out = _Builder()
         self._log_end_offset = log_end_offset
         self._flushed_offset = min(flushed_offset, log_end_offset)
-        if self._role is Role.FOLLOWER:
+        if isinstance(self._role_state, FollowerState):
             self._high_watermark = max(
                 self._high_watermark, min(leader_high_watermark, log_end_offset)
             )
@@ -551,8 +575,9 @@ class PartitionState:
         """A follower fetched at fetch_offset (its log end) with broker_epoch. The runtime has
         already checked `check_fetch` and that the follower does not diverge."""
         out = _Builder()
-        progress = self._progress.get(replica_id)
-        if self._role is not Role.LEADER or self.is_recovering or progress is None:
+        leader = self._leader
+        progress = None if leader is None else leader.progress.get(replica_id)
+        if leader is None or self.is_recovering or progress is None:
             return self._ready(out)
         if fetch_offset > self._log_end_offset:
             return self._ready(out)  # past our end: it diverged; it must truncate (rule 22)
@@ -570,27 +595,28 @@ class PartitionState:
         progress.log_end_offset = fetch_offset
         progress.broker_epoch = broker_epoch
         progress.fetched = True
-        self._maybe_expand_isr(progress, now_ms, out)
+        self._maybe_expand_isr(leader, progress, now_ms, out)
         self._maybe_advance_hwm(now_ms, out)
         return self._ready(out)
 
     def maybe_shrink_isr(self, now_ms: int) -> PartitionReady:
         """Periodic: propose dropping followers not caught up for replica.lag.time.max.ms."""
         out = _Builder()
-        if not self._may_propose():
+        leader = self._leader
+        if leader is None or not self._may_propose(leader):
             return self._ready(out)
         out_of_sync = [
             replica
             for replica in self._committed_isr
-            if replica != self.local_broker_id and self._is_out_of_sync(replica, now_ms)
+            if replica != self.local_broker_id and self._is_out_of_sync(leader, replica, now_ms)
         ]
         if out_of_sync:
             new_isr = tuple(r for r in self._committed_isr if r not in out_of_sync)
-            self._propose(ProposalKind.SHRINK, new_isr, None, now_ms, out)
+            self._propose(leader, ProposalKind.SHRINK, new_isr, None, now_ms, out)
         return self._ready(out)
 
-    def _is_out_of_sync(self, replica: int, now_ms: int) -> bool:
-        progress = self._progress.get(replica)
+    def _is_out_of_sync(self, leader: LeaderState, replica: int, now_ms: int) -> bool:
+        progress = leader.progress.get(replica)
         if progress is None:
             return True
         return (
@@ -598,27 +624,28 @@ class PartitionState:
             and now_ms - progress.last_caught_up_time_ms > self.replica_lag_time_max_ms
         )
 
-    def _may_propose(self) -> bool:
+    def _may_propose(self, leader: LeaderState) -> bool:
         return (
-            self._role is Role.LEADER
-            and self._inflight is None
-            and not self._fenced_until_metadata
+            leader.inflight is None
+            and not leader.fenced_until_metadata
             and not self.is_recovering
         )
 
-    def _maybe_expand_isr(self, progress: ReplicaProgress, now_ms: int, out: _Builder) -> None:
+    def _maybe_expand_isr(
+        self, leader: LeaderState, progress: ReplicaProgress, now_ms: int, out: _Builder
+    ) -> None:
         replica = progress.replica_id
-        if not self._may_propose() or replica in self._committed_isr:
+        if not self._may_propose(leader) or replica in self._committed_isr:
             return
         # Kafka isFollowerInSync: at the HWM and past the start of this leader epoch.
         if progress.log_end_offset < self._high_watermark:
             return
-        if progress.log_end_offset < self._leader_epoch_start_offset:
+        if progress.log_end_offset < leader.epoch_start_offset:
             return
         if not self._isr_eligible(progress):
             return
         new_isr = (*self._committed_isr, replica)
-        self._propose(ProposalKind.EXPAND, new_isr, None, now_ms, out)
+        self._propose(leader, ProposalKind.EXPAND, new_isr, None, now_ms, out)
 
     def _isr_eligible(self, progress: ReplicaProgress) -> bool:
         """Rule 17 / KIP-903: unfenced, not shutting down, and fetched with the epoch the
@@ -633,14 +660,16 @@ class PartitionState:
 
     def _maybe_propose_recovered(self, now_ms: int, out: _Builder) -> None:
         """Rule 21: once the log is flushed to its end, report RECOVERED with ISR [leader]."""
-        if self._role is not Role.LEADER or not self.is_recovering:
+        leader = self._leader
+        if leader is None or not self.is_recovering:
             return
-        if self._inflight is not None or self._fenced_until_metadata:
+        if leader.inflight is not None or leader.fenced_until_metadata:
             return
         if self._flushed_offset < self._log_end_offset:
             out.flush_wanted = True
             return
         self._propose(
+            leader,
             ProposalKind.RECOVERED,
             (self.local_broker_id,),
             LeaderRecoveryState.RECOVERED,
@@ -650,15 +679,16 @@ class PartitionState:
 
     def _propose(
         self,
+        leader: LeaderState,
         kind: ProposalKind,
         new_isr: tuple[int, ...],
         recovery: LeaderRecoveryState | None,
         now_ms: int,
         out: _Builder,
     ) -> None:
-        members = tuple(BrokerState(r, self._member_epoch(r)) for r in new_isr)
+        members = tuple(BrokerState(r, self._member_epoch(leader, r)) for r in new_isr)
         signature = self._signature(kind, members)
-        if signature == self._ineligible_signature:
+        if signature == leader.ineligible_signature:
             return  # rule 18: the controller refused exactly this; wait for something to change
         proposal = IsrProposal(
             proposal_id=self._next_proposal_id,
@@ -669,7 +699,7 @@ class PartitionState:
             leader_recovery_state=recovery if recovery is not None else self._recovery_state,
         )
         self._next_proposal_id += 1
-        self._inflight = proposal
+        leader.inflight = proposal
         out.alter_partition = proposal
         out.events.append(
             IsrProposed(
@@ -688,13 +718,13 @@ class PartitionState:
             )
         )
 
-    def _member_epoch(self, replica: int) -> int:
+    def _member_epoch(self, leader: LeaderState, replica: int) -> int:
         """Kafka addBrokerEpochToIsr: our own registered epoch, a follower's fetched one, else
         -1 (an existing member that has not fetched yet is not re-checked)."""
         if replica == self.local_broker_id:
             epoch = self._brokers.broker_epoch(replica)
             return NO_BROKER_EPOCH if epoch is None else epoch
-        progress = self._progress.get(replica)
+        progress = leader.progress.get(replica)
         if progress is None or not progress.fetched:
             return NO_BROKER_EPOCH
         return progress.broker_epoch
@@ -702,14 +732,15 @@ class PartitionState:
     def _forget_refusal_if_image_moved(self) -> None:
         """Rule 18: a refused proposal may go again once the image changed for one of its
         members, checked at every image so a fence then unfence with the same epoch counts."""
-        refused = self._ineligible_signature
-        if refused is None:
+        leader = self._leader
+        refused = None if leader is None else leader.ineligible_signature
+        if leader is None or refused is None:
             return
         kind = cast(ProposalKind, refused[0])
         view = cast(tuple[tuple[int, int, object, object, object], ...], refused[3])
         members = tuple(BrokerState(member[0], member[1]) for member in view)
         if self._signature(kind, members) != refused:
-            self._ineligible_signature = None
+            leader.ineligible_signature = None
 
     def _signature(self, kind: ProposalKind, members: tuple[BrokerState, ...]) -> tuple[object, ...]:
         view = tuple(
@@ -727,7 +758,8 @@ class PartitionState:
     def _maybe_advance_hwm(self, now_ms: int, out: _Builder) -> None:
         """Rule 20: HWM = min log end over the maximal ISR, only while committed ISR >= min ISR,
         and never backwards."""
-        if self._role is not Role.LEADER or self.is_recovering:
+        leader = self._leader
+        if leader is None or self.is_recovering:
             return
         if len(self._committed_isr) < self._min_isr:
             return
@@ -735,7 +767,7 @@ class PartitionState:
         for replica in self.maximal_isr:
             if replica == self.local_broker_id:
                 continue
-            progress = self._progress.get(replica)
+            progress = leader.progress.get(replica)
             candidate = min(candidate, UNKNOWN_OFFSET if progress is None else progress.log_end_offset)
         if candidate <= self._high_watermark:
             return
@@ -755,7 +787,7 @@ class PartitionState:
                 isr=self._committed_isr,
             )
         )
-        self._complete_acks(now_ms, out)
+        self._complete_acks(leader, now_ms, out)
 
     # ---- AlterPartition outcomes ----
 
@@ -769,20 +801,21 @@ class PartitionState:
         """The outcome of proposal `proposal_id`: a request-level error (result None) or the
         partition's result. Answers for a proposal no longer in flight are ignored."""
         out = _Builder()
-        proposal = self._inflight
-        if proposal is None or proposal.proposal_id != proposal_id or self._role is not Role.LEADER:
+        leader = self._leader
+        proposal = None if leader is None else leader.inflight
+        if leader is None or proposal is None or proposal.proposal_id != proposal_id:
             return self._ready(out)
         if result is not None and error is Errors.NONE:
             error = result.error
         if error is Errors.NONE and result is not None:
-            self._apply_success(proposal, result, now_ms, out)
+            self._apply_success(leader, proposal, result, now_ms, out)
         elif error in (Errors.INELIGIBLE_REPLICA, Errors.FENCED_LEADER_EPOCH):
             # Rule 18: back to the committed ISR; do not resend the same thing blindly.
-            self._inflight = None
+            leader.inflight = None
             if error is Errors.FENCED_LEADER_EPOCH:
-                self._fenced_until_metadata = True
+                leader.fenced_until_metadata = True
             else:
-                self._ineligible_signature = self._signature(
+                leader.ineligible_signature = self._signature(
                     proposal.kind, proposal.new_isr_with_epochs
                 )
             out.events.append(self._result_event(proposal, error, "reverted", now_ms))
@@ -798,6 +831,7 @@ class PartitionState:
 
     def _apply_success(
         self,
+        leader: LeaderState,
         proposal: IsrProposal,
         result: AlterPartitionPartitionResult,
         now_ms: int,
@@ -807,8 +841,8 @@ class PartitionState:
             out.events.append(self._result_event(proposal, Errors.NONE, "stale", now_ms))
             return  # stays pending until metadata catches up
         old_recovery = self._recovery_state
-        self._inflight = None
-        self._ineligible_signature = None
+        leader.inflight = None
+        leader.ineligible_signature = None
         self._committed_isr = result.isr
         self._partition_epoch = result.partition_epoch
         self._recovery_state = LeaderRecoveryState(result.leader_recovery_state)
@@ -828,22 +862,26 @@ class PartitionState:
     ) -> PartitionReady:
         """Complete `ack_id` once the HWM passes last_offset (acks=all, rule 20)."""
         out = _Builder()
-        if self._role is not Role.LEADER:
+        leader = self._leader
+        if leader is None:
             out.failed_acks.append((ack_id, Errors.NOT_LEADER_OR_FOLLOWER))
             return self._ready(out)
-        self._pending_acks.append(_PendingAck(ack_id, base_offset, last_offset))
-        self._complete_acks(now_ms, out)
+        leader.pending_acks.append(_PendingAck(ack_id, base_offset, last_offset))
+        self._complete_acks(leader, now_ms, out)
         return self._ready(out)
 
     def cancel_ack(self, ack_id: int) -> bool:
         """The runtime timed the produce out; True if it was still waiting."""
-        before = len(self._pending_acks)
-        self._pending_acks = [a for a in self._pending_acks if a.ack_id != ack_id]
-        return len(self._pending_acks) != before
+        leader = self._leader
+        if leader is None:
+            return False
+        before = len(leader.pending_acks)
+        leader.pending_acks = [a for a in leader.pending_acks if a.ack_id != ack_id]
+        return len(leader.pending_acks) != before
 
-    def _complete_acks(self, now_ms: int, out: _Builder) -> None:
+    def _complete_acks(self, leader: LeaderState, now_ms: int, out: _Builder) -> None:
         still: list[_PendingAck] = []
-        for ack in self._pending_acks:
+        for ack in leader.pending_acks:
             if ack.last_offset < self._high_watermark:
                 out.completed_acks.append(ack.ack_id)
                 out.events.append(
@@ -861,11 +899,14 @@ class PartitionState:
                 )
             else:
                 still.append(ack)
-        self._pending_acks = still
+        leader.pending_acks = still
 
     def _fail_pending_acks(self, error: Errors, out: _Builder) -> None:
-        out.failed_acks.extend((a.ack_id, error) for a in self._pending_acks)
-        self._pending_acks = []
+        """Leadership ends or restarts: no ack waits across it (the new state starts empty)."""
+        leader = self._leader
+        if leader is not None:
+            out.failed_acks.extend((a.ack_id, error) for a in leader.pending_acks)
+            leader.pending_acks = []
 
     # ---- helpers ----
 

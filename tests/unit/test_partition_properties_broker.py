@@ -10,16 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.core.journal_events import HwmAdvanced
-from broker.core.leader_epoch_cache import (
-    UNDEFINED_EPOCH,
-    LeaderEpochCache,
-    follower_truncation,
-)
 from broker.core.partition_state import ACKS_ALL, PartitionState
 from controller.core.alter_partition import AlterPartitionPartitionResult
 from controller.core.metadata_image import BrokerRegistration, MetadataImage
 from controller.core.partition_registration import PartitionRegistration
 from kafkawire.errors import Errors
+from tests.sim.replica_log import ReplicaLog, truncate_against
 
 LEADER = 1
 FOLLOWERS = (2, 3, 4)
@@ -167,39 +163,11 @@ def test_hwm_rule_holds_over_random_fetch_and_isr_sequences(
 # ---- rule 22: follower truncation with the leader epoch cache ----
 
 
-class _Replica:
-    def __init__(self) -> None:
-        self.entries: list[int] = []  # the leader epoch of each offset
-        self.cache = LeaderEpochCache()
-
-    def append(self, epoch: int) -> None:
-        if epoch > self.cache.latest_epoch():
-            self.cache.assign(epoch, len(self.entries))
-        self.entries.append(epoch)
-
-    def truncate(self, offset: int) -> None:
-        del self.entries[offset:]
-        self.cache.truncate_from_end(offset)
-
-
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return n
-
-
-def _truncate_against(follower: _Replica, leader: _Replica) -> None:
-    for _round in range(64):
-        requested = follower.cache.latest_epoch()
-        answer = leader.cache.end_offset_for_epoch(requested, len(leader.entries))
-        # With no epoch yet the follower has no entries either: its HWM (0) is its end.
-        assert requested != UNDEFINED_EPOCH or not follower.entries
-        decision = follower_truncation(answer, follower.cache, len(follower.entries), 0)
-        follower.truncate(decision.offset)
-        if decision.complete:
-            return
-    raise AssertionError("truncation did not converge")
 
 
 _epoch_step = st.tuples(
@@ -214,7 +182,7 @@ _epoch_step = st.tuples(
 def test_follower_truncation_keeps_exactly_the_common_prefix(
     steps: list[tuple[int, int, list[tuple[int, int]]]],
 ) -> None:
-    replicas = [_Replica() for _ in range(3)]
+    replicas = [ReplicaLog() for _ in range(3)]
     for epoch, (leader_index, writes, copies) in enumerate(steps, start=1):
         leader = replicas[leader_index]
         # Elected: the epoch starts at the leader's log end (Kafka's makeLeader), then it writes.
@@ -226,7 +194,7 @@ def test_follower_truncation_keeps_exactly_the_common_prefix(
                 continue
             follower = replicas[follower_index]
             expected = _common_prefix(follower.entries, leader.entries)
-            _truncate_against(follower, leader)
+            truncate_against(follower, leader)
             # Rule 22: nothing the leader lacks survives, and nothing shared is dropped.
             assert follower.entries == leader.entries[: len(follower.entries)]
             assert len(follower.entries) == expected
