@@ -131,8 +131,9 @@ class ControllerNode:
             raise ValueError("controller listener missing")
         self.listener = listener
         self.faults = FaultInjector()
-        # The controller's view of `__cluster_metadata` (the shared loader); its publisher is
-        # the snapshot generator, every voter snapshotting its own committed state (rule 7).
+        # The controller's view of `__cluster_metadata` (the shared loader); its publishers are
+        # the snapshot generator, every voter snapshotting its own committed state (rule 7),
+        # and the quorum controller.
         self.state = MetadataLoader()
         self.raft = RaftManager(
             config, faults=self.faults, listener=self.state, endpoint=listener.address
@@ -146,6 +147,8 @@ class ControllerNode:
             ]
         )
         self.quorum_controller = QuorumController(self.raft, self.state, config)
+        # The active controller's writes wait for their offset in the image (no polling).
+        self.state.install_publishers([self.quorum_controller])
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
         KafkaRaftApis(

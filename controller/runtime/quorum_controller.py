@@ -37,7 +37,8 @@ from controller.runtime.recovery_manager import (
 from kafkawire.api_keys import ApiKey
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
-from metadata.loader import MetadataLoader
+from metadata.changes import MetadataChanges
+from metadata.loader import LoaderManifest, MetadataLoader
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.controller")
@@ -57,9 +58,6 @@ CONTROLLER_API_KEYS = frozenset(
     }
 )
 WRITE_TIMEOUT_MS = 10_000
-APPLY_POLL_S = 0.001
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -89,6 +87,9 @@ class QuorumController:
         self.tracker = cluster_control.BrokerHeartbeatTracker()
         self._lock = asyncio.Lock()
         self._ready_epoch: int | None = None
+        # Writers waiting for their offset to reach the image: (offset, future), woken by
+        # on_metadata_update (this controller is one of the loader's publishers).
+        self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._timer: asyncio.Task[None] | None = None
         # Counters behind the KIP-966 metrics (ElectionFromEligibleLeaderReplicasPerSec, ...).
         self.elections_from_elr = 0
@@ -302,11 +303,38 @@ class QuorumController:
         return offset
 
     async def _wait_applied(self, offset: int) -> None:
-        deadline = time.monotonic() + WRITE_TIMEOUT_MS / 1000
-        while self.state.committed_offset <= offset:
-            if time.monotonic() > deadline:
-                raise KafkaError(Errors.REQUEST_TIMED_OUT, f"offset {offset} not replayed")
-            await asyncio.sleep(APPLY_POLL_S)
+        if self.state.committed_offset > offset:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (offset, waiter)
+        self._apply_waiters.append(entry)
+        try:
+            await asyncio.wait_for(waiter, WRITE_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            raise KafkaError(Errors.REQUEST_TIMED_OUT, f"offset {offset} not replayed") from None
+        finally:
+            if entry in self._apply_waiters:
+                self._apply_waiters.remove(entry)
+
+    # ---- MetadataPublisher: the loader tells this controller of every replayed commit ----
+
+    @property
+    def name(self) -> str:
+        return "QuorumController"
+
+    def on_metadata_update(
+        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        if not self._apply_waiters:
+            return
+        still: list[tuple[int, asyncio.Future[None]]] = []
+        for offset, waiter in self._apply_waiters:
+            if manifest.end_offset > offset:
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                still.append((offset, waiter))
+        self._apply_waiters = still
 
     def _log_changes(
         self, before: MetadataImage, result: ControllerResult[Any], why: str
