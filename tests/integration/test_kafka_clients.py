@@ -420,7 +420,9 @@ def test_metadata_auto_creates_a_topic_a_producer_names(up: Up) -> None:
         assert metadata.topic == "auto-made" and metadata.offset == 0
     finally:
         producer.close(10)
-    topic = _admin(up).list_topics("auto-made", timeout=10).topics["auto-made"]
+    # The admin may ask a broker that has not yet read the commit (it answers
+    # LEADER_NOT_AVAILABLE, as Kafka does for a topic being created): it converges.
+    topic = _wait_leaders(_admin(up), "auto-made", 1)
     assert len(topic.partitions) == 1  # num.partitions, Kafka's default
 
 
