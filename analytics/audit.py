@@ -49,9 +49,11 @@ from analytics.datasource import (
 )
 from analytics.log_scan import CORRUPT
 from analytics.record_columns import iter_record_columns
+from analytics.replay_input import ReplayInput
 from analytics.rules import (
     POINT,
     TALLY,
+    TIMELINE_PARTITIONS,
     TIMELINE_POINTS,
     VIOLATION,
     RuleResult,
@@ -62,6 +64,7 @@ from analytics.rules import (
     rule_2_committed_prefix,
     rule_5_voter_changes,
     rule_order,
+    write_replay_buckets,
 )
 from analytics.spark_session import (
     DEFAULT_MASTER,
@@ -71,7 +74,6 @@ from analytics.spark_session import (
 )
 from analytics.staging import Stager, Table
 
-TIMELINE_PARTITIONS = 12
 # Below this much metadata log the files are decoded in the driver's process (a few thousand
 # records take milliseconds); above it, by a pool of forked processes while the JVM starts.
 PARALLEL_DECODE_BYTES = 8 << 20
@@ -200,7 +202,8 @@ def _names_elections_undecodable(df: DataFrame
 
 def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
     """Points of a few partitions for the report: those with violations first, then the busiest
-    (by the replay's tally); the replay already kept only each partition's last points."""
+    (by the replay's tally, in rules.timeline_rank's order); the replay already kept only the
+    last points of each task's first partitions in that order."""
     ranked = replayed.groupBy("topic_id", "partition_id").agg(
         F.sum(F.when(F.col("kind") == VIOLATION, 1).otherwise(0)).alias("violations"),
         F.sum(F.when(F.col("kind") == TALLY, F.col("states")).otherwise(0)).alias("states"))
@@ -322,8 +325,11 @@ def run_audit(
             in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
                          else python_in_driver)
             spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
+            replay = None if source is None else write_replay_buckets(
+                staged_records.directory, Path(scratch) / "replay", source,
+                spark.sparkContext.defaultParallelism, staged_records.rows)
             result = _audit(spark, say, directory, files, summary, staged_batches,
-                            staged_records, staged_broker)
+                            staged_records, staged_broker, replay)
         finally:
             if own_session:
                 spark.stop()
@@ -338,7 +344,7 @@ def run_audit(
 
 def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: list[FileSpec],
            summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
-           staged_broker: StagedBrokerInputs) -> AuditResult:
+           staged_broker: StagedBrokerInputs, replay: ReplayInput | None) -> AuditResult:
     """Every rule over the staged tables (Spark reads them as Parquet)."""
     batches = staged_batches.read(spark)
     corruption, torn = damage_evidence(batches, summary)
@@ -356,7 +362,7 @@ def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: lis
     say("rule 2: committed-prefix agreement, batch by batch")
     rules.append(rule_2_committed_prefix(batches))
     say("rules 8, 10, 11, 13, 19: replaying partitions")
-    replayed = replay_partitions(df, summary)
+    replayed = replay_partitions(spark, replay)
     if replayed is not None:
         replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
     rules += partition_rule_results(replayed)

@@ -1,9 +1,10 @@
 """The audit's rules over the rows of analytics.datasource, each citing INVARIANTS.md.
 
 Set-wide rules (1, 2, 5) are DataFrame joins, aggregations and windows. Per-partition rules
-(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest): a
-shuffle by partition, a sort into log order and one streaming `mapInArrow` per Spark task (many
-partitions each, no per-group call). The replay is `replay_partition`, plain Python
+(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest): the
+driver lays the partition records out in buckets of partitions (analytics.replay_input, no
+row through the JVM), and one streaming `mapInArrow` task per bucket sorts it into log order
+and replays its partitions (no per-group call). The replay is `replay_partition`, plain Python
 over PartitionRegistration.merge and controller.core.invariants, which analytics.baseline runs
 too, so the simulator, the audit and the baseline share one definition of each rule.
 Every rule returns a RuleResult: how many things it checked and the violations with evidence
@@ -12,15 +13,17 @@ Every rule returns a RuleResult: how many things it checked and the violations w
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -32,6 +35,7 @@ from pyspark.sql.types import (
 )
 
 from analytics.group_rules import GROUP_RULE_NAMES
+from analytics.replay_input import ReplayInput, bucket_rows, write_replay_input
 from analytics.spark_session import map_in_arrow
 from controller.core.invariants import (
     check_epochs_bumped,
@@ -294,50 +298,73 @@ def replay_summary(rows: Iterable[dict[str, Any]], keep_points: int = TIMELINE_P
                "leader_changes": leader_changes}
 
 
-ARRAY_COLUMNS = ("replicas", "isr", "elr", "last_known_elr", "adding_replicas",
-                 "removing_replicas")
-_NULL_ARRAY = "-"
+TIMELINE_PARTITIONS = 12  # partitions whose timeline the report draws
 
 
-def _packed_arrays() -> Any:
-    """The replica-list columns as one string, `1,2,3|1,2|-|...` (`-` = null, i.e. unchanged):
-    Spark's Arrow writer is several times slower on array columns than on a string, and
-    these cross to Python once per partition record."""
-    return F.concat_ws("|", *[F.coalesce(F.array_join(c, ","), F.lit(_NULL_ARRAY))
-                              for c in ARRAY_COLUMNS]).alias("arrays")
+def timeline_rank(violations: int, states: int, topic_id: str, partition_id: int
+                  ) -> tuple[int, int, str, int]:
+    """The report's order for timelines: most violations, then most states (the audit's
+    _timelines sorts the same way in Spark)."""
+    return -violations, -states, topic_id, partition_id
 
 
-def _unpack_arrays(row: dict[str, Any]) -> None:
-    for name, text in zip(ARRAY_COLUMNS, row.pop("arrays").split("|"), strict=True):
-        row[name] = None if text == _NULL_ARRAY else [int(v) for v in text.split(",") if v]
-
-
-def _replay_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    """mapInArrow body over rows sorted by (topic_id, partition_id, seq_major, seq_minor): each
-    partition's rows are contiguous, so one streaming pass replays them all, with no per-group
-    call (a Spark task holds many partitions)."""
+def _replay_groups(rows: Iterable[dict[str, Any]]) -> Iterator[Any]:
+    """Rows sorted by (topic_id, partition_id, log order), replayed group after group
+    (replay_summary), as Arrow batches of REPLAY_OUTPUT_SCHEMA: one streaming pass, no
+    per-group call. Every violation and tally goes out; timeline points only for this
+    task's TIMELINE_PARTITIONS first partitions by timeline_rank, a superset of the ones the
+    report can pick among them (each partition is replayed by one task only)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(REPLAY_OUTPUT_SCHEMA)
     out: list[dict[str, Any]] = []
+    candidates: list[tuple[tuple[int, int, str, int], list[dict[str, Any]]]] = []
+
+    def replay(group: list[dict[str, Any]]) -> None:
+        points: list[dict[str, Any]] = []
+        violations = 0
+        for item in replay_summary(group):
+            kind = item["kind"]
+            if kind == POINT:
+                points.append(item)
+                continue
+            out.append(item)
+            violations += kind == VIOLATION
+            if kind == TALLY and points:
+                candidates.append((timeline_rank(violations, item["states"], item["topic_id"],
+                                                 item["partition_id"]), points))
+        if len(candidates) > 2 * TIMELINE_PARTITIONS:
+            candidates.sort(key=operator.itemgetter(0))
+            del candidates[TIMELINE_PARTITIONS:]
+
     group: list[dict[str, Any]] = []
     key: tuple[Any, Any] | None = None
-    for batch in batches:
-        for row in batch.to_pylist():
-            _unpack_arrays(row)
-            row_key = (row["topic_id"], row["partition_id"])
-            if row_key != key:
-                out.extend(replay_summary(group))
-                group, key = [], row_key
-            group.append(row)
-        if len(out) >= ARROW_OUT_ROWS:
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
-            out = []
-    out.extend(replay_summary(group))
+    for row in rows:
+        row_key = (row["topic_id"], row["partition_id"])
+        if row_key != key:
+            replay(group)
+            group, key = [], row_key
+            if len(out) >= ARROW_OUT_ROWS:
+                yield pa.RecordBatch.from_pylist(out, schema=schema)
+                out = []
+        group.append(row)
+    replay(group)
+    candidates.sort(key=operator.itemgetter(0))
+    for _rank, points in candidates[:TIMELINE_PARTITIONS]:
+        out.extend(points)
     if out:
         yield pa.RecordBatch.from_pylist(out, schema=schema)
 
+
+def _replay_buckets(replay: ReplayInput, batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow body over bucket ids (analytics.replay_input): each bucket's rows, read,
+    joined with their configs and sorted outside the JVM, replayed in one streaming pass."""
+    for batch in batches:
+        for bucket in batch.column("id").to_pylist():
+            yield from _replay_groups(bucket_rows(
+                replay, int(bucket), list(REPLAY_COLUMNS), MIN_INSYNC_REPLICAS, ELR_FEATURE,
+                CONFIG_RESOURCE_TOPIC, CONFIG_RESOURCE_BROKER))
 
 
 # -- Spark rules -------------------------------------------------------------------------------
@@ -548,52 +575,22 @@ def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
          for r in summary if r["kind"] == "snapshot"])
 
 
-def replay_rows(df: DataFrame, source: ReplaySource) -> DataFrame:
-    """Rows of the replay log with a log-order key (snapshot records first, then offsets)."""
-    rows = good_rows(df).filter(F.col("node") == source.node)
-    in_log = (F.col("kind") == "segment") & (F.col("offset") >= source.from_offset)
-    if source.snapshot_file is not None:
-        in_log = in_log | (F.col("file") == source.snapshot_file)
-    rows = rows.filter(in_log)
-    snapshot = F.col("kind") == "snapshot"
-    return rows.withColumn("seq_major", F.when(snapshot, F.lit(-1)).otherwise(F.col("offset"))) \
-        .withColumn("seq_minor", F.when(snapshot, F.col("offset")).otherwise(F.lit(0)))
+def write_replay_buckets(records_directory: Path, directory: Path, source: ReplaySource,
+                         cores: int, staged_rows: int) -> ReplayInput:
+    """The replay source's partition records in bucket files, its topic, config and feature
+    rows aside (analytics.replay_input), by one streaming pass in the driver."""
+    return write_replay_input(records_directory, directory, source.node, source.from_offset,
+                              source.snapshot_file, list(REPLAY_COLUMNS), cores, staged_rows)
 
 
-def replay_partitions(df: DataFrame, summary: list[dict[str, Any]]) -> DataFrame | None:
-    """Violations, last points and a tally of every partition (replay_summary): the partition's
-    rows with the min ISR config rows (topic and cluster default) and ELR feature rows joined
-    in, brought together by a shuffle and replayed in log order by a streaming mapInArrow."""
-    source = choose_replay_source(summary)
-    if source is None:
+def replay_partitions(spark: SparkSession, replay: ReplayInput | None) -> DataFrame | None:
+    """Violations, last points and a tally of every partition (replay_summary): one Spark
+    task per bucket of partitions, each replaying its partitions in log order with the min
+    ISR configs (topic and cluster default) and ELR feature rows in force."""
+    if replay is None or replay.buckets == 0:
         return None
-    log = replay_rows(df, source)
-    partition_rows = log.filter(F.col("record_type").isin("PartitionRecord",
-                                                          "PartitionChangeRecord"))
-    partitions = partition_rows.select("topic_id", "partition_id").distinct()
-    topics = log.filter(F.col("record_type") == "TopicRecord").select(
-        F.col("topic_id").alias("named_topic_id"), "topic_name").distinct()
-    configs = log.filter((F.col("record_type") == "ConfigRecord")
-                         & (F.col("name") == MIN_INSYNC_REPLICAS))
-    topic_configs = (configs.filter(F.col("resource_type") == CONFIG_RESOURCE_TOPIC)
-                     .drop("topic_id", "partition_id", "topic_name")
-                     .join(topics, F.col("resource") == F.col("topic_name"))
-                     .withColumnRenamed("named_topic_id", "topic_id")
-                     .join(partitions, "topic_id"))
-    cluster_rows = log.filter(
-        ((F.col("record_type") == "ConfigRecord")
-         & (F.col("resource_type") == CONFIG_RESOURCE_BROKER) & (F.col("resource") == "")
-         & (F.col("name") == MIN_INSYNC_REPLICAS))
-        | ((F.col("record_type") == "FeatureLevelRecord") & (F.col("name") == ELR_FEATURE)))
-    cluster_configs = cluster_rows.drop("topic_id", "partition_id").crossJoin(
-        F.broadcast(partitions))
-    columns = [c for c in REPLAY_COLUMNS if c not in ARRAY_COLUMNS] + [_packed_arrays()]
-    grouped = (partition_rows.select(*columns)
-               .unionByName(topic_configs.select(*columns))
-               .unionByName(cluster_configs.select(*columns)))
-    ordered = grouped.repartition("topic_id", "partition_id").sortWithinPartitions(
-        "topic_id", "partition_id", "seq_major", "seq_minor")
-    return map_in_arrow(ordered, _replay_batches, REPLAY_OUTPUT_SCHEMA)
+    ids = spark.range(0, replay.buckets, 1, replay.buckets)
+    return map_in_arrow(ids, functools.partial(_replay_buckets, replay), REPLAY_OUTPUT_SCHEMA)
 
 
 def partition_rule_results(replayed: DataFrame | None) -> list[RuleResult]:
