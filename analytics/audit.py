@@ -71,6 +71,7 @@ from analytics.spark_session import (
     PYTHON_IN_DRIVER_CONF,
     build_session,
     register_data_sources,
+    warm_python_workers,
 )
 from analytics.staging import Stager, Table
 
@@ -80,6 +81,9 @@ PARALLEL_DECODE_BYTES = 8 << 20
 # Below this much metadata log Spark starts with the small-input settings
 # (analytics.spark_session.SMALL_INPUT_JAVA_OPTIONS): a demo cluster's few MiB.
 SMALL_INPUT_BYTES = 32 << 20
+# Below this much the JVM runs C1 and the serial collector (spark_session.LIGHT_JVM_JAVA_OPTIONS):
+# a million-record audit reads about 530 MiB.
+LIGHT_JVM_BYTES = 2 << 30
 # Up to this many staged rows (the replay source's records, the broker journals, the partition
 # logs' entries) the rules' Python runs in the driver, not in Python workers
 # (analytics.spark_session.map_in_arrow): the rows it reads are collected to the driver.
@@ -313,11 +317,14 @@ def run_audit(
         if spark is None:
             say(f"starting Spark ({master})")
             spark = build_session(master, small_input=small,
+                                  light_jvm=input_bytes < LIGHT_JVM_BYTES,
                                   shuffle_partitions=2 if small else 8)
         else:
             register_data_sources(spark)
         if on_session is not None:
             on_session(spark)
+        # A large input's replay runs in Python workers: start them while the input stages.
+        warming = None if small else warm_python_workers(spark, ["analytics.rules"])
         try:
             stager.wait()
             staged_rows = staged_records.rows + sum(
@@ -331,6 +338,8 @@ def run_audit(
             result = _audit(spark, say, directory, files, summary, staged_batches,
                             staged_records, staged_broker, replay)
         finally:
+            if warming is not None:
+                warming.join()
             if own_session:
                 spark.stop()
     result.elapsed_s = time.monotonic() - started

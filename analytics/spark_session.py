@@ -3,10 +3,13 @@ project's virtualenv Python on the executors, no UI, few shuffle partitions, qui
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,9 +36,17 @@ DEFAULT_DRIVER_MEMORY = "4g"
 # JIT-compiling Spark itself and generating code for each query. C1 alone (no C2 tier)
 # compiles much less and is fast enough for so few rows; whole-stage codegen (a Janino
 # compile per query stage) is off, the interpreted operators win below ~1e5 rows; one shuffle
-# partition per core. Read at JVM start only, like the memory.
+# partition per core. Read at JVM start only, like the memory. Adaptive execution is off too:
+# it runs every shuffle stage of a query as a job of its own, to re-plan from its statistics,
+# which for a few thousand rows only adds jobs (demo cluster: 51 jobs -> 26, 20.2 -> 17.2 s).
 SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
-SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false"}
+SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false",
+                    "spark.sql.adaptive.enabled": "false"}
+# Up to a few GiB of input (a million records) the JVM's share of the audit is scans and a few
+# aggregations (the replay runs in Python): C1 alone and the serial collector save the C2
+# compiler's and G1's threads, about 15% of the audit's CPU at 1M records on 2 cores (91 -> 77
+# s, bench audit). Past that the JVM's loops run long enough for C2 to pay.
+LIGHT_JVM_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Starting Spark's JVM loads and verifies ~20k classes: with a class-data archive of them
 # (Java's dynamic CDS: written at the driver JVM's exit by the first session on this machine,
 # mapped by the next ones) start-up takes about 40% less CPU here. The archive is per user,
@@ -102,8 +113,10 @@ def build_session(
     extra_conf: dict[str, str] | None = None,
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     small_input: bool = False,
+    light_jvm: bool = False,
 ) -> SparkSession:
-    """A session with the minikraft-metadata data source registered; small_input: tuned for
+    """A session with the minikraft-metadata data source registered; light_jvm: C1 and the
+    serial collector (LIGHT_JVM_JAVA_OPTIONS); small_input: tuned for
     a few thousand rows (SMALL_INPUT_JAVA_OPTIONS, SMALL_INPUT_CONF)."""
     # Executors must run the same interpreter and see the same packages as the driver.
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -113,12 +126,15 @@ def build_session(
     conf = dict(extra_conf or {})
     if small_input:
         java_options += f" {SMALL_INPUT_JAVA_OPTIONS}"
+    elif light_jvm:
+        java_options += f" {LIGHT_JVM_JAVA_OPTIONS}"
         conf = {**SMALL_INPUT_CONF, **conf}
     # The archive is the driver's alone: an executor JVM (a standalone cluster) never writes it.
     driver_java_options = f"{java_options} {cds_java_options()}"
     python_path = os.pathsep.join(
         p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
+    conf = {"spark.sql.adaptive.enabled": "true", **conf}
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -126,7 +142,6 @@ def build_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)
@@ -162,6 +177,33 @@ PYTHON_IN_DRIVER_CONF = "minikraft.audit.pythonInDriver"
 
 def python_in_driver(spark: SparkSession) -> bool:
     return spark.conf.get(PYTHON_IN_DRIVER_CONF, "false") == "true"
+
+
+def _import_modules(modules: list[str], batches: Iterator[Any]) -> Iterator[Any]:
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
+    yield from batches
+
+
+def warm_python_workers(spark: SparkSession, modules: list[str]) -> threading.Thread:
+    """Start Spark's Python workers (one per core) and import `modules` in them, from a
+    thread, while the driver stages the input: the first Python task of the audit then finds
+    its workers up (their start is seconds of a first mapInArrow job). Join the thread before
+    stopping the session; a failure here only means a cold start later."""
+    cores = spark.sparkContext.defaultParallelism
+
+    def run() -> None:
+        try:
+            spark.range(0, cores, 1, cores).mapInArrow(
+                functools.partial(_import_modules, modules), "id long").count()
+        except Exception as exc:  # only a cold start later: the audit's jobs report failures
+            logging.getLogger("minikraft.audit").debug("warming Python workers: %s", exc)
+
+    thread = threading.Thread(target=run, name="warm-python-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 def _from_arrow(spark: SparkSession, batches: list[Any], schema: StructType) -> DataFrame:
