@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +50,13 @@ from analytics.datasource import (
 )
 from analytics.log_scan import CORRUPT
 from analytics.record_columns import iter_record_columns
-from analytics.replay_input import ReplayInput
 from analytics.rules import (
     POINT,
     TALLY,
     TIMELINE_PARTITIONS,
     TIMELINE_POINTS,
     VIOLATION,
+    ReplaySource,
     RuleResult,
     choose_replay_source,
     partition_rule_results,
@@ -204,6 +205,18 @@ def _names_elections_undecodable(df: DataFrame
     return names, elections, sum(int(r["n"]) for r in rows if r["what"] == "undecodable")
 
 
+def _replay(spark: SparkSession, staged_records: Table, source: ReplaySource | None,
+            directory: Path) -> tuple[DataFrame | None, list[RuleResult]]:
+    """The replay's buckets, then the replay itself, persisted; its rule results."""
+    replay = None if source is None else write_replay_buckets(
+        staged_records.directory, directory, source, spark.sparkContext.defaultParallelism,
+        staged_records.rows)
+    replayed = replay_partitions(spark, replay)
+    if replayed is not None:
+        replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
+    return replayed, partition_rule_results(replayed)
+
+
 def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
     """Points of a few partitions for the report: those with violations first, then the busiest
     (by the replay's tally, in rules.timeline_rank's order); the replay already kept only the
@@ -332,11 +345,8 @@ def run_audit(
             in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
                          else python_in_driver)
             spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
-            replay = None if source is None else write_replay_buckets(
-                staged_records.directory, Path(scratch) / "replay", source,
-                spark.sparkContext.defaultParallelism, staged_records.rows)
             result = _audit(spark, say, directory, files, summary, staged_batches,
-                            staged_records, staged_broker, replay)
+                            staged_records, staged_broker, source, Path(scratch) / "replay")
         finally:
             if warming is not None:
                 warming.join()
@@ -353,28 +363,28 @@ def run_audit(
 
 def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: list[FileSpec],
            summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
-           staged_broker: StagedBrokerInputs, replay: ReplayInput | None) -> AuditResult:
-    """Every rule over the staged tables (Spark reads them as Parquet)."""
-    batches = staged_batches.read(spark)
-    corruption, torn = damage_evidence(batches, summary)
-    df = staged_records.read(spark)
-    topic_names, elections, undecodable = _names_elections_undecodable(df)
-    inputs = _inputs(summary, len(files), undecodable)
-    say(f"read {inputs['records']} records; rule 1: one leader per epoch")
-    # Rules 1 and 5 read only the few Raft control records: one scan picks them out.
-    control = df.filter(F.col("record_type").isin("LeaderChangeRecord", "VotersRecord")) \
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    rules = [rule_1_one_leader_per_epoch(control)]
-    say("rule 5: voter changes")
-    rules.append(rule_5_voter_changes(control))
-    control.unpersist()
-    say("rule 2: committed-prefix agreement, batch by batch")
-    rules.append(rule_2_committed_prefix(batches))
-    say("rules 8, 10, 11, 13, 19: replaying partitions")
-    replayed = replay_partitions(spark, replay)
-    if replayed is not None:
-        replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
-    rules += partition_rule_results(replayed)
+           staged_broker: StagedBrokerInputs, source: ReplaySource | None,
+           replay_directory: Path) -> AuditResult:
+    """Every rule over the staged tables (Spark reads them as Parquet). The partition replay
+    (Python workers, both cores for most of its time) runs from a thread of its own while this
+    one runs the set-wide rules (JVM jobs that leave cores idle between their stages)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="audit-replay") as pool:
+        say("rules 1, 2, 5 while the partitions replay (rules 8, 10, 11, 13, 19)")
+        replaying = pool.submit(_replay, spark, staged_records, source, replay_directory)
+        batches = staged_batches.read(spark)
+        corruption, torn = damage_evidence(batches, summary)
+        df = staged_records.read(spark)
+        topic_names, elections, undecodable = _names_elections_undecodable(df)
+        inputs = _inputs(summary, len(files), undecodable)
+        # Rules 1 and 5 read only the few Raft control records: one scan picks them out.
+        control = df.filter(F.col("record_type").isin("LeaderChangeRecord", "VotersRecord")) \
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        rules = [rule_1_one_leader_per_epoch(control), rule_5_voter_changes(control)]
+        control.unpersist()
+        rules.append(rule_2_committed_prefix(batches))
+        replayed, partition_rules = replaying.result()
+    say("timelines and partition tallies")
+    rules += partition_rules
     timelines = _timelines(replayed) if replayed is not None else {}
     partitions = _partition_tallies(replayed, topic_names) if replayed is not None else []
     if replayed is not None:
