@@ -206,15 +206,22 @@ def _names_elections_undecodable(df: DataFrame
 
 
 def _replay(spark: SparkSession, staged_records: Table, source: ReplaySource | None,
-            directory: Path) -> tuple[DataFrame | None, list[RuleResult]]:
-    """The replay's buckets, then the replay itself, persisted; its rule results."""
+            directory: Path) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]],
+                                      list[dict[str, Any]]]:
+    """The replay's buckets, then the replay itself, persisted while its rule results, the
+    timelines and the partition tallies are read from it."""
     replay = None if source is None else write_replay_buckets(
         staged_records.directory, directory, source, spark.sparkContext.defaultParallelism,
         staged_records.rows)
     replayed = replay_partitions(spark, replay)
-    if replayed is not None:
-        replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
-    return replayed, partition_rule_results(replayed)
+    if replayed is None:
+        return partition_rule_results(None), {}, []
+    replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return (partition_rule_results(replayed), _timelines(replayed),
+                _partition_tallies(replayed))
+    finally:
+        replayed.unpersist()
 
 
 def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
@@ -241,8 +248,7 @@ def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _partition_tallies(replayed: DataFrame, topic_names: dict[str, str]
-                       ) -> list[dict[str, Any]]:
+def _partition_tallies(replayed: DataFrame) -> list[dict[str, Any]]:
     """Per partition, worst first: violations, time without a leader, time under min ISR,
     leader changes (the report's index). Capped at MAX_PARTITIONS_LISTED rows."""
     per = replayed.groupBy("topic_id", "partition_id").agg(
@@ -253,17 +259,22 @@ def _partition_tallies(replayed: DataFrame, topic_names: dict[str, str]
     rows = per.orderBy(F.desc("violations"), F.desc("unavailable_ms"),
                        F.desc("under_min_isr_ms"), "topic_id", "partition_id") \
         .limit(MAX_PARTITIONS_LISTED).collect()
+    return [{k: (int(v) if isinstance(v, int) else v) for k, v in r.asDict().items()}
+            for r in rows]
+
+
+def _named_tallies(tallies: list[dict[str, Any]], topic_names: dict[str, str]
+                   ) -> list[dict[str, Any]]:
+    """The report's index rows: each tally with its topic's name."""
     out = []
-    for r in rows:
-        item = {k: (int(v) if isinstance(v, int) else v) for k, v in r.asDict().items()}
-        name = topic_names.get(r["topic_id"], r["topic_id"])
-        item["topic"], item["partition"] = name, f"{name}-{r['partition_id']}"
-        item["key"] = f"{r['topic_id']}-{r['partition_id']}"
-        out.append(item)
+    for item in tallies:
+        name = topic_names.get(item["topic_id"], item["topic_id"])
+        out.append({**item, "topic": name, "partition": f"{name}-{item['partition_id']}",
+                    "key": f"{item['topic_id']}-{item['partition_id']}"})
     return out
 
 
-def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, metadata: DataFrame
+def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_records: Table
                   ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Rules 20, 22, 23 and the HWM timelines; the journal and the rule-22 output are small and
     read twice, so they are persisted, the partition logs are not."""
@@ -276,6 +287,7 @@ def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, metadata: Dat
         rules = [rule_20_hwm(journal)]
         replicas = rule_22_replicas(inputs).persist(StorageLevel.MEMORY_AND_DISK)
         rules.append(rule_22_result(replicas))
+        metadata = staged_records.read(spark)
         rules.append(rule_23_acked(inputs, replicas, recovering_partitions(metadata, journal)))
         rules += group_rules(inputs, replicas)
         replicas.unpersist()
@@ -365,12 +377,15 @@ def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: lis
            summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
            staged_broker: StagedBrokerInputs, source: ReplaySource | None,
            replay_directory: Path) -> AuditResult:
-    """Every rule over the staged tables (Spark reads them as Parquet). The partition replay
-    (Python workers, both cores for most of its time) runs from a thread of its own while this
-    one runs the set-wide rules (JVM jobs that leave cores idle between their stages)."""
-    with ThreadPoolExecutor(1, thread_name_prefix="audit-replay") as pool:
-        say("rules 1, 2, 5 while the partitions replay (rules 8, 10, 11, 13, 19)")
+    """Every rule over the staged tables (Spark reads them as Parquet), on three threads: the
+    partition replay (Python workers, both cores for most of its time) and the broker rules
+    each run from a thread of their own while this one runs the set-wide rules (JVM jobs that
+    leave cores idle between their stages, and small ones: Spark's per-job work dominates)."""
+    with ThreadPoolExecutor(2, thread_name_prefix="audit-rules") as pool:
+        say("rules 1, 2, 5 while the partitions replay (rules 8, 10, 11, 13, 19) and the "
+            "broker rules run (20, 22, 23)")
         replaying = pool.submit(_replay, spark, staged_records, source, replay_directory)
+        brokers = pool.submit(_broker_rules, spark, staged_broker, staged_records)
         batches = staged_batches.read(spark)
         corruption, torn = damage_evidence(batches, summary)
         df = staged_records.read(spark)
@@ -382,15 +397,10 @@ def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: lis
         rules = [rule_1_one_leader_per_epoch(control), rule_5_voter_changes(control)]
         control.unpersist()
         rules.append(rule_2_committed_prefix(batches))
-        replayed, partition_rules = replaying.result()
-    say("timelines and partition tallies")
+        partition_rules, timelines, tallies = replaying.result()
+        broker_rules, hwm_points, broker_files = brokers.result()
     rules += partition_rules
-    timelines = _timelines(replayed) if replayed is not None else {}
-    partitions = _partition_tallies(replayed, topic_names) if replayed is not None else []
-    if replayed is not None:
-        replayed.unpersist()
-    say("rules 20, 22, 23: broker journals, ack journals, partition logs")
-    broker_rules, hwm_points, broker_files = _broker_rules(spark, staged_broker, df)
+    partitions = _named_tallies(tallies, topic_names)
     rules += broker_rules
     inputs.update(broker_files)
     rules.sort(key=rule_order)

@@ -124,10 +124,8 @@ def build_session(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     java_options = f"-Dlog4j2.configurationFile=file:{_log4j2_config()}"
     conf = dict(extra_conf or {})
-    if small_input:
-        java_options += f" {SMALL_INPUT_JAVA_OPTIONS}"
-    elif light_jvm:
-        java_options += f" {LIGHT_JVM_JAVA_OPTIONS}"
+    if small_input or light_jvm:
+        java_options += f" {SMALL_INPUT_JAVA_OPTIONS if small_input else LIGHT_JVM_JAVA_OPTIONS}"
         conf = {**SMALL_INPUT_CONF, **conf}
     # The archive is the driver's alone: an executor JVM (a standalone cluster) never writes it.
     driver_java_options = f"{java_options} {cds_java_options()}"
