@@ -71,7 +71,6 @@ from analytics.spark_session import (
     DEFAULT_MASTER,
     PYTHON_IN_DRIVER_CONF,
     build_session,
-    register_data_sources,
     warm_python_workers,
 )
 from analytics.staging import Stager, Table
@@ -343,9 +342,8 @@ def run_audit(
             say(f"starting Spark ({master})")
             spark = build_session(master, small_input=small,
                                   light_jvm=input_bytes < LIGHT_JVM_BYTES,
-                                  shuffle_partitions=2 if small else 8)
-        else:
-            register_data_sources(spark)
+                                  shuffle_partitions=2 if small else 8,
+                                  data_sources=False)  # read from staged Parquet instead
         if on_session is not None:
             on_session(spark)
         # A large input's replay runs in Python workers: start them while the input stages.
