@@ -101,32 +101,31 @@ class AuditInputError(ValueError):
 def file_summary(batches: Table) -> list[dict[str, Any]]:
     """One small row per file from its staged batch rows (pyarrow, in the driver: the replay
     source is chosen from it before Spark has started): node, role, kind, first/last good
-    offset, batches, records, damaged regions."""
-    import pyarrow as pa
+    offset, batches, records, damaged regions. Staging writes one Parquet file per input file,
+    so the driver reads one file's batch rows at a time (memory bounded by the largest file's
+    batches, not the input's: 2M batch rows at 10M records)."""
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
-    if not batches.rows:
-        return []
-    table = ds.dataset(str(batches.directory), format="parquet").to_table(columns=[
-        "node", "role", "kind", "file", "snapshot_end_offset", "base_offset", "last_offset",
-        "damage"])
-    good = pc.is_null(table["damage"])
-    null = pa.scalar(None, type=pa.int64())
-    table = table.append_column("good_first", pc.if_else(good, table["base_offset"], null)) \
-        .append_column("good_last", pc.if_else(good, table["last_offset"], null)) \
-        .append_column("good", pc.cast(good, "int64")) \
-        .append_column("good_records", pc.if_else(good, pc.add(pc.subtract(
-            table["last_offset"], table["base_offset"]), 1), 0)) \
-        .append_column("damaged", pc.cast(pc.invert(good), "int64"))
-    grouped = table.group_by(["node", "role", "kind", "file", "snapshot_end_offset"]).aggregate(
-        [("good_first", "min"), ("good_last", "max"), ("good", "sum"),
-         ("good_records", "sum"), ("damaged", "sum")])
-    return [{"node": r["node"], "role": r["role"], "kind": r["kind"], "file": r["file"],
-             "snapshot_end_offset": r["snapshot_end_offset"],
-             "first_offset": r["good_first_min"], "last_offset": r["good_last_max"],
-             "batches": r["good_sum"], "records": r["good_records_sum"],
-             "corrupt": r["damaged_sum"]} for r in grouped.to_pylist()]
+    out = []
+    for path in sorted(batches.directory.glob("*.parquet")):
+        table = pq.read_table(path, columns=[
+            "node", "role", "kind", "file", "snapshot_end_offset", "base_offset", "last_offset",
+            "damage"])
+        if table.num_rows == 0:
+            continue
+        good = pc.is_null(table["damage"])
+        good_rows = table.filter(good)
+        first = table.slice(0, 1).to_pylist()[0]
+        records = pc.sum(pc.add(pc.subtract(good_rows["last_offset"],
+                                            good_rows["base_offset"]), 1)).as_py()
+        out.append({"node": first["node"], "role": first["role"], "kind": first["kind"],
+                    "file": first["file"], "snapshot_end_offset": first["snapshot_end_offset"],
+                    "first_offset": pc.min(good_rows["base_offset"]).as_py(),
+                    "last_offset": pc.max(good_rows["last_offset"]).as_py(),
+                    "batches": good_rows.num_rows, "records": records or 0,
+                    "corrupt": table.num_rows - good_rows.num_rows})
+    return out
 
 
 def replay_specs(files: list[FileSpec], source_node: int | None) -> list[FileSpec]:
@@ -204,14 +203,16 @@ def _names_elections_undecodable(df: DataFrame
     return names, elections, sum(int(r["n"]) for r in rows if r["what"] == "undecodable")
 
 
-def _replay(spark: SparkSession, staged_records: Table, source: ReplaySource | None,
-            directory: Path) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]],
+def _replay(spark: SparkSession, stager: Stager, staged_records: Table,
+            source: ReplaySource | None, directory: Path) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]],
                                       list[dict[str, Any]]]:
     """The replay's buckets, then the replay itself, persisted while its rule results, the
     timelines and the partition tallies are read from it."""
-    replay = None if source is None else write_replay_buckets(
-        staged_records.directory, directory, source, spark.sparkContext.defaultParallelism,
-        staged_records.rows)
+    # In a staging process: the pass's Parquet reader keeps memory the driver would hold on
+    # to (measured: the driver's peak RSS 953 MiB at 10M records with the pass in it).
+    replay = None if source is None else stager.call(
+        write_replay_buckets, staged_records.directory, directory, source,
+        spark.sparkContext.defaultParallelism, staged_records.rows)
     replayed = replay_partitions(spark, replay)
     if replayed is None:
         return partition_rule_results(None), {}, []
@@ -355,7 +356,7 @@ def run_audit(
             in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
                          else python_in_driver)
             spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
-            result = _audit(spark, say, directory, files, summary, staged_batches,
+            result = _audit(spark, stager, say, directory, files, summary, staged_batches,
                             staged_records, staged_broker, source, Path(scratch) / "replay")
         finally:
             if warming is not None:
@@ -371,7 +372,8 @@ def run_audit(
     return result
 
 
-def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: list[FileSpec],
+def _audit(spark: SparkSession, stager: Stager, say: Progress, directory: str | Path,
+           files: list[FileSpec],
            summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
            staged_broker: StagedBrokerInputs, source: ReplaySource | None,
            replay_directory: Path) -> AuditResult:
@@ -382,7 +384,8 @@ def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: lis
     with ThreadPoolExecutor(2, thread_name_prefix="audit-rules") as pool:
         say("rules 1, 2, 5 while the partitions replay (rules 8, 10, 11, 13, 19) and the "
             "broker rules run (20, 22, 23)")
-        replaying = pool.submit(_replay, spark, staged_records, source, replay_directory)
+        replaying = pool.submit(_replay, spark, stager, staged_records, source,
+                                replay_directory)
         brokers = pool.submit(_broker_rules, spark, staged_broker, staged_records)
         batches = staged_batches.read(spark)
         corruption, torn = damage_evidence(batches, summary)

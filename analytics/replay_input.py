@@ -113,7 +113,8 @@ def write_replay_input(records_directory: Path, directory: Path, node: int, from
     scan_columns = sorted(set(needed) | {"kind", "topic_name"})
     scanner = dataset.scanner(columns=scan_columns,
                               filter=_replay_filter(node, from_offset, snapshot_file),
-                              batch_size=_SCAN_BATCH_ROWS, use_threads=False)
+                              batch_size=_SCAN_BATCH_ROWS, use_threads=False,
+                              batch_readahead=1, fragment_readahead=1)  # bounded memory
     writers: list[Any] = []
     side: list[Any] = []
     rows = 0

@@ -167,6 +167,13 @@ class Stager:
                                              columnar)))
         return table
 
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args) in a pool process (inline without a pool): the driver's own memory and
+        GIL stay out of a long pass over staged files."""
+        if self._pool is None:
+            return fn(*args)
+        return self._pool.submit(fn, *args).result()
+
     def wait(self) -> None:
         """Every submitted file written (a worker's exception is raised here)."""
         pending, self._pending = self._pending, []
