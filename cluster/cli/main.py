@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
+
+# kio (Kafka's message schemas) registers Hypothesis strategies for its types whenever
+# Hypothesis is importable, as it is in a development virtualenv: 0.4-0.5 s of every process
+# start (a node, a one-shot command, the audit) for code only tests use. The program's own
+# entry (`python -m cluster.cli.main`, the `minikraft` script) marks Hypothesis unavailable
+# before anything imports kio; an importer such as pytest keeps it.
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "minikraft":
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 import click
 
