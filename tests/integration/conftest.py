@@ -38,12 +38,14 @@ def minikraft(
     )
 
 
-def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
-    """`topics describe --topic T --output json`'s first partition (as CLI.md prints it)."""
+def describe(c: LocalCluster, topic: str, bootstrap: str | None = None) -> dict[str, Any]:
+    """`topics describe --topic T --output json`'s first partition (as CLI.md prints it), asked
+    of every controller unless `bootstrap` names one."""
     # A standby controller may answer before it replayed a just-created topic: ask again.
     for _attempt in range(20):
         result = minikraft(
-            "topics", "--bootstrap-controller", c.bootstrap_controller, "describe", "--topic", topic,
+            "topics", "--bootstrap-controller", bootstrap or c.bootstrap_controller,
+            "describe", "--topic", topic,
             "--output", "json",
         )
         if "UNKNOWN_TOPIC_OR_PARTITION" not in result.stderr:
