@@ -14,6 +14,8 @@ not a finding.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 import os
 import tempfile
 import time
@@ -55,11 +57,11 @@ from analytics.rules import (
     TALLY,
     TIMELINE_PARTITIONS,
     TIMELINE_POINTS,
-    VIOLATION,
     ReplaySource,
     RuleResult,
     choose_replay_source,
     partition_rule_results,
+    partition_summaries,
     replay_partitions,
     rule_1_one_leader_per_epoch,
     rule_2_committed_prefix,
@@ -86,7 +88,8 @@ SMALL_INPUT_BYTES = 32 << 20
 LIGHT_JVM_BYTES = 2 << 30
 # Up to this many staged rows (the replay source's records, the broker journals, the partition
 # logs' entries) the rules' Python runs in the driver, not in Python workers
-# (analytics.spark_session.map_in_arrow): the rows it reads are collected to the driver.
+# (analytics.spark_session.map_ids_in_arrow, cogroup_in_arrow): the rows it reads are
+# collected to the driver.
 PYTHON_IN_DRIVER_ROWS = 200_000
 MAX_CORRUPT_LISTED = 100
 MAX_PARTITIONS_LISTED = 500
@@ -215,26 +218,33 @@ def _replay(spark: SparkSession, stager: Stager, staged_records: Table,
         spark.sparkContext.defaultParallelism, staged_records.rows)
     replayed = replay_partitions(spark, replay)
     if replayed is None:
-        return partition_rule_results(None), {}, []
+        return partition_rule_results(None, None), {}, []
     replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return (partition_rule_results(replayed), _timelines(replayed),
-                _partition_tallies(replayed))
+        summaries = partition_summaries(replayed)
+        return (partition_rule_results(replayed, summaries), _timelines(replayed, summaries),
+                _partition_tallies(summaries))
     finally:
         replayed.unpersist()
 
 
-def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
+def _timelines(replayed: DataFrame, summaries: Any) -> dict[str, list[dict[str, Any]]]:
     """Points of a few partitions for the report: those with violations first, then the busiest
-    (by the replay's tally, in rules.timeline_rank's order); the replay already kept only the
+    (rules.timeline_rank's order over partition_summaries); the replay already kept only the
     last points of each task's first partitions in that order."""
-    ranked = replayed.groupBy("topic_id", "partition_id").agg(
-        F.sum(F.when(F.col("kind") == VIOLATION, 1).otherwise(0)).alias("violations"),
-        F.sum(F.when(F.col("kind") == TALLY, F.col("states")).otherwise(0)).alias("states"))
-    chosen = ranked.orderBy(F.desc("violations"), F.desc("states"), "topic_id", "partition_id") \
-        .limit(TIMELINE_PARTITIONS).select("topic_id", "partition_id")
-    rows = (replayed.filter(F.col("kind") != TALLY).join(F.broadcast(chosen),
-                                                         ["topic_id", "partition_id"])
+    import pyarrow.compute as pc
+
+    ranked = summaries.select(["topic_id", "partition_id", "violations"]).append_column(
+        "states", pc.fill_null(summaries["states"], 0))
+    chosen = ranked.sort_by([("violations", "descending"), ("states", "descending"),
+                             ("topic_id", "ascending"), ("partition_id", "ascending")]
+                            ).slice(0, TIMELINE_PARTITIONS).to_pylist()
+    if not chosen:
+        return {}
+    wanted = functools.reduce(operator.or_, (
+        (F.col("topic_id") == c["topic_id"]) & (F.col("partition_id") == c["partition_id"])
+        for c in chosen))
+    rows = (replayed.filter((F.col("kind") != TALLY) & wanted)
             .withColumn("partition", F.concat_ws("-", "topic_id",
                                                  F.col("partition_id").cast("string")))
             .withColumn("n", F.row_number().over(
@@ -248,19 +258,15 @@ def _timelines(replayed: DataFrame) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _partition_tallies(replayed: DataFrame) -> list[dict[str, Any]]:
+def _partition_tallies(summaries: Any) -> list[dict[str, Any]]:
     """Per partition, worst first: violations, time without a leader, time under min ISR,
     leader changes (the report's index). Capped at MAX_PARTITIONS_LISTED rows."""
-    per = replayed.groupBy("topic_id", "partition_id").agg(
-        F.sum(F.when(F.col("kind") == VIOLATION, 1).otherwise(0)).alias("violations"),
-        F.sum("unavailable_ms").alias("unavailable_ms"),
-        F.sum("under_min_isr_ms").alias("under_min_isr_ms"),
-        F.sum("leader_changes").alias("leader_changes"), F.sum("states").alias("states"))
-    rows = per.orderBy(F.desc("violations"), F.desc("unavailable_ms"),
-                       F.desc("under_min_isr_ms"), "topic_id", "partition_id") \
-        .limit(MAX_PARTITIONS_LISTED).collect()
-    return [{k: (int(v) if isinstance(v, int) else v) for k, v in r.asDict().items()}
-            for r in rows]
+    worst = summaries.sort_by([
+        ("violations", "descending"), ("unavailable_ms", "descending"),
+        ("under_min_isr_ms", "descending"), ("topic_id", "ascending"),
+        ("partition_id", "ascending")]).slice(0, MAX_PARTITIONS_LISTED)
+    return worst.select(["topic_id", "partition_id", "violations", "unavailable_ms",
+                         "under_min_isr_ms", "leader_changes", "states"]).to_pylist()
 
 
 def _named_tallies(tallies: list[dict[str, Any]], topic_names: dict[str, str]

@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 
 from analytics.group_rules import GROUP_RULE_NAMES
 from analytics.replay_input import ReplayInput, bucket_rows, write_replay_input
-from analytics.spark_session import map_in_arrow
+from analytics.spark_session import map_ids_in_arrow
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
@@ -589,30 +589,52 @@ def replay_partitions(spark: SparkSession, replay: ReplayInput | None) -> DataFr
     ISR configs (topic and cluster default) and ELR feature rows in force."""
     if replay is None or replay.buckets == 0:
         return None
-    ids = spark.range(0, replay.buckets, 1, replay.buckets)
-    return map_in_arrow(ids, functools.partial(_replay_buckets, replay), REPLAY_OUTPUT_SCHEMA)
+    return map_ids_in_arrow(spark, replay.buckets, functools.partial(_replay_buckets, replay),
+                            REPLAY_OUTPUT_SCHEMA)
 
 
-def partition_rule_results(replayed: DataFrame | None) -> list[RuleResult]:
-    """Rules 8, 10, 11, 13, 19 from the replay's output (which the caller should persist)."""
-    if replayed is None:
+def partition_summaries(replayed: DataFrame) -> Any:
+    """One row per partition from the replay's output, as an Arrow table (the partitions'
+    count of rows, a few numbers each): violations in all and per partition rule (`rule_N`),
+    and the TALLY's states, changes, time without a leader, time under min ISR and leader
+    changes (null where the partition has no TALLY). One job feeds the rules' counts, the
+    report's index and its choice of timelines (analytics.audit)."""
+    violation = F.col("kind") == VIOLATION
+
+    def count_of(condition: Any) -> Any:
+        return F.sum(F.when(condition, 1).otherwise(0))
+
+    return replayed.groupBy("topic_id", "partition_id").agg(
+        count_of(violation).alias("violations"),
+        *(count_of(violation & (F.col("rule") == rule)).alias(f"rule_{rule}")
+          for rule in PARTITION_RULES),
+        *(F.sum(name).alias(name) for name in ("states", "changes", "unavailable_ms",
+                                               "under_min_isr_ms", "leader_changes")),
+    ).toArrow()
+
+
+def partition_rule_results(replayed: DataFrame | None, summaries: Any | None
+                           ) -> list[RuleResult]:
+    """Rules 8, 10, 11, 13, 19: counts from partition_summaries, evidence from the replay's
+    output (which the caller should persist) for a rule that has violations."""
+    if replayed is None or summaries is None:
         return [rule_result(rule, 0, []) for rule in PARTITION_RULES]
-    tallies = replayed.groupBy("kind", "rule").agg(
-        F.count(F.lit(1)).alias("rows"), F.sum("states").alias("states"),
-        F.sum("changes").alias("changes")).collect()
-    states = sum(int(r["states"] or 0) for r in tallies if r["kind"] == TALLY)
-    changes = sum(int(r["changes"] or 0) for r in tallies if r["kind"] == TALLY)
-    violation_counts = {r["rule"]: int(r["rows"]) for r in tallies if r["kind"] == VIOLATION}
+    import pyarrow.compute as pc
+
+    def total(column: str) -> int:
+        return int(pc.sum(summaries[column]).as_py() or 0)
+
+    states, changes = total("states"), total("changes")
     results = []
     for rule in PARTITION_RULES:
+        count = total(f"rule_{rule}")
         evidence: list[dict[str, Any]] = []
-        if violation_counts.get(rule):
+        if count:
             bad = replayed.filter((F.col("kind") == VIOLATION) & (F.col("rule") == rule)).select(
                 "node", "file", "offset", "topic_id", "partition_id", "record_type", "message")
             evidence = [r.asDict() for r in bad.orderBy("offset", "topic_id", "partition_id")
                         .limit(MAX_EVIDENCE).collect()]
             for v in evidence:
                 v["partition"] = f"{v['topic_id']}-{v['partition_id']}"
-        results.append(rule_result(rule, changes if rule == 8 else states, evidence,
-                                   violation_counts.get(rule, 0)))
+        results.append(rule_result(rule, changes if rule == 8 else states, evidence, count))
     return results

@@ -219,16 +219,17 @@ def _from_arrow(spark: SparkSession, batches: list[Any], schema: StructType) -> 
     return spark.createDataFrame(table.combine_chunks(), schema=schema)
 
 
-def map_in_arrow(df: DataFrame, fn: Callable[[Iterator[Any]], Iterator[Any]],
-                 schema: StructType | str) -> DataFrame:
-    """df.mapInArrow(fn, schema), or fn over all of df's rows in the driver (python_in_driver).
-    One call over every Spark partition in turn: fine for fn that streams over its batches
-    (each partition's rows arrive whole and in order, as in a task)."""
-    spark = df.sparkSession
+def map_ids_in_arrow(spark: SparkSession, count: int,
+                     fn: Callable[[Iterator[Any]], Iterator[Any]],
+                     schema: StructType | str) -> DataFrame:
+    """fn over the ids 0..count-1 (one `id` column): one Spark task per id, or one call in the
+    driver (python_in_driver) without the job that would only hand the ids back."""
     if not python_in_driver(spark):
-        return df.mapInArrow(fn, schema)
-    struct = _struct(spark, schema)
-    return _from_arrow(spark, list(fn(iter(df.toArrow().to_batches()))), struct)
+        return spark.range(0, count, 1, count).mapInArrow(fn, schema)
+    import pyarrow as pa
+
+    ids = pa.record_batch([pa.array(range(count), pa.int64())], names=["id"])
+    return _from_arrow(spark, list(fn(iter([ids]))), _struct(spark, schema))
 
 
 def cogroup_in_arrow(left: DataFrame, right: DataFrame, keys: list[str],

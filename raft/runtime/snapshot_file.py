@@ -71,7 +71,8 @@ def iter_snapshot_batches(directory: Path, snapshot_id: SnapshotId) -> Iterator[
 
 
 def list_snapshots(directory: Path, logger: logging.Logger | None = None) -> list[SnapshotId]:
-    """The valid snapshots in directory, oldest first; corrupt ones are skipped with a warning."""
+    """The valid snapshots in directory, oldest first; corrupt ones are skipped with a warning,
+    one deleted while listing is skipped."""
     logger = logger or _log
     found: list[SnapshotId] = []
     for entry in directory.iterdir():
@@ -80,6 +81,10 @@ def list_snapshots(directory: Path, logger: logging.Logger | None = None) -> lis
             continue
         try:
             verify_snapshot_bytes(entry.read_bytes())
+        except FileNotFoundError:
+            # Deleted since iterdir (another process's snapshot cleanup, an audit or a test
+            # reading a live node's directory): it is no longer there to list.
+            continue
         except CorruptBatchError as exc:
             logger.warning(
                 "Ignoring snapshot %s: corrupt at byte %d (%s); the previous snapshot is used",

@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from analytics.spark_session import PYTHON_IN_DRIVER_CONF, map_in_arrow
+from analytics.spark_session import PYTHON_IN_DRIVER_CONF, map_ids_in_arrow
 from analytics.staging import Stager
 
 
@@ -32,16 +32,16 @@ def test_staged_table_with_an_empty_file_reads_every_row(spark: SparkSession,
 
 def _with_empty_batch(batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
-        yield batch.slice(0, 0)
-        yield batch
+        for start in range(0, batch.num_rows, 10):
+            yield batch.slice(0, 0)
+            yield batch.slice(start, 10)
 
 
 def test_python_in_driver_output_with_an_empty_batch_keeps_every_row(
         spark: SparkSession) -> None:
     spark.conf.set(PYTHON_IN_DRIVER_CONF, "true")
     try:
-        df = spark.range(0, 50, 1, 5)
-        out = map_in_arrow(df, _with_empty_batch, "id long")
+        out = map_ids_in_arrow(spark, 50, _with_empty_batch, "id long")
         assert sorted(r["id"] for r in out.collect()) == list(range(50))
     finally:
         spark.conf.set(PYTHON_IN_DRIVER_CONF, "false")

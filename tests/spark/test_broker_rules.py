@@ -74,7 +74,10 @@ def role(broker: int, partition: int, kind: str, leader: int, epoch: int, ts: in
 
 
 def write_journals(root: Path, events: dict[int, list[JournalEvent]],
-                   acked: list[tuple[int, str, int, int]]) -> None:
+                   acked: list[tuple[int, str, int, int]],
+                   non_idempotent: frozenset[str] = frozenset()) -> None:
+    """Broker journals and the chaos producer's ack journal; a key in non_idempotent was sent
+    by a producer that says it is not idempotent."""
     journal = root / "journal"
     journal.mkdir(parents=True, exist_ok=True)
     for broker, items in events.items():
@@ -85,6 +88,8 @@ def write_journals(root: Path, events: dict[int, list[JournalEvent]],
         producer, _, seq = key.rpartition("-")
         common = {"producer_id": producer, "seq": int(seq), "topic": TOPIC,
                   "partition": partition, "acks": -1, "ts": 7_000}
+        if key in non_idempotent:
+            common["idempotent"] = False
         entries.append({"event": "send", **common, "value": f"{key}:payload"})
         entries.append({"event": "ack", **common, "error": "NONE", "offset": offset,
                         "leader_epoch": epoch})
@@ -127,8 +132,9 @@ def build_cluster(root: Path) -> dict[str, Path]:
     write_partition(root, 101, 1, [(0, "p-10"), (1, "p-12")])
     files["bad_follower"] = write_partition(root, 102, 1, [(0, "p-10"), (0, "p-11"), (0, "p-13")])
     write_partition(root, 103, 1, [(0, "p-10"), (0, "p-11")])
-    # Partition 2: an acked write twice, another missing, no election to explain it (rule 23).
-    write_partition(root, 101, 2, [(0, "p-20"), (0, "p-20")])
+    # Partition 2: an acked write twice, another missing, no election to explain it (rule 23);
+    # q-22 twice too, from a producer that is not idempotent: counted, not a violation.
+    write_partition(root, 101, 2, [(0, "p-20"), (0, "p-20"), (0, "q-22"), (0, "q-22")])
     # Partition 3: the unclean election lost p-30 (attributed); p-31 is there.
     write_partition(root, 102, 3, [(1, "p-31")])
     events: dict[int, list[JournalEvent]] = {b: [] for b in BROKERS}
@@ -144,7 +150,8 @@ def build_cluster(root: Path) -> dict[str, Path]:
     events[101].append(HwmAdvanced(101, TOPIC, 1, 1, 2, 1, 2, 1, 2_500, (101,)))
     write_journals(root, events, [(0, "p-0", 0, 0), (0, "p-1", 1, 0), (0, "p-2", 2, 0),
                                   (1, "p-10", 0, 0), (1, "p-12", 1, 1), (2, "p-20", 0, 0),
-                                  (2, "p-21", 1, 0), (3, "p-30", 0, 0), (3, "p-31", 0, 1)])
+                                  (2, "p-21", 1, 0), (2, "q-22", 2, 0), (3, "p-30", 0, 0),
+                                  (3, "p-31", 0, 1)], non_idempotent=frozenset({"q-22"}))
     files["consumers"] = write_consumer_journal(root)
     return files
 
@@ -166,14 +173,15 @@ def check(rules: dict[int | str, Any], files: dict[str, Path]) -> None:
     assert bad["file"] == str(files["bad_follower"])
     assert rule22.checked == 3 + 3 + 3  # partition 0's two followers and 102 on partition 1
     rule23 = rules[23]
-    assert rule23.checked == 9 and rule23.violation_count == 2
+    assert rule23.checked == 10 and rule23.violation_count == 2
     outcomes = {(v["key"], v["outcome"]) for v in rule23.violations}
     assert outcomes == {("p-20", "duplicated"), ("p-21", "lost")}
     assert all(v["partition"] == f"{TOPIC}-2" for v in rule23.violations)
     assert rule23.attributed_count == 1
     assert rule23.attributed[0]["key"] == "p-30"
     assert rule23.attributed[0]["partition"] == f"{TOPIC}-3"
-    assert rule23.notes == {"duplicates_counted": 0}  # p-20's producer did not say: idempotent
+    # p-20's producer did not say (judged idempotent: a violation); q-22's said it is not.
+    assert rule23.notes == {"duplicates_counted": 1}
     monotonic = rules[COMMITS_MONOTONIC]
     assert (monotonic.checked, monotonic.violation_count) == (3, 1)
     back = monotonic.violations[0]
@@ -190,7 +198,7 @@ def check(rules: dict[int | str, Any], files: dict[str, Path]) -> None:
 def test_rules_20_22_23_on_hand_made_cluster(spark: SparkSession, tmp_path: Path,
                                              python_in_driver: bool) -> None:
     """The rules' Python in Python workers (mapInArrow, cogroup applyInArrow) and in the
-    driver (a small input's way, analytics.spark_session.map_in_arrow): the same results."""
+    driver (a small input's way, analytics.spark_session.cogroup_in_arrow): the same results."""
     files = build_cluster(tmp_path / "cluster")
     result = run_audit(tmp_path / "cluster", spark=spark, report_dir=tmp_path / "report",
                        python_in_driver=python_in_driver)
@@ -224,7 +232,8 @@ def test_torn_and_garbled_inputs_become_flagged_rows(tmp_path: Path) -> None:
     journal_rows = [r for spec in brokers if spec.node == 101 for r in iter_journal_rows(spec)]
     assert journal_rows[-1][-2] is True and "torn" in journal_rows[-1][-1]
     ack_rows = list(iter_ack_rows(ack_files[0]))
-    assert ack_rows[-1][-2] is True and len(ack_rows) == 19
+    # build_cluster's 10 acked writes (a send and an ack each), then the garbled tail.
+    assert ack_rows[-1][-2] is True and len(ack_rows) == 2 * 10 + 1
     log_spec = next(s for s in discover_partition_logs(root) if s.file == str(segment))
     log_rows = list(iter_partition_log_rows(log_spec))
     assert [r[5] for r in log_rows] == [0, 1, -1] and log_rows[-1][-2] is True

@@ -256,3 +256,25 @@ def test_ensure_formatted_refuses_unformatted_and_foreign_directories(tmp_path: 
     assert caught.value.error == Errors.INCONSISTENT_CLUSTER_ID
     with pytest.raises(StorageError, match="node id 1"):
         ensure_formatted(tmp_path, CLUSTER_ID, expected_node_id=2)
+
+
+def test_list_snapshots_skips_a_snapshot_deleted_while_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's snapshot cleanup may delete a file between the directory listing and
+    its read (CI saw FileNotFoundError from a test polling a live controller's directory)."""
+    from raft.core.record_batch import encode_batch
+
+    kept = tmp_path / "00000000000000000000-0000000000.checkpoint"
+    gone = tmp_path / "00000000000000000010-0000000001.checkpoint"
+    for path in (kept, gone):
+        path.write_bytes(encode_batch(0, 0, 0, [b"snapshot"]))
+    read_bytes = Path.read_bytes
+
+    def deleted_first(self: Path) -> bytes:
+        if self == gone:
+            self.unlink()
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", deleted_first)
+    assert list_snapshots(tmp_path) == [(0, 0)]
