@@ -36,6 +36,7 @@ from raft.runtime.kafka_raft_apis import (
     request_to_kafka,
     response_from_kafka,
 )
+from raft.runtime.parked_fetches import ParkedFetches
 from raft.runtime.quorum_state_file import ElectionStateFile
 
 log = logging.getLogger("minikraft.raft")
@@ -103,7 +104,8 @@ class RaftDriver:
         self.request_timeout_ms = request_timeout_ms
         self._appends: list[_PendingAppend] = []
         self._append_wakeup = asyncio.Event()
-        self._data_changed = asyncio.Event()
+        # Woken on news (parked_fetches: a wake is never lost to a fetch parking after it).
+        self._parked = ParkedFetches()
         self._commit_waiters: list[_CommitWaiter] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = False
@@ -183,10 +185,7 @@ class RaftDriver:
             parked_hwm = response.high_watermark
             deadline = time.monotonic() + min(request.max_wait_ms, 5000) / 1000
             while self._running and time.monotonic() < deadline:
-                self._data_changed.clear()
-                try:
-                    await asyncio.wait_for(self._data_changed.wait(), deadline - time.monotonic())
-                except TimeoutError:
+                if not await self._parked.wait(deadline - time.monotonic()):
                     break
                 result = self.replica.handle_request(source_node_id, request, now_ms())
                 self._apply(result)
@@ -416,7 +415,7 @@ class RaftDriver:
         progress = (self.log.end_offset(), self.replica.high_watermark, self.replica.epoch)
         if progress != self._last_progress:
             self._last_progress = progress
-            self._data_changed.set()
+            self._parked.wake_all()
 
     def _deliver_committed(self) -> None:
         snapshot_id = self.log.latest_snapshot_id()
