@@ -39,15 +39,15 @@ DEFAULT_DRIVER_MEMORY = "4g"
 # partition per core. Read at JVM start only, like the memory. Adaptive execution is off too:
 # it runs every shuffle stage of a query as a job of its own, to re-plan from its statistics,
 # which for a few thousand rows only adds jobs (demo cluster: 51 jobs -> 26, 20.2 -> 17.2 s).
-# For a small input only, expression code generation is off as well (Spark's internal
-# `codegen.factoryMode`: NO_CODEGEN takes the interpreted projections and predicates that
-# FALLBACK keeps for expressions Janino cannot compile): each projection, predicate and
-# ordering was a Janino compile of its own. Demo audit, five interleaved pairs: 9.8-14.5 s -> 7.9-11.1 s, faster in
-# every pair, audit.json identical (BENCHMARKS.md, session 9).
+# Expression code generation is off as well (Spark's internal `codegen.factoryMode`:
+# NO_CODEGEN takes the interpreted projections and predicates that FALLBACK keeps for
+# expressions Janino cannot compile): each projection, predicate and ordering was a Janino
+# compile of its own. Demo audit, five interleaved pairs: 9.8-14.5 s -> 7.9-11.1 s, faster in
+# every pair, audit.json identical (BENCHMARKS.md, session 9); no gain measured at 1M.
 SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
-SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false",
-                    "spark.sql.adaptive.enabled": "false"}
-SMALL_INPUT_ONLY_CONF = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+LIGHT_JVM_CONF = {"spark.sql.codegen.wholeStage": "false",
+                  "spark.sql.adaptive.enabled": "false"}
+SMALL_INPUT_CONF = {**LIGHT_JVM_CONF, "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # Up to a few GiB of input (a million records) the JVM's share of the audit is scans and a few
 # aggregations (the replay runs in Python): C1 alone and the serial collector save the C2
 # compiler's and G1's threads, about 15% of the audit's CPU at 1M records on 2 cores (91 -> 77
@@ -124,8 +124,8 @@ def build_session(
 ) -> SparkSession:
     """A session with the minikraft-* data sources registered (data_sources=False: without;
     registering the six costs 1.6 s of a demo-size audit, which reads staged Parquet);
-    light_jvm: C1 and the serial collector (LIGHT_JVM_JAVA_OPTIONS); small_input: tuned for
-    a few thousand rows (SMALL_INPUT_JAVA_OPTIONS, SMALL_INPUT_CONF, SMALL_INPUT_ONLY_CONF)."""
+    light_jvm: C1 and the serial collector (LIGHT_JVM_JAVA_OPTIONS, LIGHT_JVM_CONF);
+    small_input: tuned for a few thousand rows (SMALL_INPUT_JAVA_OPTIONS, SMALL_INPUT_CONF)."""
     # Executors must run the same interpreter and see the same packages as the driver.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -134,7 +134,7 @@ def build_session(
     conf = dict(extra_conf or {})
     if small_input or light_jvm:
         java_options += f" {SMALL_INPUT_JAVA_OPTIONS if small_input else LIGHT_JVM_JAVA_OPTIONS}"
-        conf = {**SMALL_INPUT_CONF, **(SMALL_INPUT_ONLY_CONF if small_input else {}), **conf}
+        conf = {**(SMALL_INPUT_CONF if small_input else LIGHT_JVM_CONF), **conf}
     # The archive is the driver's alone: an executor JVM (a standalone cluster) never writes it.
     driver_java_options = f"{java_options} {cds_java_options()}"
     python_path = os.pathsep.join(

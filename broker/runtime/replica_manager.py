@@ -41,6 +41,7 @@ from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from kafkawire.errors import Errors, KafkaError
 from metadata.changes import MetadataChanges
+from raft.runtime.parked_fetches import ParkedFetches, park
 
 log = logging.getLogger("minikraft.broker")
 
@@ -59,8 +60,8 @@ class HostedPartition:
     state: PartitionState
     topic_id: uuid.UUID | None = None
     registration: PartitionRegistration | None = None
-    # Long-polling fetches parked on this partition (wait_for_change): one future per fetch.
-    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    # Long-polling fetches parked on this partition (wait_for_change).
+    waiters: ParkedFetches = field(default_factory=ParkedFetches)
     flush_in_thread: bool = False
     commit: GroupCommit = field(init=False)
 
@@ -69,10 +70,7 @@ class HostedPartition:
 
     def notify(self) -> None:
         """Wake long-polling fetches: new data or a new HWM."""
-        waiters, self.waiters = self.waiters, set()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self.waiters.wake_all()
 
 
 # Loop turns a woken fetch lets pass before it reads the log: produces already read from their
@@ -84,29 +82,12 @@ _TURNS_BEFORE_READ = 2
 
 
 async def wait_for_change(partitions: Iterable[HostedPartition], timeout_s: float) -> None:
-    """Park until one of the partitions notifies or the timeout passes, then let
-    _TURNS_BEFORE_READ loop turns pass. One future and one timer per parked fetch, however many
-    partitions it names: this runs once per follower fetch on the acks=all path, so no task per
-    partition (issue 17)."""
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
-    watched = list(partitions)
-    for hosted in watched:
-        hosted.waiters.add(waiter)
-    timer = loop.call_later(timeout_s, _wake, waiter)
-    try:
-        await waiter
-        for _ in range(_TURNS_BEFORE_READ):
-            await asyncio.sleep(0)
-    finally:
-        timer.cancel()
-        for hosted in watched:
-            hosted.waiters.discard(waiter)
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+    """Park until one of the partitions notifies or the timeout passes (one future and one
+    timer however many partitions: raft.runtime.parked_fetches), then let _TURNS_BEFORE_READ
+    loop turns pass."""
+    await park((hosted.waiters for hosted in partitions), timeout_s)
+    for _ in range(_TURNS_BEFORE_READ):
+        await asyncio.sleep(0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,37 +1,52 @@
-"""Parked long-poll fetches on the Raft leader (Kafka's fetch max wait): each parked fetch
-waits on a future of its own, registered before it awaits, and `wake_all` resolves every future
-registered so far. A wake can therefore never be lost to a fetch that parks after it, which a
-shared asyncio.Event that each parked fetch cleared allowed (raft_driver's history: an observer
-waited out its max wait though the high watermark had moved)."""
+"""Long-poll fetches parked until there is news (Kafka's fetch max wait): on the Raft leader
+(the metadata log) and on a broker (a partition log). A parked fetch waits on one future of its
+own, registered in every group it watches before it awaits, and `wake_all` resolves every future
+registered so far. A wake therefore reaches every fetch parked before it and is never lost to a
+fetch that parks after it, which a shared asyncio.Event that each parked fetch cleared allowed
+(the Raft leader's history: an observer waited out its max wait though the high watermark had
+moved)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 
 class ParkedFetches:
+    """The fetches parked on one log."""
+
     __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self._waiters: set[asyncio.Future[None]] = set()
-
-    async def wait(self, timeout_s: float) -> bool:
-        """Park until the next `wake_all` (True) or until timeout_s passes (False)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.add(waiter)
-        try:
-            await asyncio.wait_for(waiter, timeout_s)
-        except TimeoutError:
-            return False
-        finally:
-            self._waiters.discard(waiter)
-        return True
+        self._waiters: set[asyncio.Future[bool]] = set()
 
     def wake_all(self) -> None:
         waiters, self._waiters = self._waiters, set()
         for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            _resolve(waiter, True)
 
     def __len__(self) -> int:
         return len(self._waiters)
+
+
+async def park(groups: Iterable[ParkedFetches], timeout_s: float) -> bool:
+    """Wait until one of the groups wakes (True) or timeout_s passes (False). One future and one
+    timer however many groups: a broker runs this once per follower fetch on the acks=all path,
+    so no task per partition (issue 17)."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[bool] = loop.create_future()
+    watched = list(groups)
+    for group in watched:
+        group._waiters.add(waiter)
+    timer = loop.call_later(max(0.0, timeout_s), _resolve, waiter, False)
+    try:
+        return await waiter
+    finally:
+        timer.cancel()
+        for group in watched:
+            group._waiters.discard(waiter)
+
+
+def _resolve(waiter: asyncio.Future[bool], woken: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(woken)

@@ -36,7 +36,7 @@ from raft.runtime.kafka_raft_apis import (
     request_to_kafka,
     response_from_kafka,
 )
-from raft.runtime.parked_fetches import ParkedFetches
+from raft.runtime.parked_fetches import ParkedFetches, park
 from raft.runtime.quorum_state_file import ElectionStateFile
 
 log = logging.getLogger("minikraft.raft")
@@ -185,7 +185,7 @@ class RaftDriver:
             parked_hwm = response.high_watermark
             deadline = time.monotonic() + min(request.max_wait_ms, 5000) / 1000
             while self._running and time.monotonic() < deadline:
-                if not await self._parked.wait(deadline - time.monotonic()):
+                if not await park((self._parked,), deadline - time.monotonic()):
                     break
                 result = self.replica.handle_request(source_node_id, request, now_ms())
                 self._apply(result)

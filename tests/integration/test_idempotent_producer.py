@@ -34,6 +34,7 @@ from tests.integration.test_kafka_clients import (
     _wait_leaders,
     leader_of_partition_0,
     start_up,
+    wait_until_it_leads,
 )
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -77,17 +78,6 @@ def _produce(address: str, topic: str, records: bytes) -> tuple[Errors, int]:
     response = _request(address, _produce_request(topic, records, -1), ApiKey.PRODUCE, 9)
     partition = response.responses[0].partition_responses[0]
     return Errors.of(int(partition.error_code)), int(partition.base_offset)
-
-
-def _produce_to_new_leader(address: str, topic: str, records: bytes) -> tuple[Errors, int]:
-    """Produce as a client does after a leader change: the broker the metadata names may not
-    have replayed its own election yet, so NOT_LEADER_OR_FOLLOWER is retried (bounded)."""
-    deadline = time.monotonic() + 15
-    while True:
-        answer = _produce(address, topic, records)
-        if answer[0] is not Errors.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.1)
 
 
 def _batch(pid: int, epoch: int, seq: int, count: int) -> bytes:
@@ -181,9 +171,9 @@ def test_a_new_leader_answers_a_retry_of_its_predecessors_batch_with_the_origina
             assert time.monotonic() < deadline, "no new leader"
             time.sleep(0.2)
         new_leader = next(b for b in up.cluster.brokers if b.node_id == leader)
+        wait_until_it_leads(new_leader, topic)
         # The retry of the last batch (its answer was "lost"): the original offset, no copy.
-        retry = _produce_to_new_leader(new_leader.address, topic, _batch(pid, 0, 4, 2))
-        assert retry == (Errors.NONE, 4)
+        assert _produce(new_leader.address, topic, _batch(pid, 0, 4, 2)) == (Errors.NONE, 4)
         assert _produce(new_leader.address, topic, _batch(pid, 0, 7, 1))[0] is (
             Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
         )

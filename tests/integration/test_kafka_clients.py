@@ -750,11 +750,17 @@ def leader_of_partition_0(up: Up, admin: AdminClient, topic: str) -> Any:
 
     leader_id = _wait_leaders(admin, topic, 1).partitions[0].leader
     leader = next(b for b in up.cluster.brokers if b.node_id == leader_id)
-    deadline = time.monotonic() + 20
-    while _partition_0_leader(leader.address, topic) != leader_id:
-        assert time.monotonic() < deadline, f"broker {leader_id} never saw itself lead {topic}"
-        time.sleep(0.1)
+    wait_until_it_leads(leader, topic)
     return leader
+
+
+def wait_until_it_leads(leader: Any, topic: str) -> None:
+    """Until `leader`'s own Metadata answer names it the leader of `topic`-0 (after a leader
+    change too: the broker the others name may not have replayed its own election yet)."""
+    deadline = time.monotonic() + 20
+    while _partition_0_leader(leader.address, topic) != leader.node_id:
+        assert time.monotonic() < deadline, f"broker {leader.node_id} never saw itself lead {topic}"
+        time.sleep(0.1)
 
 
 def _partition_0_leader(address: str, topic: str) -> int | None:

@@ -1,17 +1,19 @@
-"""The Raft leader's parked fetches (raft/runtime/parked_fetches.py): a wake reaches every fetch
-parked before it, however many park after it, and a fetch nobody wakes answers at its timeout."""
+"""Parked long-poll fetches (raft/runtime/parked_fetches.py, the Raft leader's and the
+brokers'): a wake reaches every fetch parked before it, however many park after it; one fetch
+watching several logs is woken by any of them and leaves none behind; a fetch nobody wakes
+answers at its timeout."""
 
 from __future__ import annotations
 
 import asyncio
 
-from raft.runtime.parked_fetches import ParkedFetches
+from raft.runtime.parked_fetches import ParkedFetches, park
 
 
 async def test_a_wake_reaches_fetches_parked_before_it_even_if_another_parks_at_once() -> None:
     parked = ParkedFetches()
-    first = asyncio.ensure_future(parked.wait(5.0))
-    second = asyncio.ensure_future(parked.wait(5.0))
+    first = asyncio.ensure_future(park((parked,), 5.0))
+    second = asyncio.ensure_future(park((parked,), 5.0))
     await asyncio.sleep(0)  # both parked
     assert len(parked) == 2
     # What the driver does in one step: a voter's fetch moves the high watermark (wake), then
@@ -20,7 +22,7 @@ async def test_a_wake_reaches_fetches_parked_before_it_even_if_another_parks_at_
     # parked fetch whose wait had not started yet slept to its max wait: the real-process
     # regression test is test_kafka_clients' test_every_broker_reads_a_new_topic_...)
     parked.wake_all()
-    late = asyncio.ensure_future(parked.wait(5.0))
+    late = asyncio.ensure_future(park((parked,), 5.0))
     done, _pending = await asyncio.wait({first, second}, timeout=1.0)
     assert done == {first, second}
     assert first.result() is True and second.result() is True
@@ -30,16 +32,26 @@ async def test_a_wake_reaches_fetches_parked_before_it_even_if_another_parks_at_
     assert len(parked) == 0
 
 
+async def test_one_fetch_on_several_logs_is_woken_by_any_and_leaves_none_behind() -> None:
+    logs = [ParkedFetches(), ParkedFetches()]
+    fetch = asyncio.ensure_future(park(logs, 5.0))
+    await asyncio.sleep(0)
+    assert [len(g) for g in logs] == [1, 1]
+    logs[1].wake_all()
+    assert await asyncio.wait_for(fetch, 1.0) is True
+    assert [len(g) for g in logs] == [0, 0]
+
+
 async def test_a_fetch_nobody_wakes_answers_at_its_timeout_and_leaves_nothing_behind() -> None:
     parked = ParkedFetches()
-    assert await parked.wait(0.01) is False
+    assert await park((parked,), 0.01) is False
     assert len(parked) == 0
     parked.wake_all()  # nothing parked: nothing to do
 
 
 async def test_a_cancelled_fetch_leaves_nothing_behind() -> None:
     parked = ParkedFetches()
-    task = asyncio.ensure_future(parked.wait(5.0))
+    task = asyncio.ensure_future(park((parked,), 5.0))
     await asyncio.sleep(0)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
