@@ -52,27 +52,28 @@ from analytics.datasource import (
 )
 from analytics.log_scan import CORRUPT
 from analytics.record_columns import iter_record_columns
+from analytics.replay_input import ReplayInput, stage_with_buckets, write_side_rows
 from analytics.rules import (
     POINT,
     TALLY,
     TIMELINE_PARTITIONS,
     TIMELINE_POINTS,
-    ReplaySource,
     RuleResult,
     choose_replay_source,
     partition_rule_results,
     partition_summaries,
     replay_partitions,
+    replay_plan,
     rule_1_one_leader_per_epoch,
     rule_2_committed_prefix,
     rule_5_voter_changes,
     rule_order,
-    write_replay_buckets,
 )
 from analytics.spark_session import (
     DEFAULT_MASTER,
     PYTHON_IN_DRIVER_CONF,
     build_session,
+    master_cores,
     warm_python_workers,
 )
 from analytics.staging import Stager, Table
@@ -206,16 +207,10 @@ def _names_elections_undecodable(df: DataFrame
     return names, elections, sum(int(r["n"]) for r in rows if r["what"] == "undecodable")
 
 
-def _replay(spark: SparkSession, stager: Stager, staged_records: Table,
-            source: ReplaySource | None, directory: Path) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]],
-                                      list[dict[str, Any]]]:
-    """The replay's buckets, then the replay itself, persisted while its rule results, the
-    timelines and the partition tallies are read from it."""
-    # In a staging process: the pass's Parquet reader keeps memory the driver would hold on
-    # to (measured: the driver's peak RSS 953 MiB at 10M records with the pass in it).
-    replay = None if source is None else stager.call(
-        write_replay_buckets, staged_records.directory, directory, source,
-        spark.sparkContext.defaultParallelism, staged_records.rows)
+def _replay(spark: SparkSession, replay: ReplayInput | None
+            ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The replay of the staged buckets, persisted while its rule results, the timelines and
+    the partition tallies are read from it."""
     replayed = replay_partitions(spark, replay)
     if replayed is None:
         return partition_rule_results(None, None), {}, []
@@ -341,9 +336,15 @@ def run_audit(
         summary = file_summary(staged_batches)
         source = choose_replay_source(summary)
         say(f"decoding node {source.node if source else '-'}'s log")
+        plan = None if source is None else replay_plan(
+            Path(scratch) / "replay", source,
+            spark.sparkContext.defaultParallelism if spark is not None else master_cores(master),
+            sum(int(r["records"] or 0) for r in summary if r["node"] == source.node))
         staged_records = stager.submit(
             "records", replay_specs(files, source.node if source else None),
-            iter_record_columns, COLUMNS, columnar=True)
+            iter_record_columns if plan is None
+            else functools.partial(stage_with_buckets, plan, iter_record_columns),
+            COLUMNS, columnar=True)
         staged_broker = stage_broker_inputs(stager, directory)
         if spark is None:
             say(f"starting Spark ({master})")
@@ -357,13 +358,17 @@ def run_audit(
         warming = None if small else warm_python_workers(spark, ["analytics.rules"])
         try:
             stager.wait()
-            staged_rows = staged_records.rows + sum(
+            replay = None
+            if plan is not None:
+                stager.call(write_side_rows, staged_records.directory, plan)
+                replay = plan.replay_input()
+            staged_rows = staged_records.rows + (replay.rows if replay else 0) + sum(
                 t.rows for t in (staged_broker.journal, staged_broker.acks, staged_broker.logs))
             in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
                          else python_in_driver)
             spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
-            result = _audit(spark, stager, say, directory, files, summary, staged_batches,
-                            staged_records, staged_broker, source, Path(scratch) / "replay")
+            result = _audit(spark, say, directory, files, summary, staged_batches,
+                            staged_records, staged_broker, replay)
         finally:
             if warming is not None:
                 warming.join()
@@ -378,11 +383,9 @@ def run_audit(
     return result
 
 
-def _audit(spark: SparkSession, stager: Stager, say: Progress, directory: str | Path,
-           files: list[FileSpec],
+def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: list[FileSpec],
            summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
-           staged_broker: StagedBrokerInputs, source: ReplaySource | None,
-           replay_directory: Path) -> AuditResult:
+           staged_broker: StagedBrokerInputs, replay: ReplayInput | None) -> AuditResult:
     """Every rule over the staged tables (Spark reads them as Parquet), on three threads: the
     partition replay (Python workers, both cores for most of its time) and the broker rules
     each run from a thread of their own while this one runs the set-wide rules (JVM jobs that
@@ -390,8 +393,7 @@ def _audit(spark: SparkSession, stager: Stager, say: Progress, directory: str | 
     with ThreadPoolExecutor(2, thread_name_prefix="audit-rules") as pool:
         say("rules 1, 2, 5 while the partitions replay (rules 8, 10, 11, 13, 19) and the "
             "broker rules run (20, 22, 23)")
-        replaying = pool.submit(_replay, spark, stager, staged_records, source,
-                                replay_directory)
+        replaying = pool.submit(_replay, spark, replay)
         brokers = pool.submit(_broker_rules, spark, staged_broker, staged_records)
         batches = staged_batches.read(spark)
         corruption, torn = damage_evidence(batches, summary)

@@ -1,16 +1,17 @@
-"""The partition replay's input, laid out by the driver so that Spark moves no row of it
+"""The partition replay's input, laid out outside Spark so that Spark moves no row of it
 (issue 15).
 
 The replay (rules 8, 10, 11, 13, 19: analytics.rules.replay_partition) needs each partition's
 records in log order, with the min ISR configs and the ELR feature level in force interleaved.
 Spark did that with four scans of the staged records, two joins, a shuffle of every partition
 record and a sort, then handed each row to a Python worker through Arrow: at a million
-records that JVM work cost as much CPU as the replay itself. Here one streaming pass of
-pyarrow over the replay source's staged Parquet writes the partition records into `buckets`
-files by a hash of (topic id, partition), and keeps the few topic, config and feature rows
-aside. A Spark task then takes one bucket: it reads the file, joins the side rows in, sorts
-into log order (Arrow's C++ sort) and streams the rows through the replay. Memory: one Arrow
-batch in the pass; one bucket (about BUCKET_ROWS rows) per task.
+records that JVM work cost as much CPU as the replay itself. Here the staging processes, as
+they decode the replay source's files (analytics.staging), write its partition records into
+`buckets` by a hash of (topic id, partition), a part per file (stage_with_buckets), and the
+few topic, config and feature rows go aside once staging is done (write_side_rows). A Spark
+task then takes one bucket: it reads its parts, joins the side rows in, sorts into log order
+(Arrow's C++ sort) and streams the rows through the replay. Memory: one Arrow batch per
+staging process; one bucket (about BUCKET_ROWS rows) per task.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analytics.data_rules import RECOVERING
+from analytics.staging import Batches
+
 PARTITION_RECORD_TYPES = ("PartitionRecord", "PartitionChangeRecord")
 SIDE_RECORD_TYPES = ("TopicRecord", "ConfigRecord", "FeatureLevelRecord")
 # Rows per bucket at most: a task holds one bucket's rows in memory (about 150 MB as Arrow).
 BUCKET_ROWS = 750_000
-_SCAN_BATCH_ROWS = 65_536
+SIDE_FILE = "side.parquet"
 # Partitions are grouped by the bucket-local index of their topic id (an integer sorts faster
 # than the 22-character id); the order among partitions does not matter to the replay.
 _TOPIC_INDEX = "__topic_index"
@@ -41,12 +45,35 @@ class ReplayInput:
     buckets: int
     rows: int
 
-    def bucket_file(self, bucket: int) -> Path:
-        return self.directory / f"bucket-{bucket:05d}.parquet"
+    def bucket_files(self, bucket: int) -> list[Path]:
+        """The bucket's parts, one per staged file that holds some of its rows."""
+        return sorted(self.directory.glob(f"bucket-{bucket:05d}-*.parquet"))
 
     @property
     def side_file(self) -> Path:
-        return self.directory / "side.parquet"
+        return self.directory / SIDE_FILE
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """Where the replay source's partition records go while its files are staged
+    (stage_with_buckets): the source's rows (node, its log from from_offset, its snapshot),
+    how many buckets, and the columns a bucket keeps."""
+
+    directory: Path
+    node: int
+    from_offset: int
+    snapshot_file: str | None
+    buckets: int
+    columns: tuple[str, ...]
+
+    def replay_input(self) -> ReplayInput:
+        """The buckets as staged (call once staging is done): no rows, no buckets."""
+        import pyarrow.parquet as pq
+
+        rows = sum(pq.read_metadata(path).num_rows
+                   for path in self.directory.glob("bucket-*.parquet"))
+        return ReplayInput(self.directory, self.buckets if rows else 0, rows)
 
 
 def bucket_count(partition_records: int, cores: int) -> int:
@@ -57,17 +84,20 @@ def bucket_count(partition_records: int, cores: int) -> int:
     return waves * cores
 
 
-def _replay_filter(node: int, from_offset: int, snapshot_file: str | None) -> Any:
-    """analytics.rules.replay_rows' rows as a pyarrow filter: the source node's good rows, its
-    log from from_offset, and its snapshot."""
+def _replayed(batch: Any, plan: ReplayPlan, record_types: tuple[str, ...]) -> Any:
+    """analytics.rules' replay rows of record_types as a boolean mask: the source node's good
+    rows, its log from from_offset, and its snapshot."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    in_log = (pc.field("kind") == "segment") & (pc.field("offset") >= from_offset)
-    if snapshot_file is not None:
-        in_log = in_log | (pc.field("file") == snapshot_file)
-    wanted = pc.field("record_type").isin(list(PARTITION_RECORD_TYPES + SIDE_RECORD_TYPES))
-    return (~pc.field("corrupt")) & (pc.field("offset") >= 0) & (pc.field("node") == node) \
-        & in_log & wanted
+    in_log = pc.and_(pc.equal(batch.column("kind"), "segment"),
+                     pc.greater_equal(batch.column("offset"), plan.from_offset))
+    if plan.snapshot_file is not None:
+        in_log = pc.or_(in_log, pc.equal(batch.column("file"), plan.snapshot_file))
+    good = pc.and_(pc.invert(batch.column("corrupt")), pc.greater_equal(batch.column("offset"), 0))
+    wanted = pc.is_in(batch.column("record_type"), pa.array(record_types))
+    return pc.fill_null(pc.and_(pc.and_(good, pc.equal(batch.column("node"), plan.node)),
+                                pc.and_(in_log, wanted)), False)
 
 
 def _with_sequence(batch: Any) -> Any:
@@ -97,58 +127,63 @@ def _buckets_of(batch: Any, buckets: int) -> Any:
     return (topic_hash[indices] * 31 + partition.astype(np.int64)) % buckets
 
 
-def write_replay_input(records_directory: Path, directory: Path, node: int, from_offset: int,
-                       snapshot_file: str | None, columns: list[str], cores: int,
-                       partition_records: int) -> ReplayInput:
-    """One pass over the staged records of the replay source: partition records into bucket
-    files, topic/config/feature rows into the side file. `partition_records` sizes the
-    buckets (an estimate: the staged rows)."""
+def stage_with_buckets(plan: ReplayPlan, reader: Batches, spec: Any, schema: Any
+                       ) -> Iterator[Any]:
+    """reader's batches of one staged file (analytics.staging), less the partition records the
+    replay reads: those go to this file's part of their bucket instead (bucket-NNNNN-<node>-
+    <file>.parquet), sorted into log order later by the task that replays the bucket. A
+    partition record that went RECOVERING also stays in the staged table (rule 23 reads those:
+    analytics.broker_rules.recovering_partitions). So the replay's million rows are bucketed
+    by the staging processes, in the pass that decodes them, and the Spark jobs over the
+    staged records (names, elections, rules 1 and 5) scan the few thousand others."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if spec.node != plan.node:
+        yield from reader(spec, schema)
+        return
+    writers: dict[int, Any] = {}
+    try:
+        for batch in reader(spec, schema):
+            replayed = _replayed(batch, plan, PARTITION_RECORD_TYPES)
+            if not pc.any(replayed).as_py():
+                yield batch
+                continue
+            recovering = pc.fill_null(
+                pc.equal(batch.column("leader_recovery_state"), RECOVERING), False)
+            kept = batch.filter(pc.or_(pc.invert(replayed), recovering))
+            if kept.num_rows:
+                yield kept
+            rows = _with_sequence(batch.filter(replayed)).select(list(plan.columns))
+            which = _buckets_of(rows, plan.buckets)
+            for bucket in np.unique(which).tolist():
+                writer = writers.get(bucket)
+                if writer is None:
+                    name = f"bucket-{bucket:05d}-{spec.node}-{Path(spec.file).name}.parquet"
+                    writer = writers[bucket] = pq.ParquetWriter(
+                        plan.directory / name, rows.schema, compression="none")
+                writer.write_batch(rows.filter(pa.array(which == bucket)))
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+
+def write_side_rows(records_directory: Path, plan: ReplayPlan) -> None:
+    """The replay's topic, config and feature rows (its source's, as the partition records)
+    from the staged records into the side file, which every bucket's task reads."""
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    directory.mkdir(parents=True, exist_ok=True)
-    buckets = bucket_count(partition_records, cores)
-    result = ReplayInput(directory, buckets, 0)
-    dataset = ds.dataset(str(records_directory), format="parquet")
-    needed = [c for c in columns if c not in ("seq_major", "seq_minor")]
-    scan_columns = sorted(set(needed) | {"kind", "topic_name"})
-    scanner = dataset.scanner(columns=scan_columns,
-                              filter=_replay_filter(node, from_offset, snapshot_file),
-                              batch_size=_SCAN_BATCH_ROWS, use_threads=False,
-                              batch_readahead=1, fragment_readahead=1)  # bounded memory
-    writers: list[Any] = []
-    side: list[Any] = []
-    rows = 0
-    try:
-        for raw in scanner.to_batches():
-            if raw.num_rows == 0:
-                continue
-            batch = _with_sequence(raw)
-            is_partition = pc.fill_null(pc.is_in(
-                batch.column("record_type"), pa.array(PARTITION_RECORD_TYPES)), False)
-            side_rows = batch.filter(pc.invert(is_partition))
-            if side_rows.num_rows:
-                side.append(side_rows)
-            partition_rows = batch.filter(is_partition)
-            if not partition_rows.num_rows:
-                continue
-            if not writers:
-                writers = [pq.ParquetWriter(result.bucket_file(b), partition_rows.schema,
-                                            compression="none") for b in range(buckets)]
-            which = _buckets_of(partition_rows, buckets)
-            for bucket in range(buckets):
-                part = partition_rows.filter(pa.array(which == bucket))
-                if part.num_rows:
-                    writers[bucket].write_batch(part)
-            rows += partition_rows.num_rows
-    finally:
-        for writer in writers:
-            writer.close()
-    if side:
-        pq.write_table(pa.Table.from_batches(side), result.side_file, compression="none")
-    return ReplayInput(directory, buckets if writers else 0, rows)
+    columns = [c for c in plan.columns if c not in ("seq_major", "seq_minor")]
+    table = ds.dataset(str(records_directory), format="parquet").to_table(
+        columns=sorted(set(columns) | {"kind", "corrupt", "topic_name"}),
+        filter=ds.field("record_type").isin(list(SIDE_RECORD_TYPES)))
+    side = table.filter(_replayed(table, plan, SIDE_RECORD_TYPES))
+    if side.num_rows:
+        side = _with_sequence(side).select([*plan.columns, "topic_name"])
+        pq.write_table(side.combine_chunks(), plan.directory / SIDE_FILE, compression="none")
 
 
 def _distinct_partitions(table: Any) -> Any:
@@ -202,11 +237,12 @@ def bucket_rows(replay: ReplayInput, bucket: int, columns: list[str], min_isr_na
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    path = replay.bucket_file(bucket)
-    if not path.exists():
+    paths = replay.bucket_files(bucket)
+    if not paths:
         return
     # One thread: a task has a core of its own (pyarrow's pool doubled the read's CPU here).
-    table = pq.read_table(path, columns=columns, use_threads=False)
+    table = pa.concat_tables([pq.read_table(path, columns=columns, use_threads=False)
+                              for path in paths])
     if table.num_rows == 0:
         return
     parts = [table]

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from analytics.group_rules import GROUP_RULE_NAMES
-from analytics.replay_input import ReplayInput, bucket_rows, write_replay_input
+from analytics.replay_input import ReplayInput, ReplayPlan, bucket_count, bucket_rows
 from analytics.spark_session import map_ids_in_arrow
 from controller.core.invariants import (
     check_epochs_bumped,
@@ -586,12 +586,14 @@ def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
          for r in summary if r["kind"] == "snapshot"])
 
 
-def write_replay_buckets(records_directory: Path, directory: Path, source: ReplaySource,
-                         cores: int, staged_rows: int) -> ReplayInput:
-    """The replay source's partition records in bucket files, its topic, config and feature
-    rows aside (analytics.replay_input), by one streaming pass in the driver."""
-    return write_replay_input(records_directory, directory, source.node, source.from_offset,
-                              source.snapshot_file, list(REPLAY_COLUMNS), cores, staged_rows)
+def replay_plan(directory: Path, source: ReplaySource, cores: int, partition_records: int
+                ) -> ReplayPlan:
+    """Where staging puts the replay source's partition records (analytics.replay_input):
+    enough buckets for partition_records (an estimate: the source's records), a multiple of
+    the cores."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return ReplayPlan(directory, source.node, source.from_offset, source.snapshot_file,
+                      bucket_count(partition_records, cores), REPLAY_COLUMNS)
 
 
 def replay_partitions(spark: SparkSession, replay: ReplayInput | None) -> DataFrame | None:

@@ -166,6 +166,18 @@ def build_session(
     return spark
 
 
+def master_cores(master: str) -> int:
+    """The cores a master string gives the audit's tasks before its session is up: N for
+    local[N], this machine's for local[*] and for a cluster (on this machine: analytics.
+    staging's requirement), 1 for local."""
+    import re
+
+    match = re.fullmatch(r"local\[(\d+)(?:,\s*\d+)?\]", master.strip())
+    if match:
+        return max(1, int(match.group(1)))
+    return 1 if master.strip() == "local" else max(1, os.cpu_count() or 1)
+
+
 def register_data_sources(spark: SparkSession) -> None:
     for source in (MetadataLogDataSource, MetadataBatchDataSource, BrokerJournalDataSource, AckJournalDataSource,
                    ConsumerJournalDataSource, PartitionLogDataSource):
