@@ -23,6 +23,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from analytics.gc_pause import fewer_collections
+
 ARROW_BATCH_ROWS = 8192
 # A staged table this small becomes an in-memory relation (Table.read).
 LOCAL_TABLE_ROWS = 20_000
@@ -105,7 +107,7 @@ def write_parquet(path: Path, specs: Sequence[Any], rows: Rows | Batches, column
         if columnar else iter_arrow(specs, rows, schema))  # type: ignore[arg-type]
     count = 0
     tmp = path.with_suffix(".tmp")
-    with pq.ParquetWriter(tmp, schema, compression="none") as writer:
+    with fewer_collections(), pq.ParquetWriter(tmp, schema, compression="none") as writer:
         for batch in batches:
             writer.write_batch(batch)
             count += batch.num_rows
