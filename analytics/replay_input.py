@@ -47,11 +47,22 @@ class ReplayInput:
 
     def bucket_files(self, bucket: int) -> list[Path]:
         """The bucket's parts, one per staged file that holds some of its rows."""
-        return sorted(self.directory.glob(f"bucket-{bucket:05d}-*.parquet"))
+        return bucket_parts(self.directory, bucket)
 
     @property
     def side_file(self) -> Path:
         return self.directory / SIDE_FILE
+
+
+def bucket_part(directory: Path, bucket: int, source: str) -> Path:
+    """The part of a bucket that one staged file (`source`) wrote."""
+    return directory / f"bucket-{bucket:05d}-{source}.parquet"
+
+
+def bucket_parts(directory: Path, bucket: int | None = None) -> list[Path]:
+    """The parts of one bucket, or of every bucket."""
+    which = "*" if bucket is None else f"{bucket:05d}"
+    return sorted(directory.glob(f"bucket-{which}-*.parquet"))
 
 
 @dataclass(frozen=True)
@@ -71,8 +82,7 @@ class ReplayPlan:
         """The buckets as staged (call once staging is done): no rows, no buckets."""
         import pyarrow.parquet as pq
 
-        rows = sum(pq.read_metadata(path).num_rows
-                   for path in self.directory.glob("bucket-*.parquet"))
+        rows = sum(pq.read_metadata(path).num_rows for path in bucket_parts(self.directory))
         return ReplayInput(self.directory, self.buckets if rows else 0, rows)
 
 
@@ -161,9 +171,10 @@ def stage_with_buckets(plan: ReplayPlan, reader: Batches, spec: Any, schema: Any
             for bucket in np.unique(which).tolist():
                 writer = writers.get(bucket)
                 if writer is None:
-                    name = f"bucket-{bucket:05d}-{spec.node}-{Path(spec.file).name}.parquet"
-                    writer = writers[bucket] = pq.ParquetWriter(
-                        plan.directory / name, rows.schema, compression="none")
+                    part = bucket_part(plan.directory, bucket,
+                                       f"{spec.node}-{Path(spec.file).name}")
+                    writer = writers[bucket] = pq.ParquetWriter(part, rows.schema,
+                                                                compression="none")
                 writer.write_batch(rows.filter(pa.array(which == bucket)))
     finally:
         for writer in writers.values():

@@ -22,6 +22,7 @@ from analytics.replay_input import (
     BUCKET_ROWS,
     ReplayPlan,
     bucket_count,
+    bucket_parts,
     stage_with_buckets,
     write_side_rows,
 )
@@ -135,8 +136,7 @@ def test_staging_moves_the_replayed_records_into_buckets_and_loses_none(tmp_path
     everything = pa.concat_tables(pq.read_table(p) for p in sorted(
         plain.directory.glob("*.parquet")))
     staged = pa.concat_tables(pq.read_table(p) for p in sorted(kept.directory.glob("*.parquet")))
-    bucketed = pa.concat_tables(
-        pq.read_table(p) for p in sorted(plan.directory.glob("bucket-*.parquet")))
+    bucketed = pa.concat_tables(pq.read_table(p) for p in bucket_parts(plan.directory))
     assert bucketed.num_rows > 1000
     assert set(bucketed.column("record_type").to_pylist()) <= {"PartitionRecord",
                                                               "PartitionChangeRecord"}
