@@ -4,9 +4,10 @@ Two reads, both outside Spark (analytics.staging: the driver's process, or a for
 the JVM starts), into Parquet that Spark reads natively: every batch of every file from its
 header and CRC (cheap: rule 2 and the damage report, analytics.log_scan), then the records of
 one node only, the replay source (the longest controller log, chosen from the batch headers
-before Spark is up), plus every node's control batches (rules 1 and 5). Every rule then runs
-over the Parquet tables; only counts, evidence (capped) and a few partitions' timelines reach
-the driver. Verdict: `corrupt` when a CRC or framing error has valid data after it (bit rot),
+before Spark is up), plus every node's control batches (rules 1 and 5). The replay source's
+partitions are replayed as its records decode, in shards (analytics.replay_shards: rules 8,
+10, 11, 13, 19), and their findings are staged too. Every rule then runs over the Parquet
+tables; only counts, evidence (capped) and a few partitions' timelines reach the driver. Verdict: `corrupt` when a CRC or framing error has valid data after it (bit rot),
 else `violations` when a rule is broken, else `clean`; a torn tail after a crash is reported,
 not a finding.
 """
@@ -50,30 +51,31 @@ from analytics.datasource import (
     discover_files,
     iter_file_batches,
 )
+from analytics.log_replay import POINT, TALLY
 from analytics.log_scan import CORRUPT
 from analytics.record_columns import iter_record_columns
-from analytics.replay_input import ReplayInput, stage_with_buckets, write_side_rows
-from analytics.rules import (
-    POINT,
-    TALLY,
+from analytics.replay_shards import (
+    REPLAY_OUTPUT_COLUMNS,
     TIMELINE_PARTITIONS,
     TIMELINE_POINTS,
+    run_shard,
+)
+from analytics.rules import (
     RuleResult,
     choose_replay_source,
     partition_rule_results,
     partition_summaries,
     replay_partitions,
-    replay_plan,
     rule_1_one_leader_per_epoch,
     rule_2_committed_prefix,
     rule_5_voter_changes,
     rule_order,
+    shard_plan,
 )
 from analytics.spark_session import (
     DEFAULT_MASTER,
     PYTHON_IN_DRIVER_CONF,
     build_session,
-    master_cores,
     warm_python_workers,
 )
 from analytics.staging import Stager, Table
@@ -87,10 +89,9 @@ SMALL_INPUT_BYTES = 32 << 20
 # Below this much the JVM runs C1 and the serial collector (spark_session.LIGHT_JVM_JAVA_OPTIONS):
 # a million-record audit reads about 530 MiB.
 LIGHT_JVM_BYTES = 2 << 30
-# Up to this many staged rows (the replay source's records, the broker journals, the partition
-# logs' entries) the rules' Python runs in the driver, not in Python workers
-# (analytics.spark_session.map_ids_in_arrow, cogroup_in_arrow): the rows it reads are
-# collected to the driver.
+# Up to this many staged broker rows (the broker journals, the ack journals, the partition
+# logs' entries) the broker rules' Python runs in the driver, not in Python workers
+# (analytics.spark_session.cogroup_in_arrow): the rows it reads are collected to the driver.
 PYTHON_IN_DRIVER_ROWS = 200_000
 MAX_CORRUPT_LISTED = 100
 MAX_PARTITIONS_LISTED = 500
@@ -207,11 +208,11 @@ def _names_elections_undecodable(df: DataFrame
     return names, elections, sum(int(r["n"]) for r in rows if r["what"] == "undecodable")
 
 
-def _replay(spark: SparkSession, replay: ReplayInput | None
+def _replay(spark: SparkSession, output: Table | None
             ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
-    """The replay of the staged buckets, persisted while its rule results, the timelines and
-    the partition tallies are read from it."""
-    replayed = replay_partitions(spark, replay)
+    """The replay's output, persisted while its rule results, the timelines and the partition
+    tallies are read from it."""
+    replayed = replay_partitions(spark, output)
     if replayed is None:
         return partition_rule_results(None, None), {}, []
     replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
@@ -335,16 +336,19 @@ def run_audit(
         stager.wait()
         summary = file_summary(staged_batches)
         source = choose_replay_source(summary)
-        say(f"decoding node {source.node if source else '-'}'s log")
-        plan = None if source is None else replay_plan(
-            Path(scratch) / "replay", source,
-            spark.sparkContext.defaultParallelism if spark is not None else master_cores(master),
-            sum(int(r["records"] or 0) for r in summary if r["node"] == source.node))
+        say(f"decoding node {source.node if source else '-'}'s log and replaying its "
+            f"partitions, in {stager.processes} shard(s)")
+        replayed, shards = None, []
+        if source is not None:
+            # First in the pool's queue: the shards are the long tasks.
+            records = stager.table("records", COLUMNS)
+            replayed = stager.table("replayed", REPLAY_OUTPUT_COLUMNS)
+            plan = shard_plan(source, files, stager.processes, records, replayed)
+            shards = [stager.start(run_shard, plan, shard) for shard in range(plan.shards)]
         staged_records = stager.submit(
-            "records", replay_specs(files, source.node if source else None),
-            iter_record_columns if plan is None
-            else functools.partial(stage_with_buckets, plan, iter_record_columns),
-            COLUMNS, columnar=True)
+            "records", [s for s in replay_specs(files, source.node if source else None)
+                        if source is None or s.node != source.node],
+            iter_record_columns, COLUMNS, columnar=True)
         staged_broker = stage_broker_inputs(stager, directory)
         if spark is None:
             say(f"starting Spark ({master})")
@@ -354,21 +358,24 @@ def run_audit(
                                   data_sources=False)  # read from staged Parquet instead
         if on_session is not None:
             on_session(spark)
-        # A large input's replay runs in Python workers: start them while the input stages.
-        warming = None if small else warm_python_workers(spark, ["analytics.rules"])
+        # The broker rules' Python may run in Python workers: start them while the input
+        # stages (a large input with broker files only: the replay needs no worker).
+        warming = (None if small or not any(staged_broker.files.values())
+                   else warm_python_workers(spark, ["analytics.broker_rules"]))
         try:
             stager.wait()
-            replay = None
-            if plan is not None:
-                stager.call(write_side_rows, staged_records.directory, plan)
-                replay = plan.replay_input()
-            staged_rows = staged_records.rows + (replay.rows if replay else 0) + sum(
+            for shard in shards:
+                done = shard.result()
+                staged_records.rows += done.staged_rows
+                if replayed is not None:
+                    replayed.rows += done.output_rows
+            staged_rows = sum(
                 t.rows for t in (staged_broker.journal, staged_broker.acks, staged_broker.logs))
             in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
                          else python_in_driver)
             spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
             result = _audit(spark, say, directory, files, summary, staged_batches,
-                            staged_records, staged_broker, replay)
+                            staged_records, staged_broker, replayed)
         finally:
             if warming is not None:
                 warming.join()
@@ -385,15 +392,16 @@ def run_audit(
 
 def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: list[FileSpec],
            summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
-           staged_broker: StagedBrokerInputs, replay: ReplayInput | None) -> AuditResult:
-    """Every rule over the staged tables (Spark reads them as Parquet), on three threads: the
-    partition replay (Python workers, both cores for most of its time) and the broker rules
-    each run from a thread of their own while this one runs the set-wide rules (JVM jobs that
-    leave cores idle between their stages, and small ones: Spark's per-job work dominates)."""
+           staged_broker: StagedBrokerInputs, replayed: Table | None) -> AuditResult:
+    """Every rule over the staged tables and the replay's output (Spark reads them as
+    Parquet), on three threads: the partition rules' counts, evidence and timelines from the
+    replay's output, and the broker rules, each from a thread of their own while this one runs
+    the set-wide rules (small JVM jobs that leave cores idle between their stages: Spark's
+    per-job work dominates)."""
     with ThreadPoolExecutor(2, thread_name_prefix="audit-rules") as pool:
-        say("rules 1, 2, 5 while the partitions replay (rules 8, 10, 11, 13, 19) and the "
-            "broker rules run (20, 22, 23)")
-        replaying = pool.submit(_replay, spark, replay)
+        say("rules 1, 2, 5, the replay's findings (rules 8, 10, 11, 13, 19) and the broker "
+            "rules (20, 22, 23)")
+        replaying = pool.submit(_replay, spark, replayed)
         brokers = pool.submit(_broker_rules, spark, staged_broker, staged_records)
         batches = staged_batches.read(spark)
         corruption, torn = damage_evidence(batches, summary)

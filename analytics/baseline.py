@@ -44,21 +44,18 @@ from analytics.datasource import (
     COL,
     KIND_SEGMENT,
     KIND_SNAPSHOT,
+    PARTITION_VALUE_COLUMNS,
     FileSpec,
     discover_files,
     iter_file_batches,
     iter_file_rows,
 )
+from analytics.log_replay import SIDE_FIELDS, SIDE_RECORD_TYPES, LogReplay
 from analytics.log_scan import CORRUPT
 from analytics.rules import (
-    ELR_FEATURE,
     MAX_EVIDENCE,
     METADATA_PARTITION,
-    MIN_INSYNC_REPLICAS,
     PARTITION_RULES,
-    POINT,
-    REPLAY_COLUMNS,
-    VIOLATION,
     ZERO_DIRECTORY_ID,
     ReplaySource,
     RuleResult,
@@ -66,9 +63,9 @@ from analytics.rules import (
     rule_order,
     rule_result,
 )
-from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 
 _PARTITION_TYPES = {"PartitionRecord", "PartitionChangeRecord"}
+_SIDE = tuple(COL[c] for c in SIDE_FIELDS)
 
 
 @dataclass
@@ -164,15 +161,12 @@ def run_baseline(directory: str | Path) -> BaselineResult:
     first_change: dict[int, tuple[int, str, int]] = {}
     logs: dict[int, tuple[array, array, array, str]] = {}  # type: ignore[type-arg]
     voters: dict[int, list[tuple[int, int, int, str, list[str]]]] = defaultdict(list)
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    shared_rows: list[dict[str, Any]] = []
-    topic_names: dict[str, str] = {}
+    replay_items: list[tuple[int, int, bool, tuple[Any, ...]]] = []
     names_by_id: dict[str, str] = {}
     recovering_ids: set[tuple[str, int]] = set()
     lrs_i = COL["leader_recovery_state"]
     kind, offset_i, rtype_i, corrupt_i = COL["kind"], COL["offset"], COL["record_type"], \
         COL["corrupt"]
-    replay_index = [COL[c] for c in REPLAY_COLUMNS[2:]]
     for spec in specs:
         in_replay = source is not None and spec.node == source.node and (
             spec.file == source.snapshot_file
@@ -208,19 +202,17 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                 continue
             if row[kind] == KIND_SEGMENT and offset < source.from_offset:
                 continue
-            if record_type in _PARTITION_TYPES or record_type in (
-                    "ConfigRecord", "FeatureLevelRecord", "TopicRecord"):
+            if record_type in _PARTITION_TYPES or record_type in SIDE_RECORD_TYPES:
                 snapshot = row[kind] == KIND_SNAPSHOT
-                item = dict(zip(REPLAY_COLUMNS[2:], (row[i] for i in replay_index), strict=True))
-                item["seq_major"], item["seq_minor"] = (-1, offset) if snapshot else (offset, 0)
+                major, minor = (-1, offset) if snapshot else (offset, 0)  # log order
                 if record_type in _PARTITION_TYPES:
-                    groups[(row[COL["topic_id"]], row[COL["partition_id"]])].append(item)
-                elif record_type == "TopicRecord":
-                    topic_names[row[COL["topic_name"]]] = row[COL["topic_id"]]
+                    replay_items.append((major, minor, True, (
+                        tuple(row[i] for i in PARTITION_VALUE_COLUMNS), spec.file, offset,
+                        row[COL["batch_timestamp_ms"]], snapshot)))
                 else:
-                    shared_rows.append(item)
+                    replay_items.append((major, minor, False, tuple(row[i] for i in _SIDE)))
     rules = [_rule_1(leaders, first_change), _rule_2(logs), _rule_5(voters)]
-    rules += _partition_rules(groups, shared_rows, topic_names)
+    rules += _partition_rules(source.node if source else 0, replay_items)
     recovering = {(names_by_id[t], p) for t, p in recovering_ids if t in names_by_id}
     broker_rules, broker_files = _broker_rules(directory, recovering)
     rules += broker_rules
@@ -275,30 +267,23 @@ def _rule_5(voters: dict[int, list[tuple[int, int, int, str, list[str]]]]) -> Ru
     return rule_result(5, checked, violations)
 
 
-def _partition_rules(groups: dict[tuple[str, int], list[dict[str, Any]]],
-                     shared_rows: list[dict[str, Any]],
-                     topic_names: dict[str, str]) -> list[RuleResult]:
-    from analytics.rules import replay_partition
-
-    cluster_rows = [r for r in shared_rows if (
-        r["record_type"] == "ConfigRecord" and r["resource_type"] == CONFIG_RESOURCE_BROKER
-        and r["resource"] == "" and r["name"] == MIN_INSYNC_REPLICAS) or (
-        r["record_type"] == "FeatureLevelRecord" and r["name"] == ELR_FEATURE)]
-    topic_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in shared_rows:
-        if (r["record_type"] == "ConfigRecord" and r["resource_type"] == CONFIG_RESOURCE_TOPIC
-                and r["name"] == MIN_INSYNC_REPLICAS and r["resource"] in topic_names):
-            topic_rows[topic_names[r["resource"]]].append(r)
-    changes = states = 0
+def _partition_rules(node: int, items: list[tuple[int, int, bool, tuple[Any, ...]]]
+                     ) -> list[RuleResult]:
+    """Rules 8, 10, 11, 13, 19: the replay source's records, sorted into log order (a stable
+    sort: the snapshot's first), through analytics.log_replay as the Spark audit's shards
+    replay them."""
+    items.sort(key=lambda item: (item[0], item[1]))
+    replay = LogReplay(node)
     violations: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for (topic_id, _partition_id), rows in groups.items():
-        for out in replay_partition(rows + topic_rows.get(topic_id, []) + cluster_rows):
-            if out["kind"] == POINT:
-                states += 1
-                changes += out["record_type"] == "PartitionChangeRecord"
-            elif out["kind"] == VIOLATION:
-                out["partition"] = f"{out['topic_id']}-{out['partition_id']}"
-                violations[out["rule"]].append(out)
+    for _major, _minor, is_partition, args in items:
+        if not is_partition:
+            replay.side_record(*args)
+            continue
+        for out in replay.partition_record(*args):
+            out["partition"] = f"{out['topic_id']}-{out['partition_id']}"
+            violations[out["rule"]].append(out)
+    states = sum(s.states for s in replay.partitions.values())
+    changes = sum(s.changes for s in replay.partitions.values())
     results = []
     for rule in PARTITION_RULES:
         found = sorted(violations.get(rule, []), key=lambda v: (v["offset"], v["topic_id"],

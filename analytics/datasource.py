@@ -347,9 +347,21 @@ def partition_values(value: bytes) -> tuple[Any, ...] | None:
     definition of the format (controller.core). Value types are checked where the values
     become Arrow columns (analytics.staging.to_arrow, analytics.record_columns): a value that
     does not fit its column makes that row corrupt there."""
+    unpacked = unpack_partition(value)
+    return None if unpacked is None else values_of(unpacked)
+
+
+Unpacked = tuple[int, int, dict[str, Any], bytes]  # type id, version, fields, topic id bytes
+
+
+def unpack_partition(value: bytes) -> Unpacked | None:
+    """partition_values' first half: the msgpack map of a partition record, checked against
+    its type's fields (None: not a partition record, or not a well-formed one). A caller
+    that wants only some partitions' values reads data["partition_id"] and the topic's bytes
+    here and calls values_of for those alone."""
     try:
         type_id, version, data = msgpack.unpackb(value, raw=False, strict_map_key=True)
-        name, known, required, _defaults = _PARTITION_FIELDS[type_id]
+        _name, known, required, _defaults = _PARTITION_FIELDS[type_id]
         fields = known[version]
         topic = data["topic_id"]
     except (ValueError, TypeError, KeyError, msgpack.ExtraData, msgpack.FormatError,
@@ -358,6 +370,12 @@ def partition_values(value: bytes) -> tuple[Any, ...] | None:
     keys = data.keys()
     if not keys <= fields or not required <= keys or type(topic) is not bytes or len(topic) != 16:
         return None
+    return type_id, version, data, topic
+
+
+def values_of(unpacked: Unpacked) -> tuple[Any, ...]:
+    """partition_values' second half: the row values of an unpack_partition result."""
+    type_id, version, data, topic = unpacked
     get = data.get
     out = [get(column, default) for column, default in _FIELD_PLAN[type_id]]
     for index, unchanged in _UNCHANGED_AT[type_id]:
@@ -369,7 +387,7 @@ def partition_values(value: bytes) -> tuple[Any, ...] | None:
         topic_id = uuid_to_str(uuid.UUID(bytes=topic))
         if len(_TOPIC_IDS) < _TOPIC_IDS_CACHED:
             _TOPIC_IDS[topic] = topic_id
-    return (name, version, topic_id, *out)
+    return (_PARTITION_FIELDS[type_id][0], version, topic_id, *out)
 
 
 # A log names few topics, each in many records: their base64 form is computed once.

@@ -1,10 +1,10 @@
 """Fewer garbage collections while the audit's Python passes run (issue 15).
 
-Staging decodes a million records into tuples and lists, and the replay builds a dict per
-partition record while it holds tens of thousands alive (a partition's rows, the timeline
-points it keeps). With CPython's default threshold a collection ran every 700 container
-allocations and a full one 18 times per 450k-row bucket: measured with gc.callbacks, 14% of a
-staging process's CPU and 11-12% of a replay task's. Reference counting frees those objects
+Staging decodes a million records into tuples and lists, and the replay (analytics.
+replay_shards) builds registrations and records per partition record while it holds every
+partition's state alive. With CPython's default threshold a collection ran every 700 container
+allocations and a full one 18 times per 450k replayed rows: measured with gc.callbacks (session
+10), 14% of a staging process's CPU and 11-12% of a replay's. Reference counting frees those objects
 as they go; the passes make almost no cycles. So inside `fewer_collections` what exists is
 frozen (the imported modules: never traversed again) and a collection runs every
 GEN0_ALLOCATIONS allocations: about 1% of the same work. Nested and concurrent uses (the

@@ -43,7 +43,7 @@ _FAST = PARTITION_VALUE_COLUMNS
 _EMPTY = (None,) * len(_FAST)
 
 
-class _Chunk:
+class Chunk:
     """Columns of up to about ARROW_BATCH_ROWS rows being built."""
 
     def __init__(self, template: list[Any]) -> None:
@@ -55,6 +55,15 @@ class _Chunk:
 
     def __len__(self) -> int:
         return len(self.fast)
+
+    def add_values(self, values: tuple[Any, ...], offset: int,
+                   per_batch: tuple[int, int, int, bool]) -> None:
+        """One partition record: its partition_values, offset, and its batch's (position,
+        epoch, timestamp, control flag)."""
+        self.fast.append(values)
+        self.offsets.append(offset)
+        for column, value in zip(self.per_batch, per_batch, strict=True):
+            column.append(value)
 
     def add_other(self, row: tuple[Any, ...]) -> None:
         self.others[len(self.fast)] = row
@@ -96,7 +105,7 @@ def iter_record_columns(spec: FileSpec, schema: Any | None = None) -> Iterator[A
     """The rows iter_file_rows(spec, hashes=False) gives, as Arrow RecordBatches (COLUMNS)."""
     schema = arrow_schema(COLUMNS) if schema is None else schema
     template = file_template(spec)
-    chunk = _Chunk(template)
+    chunk = Chunk(template)
     data = read_file(spec)
     if isinstance(data, str):
         chunk.add_other(damage_row(template, 0, data, CORRUPT))
@@ -113,12 +122,12 @@ def iter_record_columns(spec: FileSpec, schema: Any | None = None) -> Iterator[A
         _add_batch(chunk, template, batch, header.position)
         if len(chunk) >= ARROW_BATCH_ROWS:
             yield chunk.to_arrow(schema)
-            chunk = _Chunk(template)
+            chunk = Chunk(template)
     if len(chunk):
         yield chunk.to_arrow(schema)
 
 
-def _add_batch(chunk: _Chunk, template: list[Any], batch: Any, position: int) -> None:
+def _add_batch(chunk: Chunk, template: list[Any], batch: Any, position: int) -> None:
     """One batch's records: partition records by partition_values, the rest (control records,
     anything partition_values refuses) by the row path, one record at a time."""
     fast, offsets, others = chunk.fast, chunk.offsets, chunk.others

@@ -1,26 +1,19 @@
 """The audit's rules over the rows of analytics.datasource, each citing INVARIANTS.md.
 
 Set-wide rules (1, 2, 5) are DataFrame joins, aggregations and windows. Per-partition rules
-(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest): the
-driver lays the partition records out in buckets of partitions (analytics.replay_input, no
-row through the JVM), and one streaming `mapInArrow` task per bucket sorts it into log order
-and replays its partitions (no per-group call). The replay is `replay_partition`, plain Python
-over PartitionRegistration.merge and controller.core.invariants, which analytics.baseline runs
-too, so the simulator, the audit and the baseline share one definition of each rule.
+(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest), record
+by record in log order (analytics.log_replay: PartitionRegistration.merge and controller.core.
+invariants, which analytics.baseline runs too, one definition of each rule); the replay runs
+where that log is decoded, in shards (analytics.replay_shards), and Spark reads its output:
+violations, a tally per partition and a few partitions' last points.
 Every rule returns a RuleResult: how many things it checked and the violations with evidence
 (file, offset, node, partition). Only small aggregates reach the driver.
 """
 
 from __future__ import annotations
 
-import functools
-import operator
-import re
-import uuid
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -34,35 +27,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from analytics.gc_pause import fewer_collections
+from analytics.datasource import FileSpec
 from analytics.group_rules import GROUP_RULE_NAMES
-from analytics.replay_input import ReplayInput, ReplayPlan, bucket_count, bucket_rows
-from analytics.spark_session import map_ids_in_arrow
-from controller.core.invariants import (
-    check_epochs_bumped,
-    check_isr_elr_disjoint,
-    check_last_known_elr,
-    check_leader_election,
-    check_recovering_isr,
-    effective_min_isr,
-)
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import (
-    CONFIG_RESOURCE_BROKER,
-    CONFIG_RESOURCE_TOPIC,
-    LAST_KNOWN_LEADER_UNCHANGED,
-    LEADER_RECOVERY_STATE_UNCHANGED,
-    NO_LEADER,
-    NO_LEADER_CHANGE,
-    PartitionChangeRecord,
-    PartitionRecord,
-)
-from raft.core.replica_key import ZERO_UUID, uuid_from_str, uuid_to_str
+from analytics.log_replay import VIOLATION
+from analytics.replay_shards import REPLAY_OUTPUT_COLUMNS, ShardPlan
+from analytics.staging import Table
+from raft.core.replica_key import ZERO_UUID, uuid_to_str
 
 METADATA_PARTITION = "__cluster_metadata-0"
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-DEFAULT_MIN_INSYNC_REPLICAS = 1
-ELR_FEATURE = "eligible.leader.replicas.version"  # controller.core.config_control's name
 ZERO_DIRECTORY_ID = uuid_to_str(ZERO_UUID)
 MAX_EVIDENCE = 1000  # violations listed per rule; the count is always complete
 
@@ -80,7 +52,6 @@ RULE_NAMES: dict[int, str] = {
     23: "every acked acks=all write is in the final log exactly once, or attributed",
 }
 PARTITION_RULES = (8, 10, 11, 13, 19)
-_RULE_PREFIX = re.compile(r"^rule (\d+):")
 
 
 @dataclass
@@ -120,264 +91,11 @@ def rule_order(result: RuleResult) -> tuple[int, int, str]:
     return 1, 0, result.rule
 
 
-# -- per-partition replay: pure Python, shared with analytics.baseline ------------------------
+# -- per-partition replay: analytics.log_replay, run by analytics.replay_shards ---------------
 
-REPLAY_COLUMNS = (
-    "seq_major", "seq_minor", "node", "file", "offset", "batch_timestamp_ms", "record_type",
-    "topic_id", "partition_id", "leader", "leader_epoch", "partition_epoch", "replicas", "isr",
-    "elr", "last_known_elr", "last_known_leader", "leader_recovery_state", "adding_replicas",
-    "removing_replicas", "resource_type", "resource", "name", "value",
-)
 REPLAY_OUTPUT_SCHEMA = StructType([
-    StructField("kind", StringType()),
-    StructField("rule", IntegerType()),
-    StructField("message", StringType()),
-    StructField("node", IntegerType()),
-    StructField("file", StringType()),
-    StructField("offset", LongType()),
-    StructField("topic_id", StringType()),
-    StructField("partition_id", IntegerType()),
-    StructField("record_type", StringType()),
-    StructField("batch_timestamp_ms", LongType()),
-    StructField("leader", IntegerType()),
-    StructField("leader_epoch", IntegerType()),
-    StructField("partition_epoch", IntegerType()),
-    StructField("isr_size", IntegerType()),
-    StructField("elr_size", IntegerType()),
-    StructField("min_isr", IntegerType()),
-    StructField("recovering", BooleanType()),
-    StructField("states", LongType()),
-    StructField("changes", LongType()),
-    StructField("unavailable_ms", LongType()),
-    StructField("under_min_isr_ms", LongType()),
-    StructField("leader_changes", LongType()),
-])
-POINT = "point"
-VIOLATION = "violation"
-
-
-def _tuple(values: Iterable[int] | None) -> tuple[int, ...] | None:
-    return None if values is None else tuple(values)  # typed int columns: no conversion
-
-
-def _change_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionChangeRecord:
-    """The PartitionChangeRecord a row was decoded from (null columns = "unchanged")."""
-    return PartitionChangeRecord(
-        partition_id=int(row["partition_id"]),
-        topic_id=topic_id,
-        isr=_tuple(row["isr"]),
-        leader=NO_LEADER_CHANGE if row["leader"] is None else int(row["leader"]),
-        replicas=_tuple(row["replicas"]),
-        removing_replicas=_tuple(row["removing_replicas"]),
-        adding_replicas=_tuple(row["adding_replicas"]),
-        leader_recovery_state=LEADER_RECOVERY_STATE_UNCHANGED
-        if row["leader_recovery_state"] is None else int(row["leader_recovery_state"]),
-        eligible_leader_replicas=_tuple(row["elr"]),
-        last_known_elr=_tuple(row["last_known_elr"]),
-        last_known_leader=LAST_KNOWN_LEADER_UNCHANGED
-        if row["last_known_leader"] is None else int(row["last_known_leader"]),
-    )
-
-
-def _full_record(row: dict[str, Any], topic_id: uuid.UUID) -> PartitionRecord:
-    return PartitionRecord(
-        partition_id=int(row["partition_id"]),
-        topic_id=topic_id,
-        replicas=_tuple(row["replicas"]) or (),
-        isr=_tuple(row["isr"]) or (),
-        removing_replicas=_tuple(row["removing_replicas"]) or (),
-        adding_replicas=_tuple(row["adding_replicas"]) or (),
-        leader=int(row["leader"]),
-        leader_recovery_state=int(row["leader_recovery_state"]),
-        leader_epoch=int(row["leader_epoch"]),
-        partition_epoch=int(row["partition_epoch"]),
-        eligible_leader_replicas=_tuple(row["elr"]) or (),
-        last_known_elr=_tuple(row["last_known_elr"]) or (),
-        last_known_leader=int(row["last_known_leader"]),
-    )
-
-
-_LOG_ORDER = operator.itemgetter("seq_major", "seq_minor")
-
-
-def _found_at(row: dict[str, Any], record_type: str) -> dict[str, Any]:
-    """Where a violation was found (every replay output row carries these keys)."""
-    return {"node": row["node"], "file": row["file"], "offset": row["offset"],
-            "topic_id": row["topic_id"], "partition_id": row["partition_id"],
-            "record_type": record_type, "batch_timestamp_ms": row["batch_timestamp_ms"]}
-
-
-def replay_partition(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Replay one partition's records in log order; yield a timeline point per state and a
-    violation per broken rule (8, 10, 11, 13, 19). Config rows set the min ISR in force
-    (rule 9: min(min.insync.replicas, replication factor), default 1); a FeatureLevelRecord for
-    ELR switches rule 10's ELR-off checks."""
-    topic_min: int | None = None
-    cluster_min: int | None = None
-    elr_enabled = True
-    reg: PartitionRegistration | None = None
-    topic_uuid: uuid.UUID | None = None
-    for row in sorted(rows, key=_LOG_ORDER):
-        record_type = row["record_type"]
-        if record_type == "ConfigRecord":
-            value = None if row["value"] is None else int(row["value"])
-            if row["resource_type"] == CONFIG_RESOURCE_TOPIC:
-                topic_min = value
-            elif row["resource_type"] == CONFIG_RESOURCE_BROKER:
-                cluster_min = value
-            continue
-        if record_type == "FeatureLevelRecord":
-            elr_enabled = int(row["value"]) >= 1
-            continue
-        if topic_uuid is None:
-            topic_uuid = uuid_from_str(row["topic_id"])
-        messages: list[str] = []
-        before = None  # the state a PartitionChangeRecord applies to (rule 13's change check)
-        if record_type == "PartitionRecord":
-            after = PartitionRegistration.from_record(_full_record(row, topic_uuid))
-            if reg is not None and row["seq_major"] >= 0:
-                messages += check_epochs_bumped(reg, after)  # rule 8: a re-sent full state
-        elif reg is None:
-            yield {"kind": VIOLATION, "rule": 8,
-                   "message": "rule 8: PartitionChangeRecord for a partition with no "
-                              "PartitionRecord before it", **_found_at(row, record_type)}
-            continue
-        else:
-            after = reg.merge(_change_record(row, topic_uuid))  # the one merge (STYLE.md)
-            messages += check_epochs_bumped(reg, after)  # rule 8
-            before = reg
-        configured = topic_min if topic_min is not None else cluster_min
-        min_isr = effective_min_isr(
-            configured if configured is not None else DEFAULT_MIN_INSYNC_REPLICAS,
-            len(after.replicas))
-        messages += check_isr_elr_disjoint(after, min_isr, elr_enabled)  # rule 10
-        if elr_enabled:
-            messages += check_last_known_elr(after, min_isr)  # rule 11
-        messages += check_leader_election(after, before=before)  # rule 13, no broker view
-        messages += check_recovering_isr(after)  # rule 19
-        reg = after
-        if messages:
-            evidence = _found_at(row, record_type)
-            for message in messages:
-                match = _RULE_PREFIX.match(message)
-                yield {"kind": VIOLATION, "rule": int(match.group(1)) if match else 0,
-                       "message": message, **evidence}
-        # The point carries _found_at's keys in its order, built in one literal:
-        # this runs once per partition record (a million at 1M records).
-        yield {"kind": POINT, "rule": None, "message": None, "node": row["node"],
-               "file": row["file"], "offset": row["offset"], "topic_id": row["topic_id"],
-               "partition_id": row["partition_id"], "record_type": record_type,
-               "batch_timestamp_ms": row["batch_timestamp_ms"],
-               "leader": after.leader, "leader_epoch": after.leader_epoch,
-               "partition_epoch": after.partition_epoch, "isr_size": len(after.isr),
-               "elr_size": len(after.elr), "min_isr": min_isr,
-               "recovering": after.leader_recovery_state == LeaderRecoveryState.RECOVERING}
-
-
-TALLY = "tally"  # one row per partition: how many states and changes its replay saw
-TIMELINE_POINTS = 2000  # the last points of a partition kept for the report's timeline
-ARROW_OUT_ROWS = 8192
-
-
-def replay_summary(rows: Iterable[dict[str, Any]], keep_points: int = TIMELINE_POINTS
-                   ) -> Iterator[dict[str, Any]]:
-    """replay_partition, reduced for the Spark audit: every violation, the last keep_points
-    points (what a timeline draws) and one TALLY row counting all states and changes, leader
-    changes, and the time (by batch timestamps) the partition had no leader or an ISR below
-    the min ISR in force, so the output grows with the violations, not with the log."""
-    points: deque[dict[str, Any]] = deque(maxlen=keep_points)
-    states = changes = leader_changes = unavailable_ms = under_min_isr_ms = 0
-    last: dict[str, Any] | None = None
-    for out in replay_partition(rows):
-        if out["kind"] != POINT:
-            yield out
-            continue
-        states += 1
-        changes += out["record_type"] == "PartitionChangeRecord"
-        if last is not None:
-            held = max(0, (out["batch_timestamp_ms"] or 0) - (last["batch_timestamp_ms"] or 0))
-            unavailable_ms += held if last["leader"] == NO_LEADER else 0
-            under_min_isr_ms += held if last["isr_size"] < last["min_isr"] else 0
-            leader_changes += out["leader"] != last["leader"]
-        points.append(out)
-        last = out
-    yield from points
-    if last is not None:
-        yield {"kind": TALLY, "rule": None, "message": None, "node": last["node"],
-               "file": last["file"], "offset": last["offset"], "topic_id": last["topic_id"],
-               "partition_id": last["partition_id"], "states": states, "changes": changes,
-               "unavailable_ms": unavailable_ms, "under_min_isr_ms": under_min_isr_ms,
-               "leader_changes": leader_changes}
-
-
-TIMELINE_PARTITIONS = 12  # partitions whose timeline the report draws
-
-
-def timeline_rank(violations: int, states: int, topic_id: str, partition_id: int
-                  ) -> tuple[int, int, str, int]:
-    """The report's order for timelines: most violations, then most states (the audit's
-    _timelines sorts the same way in Spark)."""
-    return -violations, -states, topic_id, partition_id
-
-
-def _replay_groups(rows: Iterable[dict[str, Any]]) -> Iterator[Any]:
-    """Rows sorted by (topic_id, partition_id, log order), replayed group after group
-    (replay_summary), as Arrow batches of REPLAY_OUTPUT_SCHEMA: one streaming pass, no
-    per-group call. Every violation and tally goes out; timeline points only for this
-    task's TIMELINE_PARTITIONS first partitions by timeline_rank, a superset of the ones the
-    report can pick among them (each partition is replayed by one task only)."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    schema = to_arrow_schema(REPLAY_OUTPUT_SCHEMA)
-    out: list[dict[str, Any]] = []
-    candidates: list[tuple[tuple[int, int, str, int], list[dict[str, Any]]]] = []
-
-    def replay(group: list[dict[str, Any]]) -> None:
-        points: list[dict[str, Any]] = []
-        violations = 0
-        for item in replay_summary(group):
-            kind = item["kind"]
-            if kind == POINT:
-                points.append(item)
-                continue
-            out.append(item)
-            violations += kind == VIOLATION
-            if kind == TALLY and points:
-                candidates.append((timeline_rank(violations, item["states"], item["topic_id"],
-                                                 item["partition_id"]), points))
-        if len(candidates) > 2 * TIMELINE_PARTITIONS:
-            candidates.sort(key=operator.itemgetter(0))
-            del candidates[TIMELINE_PARTITIONS:]
-
-    group: list[dict[str, Any]] = []
-    key: tuple[Any, Any] | None = None
-    for row in rows:
-        row_key = (row["topic_id"], row["partition_id"])
-        if row_key != key:
-            replay(group)
-            group, key = [], row_key
-            if len(out) >= ARROW_OUT_ROWS:
-                yield pa.RecordBatch.from_pylist(out, schema=schema)
-                out = []
-        group.append(row)
-    replay(group)
-    candidates.sort(key=operator.itemgetter(0))
-    for _rank, points in candidates[:TIMELINE_PARTITIONS]:
-        out.extend(points)
-    if out:
-        yield pa.RecordBatch.from_pylist(out, schema=schema)
-
-
-def _replay_buckets(replay: ReplayInput, batches: Iterator[Any]) -> Iterator[Any]:
-    """mapInArrow body over bucket ids (analytics.replay_input): each bucket's rows, read,
-    joined with their configs and sorted outside the JVM, replayed in one streaming pass."""
-    with fewer_collections():  # analytics.gc_pause: 11-12% of a task's CPU was collections
-        for batch in batches:
-            for bucket in batch.column("id").to_pylist():
-                yield from _replay_groups(bucket_rows(
-                    replay, int(bucket), list(REPLAY_COLUMNS), MIN_INSYNC_REPLICAS,
-                    ELR_FEATURE, CONFIG_RESOURCE_TOPIC, CONFIG_RESOURCE_BROKER))
+    StructField(name, {"STRING": StringType(), "INT": IntegerType(), "BIGINT": LongType(),
+                       "BOOLEAN": BooleanType()}[kind]) for name, kind in REPLAY_OUTPUT_COLUMNS])
 
 
 # -- Spark rules -------------------------------------------------------------------------------
@@ -588,24 +306,21 @@ def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
          for r in summary if r["kind"] == "snapshot"])
 
 
-def replay_plan(directory: Path, source: ReplaySource, cores: int, partition_records: int
-                ) -> ReplayPlan:
-    """Where staging puts the replay source's partition records (analytics.replay_input):
-    enough buckets for partition_records (an estimate: the source's records), a multiple of
-    the cores."""
-    directory.mkdir(parents=True, exist_ok=True)
-    return ReplayPlan(directory, source.node, source.from_offset, source.snapshot_file,
-                      bucket_count(partition_records, cores), REPLAY_COLUMNS)
+def shard_plan(source: ReplaySource, files: Iterable[FileSpec], shards: int, records: Table,
+               output: Table) -> ShardPlan:
+    """The replay source's files, replayed in `shards` shards (analytics.replay_shards) that
+    stage their rows into the records table and their output into the output table."""
+    return ShardPlan(source.node, source.from_offset, source.snapshot_file,
+                     tuple(f for f in files if f.node == source.node), max(1, shards),
+                     records.directory, output.directory)
 
 
-def replay_partitions(spark: SparkSession, replay: ReplayInput | None) -> DataFrame | None:
-    """Violations, last points and a tally of every partition (replay_summary): one Spark
-    task per bucket of partitions, each replaying its partitions in log order with the min
-    ISR configs (topic and cluster default) and ELR feature rows in force."""
-    if replay is None or replay.buckets == 0:
+def replay_partitions(spark: SparkSession, output: Table | None) -> DataFrame | None:
+    """The replay shards' output (analytics.replay_shards: violations, a tally per partition,
+    the last points of a few partitions) as a DataFrame; None when nothing was replayed."""
+    if output is None or output.rows == 0:
         return None
-    return map_ids_in_arrow(spark, replay.buckets, functools.partial(_replay_buckets, replay),
-                            REPLAY_OUTPUT_SCHEMA)
+    return output.read(spark)
 
 
 def partition_summaries(replayed: DataFrame) -> Any:

@@ -166,18 +166,6 @@ def build_session(
     return spark
 
 
-def master_cores(master: str) -> int:
-    """The cores a master string gives the audit's tasks before its session is up: N for
-    local[N], this machine's for local[*] and for a cluster (on this machine: analytics.
-    staging's requirement), 1 for local."""
-    import re
-
-    match = re.fullmatch(r"local\[(\d+)(?:,\s*\d+)?\]", master.strip())
-    if match:
-        return max(1, int(match.group(1)))
-    return 1 if master.strip() == "local" else max(1, os.cpu_count() or 1)
-
-
 def register_data_sources(spark: SparkSession) -> None:
     for source in (MetadataLogDataSource, MetadataBatchDataSource, BrokerJournalDataSource, AckJournalDataSource,
                    ConsumerJournalDataSource, PartitionLogDataSource):
@@ -235,19 +223,6 @@ def _from_arrow(spark: SparkSession, batches: list[Any], schema: StructType) -> 
     # One chunk: pyspark 4.3's createDataFrame(pyarrow.Table) drops every row after a table's
     # first empty chunk (chunks [3, 0, 4] give 3 rows), and fn may yield an empty batch.
     return spark.createDataFrame(table.combine_chunks(), schema=schema)
-
-
-def map_ids_in_arrow(spark: SparkSession, count: int,
-                     fn: Callable[[Iterator[Any]], Iterator[Any]],
-                     schema: StructType | str) -> DataFrame:
-    """fn over the ids 0..count-1 (one `id` column): one Spark task per id, or one call in the
-    driver (python_in_driver) without the job that would only hand the ids back."""
-    if not python_in_driver(spark):
-        return spark.range(0, count, 1, count).mapInArrow(fn, schema)
-    import pyarrow as pa
-
-    ids = pa.record_batch([pa.array(range(count), pa.int64())], names=["id"])
-    return _from_arrow(spark, list(fn(iter([ids]))), _struct(spark, schema))
 
 
 def cogroup_in_arrow(left: DataFrame, right: DataFrame, keys: list[str],

@@ -148,15 +148,21 @@ class Stager:
 
     def __init__(self, workdir: Path, processes: int = 1) -> None:
         self.workdir = workdir
+        self.processes = max(1, processes)
         self._pool: ProcessPoolExecutor | None = (
             ProcessPoolExecutor(processes, mp_context=get_context("fork")) if processes > 1
             else None)
         self._pending: list[tuple[Table, Future[int] | int]] = []
 
-    def submit(self, name: str, specs: Sequence[Any], rows: Rows | Batches, columns: Columns,
-               per_file: bool = True, columnar: bool = False) -> Table:
+    def table(self, name: str, columns: Columns) -> Table:
+        """An empty table under workdir, for a function run by `start` to write parts into."""
         table = Table(name, self.workdir / name, columns)
         table.directory.mkdir(parents=True, exist_ok=True)
+        return table
+
+    def submit(self, name: str, specs: Sequence[Any], rows: Rows | Batches, columns: Columns,
+               per_file: bool = True, columnar: bool = False) -> Table:
+        table = self.table(name, columns)
         groups = [[spec] for spec in specs] if per_file else ([list(specs)] if specs else [])
         for index, group in enumerate(groups):
             path = table.directory / f"part-{index:05d}.parquet"
@@ -169,12 +175,14 @@ class Stager:
                                              columnar)))
         return table
 
-    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """fn(*args) in a pool process (inline without a pool): the driver's own memory and
-        GIL stay out of a long pass over staged files."""
-        if self._pool is None:
-            return fn(*args)
-        return self._pool.submit(fn, *args).result()
+    def start(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """fn(*args) in a pool process, queued behind what was submitted before (inline
+        without a pool: run now); its result or exception from the future."""
+        if self._pool is not None:
+            return self._pool.submit(fn, *args)
+        done: Future[Any] = Future()
+        done.set_result(fn(*args))
+        return done
 
     def wait(self) -> None:
         """Every submitted file written (a worker's exception is raised here)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from analytics.spark_session import PYTHON_IN_DRIVER_CONF, map_ids_in_arrow
+from analytics.spark_session import PYTHON_IN_DRIVER_CONF, cogroup_in_arrow
 from analytics.staging import Stager
 
 
@@ -30,18 +30,20 @@ def test_staged_table_with_an_empty_file_reads_every_row(spark: SparkSession,
     assert table.read(spark).count() == 7  # an in-memory relation at this size
 
 
-def _with_empty_batch(batches: Iterator[Any]) -> Iterator[Any]:
-    for batch in batches:
-        for start in range(0, batch.num_rows, 10):
-            yield batch.slice(0, 0)
-            yield batch.slice(start, 10)
+def _with_empty_chunk(left: Any, right: Any) -> Any:
+    import pyarrow as pa
+
+    rows = pa.concat_tables([left, right]).combine_chunks()
+    return pa.Table.from_batches([rows.to_batches()[0].slice(0, 0), *rows.to_batches()])
 
 
-def test_python_in_driver_output_with_an_empty_batch_keeps_every_row(
+def test_python_in_driver_output_with_an_empty_chunk_keeps_every_row(
         spark: SparkSession) -> None:
+    left = spark.createDataFrame([(i % 5, i) for i in range(50)], "k int, id long")
+    right = spark.createDataFrame([(5, 50)], "k int, id long")
     spark.conf.set(PYTHON_IN_DRIVER_CONF, "true")
     try:
-        out = map_ids_in_arrow(spark, 50, _with_empty_batch, "id long")
-        assert sorted(r["id"] for r in out.collect()) == list(range(50))
+        out = cogroup_in_arrow(left, right, ["k"], _with_empty_chunk, "k int, id long")
+        assert sorted(r["id"] for r in out.collect()) == list(range(51))
     finally:
         spark.conf.set(PYTHON_IN_DRIVER_CONF, "false")
