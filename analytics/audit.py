@@ -337,7 +337,7 @@ def run_audit(
         summary = file_summary(staged_batches)
         source = choose_replay_source(summary)
         say(f"decoding node {source.node if source else '-'}'s log and replaying its "
-            f"partitions, in {stager.processes} shard(s)")
+            f"partitions in {stager.processes} shard(s)")
         replayed, shards = None, []
         if source is not None:
             # First in the pool's queue: the shards are the long tasks.
@@ -363,6 +363,7 @@ def run_audit(
         warming = (None if small or not any(staged_broker.files.values())
                    else warm_python_workers(spark, ["analytics.broker_rules"]))
         try:
+            say("staging and replaying (Spark is up)")
             stager.wait()
             for shard in shards:
                 done = shard.result()
