@@ -259,7 +259,8 @@ def _partition_tallies(summaries: Any) -> list[dict[str, Any]]:
     leader changes (the report's index). Capped at MAX_PARTITIONS_LISTED rows."""
     worst = summaries.sort_by([
         ("violations", "descending"), ("unavailable_ms", "descending"),
-        ("under_min_isr_ms", "descending"), ("topic_id", "ascending"),
+        ("under_min_isr_ms", "descending"), ("leader_changes", "descending"),
+        ("topic_id", "ascending"),
         ("partition_id", "ascending")]).slice(0, MAX_PARTITIONS_LISTED)
     return worst.select(["topic_id", "partition_id", "violations", "unavailable_ms",
                          "under_min_isr_ms", "leader_changes", "states"]).to_pylist()

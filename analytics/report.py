@@ -298,12 +298,14 @@ def _attributed(result: AuditResult) -> str:
 
 def _index(result: AuditResult) -> str:
     """Where to look first: corruption, then partitions by violations, time without a leader,
-    time under min ISR (each name links to its timeline when one is drawn)."""
+    time under min ISR, leader changes (each name links to its timeline when one is drawn);
+    when nothing stands out, the first partition alone."""
     rows = [f"<tr class=bad><td>corruption</td><td>node {_esc(c.get('node'))}</td>"
             f"<td colspan=4>{_esc(c.get('message'))}</td></tr>" for c in result.corruption]
     drawn = set(result.timelines)
     for p in result.partitions[:_INDEX_ROWS]:
-        if not (p["violations"] or p["unavailable_ms"] or p["under_min_isr_ms"]) and rows:
+        if not (p["violations"] or p["unavailable_ms"] or p["under_min_isr_ms"]
+                or p["leader_changes"]) and rows:
             break
         name = _esc(p["partition"])
         link = f"<a href='#{_anchor(p['key'])}'>{name}</a>" if p["key"] in drawn else name

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.committed_prefix import compare_committed_prefixes
-from cluster.launch.local_cluster import LocalCluster
+from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import KafkaError
 
@@ -95,6 +95,17 @@ def read_back(bootstrap: str) -> list[str]:
     return [str(r["value"]).split(":", 1)[0] for r in records]
 
 
+def record_fault(journal: Path, action: str, spec: NodeSpec) -> None:
+    """One fault the demo injects, as a chaos event line (`minikraft chaos`'s fields: ts_ms,
+    action, node, pid), appended to journal: the audit report marks it on every timeline
+    (analytics.chaos_events reads `chaos/*.jsonl`)."""
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    event = {"ts_ms": int(time.time() * 1000), "action": action, "node": spec.name,
+             "pid": spec.pid}
+    with journal.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(event) + "\n")
+
+
 def run_demo(directory: Path) -> int:
     if directory.exists():
         shutil.rmtree(directory)
@@ -142,8 +153,11 @@ def run_demo(directory: Path) -> int:
             f"[bold red]kill -9[/bold red] broker {victim.node_id} (pid {victim.pid}) and the "
             f"active controller {active.node_id} (pid {active.pid}), mid-workload"
         )
+        faults = directory / "chaos" / "demo-faults.jsonl"  # the audit report marks these
+        record_fault(faults, "kill", victim)
         cluster.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
+        record_fault(faults, "kill", active)
         cluster.kill(active, signal.SIGKILL)
         new_leader = asyncio.run(wait_for_new_leader(cluster, before.leader_epoch, 15))
         failover_ms = (time.monotonic() - killed_at) * 1000
@@ -152,8 +166,9 @@ def run_demo(directory: Path) -> int:
             f"after {failover_ms:.0f} ms"
         )
         time.sleep(1.0)
-        cluster.start_node(victim)
-        cluster.start_node(active)
+        for spec in (victim, active):
+            cluster.start_node(spec)
+            record_fault(faults, "restart", spec)
         cluster.write_cluster_file()
         console.print(f"restarted broker {victim.node_id} and controller {active.node_id}")
         out, err = producer.communicate(timeout=300)

@@ -12,6 +12,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -123,6 +124,16 @@ def test_clean_generated_log_audits_clean(spark: SparkSession, tmp_path: Path) -
     assert [r["rule"] for r in document["rules"]] == sorted(ALL_RULES)
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<svg" in page and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    # The index, worst first: violations, time without a leader, time under min ISR, leader
+    # changes; every partition that changed leader is listed (a clean log's notable ones).
+    def worst(p: dict[str, Any]) -> tuple[int, ...]:
+        return (-p["violations"], -p["unavailable_ms"], -p["under_min_isr_ms"],
+                -p["leader_changes"])
+    assert len(result.partitions) == 9
+    assert [worst(p) for p in result.partitions] == sorted(worst(p) for p in result.partitions)
+    index = page[page.index("<table id=index>"):].split("</table>", 1)[0]
+    moved = [p["partition"] for p in result.partitions if p["leader_changes"]]
+    assert moved and all(f">{name}<" in index for name in moved)
 
 
 def test_rule_1_two_leaders_in_one_epoch(spark: SparkSession, tmp_path: Path) -> None:
