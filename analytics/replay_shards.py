@@ -9,9 +9,9 @@ grouped, written or read back for the replay. Measured at a million records (BEN
 session 11): staging the partition records into Arrow and Parquet buckets, then reading,
 sorting and converting them back to Python rows in Spark tasks, cost twice the replay itself.
 
-Every shard reads the whole log: decoding a record is a third of what replaying it costs, so
-each shard spends the decode on the records it does not replay and the shards stay independent
-(no process waits for another). Each also stages a share of the files (index modulo the
+Every shard reads the whole log: decoding a record costs about half of what replaying it
+does, so each shard spends the decode on the records it does not replay, and the shards stay
+independent (no process waits for another). Each also stages a share of the files (index modulo the
 shards) for the Spark rules: every row of those files but the replayed partition records, and
 the ones that went RECOVERING (rule 23 reads those: analytics.broker_rules.
 recovering_partitions).
