@@ -157,10 +157,15 @@ def write_svg_chart(reports: Sequence[dict[str, Any]], path: Path) -> None:
     axis_y = top + bar_h * len(bars) + 5
     parts.append(f'<line x1="{centre}" y1="{top - 5}" x2="{centre}" y2="{axis_y}" '
                  'stroke="black"/>')
+    # Every step-th power of two, so that labels stay apart; worse-side ones as fractions.
+    step = max(1, math.ceil(36 / (plot_w / 2 / span)))
     for tick in range(-int(span), int(span) + 1):
+        if tick % step:
+            continue
         tx = centre + tick / span * (plot_w / 2)
+        label = f"{2 ** tick}x" if tick >= 0 else f"1/{2 ** -tick}x"
         parts.append(f'<text x="{tx:.1f}" y="{axis_y + 15}" text-anchor="middle">'
-                     f"{2.0 ** tick:g}x</text>")
+                     f"{label}</text>")
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n")
 

@@ -5,8 +5,10 @@ with the reason when the peer is not installed (`make bench-deps`); figures are 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,16 @@ def test_row_ratio_is_ours_over_peer_and_chart_renders(tmp_path: Path) -> None:
     svg = chart.read_text()
     assert svg.startswith("<svg") and svg.count("<rect") == 3  # background + two bars
     assert "3.00x" in svg and "4.00x" in svg
+    # A wide span (PySyncObj's 250x): axis labels stay apart, fractions on the worse side.
+    wide = make_report("raft", "pysyncobj", [row("p50", "ms", "lower", 0.4, 100.0),
+                                             row("rate", "records/s", "higher", 1.0, 250.0)], [])
+    write_svg_chart([wide], chart)
+    ticks = re.findall(r'<text x="([0-9.]+)" y="[0-9.]+" text-anchor="middle">([^<]+)</text>',
+                       chart.read_text())
+    xs = [float(x) for x, _label in ticks]
+    assert ("1x" in {label for _x, label in ticks} and len(ticks) >= 5
+            and all(b - a >= 36 for a, b in itertools.pairwise(xs)))
+    assert all(label.startswith("1/") for x, label in ticks if float(x) < xs[len(xs) // 2])
 
 
 def test_relaxed_flush_counts_appends_as_flushed_without_fsync(tmp_path: Path) -> None:
