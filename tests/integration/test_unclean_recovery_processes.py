@@ -69,7 +69,9 @@ def wait_describe(
 ) -> dict[str, Any]:
     """Poll until predicate holds. The answering controller may be a standby that has not
     applied the topic's creation yet (reads are of its committed image, as a broker's metadata
-    cache): seen once in CI, right after the create; polled through like any other lag."""
+    cache): a standby whose empty fetch reached the leader after a quiet log's last commit
+    learns that commit only at the fetch's max wait (about 300 ms measured; KAFKA-14145's
+    case). Seen once in CI right after the create; polled through like any other lag."""
     deadline = time.monotonic() + timeout_s
     last: dict[str, Any] = {}
     while time.monotonic() < deadline:
