@@ -340,15 +340,14 @@ def run_audit(
         say(f"decoding node {source.node if source else '-'}'s log and replaying its "
             f"partitions in {stager.processes} shard(s)")
         replayed, shards = None, []
+        staged_records = stager.table("records", COLUMNS)
         if source is not None:
             # First in the pool's queue: the shards are the long tasks.
-            records = stager.table("records", COLUMNS)
             replayed = stager.table("replayed", REPLAY_OUTPUT_COLUMNS)
-            plan = shard_plan(source, files, stager.processes, records, replayed)
+            plan = shard_plan(source, files, stager.processes, staged_records, replayed)
             shards = [stager.start(run_shard, plan, shard) for shard in range(plan.shards)]
-        staged_records = stager.submit(
-            "records", [s for s in replay_specs(files, source.node if source else None)
-                        if source is None or s.node != source.node],
+        stager.submit(staged_records, [s for s in replay_specs(
+            files, source.node if source else None) if source is None or s.node != source.node],
             iter_record_columns, COLUMNS, columnar=True)
         staged_broker = stage_broker_inputs(stager, directory)
         if spark is None:

@@ -50,7 +50,7 @@ from analytics.datasource import (
     iter_file_batches,
     iter_file_rows,
 )
-from analytics.log_replay import SIDE_FIELDS, SIDE_RECORD_TYPES, LogReplay
+from analytics.log_replay import PARTITION_RECORD_TYPES, SIDE_FIELDS, SIDE_RECORD_TYPES, LogReplay
 from analytics.log_scan import CORRUPT
 from analytics.rules import (
     MAX_EVIDENCE,
@@ -64,7 +64,6 @@ from analytics.rules import (
     rule_result,
 )
 
-_PARTITION_TYPES = {"PartitionRecord", "PartitionChangeRecord"}
 _SIDE = tuple(COL[c] for c in SIDE_FIELDS)
 
 
@@ -190,7 +189,7 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                 first_change.setdefault(epoch, (spec.node, spec.file, offset))
             elif record_type == "TopicRecord":
                 names_by_id[row[COL["topic_id"]]] = row[COL["topic_name"]]
-            elif record_type in _PARTITION_TYPES and row[lrs_i] == dr.RECOVERING:
+            elif record_type in PARTITION_RECORD_TYPES and row[lrs_i] == dr.RECOVERING:
                 recovering_ids.add((row[COL["topic_id"]], row[COL["partition_id"]]))
             if record_type == "VotersRecord":
                 snapshot = row[kind] == KIND_SNAPSHOT
@@ -202,10 +201,10 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                 continue
             if row[kind] == KIND_SEGMENT and offset < source.from_offset:
                 continue
-            if record_type in _PARTITION_TYPES or record_type in SIDE_RECORD_TYPES:
+            if record_type in PARTITION_RECORD_TYPES or record_type in SIDE_RECORD_TYPES:
                 snapshot = row[kind] == KIND_SNAPSHOT
                 major, minor = (-1, offset) if snapshot else (offset, 0)  # log order
-                if record_type in _PARTITION_TYPES:
+                if record_type in PARTITION_RECORD_TYPES:
                     replay_items.append((major, minor, True, (
                         tuple(row[i] for i in PARTITION_VALUE_COLUMNS), spec.file, offset,
                         row[COL["batch_timestamp_ms"]], snapshot)))

@@ -405,6 +405,7 @@ _UNCHANGED_AT = {type_id: () if type_id == _PARTITION_RECORD_ID else tuple(
 PARTITION_VALUE_COLUMNS: tuple[int, ...] = (
     COL["record_type"], COL["version"], COL["topic_id"],
     *(index for index, _column in _COLUMNS_FULL))
+PARTITION_VALUE_NAMES: tuple[str, ...] = tuple(COLUMN_NAMES[i] for i in PARTITION_VALUE_COLUMNS)
 
 
 def _fill_partition_fast(row: list[Any], value: bytes) -> bool:

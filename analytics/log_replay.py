@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from analytics.datasource import PARTITION_VALUE_NAMES
+from controller.core.config_control import ELR_FEATURE
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
@@ -30,6 +32,7 @@ from controller.core.invariants import (
     check_recovering_isr,
     effective_min_isr,
 )
+from controller.core.metadata_image import DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC_REPLICAS
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import (
     CONFIG_RESOURCE_BROKER,
@@ -43,9 +46,6 @@ from controller.core.records import (
 )
 from raft.core.replica_key import uuid_from_str
 
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-DEFAULT_MIN_INSYNC_REPLICAS = 1
-ELR_FEATURE = "eligible.leader.replicas.version"  # controller.core.config_control's name
 PARTITION_RECORD_TYPES = ("PartitionRecord", "PartitionChangeRecord")
 SIDE_RECORD_TYPES = ("TopicRecord", "ConfigRecord", "FeatureLevelRecord")
 # LogReplay.side_record's arguments: these columns of a side record's row.
@@ -56,23 +56,19 @@ VIOLATION = "violation"
 TALLY = "tally"  # one row per partition: how many states and changes its replay saw
 _RULE_PREFIX = re.compile(r"^rule (\d+):")
 
-# A partition record as LogReplay.partition_record takes it: these values in this order
-# (analytics.datasource.PARTITION_VALUE_COLUMNS, what partition_values decodes), with null
-# meaning "unchanged" in a PartitionChangeRecord.
-VALUE_NAMES = ("record_type", "version", "topic_id", "partition_id", "leader",
-               "leader_recovery_state", "leader_epoch", "partition_epoch", "last_known_leader",
-               "replicas", "isr", "elr", "last_known_elr", "adding_replicas",
-               "removing_replicas")
-(_TYPE, _VERSION, _TOPIC, _PARTITION, _LEADER, _LRS, _LEADER_EPOCH, _PARTITION_EPOCH,
- _LAST_KNOWN_LEADER, _REPLICAS, _ISR, _ELR, _LAST_KNOWN_ELR, _ADDING, _REMOVING) = range(
-    len(VALUE_NAMES))
+# A partition record as LogReplay.partition_record takes it: partition_values' tuple
+# (analytics.datasource: PARTITION_VALUE_NAMES, in that order), with null meaning "unchanged"
+# in a PartitionChangeRecord.
+_AT = {name: index for index, name in enumerate(PARTITION_VALUE_NAMES)}
+(_TYPE, _TOPIC, _PARTITION, _LEADER, _LRS, _LEADER_EPOCH, _PARTITION_EPOCH, _LAST_KNOWN_LEADER,
+ _REPLICAS, _ISR, _ELR, _LAST_KNOWN_ELR, _ADDING, _REMOVING) = (_AT[name] for name in (
+    "record_type", "topic_id", "partition_id", "leader", "leader_recovery_state",
+    "leader_epoch", "partition_epoch", "last_known_leader", "replicas", "isr", "elr",
+    "last_known_elr", "adding_replicas", "removing_replicas"))
 
 # A timeline point (what the report draws), as ints: offset, batch timestamp (NO_TIMESTAMP:
-# none), 1 for
-# a PartitionChangeRecord, leader, leader epoch, partition epoch, ISR size, ELR size, min ISR,
-# 1 while RECOVERING.
-POINT_FIELDS = ("offset", "batch_timestamp_ms", "is_change", "leader", "leader_epoch",
-                "partition_epoch", "isr_size", "elr_size", "min_isr", "recovering")
+# none), 1 for a PartitionChangeRecord, leader, leader epoch, partition epoch, ISR size, ELR
+# size, min ISR, 1 while RECOVERING (point_row names them).
 NO_TIMESTAMP = -(2**63)
 PointSink = Callable[[int, str, tuple[int, ...]], None]  # (partition index, file, point)
 
@@ -192,7 +188,7 @@ class LogReplay:
     def partition_record(self, values: tuple[Any, ...], file: str, offset: int,
                          batch_timestamp_ms: int | None, in_snapshot: bool = False
                          ) -> list[dict[str, Any]]:
-        """Apply one PartitionRecord / PartitionChangeRecord (values: VALUE_NAMES); the
+        """Apply one PartitionRecord / PartitionChangeRecord (values: PARTITION_VALUE_NAMES); the
         violations it shows (rules 8, 10, 11, 13, 19), each with where it was found."""
         record_type = values[_TYPE]
         state = self.state_of(values[_TOPIC], values[_PARTITION])

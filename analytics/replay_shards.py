@@ -38,6 +38,8 @@ from analytics.datasource import (
     COLUMNS,
     KIND_SEGMENT,
     KIND_SNAPSHOT,
+    PARTITION_VALUE_COLUMNS,
+    PARTITION_VALUE_NAMES,
     FileSpec,
     batch_base_row,
     damage_row,
@@ -47,6 +49,7 @@ from analytics.datasource import (
     unpack_partition,
     values_of,
 )
+from analytics.gc_pause import fewer_collections
 from analytics.log_replay import (
     SIDE_FIELDS,
     SIDE_RECORD_TYPES,
@@ -56,7 +59,7 @@ from analytics.log_replay import (
 )
 from analytics.log_scan import CORRUPT, Damage, walk_batches
 from analytics.record_columns import Chunk
-from analytics.staging import ARROW_BATCH_ROWS, arrow_schema
+from analytics.staging import ARROW_BATCH_ROWS, ParquetFile, arrow_schema
 from raft.core.record_batch import decode_batch
 
 TIMELINE_PARTITIONS = 12  # partitions whose timeline the report draws
@@ -72,10 +75,13 @@ REPLAY_OUTPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("leader_changes", "BIGINT"),
 )
 _INT32 = range(-(2**31), 2**31)
-# partition_values' positions (analytics.log_replay.VALUE_NAMES) of INT and ARRAY<INT> columns
-_INT_VALUES = (3, 4, 5, 6, 7, 8)
-_LIST_VALUES = (9, 10, 11, 12, 13, 14)
-_TOPIC_VALUE, _PARTITION_VALUE, _LRS_VALUE = 2, 3, 5
+# partition_values' positions (analytics.datasource.PARTITION_VALUE_NAMES) of INT and
+# ARRAY<INT> columns, by the columns' declared types
+_INT_VALUES = tuple(i for i, c in enumerate(PARTITION_VALUE_COLUMNS) if COLUMNS[c][1] == "INT")
+_LIST_VALUES = tuple(i for i, c in enumerate(PARTITION_VALUE_COLUMNS)
+                     if COLUMNS[c][1] == "ARRAY<INT>")
+_TOPIC_VALUE, _LRS_VALUE = (PARTITION_VALUE_NAMES.index(name)
+                            for name in ("topic_id", "leader_recovery_state"))
 _SIDE_COLUMNS = tuple(COL[c] for c in SIDE_FIELDS)
 
 
@@ -194,43 +200,26 @@ class _Staged:
 
     def __init__(self, spec: FileSpec, path: Path, schema: Any) -> None:
         self.template = file_template(spec)
-        self.schema = schema
         self.chunk = Chunk(self.template)
-        self.rows = 0
-        self._path = path
-        self._writer: Any = None
+        self._file = ParquetFile(path, schema)
 
     def flush_if_full(self) -> None:
         if len(self.chunk) >= ARROW_BATCH_ROWS:
             self._write()
 
     def _write(self) -> None:
-        import pyarrow.parquet as pq
-
-        batch = self.chunk.to_arrow(self.schema)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._path.with_suffix(".tmp"), self.schema,
-                                            compression="none")
-        self._writer.write_batch(batch)
-        self.rows += batch.num_rows
+        self._file.write(self.chunk.to_arrow(self._file.schema))
         self.chunk = Chunk(self.template)
 
     def close(self) -> int:
-        import os
-
         if len(self.chunk):
             self._write()
-        if self._writer is not None:
-            self._writer.close()
-            os.replace(self._path.with_suffix(".tmp"), self._path)  # Spark lists *.parquet
-        return self.rows
+        return self._file.close()
 
 
 def run_shard(plan: ShardPlan, shard: int) -> ShardResult:
     """Shard `shard` of plan: stage its share of the files, replay its partitions, write its
     output (see the module doc)."""
-    from analytics.gc_pause import fewer_collections
-
     spill = PointSpill(plan.output_dir / f"points-{shard:05d}.bin")
     replay = LogReplay(plan.node, spill.add)
     out = _OutputWriter(plan.output_dir / f"replay-{shard:05d}.parquet")
@@ -352,11 +341,8 @@ class _OutputWriter:
     """Replay output rows into one Parquet file, ARROW_BATCH_ROWS at a time."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.schema = arrow_schema(REPLAY_OUTPUT_COLUMNS)
+        self._file = ParquetFile(path, arrow_schema(REPLAY_OUTPUT_COLUMNS))
         self._rows: list[dict[str, Any]] = []
-        self._writer: Any = None
-        self.count = 0
 
     def add(self, row: dict[str, Any]) -> None:
         self._rows.append(row)
@@ -365,22 +351,11 @@ class _OutputWriter:
 
     def _flush(self) -> None:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path.with_suffix(".tmp"), self.schema,
-                                            compression="none")
-        batch = pa.RecordBatch.from_pylist(self._rows, schema=self.schema)
-        self._writer.write_batch(batch)
-        self.count += batch.num_rows
+        self._file.write(pa.RecordBatch.from_pylist(self._rows, schema=self._file.schema))
         self._rows = []
 
     def close(self) -> int:
-        import os
-
         if self._rows:
             self._flush()
-        if self._writer is not None:
-            self._writer.close()
-            os.replace(self.path.with_suffix(".tmp"), self.path)
-        return self.count
+        return self._file.close()

@@ -95,24 +95,59 @@ def iter_arrow(specs: Iterable[Any], rows: Rows, schema: Any) -> Iterator[Any]:
         yield to_arrow(batch, schema)
 
 
+class ParquetFile:
+    """Record batches into one Parquet file at path, written under a temporary name and moved
+    into place by close (Spark lists *.parquet only: never a half-written file). The file is
+    created by the first batch, or by close when `empty_ok` (an empty file of the schema)."""
+
+    def __init__(self, path: Path, schema: Any, empty_ok: bool = False) -> None:
+        self.path = path
+        self.schema = schema
+        self.rows = 0
+        self._empty_ok = empty_ok
+        self._writer: Any = None
+
+    def _open(self) -> Any:
+        if self._writer is None:
+            import pyarrow.parquet as pq
+
+            self._writer = pq.ParquetWriter(self.path.with_suffix(".tmp"), self.schema,
+                                            compression="none")
+        return self._writer
+
+    def write(self, batch: Any) -> None:
+        self._open().write_batch(batch)
+        self.rows += batch.num_rows
+
+    def close(self) -> int:
+        """The file in place (if any row came, or empty_ok); how many rows it holds."""
+        writer = self._open() if self._empty_ok else self._writer
+        if writer is not None:
+            writer.close()
+            os.replace(self.path.with_suffix(".tmp"), self.path)
+        return self.rows
+
+    def __enter__(self) -> ParquetFile:
+        return self
+
+    def __exit__(self, failed: type[BaseException] | None, *_exc: object) -> None:
+        """On an exception: the temporary file closed, never moved into place."""
+        if failed is not None and self._writer is not None:
+            self._writer.close()
+
+
 def write_parquet(path: Path, specs: Sequence[Any], rows: Rows | Batches, columns: Columns,
                   columnar: bool = False) -> int:
     """The rows of specs into one Parquet file at path; how many rows. columnar: rows is a
     Batches reader (Arrow batches per spec), else a row generator."""
-    import pyarrow.parquet as pq
-
     schema = arrow_schema(columns)
     batches: Iterator[Any] = (
         (batch for spec in specs for batch in rows(spec, schema))  # type: ignore[call-arg]
         if columnar else iter_arrow(specs, rows, schema))  # type: ignore[arg-type]
-    count = 0
-    tmp = path.with_suffix(".tmp")
-    with fewer_collections(), pq.ParquetWriter(tmp, schema, compression="none") as writer:
+    with fewer_collections(), ParquetFile(path, schema, empty_ok=True) as out:
         for batch in batches:
-            writer.write_batch(batch)
-            count += batch.num_rows
-    os.replace(tmp, path)  # Spark lists *.parquet only: never a half-written file
-    return count
+            out.write(batch)
+    return out.close()
 
 
 @dataclass
@@ -160,9 +195,11 @@ class Stager:
         table.directory.mkdir(parents=True, exist_ok=True)
         return table
 
-    def submit(self, name: str, specs: Sequence[Any], rows: Rows | Batches, columns: Columns,
-               per_file: bool = True, columnar: bool = False) -> Table:
-        table = self.table(name, columns)
+    def submit(self, name: str | Table, specs: Sequence[Any], rows: Rows | Batches,
+               columns: Columns, per_file: bool = True, columnar: bool = False) -> Table:
+        """specs' rows into a new table `name` (or into a table from `table`), one Parquet
+        part per spec (per_file) or one for all."""
+        table = name if isinstance(name, Table) else self.table(name, columns)
         groups = [[spec] for spec in specs] if per_file else ([list(specs)] if specs else [])
         for index, group in enumerate(groups):
             path = table.directory / f"part-{index:05d}.parquet"

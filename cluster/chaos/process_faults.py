@@ -27,6 +27,16 @@ log = logging.getLogger(__name__)
 SIGTERM_WAIT_S = 15.0
 
 
+def fault_event(action: str, spec: NodeSpec | None = None, **extra: Any) -> dict[str, Any]:
+    """One chaos event as the run summaries and the audit report read it (analytics.
+    chaos_events): ts_ms, action, the node's name and pid, anything extra."""
+    event = {"ts_ms": int(time.time() * 1000), "action": action, **extra}
+    if spec is not None:
+        event["node"] = spec.name
+        event["pid"] = spec.pid
+    return event
+
+
 @dataclass
 class ProcessFaults:
     cluster: LocalCluster
@@ -41,10 +51,7 @@ class ProcessFaults:
             self.net = NetnsFaults(self.cluster, self.record)
 
     def record(self, action: str, spec: NodeSpec | None = None, **extra: Any) -> None:
-        event = {"ts_ms": int(time.time() * 1000), "action": action, **extra}
-        if spec is not None:
-            event["node"] = spec.name
-            event["pid"] = spec.pid
+        event = fault_event(action, spec, **extra)
         self.events.append(event)
         log.info("chaos: %s", event)
 

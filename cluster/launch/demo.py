@@ -24,6 +24,7 @@ import msgpack
 from rich.console import Console
 from rich.table import Table
 
+from cluster.chaos.process_faults import fault_event
 from cluster.cli.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.committed_prefix import compare_committed_prefixes
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
@@ -100,10 +101,8 @@ def record_fault(journal: Path, action: str, spec: NodeSpec) -> None:
     action, node, pid), appended to journal: the audit report marks it on every timeline
     (analytics.chaos_events reads `chaos/*.jsonl`)."""
     journal.parent.mkdir(parents=True, exist_ok=True)
-    event = {"ts_ms": int(time.time() * 1000), "action": action, "node": spec.name,
-             "pid": spec.pid}
     with journal.open("a", encoding="utf-8") as out:
-        out.write(json.dumps(event) + "\n")
+        out.write(json.dumps(fault_event(action, spec)) + "\n")
 
 
 def run_demo(directory: Path) -> int:

@@ -29,7 +29,7 @@ from analytics.datasource import (  # noqa: E402
     iter_file_batches,
 )
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node  # noqa: E402
-from analytics.log_replay import POINT, TALLY, VIOLATION  # noqa: E402
+from analytics.log_replay import PARTITION_RECORD_TYPES, POINT, TALLY, VIOLATION  # noqa: E402
 from analytics.record_columns import iter_record_columns  # noqa: E402
 from analytics.replay_shards import (  # noqa: E402
     REPLAY_OUTPUT_COLUMNS,
@@ -43,8 +43,6 @@ from analytics.rules import ReplaySource, choose_replay_source, shard_plan  # no
 from analytics.staging import Stager, Table  # noqa: E402
 from controller.core.records import PartitionChangeRecord, PartitionRecord, encode_record  # noqa: E402
 from raft.core.record_batch import encode_batch  # noqa: E402
-
-_PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
 
 
 def _source(root: Path, work: Path) -> tuple[list[FileSpec], ReplaySource]:
@@ -138,7 +136,7 @@ def test_staged_rows_are_all_but_the_replayed_ones(tmp_path: Path) -> None:
     def is_replayed(row: dict[str, Any]) -> bool:
         in_log = (row["kind"] == KIND_SEGMENT and row["offset"] >= plan.from_offset) or (
             row["file"] == plan.snapshot_file)
-        return (row["record_type"] in _PARTITION_TYPES and not row["corrupt"] and in_log
+        return (row["record_type"] in PARTITION_RECORD_TYPES and not row["corrupt"] and in_log
                 and row["offset"] >= 0)
 
     expected = Counter(key(r) for r in everything
