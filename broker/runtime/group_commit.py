@@ -2,18 +2,23 @@
 is on disk (rule 20: the core counts only `flushed_offset`) (issue 17).
 
 Where the fsync runs is the broker's choice (`minikraft.log.flush.in.thread`):
-- on the event loop (default): the caller fsyncs at once if anything is unflushed. While the
-  loop is blocked in the fsync, produces and follower fetches queue up in the sockets and are
-  served together afterwards, so each follower fetch carries several batches and each fsync
-  covers every append made before it: the group commit comes from the blocked loop.
+- on the event loop (default). A leader's produce asks for a grouped sync: it lets one loop turn
+  pass, so every produce read from the sockets in the same turn appends first, and the first of
+  them to resume fsyncs for all (the others find their offsets flushed and go on). A woken
+  follower fetch reads after that turn (replica_manager._TURNS_BEFORE_READ), so it carries every
+  batch of the group. A follower's append needs no grouping (one fetch in flight per partition):
+  it fsyncs at once.
 - in a worker thread: one fsync round at a time; the first caller opens it, the round first lets
   the loop run what is ready (a woken follower fetch answers, so the follower's hop and fsync
   overlap the leader's), and every append made before the round starts rides along.
-Measured on the 2-core machine (BENCHMARKS.md, session 5), the worker thread cost about 1.5 ms of
-CPU per one-record acks=all produce across the three brokers (executor hand-off, GIL hand-back,
-context switches and the extra, smaller follower fetches), which roughly halved one-record
-throughput; an fsync on the loop blocks it for about 0.3 ms. The thread pays only where fsyncs
-are slow and cores plentiful.
+Measured on the 2-core machine (BENCHMARKS.md, session 12), 8 one-record acks=all producers: the
+grouped leader fsync took throughput from 2.1-2.4k to 2.6-3.4k records/s and broker CPU per
+record from 330-370 to 270-350 us, against an fsync per produce at once; two turns instead of
+one, or the fetch reading before the fsync, answered followers with smaller batches (400-470 us
+of CPU per record). The worker thread cost about twice the CPU per record (session 11: executor
+hand-off, GIL hand-back, context switches and the extra, smaller follower fetches); an fsync on
+the loop blocks it for about 0.2 ms. The thread pays only where fsyncs are slow and cores
+plentiful.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from broker.runtime.partition_log import PartitionLog
 # Loop turns a worker-thread round waits before its fsync: a woken fetch needs two (its
 # Event.wait, then the handler that writes the answer) before the bytes leave for the follower.
 _TURNS_BEFORE_FSYNC = 2
+# Loop turns a grouped on-loop fsync waits: the produces handled in this turn append first.
+_TURNS_BEFORE_GROUPED_FSYNC = 1
 
 
 class GroupCommit:
@@ -36,10 +43,16 @@ class GroupCommit:
         self._inflight: asyncio.Future[None] | None = None
         self.fsyncs = 0  # how many fsync rounds ran (a benchmark and a test read it)
 
-    async def sync(self) -> int:
-        """Wait until everything appended before this call is fsynced; the flushed offset."""
+    async def sync(self, *, group: bool = False) -> int:
+        """Wait until everything appended before this call is fsynced; the flushed offset.
+        `group`: on the loop, share the fsync with the appends of this loop turn (a leader's
+        produce); in a worker thread every sync is grouped."""
         log = self._log
         if not self._in_thread:
+            if group:
+                for _ in range(_TURNS_BEFORE_GROUPED_FSYNC):
+                    await asyncio.sleep(0)
+            # A truncation during the turn lowers the end: the flush covers what is left.
             if log.flushed_offset < log.log_end_offset:
                 self.fsyncs += 1
                 log.flush()

@@ -489,7 +489,7 @@ class ReplicaManager:
         # only flushed offsets toward the HWM, rule 20), so both fsyncs overlap.
         hosted.notify()
         if hosted.log.flush_due(request.acks):
-            await hosted.commit.sync()
+            await hosted.commit.sync(group=True)
             ts = now_ms()
             self._sync_log(hosted, ts)
         if request.acks == ACKS_ALL:

@@ -1,6 +1,7 @@
-"""Group commit (issue 17): concurrent acks=all appends share fsyncs (on the loop by default, in a
-worker thread on request), a woken follower fetch answers before the leader's fsync blocks the
-loop, and `sync()` returns only once everything appended before it is on disk (rule 20)."""
+"""Group commit (issue 17): concurrent acks=all appends share fsyncs (on the loop by default, the
+appends of one loop turn; in a worker thread on request, those of one round, where a woken
+follower fetch answers before the fsync), and `sync()` returns only once everything appended
+before it is on disk (rule 20)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,24 @@ async def test_on_the_loop_sync_fsyncs_at_once_what_is_unflushed(tmp_path: Path)
     assert finished.value.value == 3 and log.flushed_offset == 3
     assert await commit.sync() == 3  # nothing new: no second fsync
     assert commit.fsyncs == 1
+    log.close()
+
+
+async def test_on_the_loop_grouped_syncs_of_one_turn_share_one_fsync(tmp_path: Path) -> None:
+    log = PartitionLog(tmp_path, "t", 0)
+    commit = GroupCommit(log)
+
+    async def produce(i: int) -> int:
+        log.append_as_leader(_batch(b"%d" % i), 0, 1 << 20)
+        end = log.log_end_offset
+        assert await commit.sync(group=True) >= end  # nothing acknowledged before it is on disk
+        return end
+
+    # Ten produces started in one turn: each appends, then the first to resume fsyncs for all.
+    assert sorted(await asyncio.gather(*(produce(i) for i in range(10)))) == list(range(1, 11))
+    assert commit.fsyncs == 1
+    # A produce of a later turn gets an fsync of its own.
+    assert await produce(10) == 11 and commit.fsyncs == 2 and log.flushed_offset == 11
     log.close()
 
 

@@ -24,7 +24,7 @@ from controller.core.metadata_image import (
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_TOPIC
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import encode_batch
+from raft.core.record_batch import encode_batch, iter_batches
 
 TOPIC_ID = uuid.UUID(int=7)
 
@@ -245,4 +245,32 @@ async def test_a_woken_fetch_reads_after_what_this_turn_appends(tmp_path: Path) 
     asyncio.get_running_loop().call_soon(seen.append, "queued append")
     assert await asyncio.wait_for(parked, 1) == ["queued append"]
     assert not hosted.waiters  # the parked fetch left no waiter behind
+    await rm.close()
+
+
+async def test_acks_all_produces_of_one_turn_share_one_leader_fsync_and_one_follower_answer(
+    tmp_path: Path,
+) -> None:
+    # Group commit on the leader (group_commit: a grouped sync lets one loop turn pass): the
+    # produces handled in the same turn append, one fsync covers them, and the parked follower
+    # fetch, reading after it, carries both batches. The acks wait for the follower (rule 20).
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    hosted = rm.partitions[("t", 0)]
+    fetch = asyncio.ensure_future(
+        rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20, max_wait_ms=5000))
+    )
+    await asyncio.sleep(0)
+    assert len(hosted.waiters) == 1  # parked
+    produces = [
+        asyncio.ensure_future(rm.produce(bm.ProduceRequest("t", 0, batch(b"%d" % i), acks=-1)))
+        for i in range(3)
+    ]
+    answer = await asyncio.wait_for(fetch, 2)
+    assert [b.base_offset for b, _ in iter_batches(answer.records)] == [0, 1, 2]
+    assert hosted.commit.fsyncs == 1 and hosted.log.flushed_offset == 3
+    assert not any(p.done() for p in produces)  # the follower has not reported offset 3 yet
+    await rm.fetch(bm.FetchRequest("t", 0, 3, replica_id=2, replica_epoch=20))
+    results = await asyncio.wait_for(asyncio.gather(*produces), 2)
+    assert [(r.error_code, r.base_offset) for r in results] == [(0, 0), (0, 1), (0, 2)]
     await rm.close()
