@@ -357,14 +357,11 @@ class KafkaApis:
             remaining = deadline - time.monotonic()
             if total >= max(1, min_bytes) or done or remaining <= 0 or not wanted:
                 break
-            await self._wait_for_change([w[2] for w in wanted], wanted, remaining)
+            await self._wait_for_change(wanted, remaining, follower=replica_id >= 0)
         return self._fetch_response(version, wanted, results)
 
     async def _wait_for_change(
-        self,
-        _names: Sequence[str | None],
-        wanted: Sequence[tuple[Any, Any, str | None]],
-        timeout_s: float,
+        self, wanted: Sequence[tuple[Any, Any, str | None]], timeout_s: float, *, follower: bool
     ) -> None:
         partitions = self.broker.replicas.partitions
         hosted = [
@@ -372,7 +369,7 @@ class KafkaApis:
             for _topic, partition, name in wanted
             if name and (found := partitions.get((name, int(partition.partition)))) is not None
         ]
-        await wait_for_change(hosted, timeout_s)
+        await wait_for_change(hosted, timeout_s, follower=follower)
 
     def _fetch_response(
         self,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.core import messages as bm
+from broker.core.journal_events import HwmAdvanced
 from broker.core.leader_epoch_cache import diverging_epoch
 from broker.core.partition_state import (
     ACKS_ALL,
@@ -60,8 +61,10 @@ class HostedPartition:
     state: PartitionState
     topic_id: uuid.UUID | None = None
     registration: PartitionRegistration | None = None
-    # Long-polling fetches parked on this partition (wait_for_change).
+    # Long-polling fetches parked on this partition (wait_for_change): consumers', and
+    # followers' (a follower reads to the log end, a consumer to the HWM).
     waiters: ParkedFetches = field(default_factory=ParkedFetches)
+    follower_waiters: ParkedFetches = field(default_factory=ParkedFetches)
     flush_in_thread: bool = False
     commit: GroupCommit = field(init=False)
 
@@ -69,8 +72,22 @@ class HostedPartition:
         self.commit = GroupCommit(self.log, in_thread=self.flush_in_thread)
 
     def notify(self) -> None:
-        """Wake long-polling fetches: new data or a new HWM."""
+        """Wake every long-polling fetch: new data, a truncation, a new leader or log start."""
         self.waiters.wake_all()
+        self.follower_waiters.wake_all()
+
+    def notify_appended(self) -> None:
+        """A leader's append: news for followers only, as consumers read to the HWM."""
+        self.follower_waiters.wake_all()
+
+    def notify_high_watermark(self) -> None:
+        """A new HWM: news for consumers only. A woken follower fetch would find no records and
+        park again (it answers with records, an error or at its max wait), so each acks=all
+        round woke the other follower's fetch for nothing (issue 17)."""
+        self.waiters.wake_all()
+
+    def parked(self, follower: bool) -> ParkedFetches:
+        return self.follower_waiters if follower else self.waiters
 
 
 # Loop turns a woken fetch lets pass before it reads the log: produces already read from their
@@ -81,11 +98,13 @@ class HostedPartition:
 _TURNS_BEFORE_READ = 2
 
 
-async def wait_for_change(partitions: Iterable[HostedPartition], timeout_s: float) -> None:
-    """Park until one of the partitions notifies or the timeout passes (one future and one
-    timer however many partitions: raft.runtime.parked_fetches), then let _TURNS_BEFORE_READ
-    loop turns pass."""
-    await park((hosted.waiters for hosted in partitions), timeout_s)
+async def wait_for_change(
+    partitions: Iterable[HostedPartition], timeout_s: float, *, follower: bool
+) -> None:
+    """Park until one of the partitions has news for this fetch (a follower's or a consumer's)
+    or the timeout passes (one future and one timer however many partitions:
+    raft.runtime.parked_fetches), then let _TURNS_BEFORE_READ loop turns pass."""
+    await park((hosted.parked(follower) for hosted in partitions), timeout_s)
     for _ in range(_TURNS_BEFORE_READ):
         await asyncio.sleep(0)
 
@@ -402,7 +421,10 @@ class ReplicaManager:
         if ready.alter_partition is not None:
             self._spawn(self._alter_partition(hosted, ready.alter_partition))
         if ready.events or ready.completed_acks:
-            hosted.notify()
+            if all(type(event) is HwmAdvanced for event in ready.events):
+                hosted.notify_high_watermark()  # acks complete only with a new HWM
+            else:
+                hosted.notify()
         if ready.flush_wanted:
             # Recovery waits for the flush (rule 21): report the flushed log and go on.
             self._sync_log(hosted, now_ms())
@@ -487,7 +509,7 @@ class ReplicaManager:
         self._sync_log(hosted, ts)
         # Followers may fetch the new batch while the leader's own fsync runs (the core counts
         # only flushed offsets toward the HWM, rule 20), so both fsyncs overlap.
-        hosted.notify()
+        hosted.notify_appended()
         if hosted.log.flush_due(request.acks):
             await hosted.commit.sync(group=True)
             ts = now_ms()
@@ -552,7 +574,7 @@ class ReplicaManager:
                 return response
             if response.diverging_epoch != bm.NO_EPOCH:
                 return response
-            await wait_for_change((hosted,), remaining)
+            await wait_for_change((hosted,), remaining, follower=request.replica_id >= 0)
 
     def _fetch_once(
         self, hosted: HostedPartition, request: bm.FetchRequest, record_progress: bool

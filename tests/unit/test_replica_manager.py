@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -236,7 +237,7 @@ async def test_a_woken_fetch_reads_after_what_this_turn_appends(tmp_path: Path) 
     seen: list[str] = []
 
     async def parked_fetch() -> list[str]:
-        await wait_for_change([hosted], 5)
+        await wait_for_change([hosted], 5, follower=True)
         return list(seen)  # what the fetch would read now
 
     parked = asyncio.ensure_future(parked_fetch())
@@ -244,7 +245,7 @@ async def test_a_woken_fetch_reads_after_what_this_turn_appends(tmp_path: Path) 
     hosted.notify()
     asyncio.get_running_loop().call_soon(seen.append, "queued append")
     assert await asyncio.wait_for(parked, 1) == ["queued append"]
-    assert not hosted.waiters  # the parked fetch left no waiter behind
+    assert not hosted.follower_waiters  # the parked fetch left no waiter behind
     await rm.close()
 
 
@@ -261,7 +262,7 @@ async def test_acks_all_produces_of_one_turn_share_one_leader_fsync_and_one_foll
         rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20, max_wait_ms=5000))
     )
     await asyncio.sleep(0)
-    assert len(hosted.waiters) == 1  # parked
+    assert len(hosted.follower_waiters) == 1  # parked
     produces = [
         asyncio.ensure_future(rm.produce(bm.ProduceRequest("t", 0, batch(b"%d" % i), acks=-1)))
         for i in range(3)
@@ -274,3 +275,56 @@ async def test_acks_all_produces_of_one_turn_share_one_leader_fsync_and_one_foll
     results = await asyncio.wait_for(asyncio.gather(*produces), 2)
     assert [(r.error_code, r.base_offset) for r in results] == [(0, 0), (0, 1), (0, 2)]
     await rm.close()
+
+
+def count_reads(rm: ReplicaManager, monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
+    """How many times each replica id's fetch read the log (a wake re-reads)."""
+    reads: dict[int, int] = {}
+    read = rm._fetch_once
+
+    def counting(hosted: Any, request: bm.FetchRequest, record_progress: bool) -> bm.FetchResponse:
+        reads[request.replica_id] = reads.get(request.replica_id, 0) + 1
+        return read(hosted, request, record_progress)
+
+    monkeypatch.setattr(rm, "_fetch_once", counting)
+    return reads
+
+
+async def turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_a_leader_append_wakes_followers_and_a_new_hwm_wakes_consumers_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A consumer reads to the HWM and a follower to the log end: each parked fetch is woken by
+    # its own news only, never to find nothing and park again.
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1)))
+    reads = count_reads(rm, monkeypatch)
+
+    def parked_fetch(replica_id: int, offset: int) -> asyncio.Future[bm.FetchResponse]:
+        epoch = 10 * replica_id if replica_id > 0 else bm.NO_EPOCH
+        return asyncio.ensure_future(rm.fetch(bm.FetchRequest(
+            "t", 0, offset, replica_id=replica_id, replica_epoch=epoch, max_wait_ms=5000
+        )))
+
+    consumer, follower2, follower3 = parked_fetch(-1, 0), parked_fetch(2, 0), parked_fetch(3, 0)
+    await turns(1)
+    assert reads == {-1: 1, 2: 1, 3: 1}
+    await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
+    await turns(5)
+    # The append woke both followers, which got the batch; the consumer slept on.
+    assert follower2.done() and follower3.done() and not consumer.done()
+    assert reads == {-1: 1, 2: 2, 3: 2}
+    follower3 = parked_fetch(3, 1)  # reports offset 1 and parks
+    await turns(1)
+    await rm.fetch(bm.FetchRequest("t", 0, 1, replica_id=2, replica_epoch=20))  # HWM 0 -> 1
+    assert rm.partitions[("t", 0)].state.high_watermark == 1
+    answer = await asyncio.wait_for(consumer, 1)
+    assert [b.base_offset for b, _ in iter_batches(answer.records)] == [0]
+    await turns(5)
+    assert not follower3.done() and reads[3] == 3  # the new HWM did not wake it
+    await rm.close()
+    follower3.cancel()
