@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.core import messages as bm
-from broker.core.journal_events import HwmAdvanced
+from broker.core.journal_events import HwmAdvanced, ProduceAcked
 from broker.core.leader_epoch_cache import diverging_epoch
 from broker.core.partition_state import (
     ACKS_ALL,
@@ -107,6 +107,10 @@ async def wait_for_change(
     await park((hosted.parked(follower) for hosted in partitions), timeout_s)
     for _ in range(_TURNS_BEFORE_READ):
         await asyncio.sleep(0)
+
+
+# Events of a new HWM (and the acks=all produces it completes): news for consumers only.
+_HWM_NEWS = (HwmAdvanced, ProduceAcked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,8 +425,8 @@ class ReplicaManager:
         if ready.alter_partition is not None:
             self._spawn(self._alter_partition(hosted, ready.alter_partition))
         if ready.events or ready.completed_acks:
-            if all(type(event) is HwmAdvanced for event in ready.events):
-                hosted.notify_high_watermark()  # acks complete only with a new HWM
+            if all(type(event) in _HWM_NEWS for event in ready.events):
+                hosted.notify_high_watermark()
             else:
                 hosted.notify()
         if ready.flush_wanted:

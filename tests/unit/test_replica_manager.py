@@ -313,7 +313,7 @@ async def test_a_leader_append_wakes_followers_and_a_new_hwm_wakes_consumers_onl
     consumer, follower2, follower3 = parked_fetch(-1, 0), parked_fetch(2, 0), parked_fetch(3, 0)
     await turns(1)
     assert reads == {-1: 1, 2: 1, 3: 1}
-    await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
+    produce = asyncio.ensure_future(rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=-1)))
     await turns(5)
     # The append woke both followers, which got the batch; the consumer slept on.
     assert follower2.done() and follower3.done() and not consumer.done()
@@ -322,6 +322,7 @@ async def test_a_leader_append_wakes_followers_and_a_new_hwm_wakes_consumers_onl
     await turns(1)
     await rm.fetch(bm.FetchRequest("t", 0, 1, replica_id=2, replica_epoch=20))  # HWM 0 -> 1
     assert rm.partitions[("t", 0)].state.high_watermark == 1
+    assert (await asyncio.wait_for(produce, 1)).error_code == 0  # acked with the new HWM
     answer = await asyncio.wait_for(consumer, 1)
     assert [b.base_offset for b, _ in iter_batches(answer.records)] == [0]
     await turns(5)
