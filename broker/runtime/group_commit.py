@@ -12,13 +12,13 @@ Where the fsync runs is the broker's choice (`minikraft.log.flush.in.thread`):
   the loop run what is ready (a woken follower fetch answers, so the follower's hop and fsync
   overlap the leader's), and every append made before the round starts rides along.
 Measured on the 2-core machine (BENCHMARKS.md, session 12), 8 one-record acks=all producers: the
-grouped leader fsync took throughput from 2.1-2.4k to 2.6-3.4k records/s and broker CPU per
-record from 330-370 to 270-350 us, against an fsync per produce at once; two turns instead of
-one, or the fetch reading before the fsync, answered followers with smaller batches (400-470 us
-of CPU per record). The worker thread cost about twice the CPU per record (session 11: executor
-hand-off, GIL hand-back, context switches and the extra, smaller follower fetches); an fsync on
-the loop blocks it for about 0.2 ms. The thread pays only where fsyncs are slow and cores
-plentiful.
+grouped leader fsync took throughput from 2.1-2.5k to 2.6-3.4k records/s and broker CPU per
+record from 317-377 to 267-352 us, against an fsync per produce at once; two turns instead of
+one, or the fetch reading before the fsync, answered followers with smaller batches (367-498 us
+of CPU per record). The worker thread costs nearly three times the CPU per record (761-768
+us: executor hand-off, GIL hand-back, context switches and the extra, smaller follower
+fetches); an fsync on the loop blocks it for about 0.1-0.2 ms. The thread pays only where fsyncs
+are slow and cores plentiful.
 """
 
 from __future__ import annotations
