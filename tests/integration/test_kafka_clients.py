@@ -805,6 +805,53 @@ def test_every_broker_reads_a_new_topic_without_waiting_out_its_metadata_fetch(u
     assert sorted(lags)[2] < 0.3, f"seconds until every broker knew each topic: {lags}"
 
 
+LONG_POLL_MAX_WAIT_MS = 5000
+
+
+def test_a_long_polling_consumer_gets_an_acks_all_record_when_the_high_watermark_moves(
+    up: Up,
+) -> None:
+    """aiokafka's fetch parks on the leader for its max wait (5 s here) and must be answered
+    when the high watermark passes a new record, not at the max wait. The HWM of an RF=3 topic
+    moves on a follower's fetch, and that wakes consumer fetches only (follower fetches wait
+    for appends: broker.runtime.replica_manager.HostedPartition). A lost wake costs about
+    4.5 s here; the bound leaves a loaded machine room."""
+    topic = "long-poll"
+    admin = _admin(up)
+    _create(admin, NewTopic(topic, 1, 3))
+    _wait_leaders(admin, topic, 1)
+    lags = asyncio.run(_long_poll_lags(up.bootstrap, topic, records=5))
+    assert sorted(lags)[2] < 1.0, f"seconds from the ack to the parked consumer's record: {lags}"
+
+
+async def _long_poll_lags(bootstrap: str, topic: str, records: int) -> list[float]:
+    consumer = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+        fetch_max_wait_ms=LONG_POLL_MAX_WAIT_MS,
+    )
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await consumer.start()
+    await producer.start()
+    try:
+        partition = aiokafka.TopicPartition(topic, 0)
+        consumer.assign([partition])
+        await consumer.seek_to_end(partition)
+        lags = []
+        for i in range(records):
+            value = b"long-poll-%d" % i
+            received = asyncio.ensure_future(consumer.getone())
+            await asyncio.sleep(0.5)  # the consumer's fetch is parked on the leader by now
+            await producer.send_and_wait(topic, value)
+            acked = time.monotonic()
+            record = await asyncio.wait_for(received, 2 * LONG_POLL_MAX_WAIT_MS / 1000)
+            lags.append(time.monotonic() - acked)
+            assert record.value == value
+        return lags
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
 def _produce_error(address: str, topic: str, records: bytes) -> int:
     with _connect(address) as sock:
         sock.sendall(encode_request(_produce_request(topic, records, -1), 11, "raw"))
