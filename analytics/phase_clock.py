@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,20 @@ def _stat(pid: int | str) -> list[str] | None:
     except OSError:
         return None
     return text[text.rindex(")") + 2:].split()  # fields from the state on (the name may hold spaces)
+
+
+def cpu_seconds(pids: Iterable[int]) -> float | None:
+    """User + system CPU seconds of these processes so far (None without /proc: not Linux).
+    `bench produce` reads its servers' with it around each load."""
+    if not _PROC.is_dir():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None:  # [11], [12]: utime, stime in clock ticks
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 class TreeCpu:

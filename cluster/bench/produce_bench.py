@@ -14,10 +14,12 @@ import asyncio
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analytics.phase_clock import cpu_seconds
 from cluster.bench.floor import measure_floor
 from cluster.bench.librdkafka_producer import (
     LIBRDKAFKA,
@@ -56,10 +58,17 @@ class LoadResult:
     errors: dict[str, int] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
+    server_cpu_s: float | None = None  # the servers' CPU during the load (None: no /proc)
 
     @property
     def records_per_s(self) -> float:
         return self.acked / max(self.elapsed_s, 1e-9)
+
+
+def server_cpu_us_per_record(acked: int, server_cpu_s: float | None) -> float | None:
+    """The servers' CPU per acked record: what a round of the data path costs, which a
+    throughput figure hides while cores sit idle (BENCHMARKS.md, session 12)."""
+    return None if server_cpu_s is None or not acked else server_cpu_s / acked * 1e6
 
 
 async def _wait_full_isr(client: KafkaClient, brokers: list[str], timeout_s: float) -> None:
@@ -124,11 +133,17 @@ def _value(producer_index: int, seq: int, index: int, size: int) -> bytes:
     return head + b"x" * max(0, size - len(head))
 
 
-async def run_load(bootstrap: str, load: ProduceLoad) -> LoadResult:
+async def run_load(
+    bootstrap: str, load: ProduceLoad, server_pids: Sequence[int] = ()
+) -> LoadResult:
     result = LoadResult()
+    cpu_before = cpu_seconds(server_pids)
     started = time.monotonic()
     await asyncio.gather(*(_producer(i, bootstrap, load, result) for i in range(load.producers)))
     result.elapsed_s = time.monotonic() - started
+    cpu_after = cpu_seconds(server_pids)
+    if cpu_before is not None and cpu_after is not None and server_pids:
+        result.server_cpu_s = cpu_after - cpu_before
     result.latencies_ms.sort()
     return result
 
@@ -141,9 +156,12 @@ async def _bench(cluster: LocalCluster, loads: dict[str, ProduceLoad]) -> dict[s
         await _wait_full_isr(client, [b.address for b in cluster.brokers], 60)
     finally:
         await client.close()
+    # Every server process counts: the brokers and the controllers (NATS's meta layer runs
+    # inside its servers).
+    pids = [node.pid for node in cluster.brokers + cluster.controllers if node.pid is not None]
     results = {}
     for name, load in loads.items():
-        results[name] = await run_load(bootstrap, load)
+        results[name] = await run_load(bootstrap, load, pids)
     return results
 
 
@@ -205,11 +223,17 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
         _row("ack latency p99, 1 record per request", "ms", "lower",
              percentile(single.latencies_ms, 0.99)),
     ]
+    for label, run in (("batched", batched), ("1 record per request", single)):
+        cpu = server_cpu_us_per_record(run.acked, run.server_cpu_s)
+        if cpu is not None:
+            results.append(_row(f"server CPU per record, {label}", "us", "lower", cpu))
     notes = [
         f"floor on this machine: fsync p50 {floor.fsync_p50_ms:.3f} ms "
         f"(p99 {floor.fsync_p99_ms:.3f}), loopback RTT p50 {floor.rtt_p50_ms * 1000:.0f} us; "
         f"one acks=all record needs at least 2 fsyncs + 2 round trips = "
-        f"{floor.one_record_ack_ms:.3f} ms"
+        f"{floor.one_record_ack_ms:.3f} ms",
+        "server CPU per record: user + system time of the 3 brokers and 3 controllers during "
+        "the load, per acked record",
     ]
     if rdkafka is not None:
         results += [

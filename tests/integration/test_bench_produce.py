@@ -32,12 +32,19 @@ def test_bench_produce_quick_reports_cli_json_shape() -> None:
         "throughput, batched, librdkafka producer",
         "ack latency p50, batched, librdkafka producer",
         "ack latency p99, batched, librdkafka producer",
+        "server CPU per record, batched",
+        "server CPU per record, 1 record per request",
     }
     assert any(n.startswith("librdkafka producer: confluent-kafka") for n in report["notes"])
     for row in report["results"]:
         assert set(row) == {"metric", "unit", "better", "minikraft", "peer", "ratio"}
         assert row["minikraft"] > 0 and row["peer"] is None and row["ratio"] is None
         assert row["better"] == ("higher" if row["unit"] == "records/s" else "lower")
+    # The servers' CPU per record: one-record requests cost more of it than batched ones.
+    assert (
+        metrics["server CPU per record, 1 record per request"]["minikraft"]
+        > metrics["server CPU per record, batched"]["minikraft"]
+    )
     for suffix in ("batched", "batched, librdkafka producer"):
         p50 = metrics[f"ack latency p50, {suffix}"]["minikraft"]
         assert metrics[f"ack latency p99, {suffix}"]["minikraft"] >= p50

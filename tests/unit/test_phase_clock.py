@@ -1,11 +1,12 @@
-"""analytics.phase_clock counts the CPU of child processes too (the JVM, Spark's workers)."""
+"""analytics.phase_clock counts the CPU of child processes too (the JVM, Spark's workers), and
+reads the CPU of given processes (bench produce's servers)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from analytics.phase_clock import PhaseClock, TreeCpu
+from analytics.phase_clock import PhaseClock, TreeCpu, cpu_seconds
 
 # Burns 0.4 s of CPU, then stays a moment (what it used before its last sample counts).
 BURN = ("import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
@@ -34,3 +35,28 @@ def test_tree_cpu_never_goes_back() -> None:
     before = cpu.total()
     subprocess.run([sys.executable, "-c", "pass"], check=True, timeout=60)
     assert cpu.total() >= before
+
+
+BURN_THEN_WAIT = (
+    "import sys, time\nend = time.process_time() + 0.4\n"
+    "while time.process_time() < end: pass\nprint('burned', flush=True)\nsys.stdin.read()\n"
+)
+
+
+def test_cpu_seconds_of_given_processes() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURN_THEN_WAIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        assert child.stdout.readline() == b"burned\n"
+        burned = cpu_seconds([child.pid])
+        assert burned is not None and 0.35 <= burned < 10
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait(timeout=60)
+        # The child waits on stdin meanwhile; a reaped process counts nothing.
+        both = cpu_seconds([child.pid, gone.pid])
+        assert both is not None and abs(both - burned) < 0.05
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analytics.phase_clock import cpu_seconds
 from cluster.bench.librdkafka_producer import LIBRDKAFKA
 from cluster.bench.peers.procs import PeerMissing, free_ports, require_binary, spawn, stop_pid
 from cluster.bench.raft_workload import percentile
@@ -28,7 +29,8 @@ NOTE = (
     "minikraft fsyncs each batch before the acks=all ack, except the lines marked "
     "'flush relaxed' (flush.messages at its maximum: no fsync, like JetStream); both ack once a "
     "quorum stored the record; NATS has no batch publish, so its 'batch' is that many "
-    "publishes in flight"
+    "publishes in flight; server CPU is the user + system time of every server process during "
+    "the load (minikraft: 3 brokers and 3 controllers; NATS: its 3 servers)"
 )
 RELAXED_FLUSH_MESSAGES = 2**63 - 1
 STREAMS = 3  # as minikraft's bench topic has 3 partitions, each with its own leader
@@ -111,6 +113,7 @@ class _Result:
     acked: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
+    server_cpu_s: float | None = None
 
 
 async def _producer(servers: list[str], index: int, load: dict[str, int], out: _Result) -> None:
@@ -130,11 +133,17 @@ async def _producer(servers: list[str], index: int, load: dict[str, int], out: _
         await connection.close()
 
 
-async def _run_load(servers: list[str], load: dict[str, int]) -> _Result:
+async def _run_load(cluster: NatsCluster, load: dict[str, int]) -> _Result:
     out = _Result()
+    cpu_before = cpu_seconds(cluster.pids)
     started = time.monotonic()
-    await asyncio.gather(*(_producer(servers, i, load, out) for i in range(load["producers"])))
+    await asyncio.gather(
+        *(_producer(cluster.servers, i, load, out) for i in range(load["producers"]))
+    )
     out.elapsed_s = time.monotonic() - started
+    cpu_after = cpu_seconds(cluster.pids)
+    if cpu_before is not None and cpu_after is not None:
+        out.server_cpu_s = cpu_after - cpu_before
     out.latencies_ms.sort()
     return out
 
@@ -142,7 +151,7 @@ async def _run_load(servers: list[str], load: dict[str, int]) -> _Result:
 async def run_nats_loads(loads: dict[str, dict[str, int]]) -> dict[str, _Result]:
     with NatsCluster() as cluster:
         await _create_streams(cluster.servers)
-        return {name: await _run_load(cluster.servers, load) for name, load in loads.items()}
+        return {name: await _run_load(cluster, load) for name, load in loads.items()}
 
 
 def _loads(quick: bool, report: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -185,12 +194,17 @@ def run_minikraft_relaxed(quick: bool) -> dict[str, Any]:
 
 
 def _figures(runs: dict[str, Any]) -> dict[str, float]:
+    from cluster.bench.produce_bench import server_cpu_us_per_record
+
     figures: dict[str, float] = {}
     for name, label in (("batched", "batched"), ("single", "1 record per request")):
         run = runs[name]
         figures[f"throughput, {label}"] = run.acked / max(run.elapsed_s, 1e-9)
         figures[f"ack latency p50, {label}"] = percentile(run.latencies_ms, 0.5)
         figures[f"ack latency p99, {label}"] = percentile(run.latencies_ms, 0.99)
+        cpu = server_cpu_us_per_record(run.acked, run.server_cpu_s)
+        if cpu is not None:
+            figures[f"server CPU per record, {label}"] = cpu
     return figures
 
 
