@@ -48,6 +48,20 @@ def cpu_seconds(pids: Iterable[int]) -> float | None:
     return total
 
 
+class CpuSince:
+    """The CPU given processes use from construction to `spent()` (None without /proc)."""
+
+    def __init__(self, pids: Iterable[int]) -> None:
+        self._pids = list(pids)
+        self._start = cpu_seconds(self._pids)
+
+    def spent(self) -> float | None:
+        end = cpu_seconds(self._pids)
+        if self._start is None or end is None or not self._pids:
+            return None
+        return end - self._start
+
+
 class TreeCpu:
     """CPU seconds of this process and every descendant seen so far (see the module doc)."""
 

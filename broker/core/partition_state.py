@@ -110,6 +110,10 @@ class IsrProposal:
         return tuple(b.broker_id for b in self.new_isr_with_epochs)
 
 
+# Events of a new HWM and the acks=all produces it completes: news for consumers only.
+_HWM_NEWS = (HwmAdvanced, ProduceAcked)
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionReady:
     """What one input asks the runtime to do, in this order."""
@@ -121,6 +125,18 @@ class PartitionReady:
     alter_partition: IsrProposal | None = None  # send (new, or a resend after a retriable error)
     completed_acks: tuple[int, ...] = ()
     failed_acks: tuple[tuple[int, Errors], ...] = ()
+
+    @property
+    def news_for_fetches(self) -> bool:
+        """Whether parked fetches have something to learn: any event or completed ack."""
+        return bool(self.events or self.completed_acks)
+
+    @property
+    def news_for_followers(self) -> bool:
+        """Whether parked follower fetches have: anything but a new HWM and the acks=all
+        produces it completes. A follower reads to the log end, so a HWM move alone gives it
+        no records, and its woken fetch would park again (issue 17)."""
+        return any(type(event) not in _HWM_NEWS for event in self.events)
 
     @property
     def empty(self) -> bool:

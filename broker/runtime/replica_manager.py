@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.core import messages as bm
-from broker.core.journal_events import HwmAdvanced, ProduceAcked
 from broker.core.leader_epoch_cache import diverging_epoch
 from broker.core.partition_state import (
     ACKS_ALL,
@@ -81,9 +80,7 @@ class HostedPartition:
         self.follower_waiters.wake_all()
 
     def notify_high_watermark(self) -> None:
-        """A new HWM: news for consumers only. A woken follower fetch would find no records and
-        park again (it answers with records, an error or at its max wait), so each acks=all
-        round woke the other follower's fetch for nothing (issue 17)."""
+        """A new HWM: news for consumers only (PartitionReady.news_for_followers)."""
         self.waiters.wake_all()
 
     def parked(self, follower: bool) -> ParkedFetches:
@@ -109,10 +106,6 @@ async def wait_for_change(
     await park((hosted.parked(follower) for hosted in partitions), timeout_s)
     for _ in range(_TURNS_BEFORE_READ):
         await asyncio.sleep(0)
-
-
-# Events of a new HWM (and the acks=all produces it completes): news for consumers only.
-_HWM_NEWS = (HwmAdvanced, ProduceAcked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,11 +419,10 @@ class ReplicaManager:
             self._finish_ack(ack_id, error)
         if ready.alter_partition is not None:
             self._spawn(self._alter_partition(hosted, ready.alter_partition))
-        if ready.events or ready.completed_acks:
-            if all(type(event) in _HWM_NEWS for event in ready.events):
-                hosted.notify_high_watermark()
-            else:
-                hosted.notify()
+        if ready.news_for_followers:
+            hosted.notify()
+        elif ready.news_for_fetches:
+            hosted.notify_high_watermark()
         if ready.flush_wanted:
             # Recovery waits for the flush (rule 21): report the flushed log and go on.
             self._sync_log(hosted, now_ms())

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.phase_clock import cpu_seconds
+from analytics.phase_clock import CpuSince
 from cluster.bench.floor import measure_floor
 from cluster.bench.librdkafka_producer import (
     LIBRDKAFKA,
@@ -137,13 +137,11 @@ async def run_load(
     bootstrap: str, load: ProduceLoad, server_pids: Sequence[int] = ()
 ) -> LoadResult:
     result = LoadResult()
-    cpu_before = cpu_seconds(server_pids)
+    cpu = CpuSince(server_pids)
     started = time.monotonic()
     await asyncio.gather(*(_producer(i, bootstrap, load, result) for i in range(load.producers)))
     result.elapsed_s = time.monotonic() - started
-    cpu_after = cpu_seconds(server_pids)
-    if cpu_before is not None and cpu_after is not None and server_pids:
-        result.server_cpu_s = cpu_after - cpu_before
+    result.server_cpu_s = cpu.spent()
     result.latencies_ms.sort()
     return result
 

@@ -140,12 +140,13 @@ def test_nats_jetstream_r3_acks_publishes_and_stops_by_pid() -> None:
         await _create_streams(cluster.servers)
         load = {"producers": 2, "records_per_producer": 20, "records_per_batch": 5,
                 "record_size": 64}
-        return await _run_load(cluster.servers, load)
+        return await _run_load(cluster, load)
 
     with NatsCluster() as cluster:
         pids = list(cluster.pids)
         result = asyncio.run(run(cluster))
     assert result.acked == 40 and len(result.latencies_ms) == 40
+    assert result.server_cpu_s is not None and result.server_cpu_s >= 0  # its servers' CPU
     assert all(not _alive(pid) for pid in pids)
 
 

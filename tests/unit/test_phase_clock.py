@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from analytics.phase_clock import PhaseClock, TreeCpu, cpu_seconds
+from analytics.phase_clock import CpuSince, PhaseClock, TreeCpu, cpu_seconds
 
 # Burns 0.4 s of CPU, then stays a moment (what it used before its last sample counts).
 BURN = ("import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
@@ -57,6 +57,10 @@ def test_cpu_seconds_of_given_processes() -> None:
         # The child waits on stdin meanwhile; a reaped process counts nothing.
         both = cpu_seconds([child.pid, gone.pid])
         assert both is not None and abs(both - burned) < 0.05
+        waiting = CpuSince([child.pid])
+        spent = waiting.spent()  # it waits on stdin: nothing more
+        assert spent is not None and 0 <= spent < 0.05
+        assert CpuSince([]).spent() is None  # no processes, no figure
     finally:
         child.stdin.close()
         child.wait(timeout=60)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.phase_clock import cpu_seconds
+from analytics.phase_clock import CpuSince
 from cluster.bench.librdkafka_producer import LIBRDKAFKA
 from cluster.bench.peers.procs import PeerMissing, free_ports, require_binary, spawn, stop_pid
 from cluster.bench.raft_workload import percentile
@@ -135,15 +135,13 @@ async def _producer(servers: list[str], index: int, load: dict[str, int], out: _
 
 async def _run_load(cluster: NatsCluster, load: dict[str, int]) -> _Result:
     out = _Result()
-    cpu_before = cpu_seconds(cluster.pids)
+    cpu = CpuSince(cluster.pids)
     started = time.monotonic()
     await asyncio.gather(
         *(_producer(cluster.servers, i, load, out) for i in range(load["producers"]))
     )
     out.elapsed_s = time.monotonic() - started
-    cpu_after = cpu_seconds(cluster.pids)
-    if cpu_before is not None and cpu_after is not None:
-        out.server_cpu_s = cpu_after - cpu_before
+    out.server_cpu_s = cpu.spent()
     out.latencies_ms.sort()
     return out
 
