@@ -26,7 +26,7 @@ from typing import Any
 
 import msgpack
 
-from raft.core.record_batch import CorruptBatchError, decode_batch
+from raft.core.record_batch import CorruptBatchError, iter_segment_batches
 
 JOURNAL_DIR_NAME = "journal"
 BROKER_JOURNAL_SOURCE = "minikraft-broker-journal"
@@ -296,18 +296,15 @@ def iter_partition_log_rows(spec: PartitionLogFile) -> Iterator[tuple[Any, ...]]
     except OSError as exc:
         yield (*head, 0, -1, None, None, True, f"unreadable: {exc}")
         return
-    position = 0
-    while position < len(data):
-        try:
-            batch, size = decode_batch(data, position)
-        except CorruptBatchError as exc:
-            yield (*head, exc.position, -1, None, None, True, exc.reason)
-            return
-        if not batch.is_control:
-            epoch = batch.leader_epoch
-            for index, record in enumerate(batch.records):
-                yield (*head, position, batch.offset_of(index), epoch, record_key(record.value), False, None)
-        position += size
+    try:
+        for position, batch, _size in iter_segment_batches(data):
+            if not batch.is_control:
+                epoch = batch.leader_epoch
+                for index, record in enumerate(batch.records):
+                    yield (*head, position, batch.offset_of(index), epoch,
+                           record_key(record.value), False, None)
+    except CorruptBatchError as exc:
+        yield (*head, exc.position, -1, None, None, True, exc.reason)
 
 
 # -- Spark side: one DataSource per kind, each yielding pyarrow RecordBatches -----------------

@@ -6,6 +6,8 @@ and the log holds data past them, so no crash explains it. A damaged batch at th
 node's log (the last segment, nothing valid after it) is the torn write a crash leaves: log
 recovery truncates it (raft/runtime), so it is reported but is not a finding. A damaged snapshot
 is always corruption: snapshots are written to a temporary file and renamed (never torn).
+Zeros from a batch boundary to the end of a file are free space a preallocating broker
+(`log.preallocate`) had not written yet: neither damage nor data.
 
 Only raft.core.record_batch reads the bytes (verify_batch, read_header); this module decides
 what a failure means and where reading resumes.
@@ -16,7 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from raft.core.record_batch import BatchHeader, CorruptBatchError, read_header, verify_batch
+from raft.core.record_batch import (
+    BatchHeader,
+    CorruptBatchError,
+    is_free_tail,
+    read_header,
+    verify_batch,
+)
 
 CORRUPT = "corrupt"
 TORN = "torn"
@@ -65,7 +73,8 @@ def _next_valid(data: bytes, position: int, size: int | None,
         found = _valid_at(data, position + size, after_offset)
         if found is not None:
             return found
-    end = min(len(data), position + RESYNC_SCAN_BYTES)
+    # No batch starts in free space (zeros to the end of the file): stop where they begin.
+    end = min(len(data.rstrip(b"\0")), position + RESYNC_SCAN_BYTES)
     for candidate in range(position + 1, end):
         found = _valid_at(data, candidate, after_offset)
         if found is not None:
@@ -87,6 +96,8 @@ def walk_batches(data: bytes, log_end: bool) -> Iterator[tuple[BatchHeader, int]
                 raise CorruptBatchError(
                     position, f"base offset {header.base_offset} does not follow {after}")
         except CorruptBatchError as exc:
+            if is_free_tail(data, position):
+                return  # preallocated space past the last batch (log.preallocate)
             base, last, size = _claimed(data, position)
             resumed = _next_valid(data, position, size, after)
             kind = CORRUPT if resumed is not None or not log_end else TORN

@@ -162,6 +162,16 @@ class NodeConfig:
         except ValueError:
             raise ConfigError(f"{key} must be an integer, got {value!r}") from None
 
+    def get_bool(self, key: str, default: bool = False) -> bool:
+        """A true/false property (Kafka's spelling, any case); absent: default."""
+        value = self.props.get(key)
+        if value is None:
+            return default
+        text = value.strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        return text == "true"
+
     @property
     def node_id(self) -> int:
         return self.get_int("node.id")

@@ -61,6 +61,9 @@ BROKER_DEFAULTS = {
     "replica.fetch.backoff.ms": "200",
     "message.max.bytes": "1048588",
     "controlled.shutdown.timeout.ms": "8000",
+    # On by default, unlike Kafka (which keeps it for Windows): on Linux it makes the per-produce
+    # fsync cheaper, as there is no file size to write back (raft.runtime.segment).
+    "log.preallocate": "true",
 }
 JOURNAL_DIR_KEY = "minikraft.journal.dir"
 CONTROLLER_REQUEST_TIMEOUT_MS = 5000
@@ -111,6 +114,7 @@ class BrokerNode:
                 max_message_bytes=config.get_int("message.max.bytes"),
                 flush_messages=int(flush_text) if flush_text else None,
                 flush_in_thread=config.get("minikraft.log.flush.in.thread", "false") == "true",
+                preallocate=config.get_bool("log.preallocate"),
             ),
             self.journal,
             self._send_alter_partition,

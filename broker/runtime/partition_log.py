@@ -237,6 +237,7 @@ class PartitionLog:
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         flush_messages: int | None = None,
+        preallocate: bool = False,
         recovery_point: int | None = None,
         log_start_offset: int | None = None,
         logger: logging.Logger | None = None,
@@ -249,7 +250,10 @@ class PartitionLog:
         self.directory = Path(log_dir) / self.name
         self.flush_messages = flush_messages
         self._logger = logger or _log
-        self._log = DiskLog(self.directory, segment_bytes=segment_bytes, logger=self._logger)
+        self._log = DiskLog(
+            self.directory, segment_bytes=segment_bytes, logger=self._logger,
+            preallocate=preallocate,
+        )
         self._unflushed_messages = 0
         # DeleteRecords' start, checkpointed; never past the log end (recovery may cut a tail).
         self._start_offset = min(log_start_offset or 0, self._log.end_offset())

@@ -118,6 +118,8 @@ class ReplicaSettings:
     alter_partition_backoff_ms: int = 100
     # minikraft.log.flush.in.thread: fsync in a worker thread instead of on the loop (group_commit)
     flush_in_thread: bool = False
+    # log.preallocate: extend segments ahead of the appends (raft.runtime.segment)
+    preallocate: bool = False
 
 
 class ReplicaManager:
@@ -186,6 +188,7 @@ class ReplicaManager:
             topic,
             partition,
             flush_messages=self.settings.flush_messages,
+            preallocate=self.settings.preallocate,
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
         )

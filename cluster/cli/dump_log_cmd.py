@@ -22,7 +22,7 @@ from controller.core.records import (
     record_to_json,
 )
 from raft.core.control_records import control_version, decode_control
-from raft.core.record_batch import CorruptBatchError, Record, decode_batch
+from raft.core.record_batch import CorruptBatchError, Record, iter_segment_batches
 from raft.core.replica_key import uuid_to_str
 
 
@@ -50,10 +50,7 @@ def _decode(raw: Record, is_control: bool) -> tuple[str, int | None, Any]:
 
 def dump_file(path: Path, decode: bool) -> Iterator[dict[str, Any]]:
     """Every record of one file as a dict; raises CorruptBatchError at a bad batch."""
-    data = path.read_bytes()
-    position = 0
-    while position < len(data):
-        batch, size = decode_batch(data, position)
+    for _position, batch, _size in iter_segment_batches(path.read_bytes()):
         for index, record in enumerate(batch.records):
             line: dict[str, Any] = {
                 "offset": batch.offset_of(index),
@@ -74,7 +71,6 @@ def dump_file(path: Path, decode: bool) -> Iterator[dict[str, Any]]:
                 line["data"] = (None if record.value is None
                                 else base64.b64encode(record.value).decode("ascii"))
             yield line
-        position += size
 
 
 @click.command("dump-log")

@@ -72,7 +72,9 @@ __all__ = [
     "batch_size_at",
     "decode_batch",
     "encode_batch",
+    "is_free_tail",
     "iter_batches",
+    "iter_segment_batches",
     "read_header",
     "rebase",
     "validate_batch",
@@ -524,6 +526,17 @@ def verify_batch(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
     return header
 
 
+def is_free_tail(buf: bytes | memoryview, position: int) -> bool:
+    """Whether every byte from position to the end is zero: room a segment file was extended by
+    ahead of its appends (`log.preallocate`) and nothing has been written to yet. No batch
+    starts with zeros that run to the end of a file (its magic is 2, its length at least the
+    header's), so a torn or corrupt batch is never taken for free space; a batch whose first
+    page never reached the disk before a power cut reads as free space, which is what log
+    recovery would make of it anyway (it truncates there)."""
+    tail = bytes(buf[position:])
+    return tail.count(0) == len(tail)
+
+
 def validate_batch(
     buf: bytes | memoryview, position: int = 0, max_batch_bytes: int = MAX_BATCH_SIZE_BYTES
 ) -> BatchHeader:
@@ -549,6 +562,21 @@ def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[RecordBatch, int]]:
     while position < len(buf):
         batch, size = decode_batch(buf, position)
         yield batch, size
+        position += size
+
+
+def iter_segment_batches(data: bytes | memoryview) -> Iterator[tuple[int, RecordBatch, int]]:
+    """Decode a segment file's batches: (byte position, batch, size) each. Stops at free space
+    past the last batch (is_free_tail); raises CorruptBatchError at the first bad batch."""
+    position = 0
+    while position < len(data):
+        try:
+            batch, size = decode_batch(data, position)
+        except CorruptBatchError:
+            if is_free_tail(data, position):
+                return
+            raise
+        yield position, batch, size
         position += size
 
 

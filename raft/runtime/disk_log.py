@@ -62,6 +62,10 @@ from raft.runtime.snapshot_file import (
 )
 
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+# How far a preallocating log extends its active segment at a time. Kafka extends to the whole
+# log.segment.bytes at once; a step keeps the free space a killed process leaves (which recovery
+# and the audit read before trimming) to 1 MiB, and still makes one size change in ~1,000 appends.
+PREALLOCATE_STEP_BYTES = 1024 * 1024
 RETAINED_SNAPSHOTS = 2
 
 _log = logging.getLogger(__name__)
@@ -96,11 +100,15 @@ class DiskLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         logger: logging.Logger | None = None,
         disk_mode: str | None = None,
+        preallocate: bool = False,
     ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
+        # log.preallocate: extend the active segment ahead of its appends (raft.runtime.segment)
+        # in steps no larger than a segment.
+        self._preallocate_bytes = min(PREALLOCATE_STEP_BYTES, segment_bytes) if preallocate else 0
         self._logger = logger or _log
         self.disk_mode = check_disk_mode(disk_mode or default_disk_mode())
         self._segment_class = HeldSegment if self.disk_mode == POWER_LOSS_SIM else Segment
@@ -127,7 +135,7 @@ class DiskLog:
         latest = self.latest_snapshot_id()
         if not self._segments:
             base_offset = latest.end_offset if latest is not None else 0
-            self._segments.append(self._segment_class.create(self.directory, base_offset))
+            self._segments.append(self._create_segment(base_offset))
             self._directory_dirty = True
         self._rebuild_epoch_cache()
         if latest is not None and self._snapshot_ahead_of_log(latest):
@@ -171,7 +179,9 @@ class DiskLog:
                 )
                 self._delete_files([p for _, p in found[index:]])
                 return
-            segment, problem = self._segment_class.open(path, base_offset, previous_epoch)
+            segment, problem = self._segment_class.open(
+                path, base_offset, previous_epoch, self._preallocate_bytes
+            )
             self._segments.append(segment)
             if problem is not None:
                 later = [p for _, p in found[index + 1 :]]
@@ -212,7 +222,7 @@ class DiskLog:
         """Delete every segment and start an empty log at offset (durably)."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [self._segment_class.create(self.directory, offset)]
+        self._segments = [self._create_segment(offset)]
         self._unflushed.clear()
         fsync_dir(self.directory)
         self._directory_dirty = False
@@ -456,8 +466,12 @@ class DiskLog:
             if not self._epochs or entry.epoch > self._epochs[-1][0]:
                 self._epochs.append((entry.epoch, entry.base_offset))
 
+    def _create_segment(self, base_offset: int) -> Segment:
+        return self._segment_class.create(self.directory, base_offset, self._preallocate_bytes)
+
     def _roll(self) -> Segment:
-        segment = self._segment_class.create(self.directory, self.end_offset())
+        self._segments[-1].trim()  # a sealed segment keeps no free space
+        segment = self._create_segment(self.end_offset())
         self._segments.append(segment)
         self._directory_dirty = True
         self._logger.debug("Rolled log %s to segment %s", self.directory, segment.path.name)

@@ -73,6 +73,15 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+def pwrite_all(fd: int, data: bytes | memoryview, position: int) -> None:
+    """os.pwrite at position until every byte is written (a write may be partial)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
+
+
 def temp_path_for(path: Path) -> Path:
     """A unique hidden temp file next to path, so the rename stays inside one file system."""
     return path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")

@@ -1,7 +1,8 @@
 """Read a log directory's segments without touching them (for tools and the audit).
 
 Unlike DiskLog, which truncates a torn tail on open, this never writes: it is safe to point at a
-running node's directory. It stops at the first torn or corrupt batch and says where.
+running node's directory. It stops at the first torn or corrupt batch and says where; zeros
+after a segment's last batch are preallocated free space, not damage.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from raft.core.record_batch import CorruptBatchError, RecordBatch, decode_batch
+from raft.core.record_batch import CorruptBatchError, RecordBatch, iter_segment_batches
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,10 @@ def read_batches(
     directory: Path, problems: list[SegmentProblem] | None = None
 ) -> Iterator[tuple[Path, RecordBatch]]:
     for path in segment_files(directory):
-        data = path.read_bytes()
-        position = 0
-        while position < len(data):
-            try:
-                batch, size = decode_batch(data, position)
-            except CorruptBatchError as exc:
-                if problems is not None:
-                    problems.append(SegmentProblem(path, position, exc.reason))
-                return
-            yield path, batch
-            position += size
+        try:
+            for _position, batch, _size in iter_segment_batches(path.read_bytes()):
+                yield path, batch
+        except CorruptBatchError as exc:
+            if problems is not None:
+                problems.append(SegmentProblem(path, exc.position, exc.reason))
+            return

@@ -18,7 +18,7 @@ import os
 import threading
 from pathlib import Path
 
-from raft.runtime.fsutil import storage_errors, write_all
+from raft.runtime.fsutil import storage_errors
 from raft.runtime.segment import BatchEntry, Segment
 
 DISK_MODE_KEY = "minikraft.disk.mode"
@@ -53,12 +53,19 @@ class HeldSegment(Segment):
     flush() may run in a worker thread while the event loop appends and reads (DiskLog's rule),
     so the held bytes and the file size change only under a lock."""
 
-    def __init__(self, path: Path, base_offset: int, fd: int, entries: list[BatchEntry]) -> None:
-        super().__init__(path, base_offset, fd, entries)
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        fd: int,
+        entries: list[BatchEntry],
+        preallocate_bytes: int = 0,
+    ) -> None:
+        super().__init__(path, base_offset, fd, entries, preallocate_bytes)
         self._lock = threading.Lock()
         self._held = bytearray()
-        with storage_errors(f"stat segment {path}"):
-            self._file_size = os.fstat(fd).st_size
+        # Bytes of batches in the file (not counting preallocated free space past them).
+        self._file_size = self.size_bytes
 
     @property
     def held_bytes(self) -> int:
@@ -90,7 +97,7 @@ class HeldSegment(Segment):
         """Move the held bytes into the file (no fsync); the caller holds the lock."""
         if self._held and self._fd >= 0:
             with storage_errors(f"append to segment {self.path}"):
-                write_all(self._fd, bytes(self._held))
+                self._write_at(bytes(self._held), self._file_size)
             self._file_size += len(self._held)
             self._held.clear()
 
@@ -102,6 +109,10 @@ class HeldSegment(Segment):
             self._held.clear()
             self._file_size = position
         super().truncate_to_position(position)
+
+    def trim(self) -> None:
+        with self._lock:
+            super().trim()
 
     def flush(self) -> None:
         with self._lock:
