@@ -30,7 +30,7 @@ from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import encode_batch, read_header
+from raft.core.record_batch import encode_batch, iter_segment_batches
 from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft
 from tests.integration.fake_broker import follower_fetch
@@ -366,15 +366,12 @@ def test_corrupt_batch_on_disk_truncates_refetches_and_keeps_every_ack(
     assert spec.pid is not None and wait_exit(spec.pid, 15)
     segment = sorted((Path(spec.dir) / "data" / f"{topic}-0").glob("*.log"))[0]
     data = bytearray(segment.read_bytes())
-    starts = []
-    position = 0
-    while position < len(data):
-        starts.append(position)
-        position += read_header(bytes(data), position).size
-    assert len(starts) >= 20
+    # A killed broker's active segment ends in the zeros log.preallocate added: free space.
+    batches = [(position, size) for position, _, size in iter_segment_batches(bytes(data))]
+    assert len(batches) >= 20
     # The last byte of the middle batch is record payload, under the batch's CRC32C.
-    middle = starts[len(starts) // 2]
-    data[middle + read_header(bytes(data), middle).size - 1] ^= 0xFF
+    middle, size = batches[len(batches) // 2]
+    data[middle + size - 1] ^= 0xFF
     segment.write_bytes(bytes(data))
 
     restart(c, spec)
