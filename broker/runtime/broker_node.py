@@ -113,7 +113,7 @@ class BrokerNode:
                 replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
                 max_message_bytes=config.get_int("message.max.bytes"),
                 flush_messages=int(flush_text) if flush_text else None,
-                flush_in_thread=config.get("minikraft.log.flush.in.thread", "false") == "true",
+                flush_in_thread=config.get_bool("minikraft.log.flush.in.thread"),
                 preallocate=config.get_bool("log.preallocate"),
             ),
             self.journal,

@@ -75,7 +75,7 @@ class QuorumController:
         self.config = config
         self._clock_ms = clock_ms
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
-        self.elr_default = config.get("eligible.leader.replicas.enabled", "true") == "true"
+        self.elr_default = config.get_bool("eligible.leader.replicas.enabled", default=True)
         # Rule 14: with the manager on, builders leave LastKnownLeader/unclean steps to it.
         self.recovery_manager_enabled = manager_enabled(config)
         self.describe_limit = int(

@@ -58,7 +58,7 @@ WriteFn = Callable[
 
 
 def manager_enabled(config: NodeConfig) -> bool:
-    return (config.get(RECOVERY_MANAGER_ENABLED, "false") or "false").lower() == "true"
+    return config.get_bool(RECOVERY_MANAGER_ENABLED)
 
 
 def build_recovery_manager(

@@ -46,7 +46,7 @@ from controller.core.unclean_recovery import (
 )
 from controller.runtime.recovery_manager import RecoveryManager, manager_enabled
 from kafkawire import get_replica_log_info as grli
-from kafkawire.config import NodeConfig
+from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.entities import NO_THROTTLE
 from kafkawire.errors import Errors, KafkaError
 
@@ -394,6 +394,10 @@ async def test_manager_restarts_after_failover_and_stops_on_standby() -> None:
 def test_manager_enabled_flag() -> None:
     assert not manager_enabled(NodeConfig({}))
     assert manager_enabled(NodeConfig({"unclean.recovery.manager.enabled": "true"}))
+    assert manager_enabled(NodeConfig({"unclean.recovery.manager.enabled": "TRUE"}))
+    # A garbled value is a clear start-up error (NodeConfig.get_bool), not a silent "off".
+    with pytest.raises(ConfigError, match="must be true or false"):
+        manager_enabled(NodeConfig({"unclean.recovery.manager.enabled": "yes"}))
 
 
 # -- the tool's pure helpers (CLI.md) ----------------------------------------------------------
