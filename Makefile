@@ -14,8 +14,13 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 
 install: $(VENV)/.installed-$(EXTRAS)
 
+# Two pytest workers (pytest-xdist): most integration tests spend their time waiting on
+# timeouts, so two overlap well on two cores. A file's tests share a worker, and every Spark test
+# the one worker with the JVM (tests/conftest.py). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 	$(VENV)/bin/ruff check kafkawire cluster controller broker raft metadata analytics tests
 	$(VENV)/bin/mypy
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from cluster.chaos.netns_faults import NetnsFaults
-from cluster.launch.local_cluster import NETNS, LocalCluster, NodeSpec, is_running
+from cluster.launch.local_cluster import NETNS, LocalCluster, NodeSpec, is_running, send_signal
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,7 @@ class ProcessFaults:
             return
         self.record("kill", spec)
         assert spec.pid is not None
-        os.kill(spec.pid, signal.SIGKILL)
+        send_signal(spec.pid, signal.SIGKILL)
         await self.wait_exit(spec, 5.0)
 
     async def terminate(self, spec: NodeSpec) -> bool:
@@ -72,11 +71,11 @@ class ProcessFaults:
             return True
         self.record("terminate", spec)
         assert spec.pid is not None
-        os.kill(spec.pid, signal.SIGTERM)
+        send_signal(spec.pid, signal.SIGTERM)
         if await self.wait_exit(spec, SIGTERM_WAIT_S):
             return True
         self.record("kill-after-terminate-timeout", spec)
-        os.kill(spec.pid, signal.SIGKILL)
+        send_signal(spec.pid, signal.SIGKILL)
         await self.wait_exit(spec, 5.0)
         return False
 
@@ -93,13 +92,13 @@ class ProcessFaults:
         if spec.pid is None or not is_running(spec):
             return
         self.record("pause", spec)
-        os.kill(spec.pid, signal.SIGSTOP)
+        send_signal(spec.pid, signal.SIGSTOP)
         self.paused[spec.name] = spec.pid
 
     def resume(self, spec: NodeSpec) -> None:
         pid = self.paused.pop(spec.name, None)
         if pid is not None and pid == spec.pid and is_running(spec):
-            os.kill(pid, signal.SIGCONT)
+            send_signal(pid, signal.SIGCONT)
             self.record("resume", spec)
 
     def restart(self, spec: NodeSpec) -> int:

@@ -3,12 +3,15 @@
 Layout under D (CLI.md): `cluster.json`; per node a data directory `controller-N/` (what a failed
 disk loses), its properties file under `config/` (kept outside the data directory), its output
 under `logs/`. Processes are started in their own session and stopped by the pid recorded in
-cluster.json, never by a name match; a pid is only signalled if its command line still names
-that node's config file, so a recycled pid is never hit.
+cluster.json, never by a name match; a pid is only signalled while it still started at the
+recorded tick (or, in a cluster.json that records no start time, while its command line names
+that node's config file), so a recycled pid is never hit. Nodes are exec'd, or forked from a
+warm interpreter once cluster/launch/fork_server.py is enabled (the test suite does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster.launch import fork_server
 from cluster.launch.netns import NetnsPlan
 from kafkawire.config import render_properties
 from raft.core.control_records import Voter, bootstrap_snapshot
@@ -46,6 +50,9 @@ class NodeSpec:
     pid: int | None = None
     directory_id: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    # The pid's start time (clock ticks since boot, /proc/PID/stat): with the pid, names this
+    # process and no later one that reuses the pid (is_running).
+    start_time: int | None = None
 
     @property
     def name(self) -> str:
@@ -277,24 +284,34 @@ class LocalCluster:
 
     # -- processes -------------------------------------------------------------------------
 
+    @staticmethod
+    def node_args(spec: NodeSpec) -> list[str]:
+        """The `minikraft` arguments that run this node."""
+        return [spec.role, "--config", spec.config]
+
     def command(self, spec: NodeSpec) -> list[str]:
-        base = [sys.executable, "-m", "cluster.cli.main", spec.role, "--config", spec.config]
+        base = [sys.executable, "-m", "cluster.cli.main", *self.node_args(spec)]
         plan = self.netns
         return base if plan is None else plan.exec_prefix(spec.name) + base
 
     def start_node(self, spec: NodeSpec) -> int:
         Path(spec.log_file).parent.mkdir(parents=True, exist_ok=True)
-        with open(spec.log_file, "ab") as out:
-            proc = subprocess.Popen(
-                self.command(spec),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        spec.pid = proc.pid
-        return proc.pid
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        server = fork_server.active()
+        if server is not None and self.netns is None:
+            pid = server.spawn(self.node_args(spec), spec.log_file, env, os.getcwd())
+        else:
+            with open(spec.log_file, "ab") as out:
+                pid = subprocess.Popen(
+                    self.command(spec),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=env,
+                ).pid
+        spec.pid, spec.start_time = pid, process_start_time(pid)
+        return pid
 
     def start(self) -> None:
         for spec in self.controllers + self.brokers:
@@ -311,7 +328,7 @@ class LocalCluster:
     def kill(self, spec: NodeSpec, sig: int = signal.SIGKILL) -> None:
         """Signal a node by its recorded pid (only if that pid still runs this node)."""
         if spec.pid is not None and is_running(spec):
-            os.kill(spec.pid, sig)
+            send_signal(spec.pid, sig)
             if sig == signal.SIGKILL:
                 wait_exit(spec.pid, 5.0)
 
@@ -320,14 +337,14 @@ class LocalCluster:
         alive = [s for s in self.controllers + self.brokers if is_running(s)]
         # Brokers first, then controllers, as Kafka's shutdown order.
         for spec in sorted(alive, key=lambda s: s.role != "broker"):
-            os.kill(spec.pid, signal.SIGTERM)  # type: ignore[arg-type]
+            send_signal(spec.pid, signal.SIGTERM)  # type: ignore[arg-type]
         deadline = time.monotonic() + timeout_s
         for spec in alive:
             wait_exit(spec.pid, max(0.0, deadline - time.monotonic()))  # type: ignore[arg-type]
         killed = []
         for spec in alive:
             if is_running(spec):
-                os.kill(spec.pid, signal.SIGKILL)  # type: ignore[arg-type]
+                send_signal(spec.pid, signal.SIGKILL)  # type: ignore[arg-type]
                 wait_exit(spec.pid, 5.0)  # type: ignore[arg-type]
                 killed.append(spec.name)
         return killed
@@ -355,18 +372,40 @@ def is_running(spec: NodeSpec) -> bool:
         return pid != spec.pid
     except ChildProcessError:
         pass  # not our child (started by an earlier `up`): fall back to /proc
-    cmdline = _cmdline(spec.pid)
-    return spec.config in cmdline and "zombie" not in _state(spec.pid)
+    if spec.start_time is not None:
+        # Not our child (an earlier `up`'s, or the fork server's): the same pid started at the
+        # same tick is the same process; a recycled pid started later.
+        same = process_start_time(spec.pid) == spec.start_time
+    else:  # a cluster.json written before start times were recorded
+        same = spec.config in _cmdline(spec.pid)
+    return same and not _exited(spec.pid)
 
 
-def _state(pid: int) -> str:
+def process_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (after the parenthesised command name, which may hold spaces)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
+
+
+def send_signal(pid: int, sig: int) -> None:
+    """Signal a process is_running just named; one that ended since is what we wanted."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _exited(pid: int) -> bool:
+    """Gone, a zombie, or being reaped ("X (dead)", brief: a parent that ignores SIGCHLD, as the
+    fork server does, has the kernel reap at once, and /proc shows that state in between)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("State:"):
-                return line.lower()
-    except OSError:
-        return "gone"
-    return ""
+                return line.split()[1] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+    return False
 
 
 def wait_exit(pid: int, timeout_s: float) -> bool:
@@ -377,7 +416,7 @@ def wait_exit(pid: int, timeout_s: float) -> bool:
             if done == pid:
                 return True
         except ChildProcessError:
-            if not Path(f"/proc/{pid}").exists() or "zombie" in _state(pid):
+            if _exited(pid):
                 return True
         time.sleep(0.02)
     return False

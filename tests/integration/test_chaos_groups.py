@@ -118,7 +118,9 @@ def test_idempotent_librdkafka_and_a_group_through_broker_kills_audit_clean(
     cluster_dir: Path,  # noqa: F811
 ) -> None:
     summary = chaos_with_a_group(cluster_dir, "20", seed=5)
-    check_run(summary, at_least=1000)
+    # Enough records that every kill lands mid-stream (about 50 a second even with another
+    # test's cluster on the same two cores); how many a second is `minikraft bench`'s question.
+    check_run(summary, at_least=500)
     started = time.monotonic()
     check_audit(baseline_audit(cluster_dir), summary)
     report_numbers(summary, time.monotonic() - started)

@@ -73,7 +73,11 @@ def test_snapshots_clean_the_log_and_a_lagging_follower_fetches_one(tmp_path: Pa
 
 
 def test_metrics_health_and_status_over_http(cluster3: LocalCluster) -> None:
-    status = wait_for(lambda s: s.leader_id is not None, cluster3, 5)
+    # A leader's high watermark is unknown until an entry of its own epoch commits (Raft's
+    # leader-completeness rule): wait for that, not only for an elected leader.
+    status = wait_for(
+        lambda s: s.leader_id is not None and s.response.high_watermark > 0, cluster3, 10
+    )
     leader = cluster3.node(f"controller-{status.leader_id}")
     base = f"http://{leader.host}:{leader.http_port}"
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
