@@ -66,6 +66,9 @@ class KafkaApis:
         self.broker = broker
         for key, value in AUTO_CREATE_DEFAULTS.items():
             broker.config.props.setdefault(key, value)
+        # Read once, at start-up: a garbled value stops the broker with the key's name rather
+        # than failing every Metadata request that could auto-create.
+        self._auto_create_topics = broker.config.get_bool("auto.create.topics.enable")
         self.admin = KafkaAdminApis(broker)
         self._handlers: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self._api_versions,
@@ -139,7 +142,7 @@ class KafkaApis:
             )
             if topic is None:
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                if name and not topic_id and allow_auto and self._auto_create_enabled():
+                if name and not topic_id and allow_auto and self._auto_create_topics:
                     to_create.append(name)
                     error = Errors.LEADER_NOT_AVAILABLE  # Kafka: being created, retry
                 elif topic_id and not name:
@@ -200,8 +203,6 @@ class KafkaApis:
             topics=tuple(topics),
         )
 
-    def _auto_create_enabled(self) -> bool:
-        return self.broker.config.get("auto.create.topics.enable") == "true"
 
     async def _auto_create(self, names: list[str]) -> None:
         names = [n for n in names if n not in self._creating]

@@ -70,6 +70,8 @@ def controller(config_path: str | None, format_if_needed: bool) -> None:
         node = ControllerNode(config, http_routes=raft_bench_routes)
     except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
         fail(str(exc), EXIT_FAILED)
+    except ConfigError as exc:  # a setting the node reads as it builds (a garbled true/false)
+        fail(str(exc), EXIT_USAGE)
     run(node.run())
 
 
@@ -87,4 +89,6 @@ def broker(config_path: str | None, format_if_needed: bool) -> None:
         node = BrokerNode(config)
     except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
         fail(str(exc), EXIT_FAILED)
+    except ConfigError as exc:  # a setting the node reads as it builds (a garbled true/false)
+        fail(str(exc), EXIT_USAGE)
     run(node.run())

@@ -325,3 +325,30 @@ def test_format_rejects_bad_cluster_id(tmp_path: Path, bad: str) -> None:
     )
     assert result.returncode == 2
     assert "cluster-id" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("role", "setting"),
+    [("controller", "eligible.leader.replicas.enabled"), ("broker", "auto.create.topics.enable")],
+)
+def test_a_garbled_true_false_setting_stops_the_node_at_start_naming_it(
+    tmp_path: Path, role: str, setting: str
+) -> None:
+    config_path = tmp_path / f"{role}.properties"
+    lines = [f"node.id={1 if role == 'controller' else 101}", f"process.roles={role}",
+             f"metadata.log.dir={tmp_path / 'meta'}", f"{setting}=yes"]
+    if role == "controller":
+        lines.append("listeners=CONTROLLER://127.0.0.1:0")
+    else:
+        lines += ["listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={tmp_path / 'data'}",
+                  "controller.listener.names=CONTROLLER",
+                  "controller.quorum.bootstrap.servers=127.0.0.1:9"]
+    config_path.write_text("\n".join(lines) + "\n")
+    cluster_id = minikraft("storage", "random-uuid").stdout.strip()
+    formatted = minikraft("storage", "format", "--config", str(config_path), "--cluster-id",
+                          cluster_id, *(["--standalone"] if role == "controller" else []))
+    assert formatted.returncode == 0, formatted.stderr
+    started = minikraft(role, "--config", str(config_path), timeout=30)
+    assert started.returncode == 2, started.stderr
+    assert f"{setting} must be true or false, got 'yes'" in started.stderr
+    assert "Traceback" not in started.stderr
