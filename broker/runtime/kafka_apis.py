@@ -203,7 +203,6 @@ class KafkaApis:
             topics=tuple(topics),
         )
 
-
     async def _auto_create(self, names: list[str]) -> None:
         names = [n for n in names if n not in self._creating]
         if not names:
