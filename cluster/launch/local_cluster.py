@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -75,14 +76,36 @@ class NodeSpec:
         }
 
 
+# "LO-HI": free_ports picks from these ports instead of asking the OS for ephemeral ones. Below
+# the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default) no client
+# connection's source port can take a picked port before its node binds it, and processes that
+# pick at once (the test suite's workers) can be given disjoint ranges (tests/conftest.py).
+PORT_RANGE_ENV = "MINIKRAFT_PORT_RANGE"
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports the OS hands out now (bound together, so distinct); a small race is accepted."""
-    sockets = []
+    """Ports free now (bound together, so distinct); a small race until their node binds them
+    is accepted. From MINIKRAFT_PORT_RANGE when set, else the OS's ephemeral ports."""
+    span = os.environ.get(PORT_RANGE_ENV)
+    candidates: list[int] = [0] * count
+    if span:
+        low, _, high = span.partition("-")
+        candidates = list(range(int(low), int(high) + 1))
+        random.SystemRandom().shuffle(candidates)
+    sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for port in candidates:
+            if len(sockets) == count:
+                break
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((host, 0))
+            try:
+                sock.bind((host, port))
+            except OSError:
+                sock.close()  # in use (or in TIME_WAIT): try the next one
+                continue
             sockets.append(sock)
+        if len(sockets) < count:
+            raise OSError(f"no {count} free ports in {PORT_RANGE_ENV}={span}")
         return [s.getsockname()[1] for s in sockets]
     finally:
         for sock in sockets:
