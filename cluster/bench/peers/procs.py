@@ -9,7 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from cluster.launch.local_cluster import free_ports, wait_exit
+from cluster.launch.local_cluster import free_ports, send_signal, wait_exit
 
 __all__ = ["PeerMissing", "free_ports", "require_binary", "spawn", "stop_pid"]
 
@@ -51,8 +51,7 @@ def stop_pid(pid: int | None, sig: int = signal.SIGTERM, timeout_s: float = 5.0)
         _reap(pid)
         return
     if not wait_exit(pid, timeout_s) and sig != signal.SIGKILL:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        send_signal(pid, signal.SIGKILL)
         wait_exit(pid, 5.0)
     _reap(pid)
 
