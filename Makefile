@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 EXTRAS ?= dev,spark
 
-.PHONY: install test test-slow lint demo clean bench-deps interop-deps browser-deps system-deps
+.PHONY: install test test-slow lint demo clean bench-deps interop-deps browser-deps system-deps kafka-deps
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,12 +50,19 @@ browser-deps:
 	apt-get update
 	apt-get install -y chromium
 
+# The pinned Apache Kafka release (apache-kafka/pom.xml) from Maven Central into
+# ~/.cache/minikraft/kafka-<version>/lib, once: Kafka's own tools against minikraft and the
+# conformance scenarios (tests/conformance) skip with the reason without it. Needs mvn and Java 17.
+kafka-deps:
+	$(PYTHON) -m cluster.apache_kafka.deps
+
 # Everything the default suite can use from Debian in one step (CI runs it as root): kcat, headless
-# Chromium, and the network-namespace tools of `up --network netns` (iproute2, nftables,
-# iptables). Without them those tests skip with the reason; nothing else needs them.
+# Chromium, the network-namespace tools of `up --network netns` (iproute2, nftables,
+# iptables), and Maven for `make kafka-deps`. Without them those tests skip with the reason;
+# nothing else needs them.
 system-deps:
 	apt-get update
-	apt-get install -y kcat chromium iproute2 nftables iptables
+	apt-get install -y kcat chromium iproute2 nftables iptables maven
 
 clean:
 	rm -rf $(VENV) demo-cluster .pytest_cache .mypy_cache .ruff_cache
