@@ -98,22 +98,28 @@ def elr_enabled(image: MetadataImage, default: bool = True) -> bool:
 
 
 def election_policy(
-    image: MetadataImage, elr_default: bool, recovery_manager: bool
+    image: MetadataImage, elr_default: bool, recovery_manager: bool, controller_id: int = -1
 ) -> ElectionPolicy:
-    """The cluster-wide ElectionPolicy the controller passes to every write (rules 10, 13, 14):
-    the image's ELR feature level (else the node's default) and whether the recovery manager
-    is on; replication_control fills in each topic's unclean setting."""
+    """The cluster-wide ElectionPolicy the controller passes to every write (rules 10, 13-15):
+    the image's ELR feature level (else the node's default), whether the recovery manager is
+    on and the active controller's id; replication_control fills in each topic's unclean
+    setting."""
     return ElectionPolicy(
-        elr_enabled=elr_enabled(image, elr_default), recovery_manager=recovery_manager
+        elr_enabled=elr_enabled(image, elr_default),
+        recovery_manager=recovery_manager,
+        controller_id=controller_id,
     )
 
 
-def unclean_allowed(image: MetadataImage, topic_name: str) -> bool:
-    """unclean.leader.election.enable: topic config, else the cluster default, else false."""
-    for resource in (
-        (CONFIG_RESOURCE_TOPIC, topic_name),
-        (CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE),
-    ):
+def unclean_allowed(image: MetadataImage, topic_name: str, controller_id: int = -1) -> bool:
+    """unclean.leader.election.enable, most specific first (rule 15): the topic, the node level
+    of the active controller's own id (Kafka's currentControllerConfig), the cluster level;
+    else false."""
+    resources = [(CONFIG_RESOURCE_TOPIC, topic_name)]
+    if controller_id >= 0:
+        resources.append((CONFIG_RESOURCE_BROKER, str(controller_id)))
+    resources.append((CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE))
+    for resource in resources:
         value = image.configs.get(resource, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
         if value is not None:
             return value == "true"
@@ -132,13 +138,16 @@ def incremental_alter_configs(
     request: msg.IncrementalAlterConfigsRequest,
     elr: bool = True,
     partition_changes: PartitionChangesForConfigs = lambda _before, _after: (),
+    controller_id: int = -1,
 ) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
     """ConfigRecords for the accepted resources, then `partition_changes` of the image they make
-    (rule 15), all in one batch so no reader sees the config without its ELR update."""
+    (rule 15), all in one batch so no reader sees the config without its ELR update.
+    `controller_id` is the active controller's, whose node level takes
+    unclean.leader.election.enable (rule 15)."""
     config_records: list[ConfigRecord] = []
     results = []
     for resource in request.resources:
-        error, message, resource_records = _config_changes(image, resource, elr)
+        error, message, resource_records = _config_changes(image, resource, elr, controller_id)
         results.append(
             msg.AlterConfigsResourceResponse(
                 resource.resource_type, resource.resource_name, error, message
@@ -157,7 +166,7 @@ def incremental_alter_configs(
 
 
 def _config_changes(
-    image: MetadataImage, resource: msg.AlterConfigsResource, elr: bool = True
+    image: MetadataImage, resource: msg.AlterConfigsResource, elr: bool, controller_id: int
 ) -> tuple[int, str, list[ConfigRecord]]:
     if resource.resource_type == msg.RESOURCE_TYPE_TOPIC:
         if resource.resource_name not in image.topics_by_name:
@@ -170,7 +179,9 @@ def _config_changes(
         resource_type = CONFIG_RESOURCE_TOPIC
     elif resource.resource_type == msg.RESOURCE_TYPE_BROKER:
         name = resource.resource_name
-        if name != CLUSTER_DEFAULT_RESOURCE and not (name.isdigit() and int(name) in image.brokers):
+        if name != CLUSTER_DEFAULT_RESOURCE and not (
+            name.isdigit() and (int(name) in image.brokers or int(name) == controller_id)
+        ):
             return Errors.INVALID_REQUEST, f"broker {name!r} is not registered", []
         known = BROKER_CONFIGS
         resource_type = CONFIG_RESOURCE_BROKER
@@ -184,7 +195,7 @@ def _config_changes(
     updated = dict(current)
     for config in resource.configs:
         if resource_type == CONFIG_RESOURCE_BROKER:
-            refusal = _broker_config_refusal(resource.resource_name, config, elr)
+            refusal = _broker_config_refusal(resource.resource_name, config, elr, controller_id)
             if refusal is not None:
                 return Errors.INVALID_CONFIG, refusal, []
         if config.config_operation == msg.OP_DELETE:
@@ -218,16 +229,20 @@ def _config_changes(
 
 
 def _broker_config_refusal(
-    resource_name: str, config: msg.AlterableConfig, elr: bool
+    resource_name: str, config: msg.AlterableConfig, elr: bool, controller_id: int
 ) -> str | None:
     """Why a broker-resource change is refused (INVALID_CONFIG), or None.
 
     Rule 15: while ELR is enabled it relies on the cluster-level min.insync.replicas, so a
     broker-level set or delete and a cluster-level delete are refused (Kafka's messages). A key
-    is accepted only at a level where it is honoured: the controller reads the topic, then the
-    cluster-level value, never a single broker's, so broker-level keys are refused too."""
+    is accepted only at a level where it is honoured: the controller reads
+    unclean.leader.election.enable from the topic, its own node level, then the cluster level,
+    so that key is accepted at the active controller's id and refused at any other node's."""
     if config.name not in BROKER_CONFIGS:
         return None  # config_error names an unknown key
+    own_node = controller_id >= 0 and resource_name == str(controller_id)
+    if own_node and config.name == UNCLEAN_LEADER_ELECTION_ENABLE:
+        return None
     if resource_name != CLUSTER_DEFAULT_RESOURCE:
         if config.name == MIN_INSYNC_REPLICAS and elr:
             return f"Broker-level {MIN_INSYNC_REPLICAS} cannot be altered while ELR is enabled."

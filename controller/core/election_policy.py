@@ -19,6 +19,10 @@ class ElectionPolicy:
     # Rule 14: with the recovery manager on, it replaces rule 13's LastKnownLeader and unclean
     # steps for the controller's own elections.
     recovery_manager: bool = False
+    # Rule 15: the active controller's own node id, whose node-level
+    # unclean.leader.election.enable is read between the topic and the cluster level (Kafka's
+    # currentControllerConfig); -1: none.
+    controller_id: int = -1
 
     def for_topic(self, unclean_allowed: bool) -> ElectionPolicy:
         """This policy for one topic, with that topic's unclean.leader.election.enable."""

@@ -155,8 +155,12 @@ class PartitionChangeBuilder:
     # -- operations ---------------------------------------------------------------------------
 
     def set_target_isr(self, isr: Iterable[int]) -> PartitionChangeBuilder:
-        """An ISR proposed by the leader (AlterPartition), already validated (rule 18)."""
-        self._target_isr = tuple(isr)
+        """An ISR proposed by the leader (AlterPartition), already validated (rule 18). Rule 10:
+        with ELR off the ISR never empties, so an empty target keeps the current ISR (Kafka's
+        build() writes an empty ISR only while ELR is enabled)."""
+        target = tuple(isr)
+        if target or self._elr_enabled:
+            self._target_isr = target
         return self
 
     def set_target_leader_recovery_state(

@@ -60,7 +60,7 @@ def builder_for(
         partition_id,
         image,
         image.effective_min_isr(topic.topic_id, partition_id),  # rule 9
-        policy.for_topic(unclean_allowed(image, topic.name)),
+        policy.for_topic(unclean_allowed(image, topic.name, policy.controller_id)),
     )
 
 
@@ -280,6 +280,7 @@ def incremental_alter_configs(
         request,
         policy.elr_enabled,
         lambda before, after: partition_changes_after_configs(before, after, policy),
+        policy.controller_id,
     )
 
 
@@ -288,12 +289,19 @@ def partition_changes_after_configs(
 ) -> list[PartitionChange]:
     """Rule 15 (a min ISR change clears ELR/LastKnownELR once ISR >= the new effective min ISR)
     and, when unclean election becomes allowed, elections for leaderless partitions; `after` is
-    `before` with the config records replayed (Kafka's minIsrConfigUpdatePartitionHandler)."""
+    `before` with the config records replayed (Kafka's minIsrConfigUpdatePartitionHandler).
+    With ELR off a min ISR change touches no partition (Kafka's createClearElrRecordsAsNeeded
+    returns at once)."""
     changes = []
+    controller_id = policy.controller_id
     for topic, partition_id, _ in _partitions(after):
-        if after.topic_min_insync_replicas(topic.name) == before.topic_min_insync_replicas(
+        min_isr_changed = policy.elr_enabled and after.topic_min_insync_replicas(
             topic.name
-        ) and unclean_allowed(after, topic.name) == unclean_allowed(before, topic.name):
+        ) != before.topic_min_insync_replicas(topic.name)
+        unclean_changed = unclean_allowed(after, topic.name, controller_id) != unclean_allowed(
+            before, topic.name, controller_id
+        )
+        if not min_isr_changed and not unclean_changed:
             continue
         # A plain build re-derives ELR for the new min ISR and re-runs a leaderless election.
         change = builder_for(after, topic, partition_id, policy).build()
@@ -362,17 +370,20 @@ def broker_controlled_shutdown_changes(
 
 
 def partition_counts(
-    image: MetadataImage, strategy_for: Callable[[str], Strategy | None] = lambda _: None
+    image: MetadataImage,
+    strategy_for: Callable[[str], Strategy | None] = lambda _: None,
+    controller_id: int = -1,
 ) -> dict[str, int]:
     """OfflinePartitionsCount, global_under_min_isr_partition_count (rule 9's min ISR) and
     manual_leader_election_required_partition_count (KIP-966); `strategy_for(topic)` is the
-    recovery manager's strategy, None while the manager is off."""
+    recovery manager's strategy, None while the manager is off; `controller_id` the active
+    controller's (its node-level unclean setting, rule 15)."""
     offline = under_min_isr = manual = 0
     for topic, partition_id, reg in _partitions(image):
         if reg.leader == NO_LEADER:
             offline += 1
             if manual_election_required(
-                reg, unclean_allowed(image, topic.name), strategy_for(topic.name)
+                reg, unclean_allowed(image, topic.name, controller_id), strategy_for(topic.name)
             ):
                 manual += 1
         if len(reg.isr) < image.effective_min_isr(topic.topic_id, partition_id):
@@ -445,7 +456,9 @@ def alter_partition(
         ),
     )
     result = ap.alter_partition(
-        image, core_request, lambda topic: policy.for_topic(unclean_allowed(image, topic))
+        image,
+        core_request,
+        lambda topic: policy.for_topic(unclean_allowed(image, topic, policy.controller_id)),
     )
     core = result.response
     if core.error != Errors.NONE:

@@ -133,6 +133,7 @@ class QuorumController:
             **replication_control.partition_counts(
                 image,
                 (lambda topic: manager.strategy_for(image, topic)) if manager else lambda _: None,
+                self.config.node_id,
             ),
             "fenced_broker_count": fenced,
             "active_broker_count": len(image.brokers) - fenced,
@@ -241,7 +242,7 @@ class QuorumController:
     def election_policy(self, image: MetadataImage) -> ElectionPolicy:
         """The policy every write passes to the builders (rules 10, 13, 14)."""
         return config_control.election_policy(
-            image, self.elr_default, self.recovery_manager_enabled
+            image, self.elr_default, self.recovery_manager_enabled, self.config.node_id
         )
 
     async def write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:

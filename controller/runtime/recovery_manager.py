@@ -168,7 +168,11 @@ class RecoveryManager:
         """The configured strategy, else unclean.leader.election.enable's mapping (rule 14)."""
         if self.strategy is not None:
             return self.strategy
-        return parse_strategy(None, config_control.unclean_allowed(image, topic_name))
+        return parse_strategy(
+            None,
+            # rule 15: the active controller's node level too (the policy names its id)
+            config_control.unclean_allowed(image, topic_name, self._policy(image).controller_id),
+        )
 
     async def _loop(self) -> None:
         while True:

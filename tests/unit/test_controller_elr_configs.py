@@ -4,7 +4,7 @@ and ElectLeaders for all partitions leaves ELECTION_NOT_NEEDED out (Kafka's elec
 
 from __future__ import annotations
 
-from controller.core import cluster_control
+from controller.core import cluster_control, config_control
 from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.election_policy import ElectionPolicy
@@ -13,6 +13,7 @@ from controller.core.metadata_image import MetadataImage
 from controller.core.partition_change import written_records
 from controller.core.records import (
     CONFIG_RESOURCE_BROKER,
+    CONFIG_RESOURCE_TOPIC,
     LAST_KNOWN_LEADER_NONE,
     ConfigRecord,
     PartitionRecord,
@@ -157,6 +158,86 @@ def test_broker_level_keys_the_controller_does_not_honour_are_refused() -> None:
         image, rc.incremental_alter_configs(image, msg.IncrementalAlterConfigsRequest([resource]))
     )
     assert foo0(after).leader == 2
+
+
+def test_min_isr_change_with_elr_off_writes_no_partition_change() -> None:
+    # Rule 15, Kafka's createClearElrRecordsAsNeeded returns at once with ELR off: the config
+    # record alone, even for a partition still holding ELR written while ELR was on.
+    for elr in ((), (3,)):
+        image = with_foo(brokers(3), (1, 2), min_isr=3, elr=elr)
+        for value in ("2", "1", "3"):
+            resource = msg.AlterConfigsResource(
+                msg.RESOURCE_TYPE_TOPIC, "foo",
+                [msg.AlterableConfig("min.insync.replicas", msg.OP_SET, value)],
+            )
+            result = rc.incremental_alter_configs(
+                image, msg.IncrementalAlterConfigsRequest([resource]),
+                ElectionPolicy(elr_enabled=False),
+            )
+            assert result.response.responses[0].error_code == Errors.NONE
+            kinds = [type(r).__name__ for r in result.records]
+            assert "PartitionChangeRecord" not in kinds, (elr, value, kinds)
+            assert foo0(run(image, result)).partition_epoch == 5
+
+
+def alter_node_unclean(image: MetadataImage, node: str, value: str | None, op: int,
+                       controller_id: int) -> tuple[int, str, MetadataImage]:
+    resource = msg.AlterConfigsResource(
+        msg.RESOURCE_TYPE_BROKER, node,
+        [msg.AlterableConfig("unclean.leader.election.enable", op, value)],
+    )
+    result = rc.incremental_alter_configs(
+        image, msg.IncrementalAlterConfigsRequest([resource]),
+        ElectionPolicy(controller_id=controller_id),
+    )
+    answer = result.response.responses[0]
+    return answer.error_code, answer.error_message, run(image, result)
+
+
+def test_unclean_at_the_active_controllers_node_level_is_accepted_and_read() -> None:
+    # Rule 15 (Kafka's currentControllerConfig): the node level of the active controller's own
+    # id (3000, not a broker) sits between the topic and the cluster level.
+    image = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1, min_isr=2)
+    error, _, after = alter_node_unclean(image, "3000", "true", msg.OP_SET, 3000)
+    assert error == Errors.NONE
+    assert after.configs[(CONFIG_RESOURCE_BROKER, "3000")] == {
+        "unclean.leader.election.enable": "true"}
+    assert foo0(after).leader == 2  # honoured at once: the leaderless partition elects
+    assert config_control.unclean_allowed(after, "foo", 3000)
+    assert not config_control.unclean_allowed(after, "foo", 3001)  # another controller leads
+    # Most specific first: the topic's false beats the controller's true.
+    topic = apply(image, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "foo",
+                                       "unclean.leader.election.enable", "false")])
+    error, _, after = alter_node_unclean(topic, "3000", "true", msg.OP_SET, 3000)
+    assert error == Errors.NONE and foo0(after).leader == -1
+    # The controller's false beats the cluster-level true.
+    cluster = apply(image, [
+        ConfigRecord(CONFIG_RESOURCE_BROKER, "3000", "unclean.leader.election.enable", "false"),
+        ConfigRecord(CONFIG_RESOURCE_BROKER, "", "unclean.leader.election.enable", "true")])
+    assert not config_control.unclean_allowed(cluster, "foo", 3000)
+    assert config_control.unclean_allowed(cluster, "foo", 3001)
+
+
+def test_unclean_at_another_nodes_level_is_still_refused() -> None:
+    image = with_foo(brokers(3), (1, 2, 3))
+    error, message, after = alter_node_unclean(image, "2", "true", msg.OP_SET, 3000)
+    assert error == Errors.INVALID_CONFIG
+    assert message.startswith("Broker-level unclean.leader.election.enable ")
+    assert after.configs.get((CONFIG_RESOURCE_BROKER, "2")) is None
+    # An id that is neither a registered broker nor the active controller: not registered.
+    error, _, after = alter_node_unclean(image, "3001", "true", msg.OP_SET, 3000)
+    assert error == Errors.INVALID_REQUEST
+    assert after.configs.get((CONFIG_RESOURCE_BROKER, "3001")) is None
+    # min.insync.replicas stays refused at the controller's own node level too (rule 15).
+    resource = msg.AlterConfigsResource(
+        msg.RESOURCE_TYPE_BROKER, "3000",
+        [msg.AlterableConfig("min.insync.replicas", msg.OP_SET, "2")])
+    for elr in (True, False):
+        result = rc.incremental_alter_configs(
+            image, msg.IncrementalAlterConfigsRequest([resource]),
+            ElectionPolicy(elr_enabled=elr, controller_id=3000))
+        assert result.response.responses[0].error_code == Errors.INVALID_CONFIG
+        assert result.records == ()
 
 
 # -- ElectLeaders for every partition -------------------------------------------------------

@@ -251,3 +251,15 @@ def test_rule_11_a_partition_that_keeps_its_leader_has_no_last_known_leader() ->
     # ...and a leaderless partition still remembers its last leader.
     fenced = apply(r, builder(r, Brokers(fenced={1, 2, 3}), min_isr=2).fence_broker(3))
     assert fenced.leader == -1 and fenced.last_known_leader == 3
+
+
+def test_rule_10_empty_target_isr_with_elr_off_keeps_the_isr() -> None:
+    # Kafka's PartitionChangeBuilder.build sets an empty target ISR only while ELR is enabled;
+    # with ELR off the ISR never empties (rule 10), however the change was asked for.
+    r = reg((1, 2, 3), (1, 2), 1)
+    change = builder(r, Brokers(), 2, elr_enabled=False).set_target_isr([]).build()
+    assert change.record is None
+    # With ELR on (both members fenced, so neither is elected from the ELR) the same target
+    # empties the ISR and the leavers go to the ELR.
+    r = apply(r, builder(r, Brokers({1, 2}), 2).set_target_isr([]))
+    assert (r.isr, r.elr, r.leader) == ((), (1, 2), -1)
