@@ -44,6 +44,7 @@ from cluster.cli.health_cmd import check_health
 from cluster.cli.produce_cmd import AckJournal
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import NETNS, LocalCluster, is_running
+from cluster.launch.netns import network_faults_unavailable_reason
 from kafkawire.errors import KafkaError
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,13 @@ ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **NETNS_SCENARIOS}
 # Faults after which the cluster has to recover: how long until writes flowed again is measured.
 RECOVERY_EVENTS = frozenset({"restart", "resume", "heal-network", "net-heal"})
 FAULT_EVENTS = frozenset({"kill", "pause", "terminate", "partition", "net-partition", "netem"})
+
+
+def cuts_the_network(scenario: str, nemeses: list[str]) -> bool:
+    """Whether this run applies network faults (nftables, tc), not only process faults."""
+    if scenario == "nemesis":
+        return not nemeses or any(n not in PROCESS_NEMESES for n in nemeses)
+    return scenario in NETNS_SCENARIOS
 
 
 def netns_only_problem(scenario: str, nemeses: list[str], network: str) -> str | None:
@@ -203,6 +211,12 @@ async def run_chaos(
     problem = netns_only_problem(scenario, list(nemeses or []), cluster.network)
     if problem is not None:
         raise ValueError(problem)
+    if cluster.network == NETNS and cuts_the_network(scenario, list(nemeses or [])):
+        # Before any fault: a missing nft/tc/iptables is one clear line, not a failed exec
+        # half-way through a run.
+        missing = network_faults_unavailable_reason()
+        if missing is not None:
+            raise ValueError(missing)
     if not cluster.brokers:
         raise ValueError(f"the cluster under {directory} has no brokers (minikraft up --brokers 3)")
     down = [s.name for s in cluster.all_nodes() if not is_running(s)]

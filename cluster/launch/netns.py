@@ -65,6 +65,32 @@ def netns_unavailable_reason() -> str | None:
     return None
 
 
+# The commands chaos runs inside a node's namespace to cut and degrade the network
+# (cluster/chaos/netns_faults.py), and the Debian package of each.
+FAULT_TOOLS = {"nft": "nftables", "tc": "iproute2", "iptables": "iptables"}
+
+
+def missing_fault_tools() -> list[str]:
+    """The network-fault commands not on PATH (`up --network netns` itself needs only `ip`)."""
+    return sorted(tool for tool in FAULT_TOOLS if shutil.which(tool) is None)
+
+
+def network_faults_unavailable_reason() -> str | None:
+    """Why chaos cannot cut or degrade a netns cluster's network here (None when it can):
+    netns itself, then nft, tc and iptables (a machine without `make system-deps`)."""
+    reason = netns_unavailable_reason()
+    if reason is not None:
+        return reason
+    missing = missing_fault_tools()
+    if not missing:
+        return None
+    packages = " ".join(sorted({FAULT_TOOLS[tool] for tool in missing}))
+    return (
+        f"network faults need {', '.join(f'`{tool}`' for tool in missing)}, not found on PATH "
+        f"(apt-get install {packages}, or make system-deps)"
+    )
+
+
 @dataclass(frozen=True)
 class NetnsPlan:
     """The names and addresses of one cluster's namespaces."""

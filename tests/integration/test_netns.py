@@ -1,13 +1,15 @@
 """`minikraft up --network netns`: every node a real process in its own network namespace, with
 its own address on a bridge the command creates, and chaos cutting and degrading the network
 itself (nftables, tc/NFQUEUE inside the namespaces). Needs root and a kernel that accepts
-`ip netns add`: skipped with that reason where it does not. Addresses come from
-cluster/launch/netns.py, the one module that holds the private test range."""
+`ip netns add`, and for the faults nft, tc and iptables (`make system-deps`): skipped with that
+reason where they are missing. Addresses come from cluster/launch/netns.py, the one module that
+holds the private test range."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,12 +22,23 @@ from typing import Any
 import pytest
 
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster, is_running, wait_exit
-from cluster.launch.netns import NetnsPlan, net_id, netns_unavailable_reason
+from cluster.launch.netns import (
+    NetnsPlan,
+    net_id,
+    netns_unavailable_reason,
+    network_faults_unavailable_reason,
+)
 from tests.integration.conftest import REPO, minikraft
 
 UNAVAILABLE = netns_unavailable_reason()
 needs_netns = pytest.mark.skipif(
     UNAVAILABLE is not None, reason=f"network namespaces unavailable here: {UNAVAILABLE}"
+)
+# Chaos's network faults exec nft, tc and iptables inside the namespaces (issue 30: a machine
+# without `make system-deps` has `ip` but not those).
+NO_FAULTS = network_faults_unavailable_reason()
+needs_network_faults = pytest.mark.skipif(
+    NO_FAULTS is not None, reason=f"network faults unavailable here: {NO_FAULTS}"
 )
 FAST = [
     "--set", "broker.session.timeout.ms=3000", "--set", "broker.heartbeat.interval.ms=500",
@@ -127,7 +140,7 @@ def leader_epoch(directory: Path) -> int:
     return int(json.loads(done.stdout)["leader_epoch"])
 
 
-@needs_netns
+@needs_network_faults
 def test_partition_leader_moves_the_controller_leadership(netns_dir: Path) -> None:
     epoch_before = leader_epoch(netns_dir)
     summary = run_chaos(netns_dir, "--scenario", "partition-leader")
@@ -143,7 +156,7 @@ def test_partition_leader_moves_the_controller_leadership(netns_dir: Path) -> No
     assert leader_epoch(netns_dir) > epoch_before
 
 
-@needs_netns
+@needs_network_faults
 def test_partition_halves_splits_each_quorum(netns_dir: Path) -> None:
     summary = run_chaos(netns_dir, "--scenario", "partition-halves")
     cuts = [e for e in summary["faults"] if e["action"] == "net-partition"]
@@ -157,7 +170,7 @@ def test_partition_halves_splits_each_quorum(netns_dir: Path) -> None:
             assert set(cut["grudge"][node]) == majority
 
 
-@needs_netns
+@needs_network_faults
 def test_netem_loss_slows_the_network_and_loses_nothing_acked(netns_dir: Path) -> None:
     summary = run_chaos(netns_dir, "--scenario", "netem-loss")
     netem = next(e for e in summary["faults"] if e["action"] == "netem")
@@ -166,7 +179,7 @@ def test_netem_loss_slows_the_network_and_loses_nothing_acked(netns_dir: Path) -
 
 
 @pytest.mark.slow
-@needs_netns
+@needs_network_faults
 def test_nemesis_mixes_kills_pauses_and_network_faults(netns_dir: Path) -> None:
     summary = run_chaos(netns_dir, "--nemesis", "kill,pause,partition-random-halves,netem")
     assert summary["scenario"] == "nemesis"
@@ -181,7 +194,7 @@ def test_nemesis_mixes_kills_pauses_and_network_faults(netns_dir: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
-@needs_netns
+@needs_network_faults
 def test_long_network_chaos_then_a_clean_audit(netns_dir: Path) -> None:
     long_s = os.environ.get("CHAOS_LONG_S", "30")
     for args in (["--scenario", "partition-leader"], ["--scenario", "partition-halves"],
@@ -237,6 +250,31 @@ def test_up_netns_as_non_root_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_chaos_without_nft_or_iptables_is_one_clear_line(tmp_path: Path) -> None:
+    """Issue 30: on a netns cluster, network chaos on a PATH without nft/iptables refuses at
+    once, naming the commands and their packages (exit 2), before any fault or workload."""
+    cluster = LocalCluster.plan(tmp_path, controllers=1, brokers=1, base_port=0, network="netns")
+    (tmp_path / "config").mkdir()
+    cluster.write_cluster_file()  # a netns cluster as `up` records it (not started)
+    only_ip = tmp_path / "bin"
+    only_ip.mkdir()
+    ip = shutil.which("ip")
+    if ip is not None:
+        (only_ip / "ip").symlink_to(ip)
+    done = subprocess.run(
+        [sys.executable, "-m", "cluster.cli.main", "chaos", "--dir", str(tmp_path),
+         "--scenario", "partition-leader"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+        env={**os.environ, "PATH": str(only_ip)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    if UNAVAILABLE is None:  # root with `ip netns add`: the tools are what is missing
+        assert "`iptables`, `nft`" in done.stderr and "apt-get install" in done.stderr
+    else:
+        assert UNAVAILABLE.split(":")[0] in done.stderr
+
+
 def test_the_capability_probe_names_why_netns_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -260,7 +298,7 @@ def test_netns_only_scenarios_on_loopback_are_usage_errors(tmp_path: Path) -> No
     assert unknown.returncode == 2 and "unknown nemesis" in unknown.stderr
 
 
-@needs_netns
+@needs_network_faults
 def test_the_delay_fallback_delays_packets(tmp_path: Path) -> None:
     """Without sch_netem (this kernel's case) latency comes from the NFQUEUE delayer: a TCP
     connect into a delayed namespace takes at least the delay minus the jitter."""
@@ -301,7 +339,7 @@ def test_bench_network_netns_is_for_failover_only() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@needs_netns
+@needs_network_faults
 def test_bench_failover_with_the_leader_partitioned_away() -> None:
     done = minikraft("bench", "failover", "--network", "netns", "--quick", "--compare", "etcd",
                      "--output", "json", timeout=600)

@@ -19,6 +19,7 @@ from cluster.chaos.netns_faults import (
     one_way,
 )
 from cluster.chaos.runner import netns_only_problem, recovery_after_faults
+from cluster.launch import netns
 from cluster.launch.netns import IFNAME_MAX, TEST_RANGE, NetnsPlan
 
 CONTROLLERS = ["controller-1", "controller-2", "controller-3"]
@@ -123,6 +124,29 @@ def test_network_scenarios_are_refused_on_loopback_only() -> None:
     assert "partition-random-halves" in (
         netns_only_problem("nemesis", ["kill", "partition-random-halves"], "loopback") or ""
     )
+
+
+def test_missing_fault_tools_are_named_with_their_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30: a machine with `ip` but without `make system-deps` (no nft, no iptables) must
+    say so, not pass the netns probe and fail later on `exec of "iptables" failed`."""
+    monkeypatch.setattr(netns, "netns_unavailable_reason", lambda: None)
+    only_ip = tmp_path / "bin"
+    only_ip.mkdir()
+    (only_ip / "ip").write_text("#!/bin/sh\n")
+    (only_ip / "tc").write_text("#!/bin/sh\n")
+    for tool in ("ip", "tc"):
+        (only_ip / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", str(only_ip))
+    assert netns.missing_fault_tools() == ["iptables", "nft"]
+    reason = netns.network_faults_unavailable_reason() or ""
+    assert "`iptables`, `nft`" in reason and "apt-get install iptables nftables" in reason
+    (only_ip / "nft").symlink_to(only_ip / "ip")
+    (only_ip / "iptables").symlink_to(only_ip / "ip")
+    assert netns.network_faults_unavailable_reason() is None
+    monkeypatch.setattr(netns, "netns_unavailable_reason", lambda: "needs root")
+    assert netns.network_faults_unavailable_reason() == "needs root"
 
 
 def test_the_delayer_reads_packet_ids_from_nfqueue_messages() -> None:
