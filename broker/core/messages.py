@@ -39,6 +39,9 @@ class ProduceResponse:
     high_watermark: int = -1
     leader_id: int = -1
     leader_epoch: int = -1
+    log_start_offset: int = -1
+    # (batch index, message) per rejected record (Kafka's LogValidator record errors)
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 # ---- Fetch (partition data; replica_epoch is the follower's broker epoch, KIP-903) ----
@@ -55,6 +58,9 @@ class FetchRequest:
     last_fetched_epoch: int = NO_EPOCH
     max_wait_ms: int = 0
     max_bytes: int = 1 << 20
+    # Kafka's minOneMessage: the first batch may exceed max_bytes (only for the first
+    # partition of a Fetch that has data, so a consumer always progresses).
+    min_one_message: bool = True
 
 
 @dataclass(frozen=True, slots=True)

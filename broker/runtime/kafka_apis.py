@@ -261,6 +261,7 @@ class KafkaApis:
         schema = _response(ApiKey.PRODUCE, version)
         topic_cls = item_type(schema, "responses")
         partition_cls = item_type(topic_cls, "partition_responses")
+        record_errors = has_field(partition_cls, "record_errors")  # v8+
         by_topic: dict[str, list[Any]] = {}
         for (name, index, _call), result in zip(calls, results, strict=True):
             extra: dict[str, Any] = {}
@@ -278,8 +279,10 @@ class KafkaApis:
                     log_append_time=None,
                     log_start_offset=self._log_start_offset(name, index)
                     if result.error_code == 0
-                    else -1,
-                    record_errors=(),
+                    else result.log_start_offset,
+                    record_errors=_record_errors(partition_cls, result)
+                    if record_errors
+                    else (),
                     error_message=result.error_message or None,
                     **extra,
                 )
@@ -333,23 +336,25 @@ class KafkaApis:
             results = []
             total = 0
             done = False
+            # Kafka's ReplicaManager.readFromLog: partitions in request order, each read up to
+            # min(its partition max, what is left of max_bytes); only the first batch of the
+            # first partition with data may exceed that (minOneMessage), so a consumer always
+            # progresses. Fetch v0-v2 had a hard limit (hardMaxBytesLimit): no exception.
+            min_one_message = version > 2
             for _topic, partition, name in wanted:
                 if name is None:
                     result = bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id")
                 else:
-                    budget = max(0, max_bytes - total)
-                    partition_max = int(partition.partition_max_bytes)
+                    limit = min(int(partition.partition_max_bytes), max(0, max_bytes - total))
                     result = await self.broker.replicas.fetch(
                         fetch_partition_from_request(
-                            name,
-                            partition,
-                            replica_id,
-                            replica_epoch,
-                            min(partition_max, budget) if total else partition_max,
+                            name, partition, replica_id, replica_epoch, limit, min_one_message
                         ),
                         # A follower's fetch position counts once per request, as in Kafka.
                         record_progress=first,
                     )
+                if result.records:
+                    min_one_message = False
                 total += len(result.records)
                 done |= result.error_code != 0 or result.diverging_epoch != bm.NO_EPOCH
                 results.append(result)
@@ -570,6 +575,17 @@ class KafkaApis:
                 for t in answer.topic_partition_log_info_list
             ),
         )
+
+
+def _record_errors(partition_cls: type, result: bm.ProduceResponse) -> tuple[Any, ...]:
+    """Produce v8+'s record_errors: each rejected record's index in its batch and why."""
+    if not result.record_errors:
+        return ()
+    error_cls = item_type(partition_cls, "record_errors")
+    return tuple(
+        error_cls(batch_index=index, batch_index_error_message=message)
+        for index, message in result.record_errors
+    )
 
 
 async def _failed(error: Errors) -> bm.ProduceResponse:

@@ -166,7 +166,12 @@ def fetch_replica(body: Any) -> tuple[int, int]:
 
 
 def fetch_partition_from_request(
-    topic: str, partition: Any, replica_id: int, replica_epoch: int, max_bytes: int
+    topic: str,
+    partition: Any,
+    replica_id: int,
+    replica_epoch: int,
+    max_bytes: int,
+    min_one_message: bool = True,
 ) -> bm.FetchRequest:
     """One partition of any Fetch version as the broker's FetchRequest."""
     return bm.FetchRequest(
@@ -178,6 +183,7 @@ def fetch_partition_from_request(
         current_leader_epoch=int(getattr(partition, "current_leader_epoch", bm.NO_EPOCH)),
         last_fetched_epoch=int(getattr(partition, "last_fetched_epoch", bm.NO_EPOCH)),
         max_bytes=max_bytes,
+        min_one_message=min_one_message,
     )
 
 

@@ -40,9 +40,11 @@ from broker.core.producer_state import (
     parse_snapshot_file_name,
     snapshot_file_name,
 )
+from broker.core.record_validation import RecordValidationError, keyless_record_errors
 from kafkawire.errors import Errors, KafkaError
 from raft.core.compression import UnsupportedCompressionError
 from raft.core.record_batch import (
+    MAX_BATCH_SIZE_BYTES,
     BatchHeader,
     CorruptBatchError,
     MessageTooLargeError,
@@ -50,6 +52,7 @@ from raft.core.record_batch import (
     UnsupportedMagicError,
     read_header,
     validate_batch,
+    validated_batch,
 )
 from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
 from raft.runtime.fsutil import remove_stale_temp_files, storage_errors, write_atomic
@@ -416,9 +419,15 @@ class PartitionLog:
         return True
 
     def append_as_leader(
-        self, raw_batches: bytes, leader_epoch: int, max_batch_bytes: int | None = None
+        self,
+        raw_batches: bytes,
+        leader_epoch: int,
+        max_batch_bytes: int | None = None,
+        *,
+        compacted: bool = False,
     ) -> AppendInfo:
-        """Validate a producer's batches (CRC), give them our offsets and epoch, append."""
+        """Validate a producer's batches (CRC; for a compacted topic, a key on every record),
+        give them our offsets and epoch, append."""
         if not raw_batches:
             raise KafkaError(Errors.INVALID_RECORD, "produce request without record batches")
         view = memoryview(raw_batches)
@@ -430,11 +439,14 @@ class PartitionLog:
         try:
             while position < len(view):
                 # Kafka's LogValidator for v2: magic, size, CRC, records, a codec we can read.
-                header = (
-                    validate_batch(view, position, max_batch_bytes)
-                    if max_batch_bytes is not None
-                    else validate_batch(view, position)
-                )
+                limit = MAX_BATCH_SIZE_BYTES if max_batch_bytes is None else max_batch_bytes
+                if compacted:
+                    header, batch = validated_batch(view, position, limit)
+                    record_errors = keyless_record_errors(batch.records, self.topic, self.partition)
+                    if record_errors:
+                        raise RecordValidationError(Errors.INVALID_RECORD, record_errors)
+                else:
+                    header = validate_batch(view, position, limit)
                 if header.is_control:
                     raise KafkaError(Errors.INVALID_RECORD, "producers may not send control batches")
                 if header.is_transactional:
@@ -549,9 +561,12 @@ class PartitionLog:
 
     # ---- reads ----
 
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int) -> bytes:
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int, *, min_one_message: bool = True
+    ) -> bytes:
         """Whole batches from the one holding fetch_offset, each ending below max_offset (the
-        HWM for consumers, the log end for followers); at least one if any qualifies."""
+        HWM for consumers, the log end for followers), at most max_bytes in all; with
+        min_one_message the first batch comes whatever its size (Kafka's LocalLog.read)."""
         if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
             raise KafkaError(
                 Errors.OFFSET_OUT_OF_RANGE,
@@ -560,7 +575,7 @@ class PartitionLog:
             )
         if fetch_offset >= max_offset:
             return b""
-        raw = self._log.read(fetch_offset, max_bytes)
+        raw = self._log.read(fetch_offset, max_bytes, min_one_batch=min_one_message)
         if max_offset >= self.log_end_offset:
             return raw  # every batch in the log ends below its end: a follower's read
         position = 0

@@ -28,6 +28,12 @@ from broker.core.partition_state import (
     PartitionState,
     Role,
 )
+from broker.core.record_validation import (
+    CLEANUP_POLICY,
+    LOG_CLEANUP_POLICY,
+    RecordValidationError,
+    is_compacted,
+)
 from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.group_commit import GroupCommit
@@ -36,7 +42,7 @@ from broker.runtime.partition_log import (
     PartitionLog,
     parse_partition_dir_name,
 )
-from controller.core.metadata_image import MetadataImage, TopicImage
+from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage, TopicImage
 from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from kafkawire.errors import Errors, KafkaError
@@ -502,7 +508,20 @@ class ReplicaManager:
             )
         try:
             info = hosted.log.append_as_leader(
-                request.records, state.leader_epoch, self.settings.max_message_bytes
+                request.records,
+                state.leader_epoch,
+                self.settings.max_message_bytes,
+                compacted=self._compacted(request.topic),
+            )
+        except RecordValidationError as exc:
+            # Kafka answers the log start offset and every record's error with it.
+            return bm.ProduceResponse(
+                int(exc.error),
+                exc.message,
+                leader_id=state.leader_id,
+                leader_epoch=state.leader_epoch,
+                log_start_offset=hosted.log.log_start_offset,
+                record_errors=tuple((e.batch_index, e.message) for e in exc.record_errors),
             )
         except KafkaError as exc:
             return self._produce_error(hosted, exc.error, exc.message)
@@ -544,6 +563,15 @@ class ReplicaManager:
             leader_id=state.leader_id,
             leader_epoch=state.leader_epoch,
         )
+
+    def _compacted(self, topic: str) -> bool:
+        """cleanup.policy of the topic, else the cluster's log.cleanup.policy, else delete."""
+        policy = self.image.config(CONFIG_RESOURCE_TOPIC, topic, CLEANUP_POLICY)
+        if policy is None:
+            policy = self.image.config(
+                CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE, LOG_CLEANUP_POLICY
+            )
+        return is_compacted(policy)
 
     @staticmethod
     def _produce_error(hosted: HostedPartition, error: Errors, message: str) -> bm.ProduceResponse:
@@ -614,7 +642,10 @@ class ReplicaManager:
                 )
         upper = state.fetch_upper_bound(request.replica_id)
         try:
-            records = plog.read(request.fetch_offset, request.max_bytes, upper)
+            records = plog.read(
+                request.fetch_offset, request.max_bytes, upper,
+                min_one_message=request.min_one_message,
+            )
         except KafkaError as exc:
             return bm.FetchResponse(int(exc.error), exc.message, high_watermark=state.high_watermark)
         return bm.FetchResponse(

@@ -544,6 +544,13 @@ def validate_batch(
     LogValidator for v2): magic 2 (UnsupportedMagicError), size (MessageTooLargeError), CRC and
     well-formed records whose offset deltas are 0..n-1 (CorruptBatchError), a codec this
     process can read (UnsupportedCompressionError)."""
+    return validated_batch(buf, position, max_batch_bytes)[0]
+
+
+def validated_batch(
+    buf: bytes | memoryview, position: int = 0, max_batch_bytes: int = MAX_BATCH_SIZE_BYTES
+) -> tuple[BatchHeader, RecordBatch]:
+    """validate_batch, with the decoded batch for checks of its records (LogValidator's)."""
     _checked_size(buf, position, max_batch_bytes)
     batch, _size = decode_batch(buf, position)
     header = read_header(buf, position)
@@ -553,7 +560,7 @@ def validate_batch(
         r.offset_delta is not None for r in batch.records
     ):
         raise CorruptBatchError(position, "record offset deltas are not 0..n-1")
-    return header
+    return header, batch
 
 
 def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[RecordBatch, int]]:

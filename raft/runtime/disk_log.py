@@ -310,7 +310,10 @@ class DiskLog:
                 return snapshot_id.epoch
         return 0
 
-    def read(self, start_offset: int, max_bytes: int) -> bytes:
+    def read(self, start_offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
+        """Whole batches from the one holding start_offset, at most max_bytes in all; with
+        min_one_batch the first batch comes whatever its size (Kafka's minOneMessage), without
+        it a first batch larger than max_bytes gives nothing."""
         self._check_readable(start_offset)
         if start_offset >= self.end_offset():
             return b""
@@ -324,7 +327,7 @@ class DiskLog:
             end = 0
             full = False
             for entry in segment.entries[index:]:
-                if total and total + entry.size > max_bytes:
+                if (total or not min_one_batch) and total + entry.size > max_bytes:
                     full = True
                     break
                 if begin is None:

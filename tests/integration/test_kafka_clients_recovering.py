@@ -31,29 +31,37 @@ confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: conf
 pytestmark = pytest.mark.slow
 
 
-def _fetch_request(topic: str) -> Any:
+def _fetch_request(
+    topic: str,
+    partitions: int = 1,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+    isolation_level: int = 1,
+) -> Any:
+    """A consumer's Fetch v12 from offset 0 of partitions 0..partitions-1, no wait."""
     from kio.schema.fetch.v12 import request as fetch_v12
 
     return fetch_v12.FetchRequest(
         replica_id=-1,  # type: ignore[arg-type]
         max_wait=datetime.timedelta(0),  # type: ignore[arg-type]
         min_bytes=1,  # type: ignore[arg-type]
-        max_bytes=1 << 20,  # type: ignore[arg-type]
-        isolation_level=1,  # type: ignore[arg-type]
+        max_bytes=max_bytes,  # type: ignore[arg-type]
+        isolation_level=isolation_level,  # type: ignore[arg-type]
         session_id=0,  # type: ignore[arg-type]
         session_epoch=-1,  # type: ignore[arg-type]
         topics=(
             fetch_v12.FetchTopic(
                 topic=topic,  # type: ignore[arg-type]
-                partitions=(
+                partitions=tuple(
                     fetch_v12.FetchPartition(
-                        partition=0,  # type: ignore[arg-type]
+                        partition=p,  # type: ignore[arg-type]
                         current_leader_epoch=-1,  # type: ignore[arg-type]
                         fetch_offset=0,  # type: ignore[arg-type]
                         last_fetched_epoch=-1,  # type: ignore[arg-type]
                         log_start_offset=-1,  # type: ignore[arg-type]
-                        partition_max_bytes=1 << 20,  # type: ignore[arg-type]
-                    ),
+                        partition_max_bytes=partition_max_bytes,  # type: ignore[arg-type]
+                    )
+                    for p in range(partitions)
                 ),
             ),
         ),
