@@ -24,6 +24,11 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
 
 GROUP_KEY_TYPE = 0  # FindCoordinator: 0 group, 1 transaction (not served: no transactions)
+TRANSACTION_KEY_TYPE = 1
+NO_TRANSACTIONS = (
+    "minikraft has no transaction coordinator: no transactional.id is usable "
+    "(idempotent producers are)"
+)
 NO_OFFSET = -1
 NO_LEADER_EPOCH = -1
 
@@ -71,7 +76,13 @@ class KafkaGroupApis:
         for key in keys:
             values: dict[str, Any] = {"node_id": -1, "host": "", "port": -1}
             message: str | None
-            if key_type != GROUP_KEY_TYPE:
+            if key_type == TRANSACTION_KEY_TYPE:
+                # Kafka's answer for a transactional id the caller may not use (KafkaApis
+                # getCoordinator): the one InitProducerId gives a transactional id here too.
+                # Clients treat it as fatal at once; COORDINATOR_NOT_AVAILABLE would have them
+                # retry until their timeout for a coordinator that never comes.
+                error, message = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
+            elif key_type != GROUP_KEY_TYPE:
                 error, message = Errors.INVALID_REQUEST, "only group coordinators (key type 0)"
             else:
                 try:

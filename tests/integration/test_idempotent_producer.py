@@ -106,6 +106,47 @@ def test_api_versions_advertise_init_producer_id_and_no_transactional_api(up: Up
     assert len(ids) == 6 and min(ids) >= 0
 
 
+def _find_coordinator(address: str, key: str, key_type: int, version: int) -> tuple[int, int]:
+    """(error code, node id) of FindCoordinator at `version` (v4+: batched keys)."""
+    schema = importlib.import_module(
+        f"kio.schema.find_coordinator.v{version}.request"
+    ).FindCoordinatorRequest
+    keys = {"coordinator_keys": (key,)} if version >= 4 else {"key": key}
+    response = _request(
+        address, build(schema, key_type=key_type, **keys), ApiKey.FIND_COORDINATOR, version
+    )
+    answer = response.coordinators[0] if version >= 4 else response
+    return int(answer.error_code), int(answer.node_id)
+
+
+def test_a_transactional_producer_is_refused_at_once_with_kafkas_error(up: Up) -> None:
+    """Issue 30 item 10: FindCoordinator for a transaction coordinator (key type 1) answers
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's answer for a transactional id the caller may
+    not use, as InitProducerId does (README), so a transactional client fails at once with that
+    error instead of "malformed request" (INVALID_REQUEST) or retrying for a coordinator."""
+    address = up.cluster.brokers[0].address
+    refused = int(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    for version in BROKER_API_VERSIONS[ApiKey.FIND_COORDINATOR].versions():
+        if version >= 1:  # v0 has no key type: a group
+            assert _find_coordinator(address, "txn", 1, version) == (refused, -1), version
+    # Groups are still served (COORDINATOR_NOT_AVAILABLE while __consumer_offsets is created).
+    deadline = time.monotonic() + 30
+    while (group := _find_coordinator(address, "some-group", 0, 3))[0] != 0:
+        assert group[0] == int(Errors.COORDINATOR_NOT_AVAILABLE), group
+        assert time.monotonic() < deadline, "no group coordinator"
+        time.sleep(0.2)
+    assert int(_init_producer_id(address, transactional_id="txn").error_code) == refused
+
+    producer = Producer({"bootstrap.servers": up.bootstrap, "transactional.id": "tx-1"})
+    started = time.monotonic()
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        producer.init_transactions(20)
+    error = raised.value.args[0]
+    assert error.code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert error.fatal() and "no transaction coordinator" in error.str()
+    assert time.monotonic() - started < 5  # not a retry loop up to the timeout
+
+
 def test_replays_gaps_and_epochs_get_kafkas_answers_and_nothing_extra_is_written(up: Up) -> None:
     admin = _admin(up)
     _create(admin, NewTopic("idem-raw", 1, 3, config={"min.insync.replicas": "2"}))
