@@ -19,6 +19,7 @@ from kafkawire.api_keys import ApiKey
 from kafkawire.entities import NO_THROTTLE, build, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code, response_schema
+from kafkawire.topic import invalid_topic_reason
 
 CONFIG_SOURCE_DYNAMIC_TOPIC = 1
 CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 4
@@ -190,6 +191,9 @@ def _config_entries(
     """(key, value, Kafka's config source) rows of one resource, or its error."""
     entries: list[tuple[str, str | None, int]] = []
     if resource_type == CONFIG_RESOURCE_TOPIC:
+        invalid = invalid_topic_reason(name)  # Kafka's ConfigHelper: Topic.validate first
+        if invalid is not None:
+            return [], Errors.INVALID_TOPIC_EXCEPTION, invalid
         if name not in image.topics_by_name:
             return [], Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
         set_on_topic = image.configs.get((CONFIG_RESOURCE_TOPIC, name), {})

@@ -32,6 +32,7 @@ from broker.runtime.replica_manager import wait_for_change
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from controller.core.metadata_image import MetadataImage
 from kafkawire import get_replica_log_info as grli
+from kafkawire import topic as topic_names
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
 from kafkawire.connection import KafkaRequestContext, KafkaService
@@ -142,7 +143,12 @@ class KafkaApis:
             )
             if topic is None:
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                if name and not topic_id and allow_auto and self._auto_create_topics:
+                if name is not None and not topic_id and not topic_names.is_valid(name):
+                    # Kafka validates before auto-creating (AutoTopicCreationManager): no
+                    # topic can have this name, so the client hears it now and the
+                    # controller is never asked.
+                    error = Errors.INVALID_TOPIC_EXCEPTION
+                elif name and not topic_id and allow_auto and self._auto_create_topics:
                     to_create.append(name)
                     error = Errors.LEADER_NOT_AVAILABLE  # Kafka: being created, retry
                 elif topic_id and not name:
@@ -153,7 +159,7 @@ class KafkaApis:
                         error_code=error_code(error),
                         name=name,
                         topic_id=topic_id or uuid.UUID(int=0),
-                        is_internal=False,
+                        is_internal=name is not None and topic_names.is_internal(name),
                         partitions=(),
                     )
                 )

@@ -29,6 +29,7 @@ from controller.core.records import (
     MetadataRecord,
 )
 from kafkawire.errors import Errors
+from kafkawire.topic import invalid_topic_reason
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 ELR_FEATURE = "eligible.leader.replicas.version"
@@ -169,6 +170,12 @@ def _config_changes(
     image: MetadataImage, resource: msg.AlterConfigsResource, elr: bool, controller_id: int
 ) -> tuple[int, str, list[ConfigRecord]]:
     if resource.resource_type == msg.RESOURCE_TYPE_TOPIC:
+        # Kafka's ControllerConfigurationValidator, before the topic's existence.
+        if not resource.resource_name:
+            return Errors.INVALID_REQUEST, "Default topic resources are not allowed.", []
+        invalid = invalid_topic_reason(resource.resource_name)
+        if invalid is not None:
+            return Errors.INVALID_TOPIC_EXCEPTION, invalid, []
         if resource.resource_name not in image.topics_by_name:
             return (
                 Errors.UNKNOWN_TOPIC_OR_PARTITION,

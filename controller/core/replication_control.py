@@ -7,7 +7,6 @@ through PartitionChangeBuilder, so rules 8-16 and 19 of INVARIANTS.md live in on
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,11 +42,8 @@ from controller.core.records import (
     TopicRecord,
 )
 from controller.core.unclean_recovery import Strategy, manual_election_required
+from kafkawire import topic as topic_names
 from kafkawire.errors import Errors
-
-MAX_TOPIC_NAME_LENGTH = 249
-_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def builder_for(
@@ -81,18 +77,6 @@ def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int, Partiti
 
 
 # -- CreateTopics ----------------------------------------------------------------------------
-
-
-def topic_name_error(name: str) -> str | None:
-    if not name or name in (".", ".."):
-        return f"topic name {name!r} is not allowed"
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _TOPIC_NAME.fullmatch(name):
-        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
-    if name == METADATA_TOPIC:
-        return f"{METADATA_TOPIC} is the metadata log"
-    return None
 
 
 def usable_brokers(image: MetadataImage) -> list[int]:
@@ -197,14 +181,23 @@ def _create_topic_error(
     duplicates: set[str],
     brokers: list[int],
 ) -> tuple[int | None, str]:
-    """Kafka's checks in Kafka's order; (error code, why) or (None, "")."""
+    """Kafka's checks in Kafka's order, with its messages (ControllerApis.createTopics, then
+    ReplicationControlManager's); (error code, why) or (None, "")."""
     if topic.name in duplicates:
-        return Errors.INVALID_REQUEST, f"topic {topic.name!r} appears more than once"
-    reason = topic_name_error(topic.name)
+        return Errors.INVALID_REQUEST, "Duplicate topic name."
+    if topic.name == topic_names.CLUSTER_METADATA_TOPIC:
+        return (
+            Errors.INVALID_REQUEST,
+            f"Creation of internal topic {topic_names.CLUSTER_METADATA_TOPIC} is prohibited.",
+        )
+    reason = topic_names.invalid_topic_reason(topic.name)
     if reason is not None:
         return Errors.INVALID_TOPIC_EXCEPTION, reason
     if topic.name in image.topics_by_name:
-        return Errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
+        return Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists."
+    colliding = topic_names.colliding_topic(topic.name, image.topics_by_name)
+    if colliding is not None:
+        return Errors.INVALID_TOPIC_EXCEPTION, topic_names.collision_message(topic.name, colliding)
     if topic.num_partitions <= 0:
         return Errors.INVALID_PARTITIONS, f"number of partitions {topic.num_partitions} is not > 0"
     if topic.replication_factor <= 0:
@@ -691,9 +684,13 @@ def describe_topic_partitions(
             break
         topic = image.topics_by_name.get(name)
         if topic is None:
-            topics.append(
-                msg.DescribeTopicPartitionsTopic(name, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            # Kafka's KRaftMetadataCache: a name no topic could have is INVALID_TOPIC_EXCEPTION.
+            error = (
+                Errors.UNKNOWN_TOPIC_OR_PARTITION
+                if topic_names.is_valid(name)
+                else Errors.INVALID_TOPIC_EXCEPTION
             )
+            topics.append(msg.DescribeTopicPartitionsTopic(name, error_code=error))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         partitions = []

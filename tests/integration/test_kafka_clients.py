@@ -25,12 +25,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.static.primitive import i8
 
 from cluster.cli.bootstrap import new_client, send_to_any
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
+from kafkawire.entities import build
 from kafkawire.errors import Errors
 from kafkawire.framing import frame
 from kafkawire.messages import decode_response, encode_request
@@ -426,6 +428,70 @@ def test_metadata_auto_creates_a_topic_a_producer_names(up: Up) -> None:
     assert len(topic.partitions) == 1  # num.partitions, Kafka's default
 
 
+BAD_TOPIC = "a)(*&^%"
+BAD_TOPIC_MESSAGE = (
+    "Topic name is invalid: 'a)(*&^%' contains one or more characters other than "
+    "ASCII alphanumerics, '.', '_' and '-'"
+)
+
+
+def _metadata_v12(address: str, topic: str, allow_auto: bool) -> Any:
+    """One broker's own Metadata v12 answer for `topic` (a raw request, no client's cache)."""
+    body = build(
+        MetadataRequest,
+        topics=(MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=topic),),
+        allow_auto_topic_creation=allow_auto,
+        include_topic_authorized_operations=False,
+    )
+    with _connect(address) as sock:
+        sock.sendall(encode_request(body, 7, "probe"))
+        payload = _read_frame(sock)
+    assert payload is not None
+    _cid, response = decode_response(payload, int(ApiKey.METADATA), 12)
+    return response
+
+
+def _metadata_error(address: str, topic: str, allow_auto: bool) -> int:
+    return int(_metadata_v12(address, topic, allow_auto).topics[0].error_code)
+
+
+def test_an_invalid_topic_name_gets_kafkas_error_at_once_and_reaches_no_controller(
+    up: Up,
+) -> None:
+    """Issue 30 item 9: Metadata for `a)(*&^%` answers INVALID_TOPIC_EXCEPTION with or without
+    auto-creation (not LEADER_NOT_AVAILABLE, which had clients retry while every retry sent a
+    doomed CreateTopics to the controller); CreateTopics of it, through a broker or straight to
+    a controller, gets Kafka's InvalidTopicException message."""
+    for allow_auto in (True, False):
+        error = _metadata_error(up.cluster.brokers[0].address, BAD_TOPIC, allow_auto)
+        assert error == int(Errors.INVALID_TOPIC_EXCEPTION), allow_auto
+
+    failed: list[Any] = []
+    producer = Producer({"bootstrap.servers": up.bootstrap})
+    started = time.monotonic()
+    producer.produce(BAD_TOPIC, b"x", on_delivery=lambda err, _msg: failed.append(err))
+    assert producer.flush(20) == 0
+    assert [e.code() for e in failed] == [confluent_kafka.KafkaError.TOPIC_EXCEPTION]
+    assert time.monotonic() - started < 5  # an answer, not a retry loop
+
+    admin = _admin(up)
+    for future in admin.create_topics([NewTopic(BAD_TOPIC, 1, 1)]).values():
+        with pytest.raises(confluent_kafka.KafkaException) as raised:
+            future.result(timeout=30)
+        assert raised.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_EXCEPTION
+        assert raised.value.args[0].str() == BAD_TOPIC_MESSAGE
+    direct = minikraft(
+        "topics", "--bootstrap-controller", up.cluster.bootstrap_controller, "create",
+        "--topic", BAD_TOPIC, "--partitions", "1", "--replication-factor", "1",
+    )
+    assert direct.returncode == 1
+    assert f"INVALID_TOPIC_EXCEPTION: {BAD_TOPIC_MESSAGE}" in direct.stderr
+    # No broker tried to auto-create it (the broker logs each auto-creation that failed).
+    for spec in up.cluster.brokers:
+        with open(spec.log_file, errors="replace") as log:
+            assert BAD_TOPIC not in log.read(), spec.name
+
+
 def test_list_offsets_by_timestamp(up: Up) -> None:
     admin = _admin(up)
     _create(admin, NewTopic("timed", 1, 3))
@@ -765,21 +831,7 @@ def wait_until_it_leads(leader: Any, topic: str) -> None:
 
 def _partition_0_leader(address: str, topic: str) -> int | None:
     """The leader of `topic`-0 in this broker's own metadata (None: it does not know it)."""
-    from kafkawire.entities import build, item_type
-    from kafkawire.messages import request_schema
-
-    schema = request_schema(int(ApiKey.METADATA), 12)
-    request = build(
-        schema,
-        topics=(item_type(schema, "topics")(topic_id=uuid.UUID(int=0), name=topic),),
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
-    with _connect(address) as sock:
-        sock.sendall(encode_request(request, 1, "raw"))
-        payload = _read_frame(sock)
-    assert payload is not None
-    _cid, body = decode_response(payload, int(ApiKey.METADATA), 12)
+    body = _metadata_v12(address, topic, allow_auto=False)
     partitions = body.topics[0].partitions if body.topics else ()
     return int(partitions[0].leader_id) if partitions else None
 
