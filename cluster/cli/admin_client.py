@@ -293,12 +293,31 @@ async def add_voter(
     *,
     timeout_ms: int = 30_000,
 ) -> AddRaftVoterResponse:
+    if not listeners:
+        listeners = await observer_listeners(bootstrap, voter_id, directory_id)
     response = await change_voters(
         bootstrap,
-        AddRaftVoterRequest(voter_id, directory_id, dict(listeners or {}), timeout_ms),
+        AddRaftVoterRequest(voter_id, directory_id, dict(listeners), timeout_ms),
     )
     assert isinstance(response, AddRaftVoterResponse)
     return response
+
+
+async def observer_listeners(
+    bootstrap: str, voter_id: int, directory_id: uuid.UUID
+) -> dict[str, str]:
+    """Seed 003's AddVoter of a replica already fetching: the listeners the leader's
+    DescribeQuorum lists for that observer (its Nodes entry), since AddRaftVoter must name the
+    quorum's listener (Kafka's KafkaRaftClient). Empty when the leader knows none: the leader
+    then answers INVALID_REQUEST."""
+    try:
+        status = await describe_quorum(bootstrap)
+    except KafkaError:
+        return {}
+    for endpoint in status.response.observer_endpoints:
+        if (endpoint.voter_id, endpoint.voter_directory_id) == (voter_id, directory_id):
+            return dict(endpoint.endpoints)
+    return {}
 
 
 async def remove_voter(

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from raft.core.replica_key import ReplicaKey
 from raft.core.voter_set import VoterSet
 
+# Kafka's LeaderState.OBSERVER_SESSION_TIMEOUT_MS: DescribeQuorum forgets an observer that has
+# not fetched for this long (one that never fetched at once).
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+
 
 @dataclass(slots=True)
 class ReplicaProgress:
@@ -99,6 +103,13 @@ class LeaderState:
 
     def observer_progress(self, voters: VoterSet) -> list[ReplicaProgress]:
         return [p for k, p in self.progress.items() if k not in voters]
+
+    def described_observers(self, voters: VoterSet, now_ms: int) -> list[ReplicaProgress]:
+        """The observers DescribeQuorum lists (a removed voter that still fetches included), as
+        Kafka's LeaderState does: those that fetched within the observer session timeout, and
+        the leader itself once it removed itself (rule 6)."""
+        return [p for p in self.observer_progress(voters) if p.key == self.local_key
+                or now_ms - p.last_fetch_ms < OBSERVER_SESSION_TIMEOUT_MS]
 
     def successors_by_progress(self, voters: VoterSet) -> list[int]:
         """Other voters, most caught up first (EndQuorumEpoch's preferred successors)."""

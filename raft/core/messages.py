@@ -2,7 +2,8 @@
 what RaftReplica takes and returns. On the wire they are Kafka's messages (kio), translated in
 raft/runtime/kafka_raft_apis.py; these are not a wire schema.
 
-Requests name the cluster id; a replica answers INCONSISTENT_CLUSTER_ID to another cluster.
+Requests name the cluster id; a replica answers INCONSISTENT_CLUSTER_ID to another cluster, an
+empty id included: only None (Kafka's null) skips the check (KafkaRaftClient.hasValidClusterId).
 Errors that name a leader carry its id, epoch and, where known, endpoint.
 """
 
@@ -25,7 +26,7 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int  # the candidate's log end offset
     pre_vote: bool = False  # rule 7: a pre-vote neither bumps nor persists any epoch
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class BeginQuorumEpochRequest:
     leader_endpoint: str
     voter_id: int
     voter_directory_id: uuid.UUID
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class EndQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
     preferred_successors: list[int] = field(default_factory=list)
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
     voter_id: int = -1  # rule 4: the receiver's key as the leader knows it (-1: not checked)
     voter_directory_id: uuid.UUID = NO_DIRECTORY_ID
 
@@ -84,7 +85,7 @@ class FetchRequest:
     current_leader_epoch: int
     max_wait_ms: int = 500
     max_bytes: int = 1024 * 1024
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
     replica_endpoint: str = ""  # where the replica listens: `add-voter` promotes it (seed 003)
 
 
@@ -113,7 +114,7 @@ class FetchSnapshotRequest:
     position: int
     max_bytes: int = 1024 * 1024
     replica_directory_id: uuid.UUID = NO_DIRECTORY_ID
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,7 @@ class FetchSnapshotResponse:
 
 @dataclass(frozen=True, slots=True)
 class DescribeQuorumRequest:
-    cluster_id: str = ""
+    pass  # Kafka's DescribeQuorum names no cluster id
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +168,16 @@ class DescribeQuorumResponse:
 
 @dataclass(frozen=True, slots=True)
 class AddRaftVoterRequest:
-    """KIP-853 AddRaftVoter (rule 5). Empty listeners: use the endpoint the observer fetched
-    with (seed 003's AddVoter of a replica already fetching)."""
+    """KIP-853 AddRaftVoter (rule 5). The listeners must name the quorum's listener (Kafka's
+    KafkaRaftClient); seed 003's `add-voter` fills them in from DescribeQuorum."""
 
     voter_id: int
     voter_directory_id: uuid.UUID
     listeners: dict[str, str] = field(default_factory=dict)  # listener name -> "host:port"
     timeout_ms: int = 30_000
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
+    # v1 (KIP-1186): False answers once the new voter set is appended, True once it commits.
+    ack_when_committed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +196,7 @@ class RemoveRaftVoterRequest:
     voter_id: int
     voter_directory_id: uuid.UUID
     timeout_ms: int = 30_000
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +220,7 @@ class UpdateRaftVoterRequest:
     listeners: dict[str, str] = field(default_factory=dict)  # listener name -> "host:port"
     min_kraft_version: int = 0
     max_kraft_version: int = 1
-    cluster_id: str = ""
+    cluster_id: str | None = None  # None: not checked
 
 
 @dataclass(frozen=True, slots=True)

@@ -315,12 +315,12 @@ class RaftReplica:
             cluster_id=self._config.cluster_id,
             leader_id=self._node_id, leader_epoch=st.epoch, high_watermark=self._high_watermark,
             current_voters=[state_of(p) for p in st.voter_progress(voters)],
-            observers=[state_of(p) for p in st.observer_progress(voters)],
+            observers=[state_of(p) for p in st.described_observers(voters, now_ms)],
             voter_endpoints=self._voter_endpoints(),
             observer_endpoints=[
                 VoterEndpoint(p.key.id, p.key.directory_id,
                               {self._config.default_listener_name: p.endpoint})
-                for p in st.observer_progress(voters) if p.endpoint])
+                for p in st.described_observers(voters, now_ms) if p.endpoint])
 
     def _voter_endpoints(self) -> list[VoterEndpoint]:
         return [VoterEndpoint(k.id, k.directory_id, dict(e))
@@ -329,10 +329,15 @@ class RaftReplica:
     # -- inputs --------------------------------------------------------------------------------
     def handle_request(self, source_node_id: int, request: object, now_ms: int) -> RaftResult:
         before = self._begin(now_ms)
-        cluster_id = getattr(request, "cluster_id", "")
-        if cluster_id and self._config.cluster_id and cluster_id != self._config.cluster_id:
-            self._out.response = _error_response(request, Errors.INCONSISTENT_CLUSTER_ID,
-                                                 f"cluster id {cluster_id} is not ours")
+        cluster_id = getattr(request, "cluster_id", None)
+        # Kafka's hasValidClusterId: only a null id skips the check; an empty one is another
+        # cluster's (INVARIANTS "Wire protocol": INCONSISTENT_CLUSTER_ID).
+        if (cluster_id is not None and self._config.cluster_id
+                and cluster_id != self._config.cluster_id):
+            self._out.response = _error_response(
+                request, Errors.INCONSISTENT_CLUSTER_ID,
+                f'The given id "{cluster_id}" doesn\'t match the cluster id '
+                f'"{self._config.cluster_id}"')
         elif isinstance(request, VoteRequest):
             self._out.response = self._handle_vote(request, now_ms)
         elif isinstance(request, BeginQuorumEpochRequest):

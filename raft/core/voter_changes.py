@@ -55,9 +55,17 @@ def blocked(view: LeaderView) -> str | None:
 
 def add_voter(view: LeaderView, req: AddRaftVoterRequest, max_lag_records: int,
               fetched_since_ms: int) -> VoterChange:
+    """Kafka's order (KafkaRaftClient.handleAddVoterRequest, then AddVoterHandler): a valid
+    key, the quorum's listener among the given ones (INVALID_REQUEST before anything about
+    the voter set), then wait (rule 5), duplicate, caught up."""
     key = ReplicaKey(req.voter_id, req.voter_directory_id)
     if req.voter_id < 0 or req.voter_directory_id == ZERO_UUID:
         return VoterChange(Errors.INVALID_REQUEST, "a voter needs an id and a directory id (rule 4)")
+    if view.default_listener_name not in req.listeners:
+        return VoterChange(
+            Errors.INVALID_REQUEST,
+            f"Add voter request didn't include the endpoint ({dict(req.listeners)}) for the "
+            f"default listener {view.default_listener_name}")
     waiting = blocked(view)
     if waiting is not None:
         return VoterChange(Errors.REQUEST_TIMED_OUT, waiting)
@@ -70,14 +78,7 @@ def add_voter(view: LeaderView, req: AddRaftVoterRequest, max_lag_records: int,
             f"is at offset {p.log_end_offset}, last fetch at {p.last_fetch_ms} ms")
         return VoterChange(Errors.REQUEST_TIMED_OUT,
                            f"{key} {where}; the log end is {view.log_end_offset}: not caught up")
-    endpoints = dict(req.listeners)
-    progress = st.progress[key]
-    if not endpoints and progress.endpoint:
-        endpoints = {view.default_listener_name: progress.endpoint}
-    if not endpoints:
-        return VoterChange(Errors.INVALID_REQUEST,
-                           f"no endpoint known for {key}: give its listeners")
-    return VoterChange(new_voters=view.voters.with_voter(key, endpoints))
+    return VoterChange(new_voters=view.voters.with_voter(key, dict(req.listeners)))
 
 
 def _refuse_change_of(view: LeaderView, key: ReplicaKey) -> VoterChange | None:
@@ -96,7 +97,11 @@ def remove_voter(view: LeaderView, req: RemoveRaftVoterRequest) -> VoterChange:
     if refused is not None:
         return refused
     if len(view.voters) == 1:
-        return VoterChange(Errors.INVALID_REQUEST, f"{key} is the last voter")
+        # Kafka's VoterSet.removeVoter refuses to empty the set and RemoveVoterHandler answers
+        # that as VOTER_NOT_FOUND (rule 5: removing the last voter is refused).
+        return VoterChange(Errors.VOTER_NOT_FOUND,
+                           f"Cannot remove voter {key} from the set of voters {[key]}: "
+                           "it is the last voter")
     return VoterChange(new_voters=view.voters.without_voter(key))
 
 

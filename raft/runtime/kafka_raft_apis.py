@@ -147,8 +147,9 @@ def _dir(value: uuid.UUID | None) -> uuid.UUID:
     return rm.NO_DIRECTORY_ID if value is None else value
 
 
-def _cluster(value: str | None) -> str:
-    return value or ""
+def _cluster(value: str | None) -> str | None:
+    # Kept as sent: an empty id is another cluster's, only null skips the check (Kafka's).
+    return None if value is None else str(value)
 
 
 def _split(errors: int) -> tuple[Any, Any]:
@@ -319,7 +320,7 @@ def request_to_kafka(request: object, listener: str = DEFAULT_LISTENER) -> Any:
             voter_id=_i32(request.voter_id),
             voter_directory_id=request.voter_directory_id,
             listeners=_listeners(request.listeners, arv1_rq.Listener),
-            ack_when_committed=True,
+            ack_when_committed=request.ack_when_committed,
         )
     if isinstance(request, rm.RemoveRaftVoterRequest):
         return rrv_rq.RemoveRaftVoterRequest(
@@ -517,7 +518,9 @@ def request_from_kafka(
         return rm.AddRaftVoterRequest(
             voter_id=int(body.voter_id), voter_directory_id=_dir(body.voter_directory_id),
             listeners={lst.name: _endpoint(lst.host, int(lst.port)) for lst in body.listeners},
-            timeout_ms=_to_ms(body.timeout), cluster_id=_cluster(body.cluster_id))
+            timeout_ms=_to_ms(body.timeout), cluster_id=_cluster(body.cluster_id),
+            # v1 (KIP-1186); v0 has no field and always waits for the commit.
+            ack_when_committed=bool(getattr(body, "ack_when_committed", True)))
     if api_key == ApiKey.REMOVE_RAFT_VOTER:
         return rm.RemoveRaftVoterRequest(
             voter_id=int(body.voter_id), voter_directory_id=_dir(body.voter_directory_id),

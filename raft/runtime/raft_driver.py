@@ -204,7 +204,7 @@ class RaftDriver:
     ) -> Any:
         """Rule 5: the core answers REQUEST_TIMED_OUT while it must wait (a pending change, no
         commit yet in the epoch, a new voter still catching up); ask again until the request's
-        timeout, then wait for the VotersRecord to commit."""
+        timeout, then wait for the VotersRecord to commit (unless AckWhenCommitted is false)."""
         timeout_ms = request.timeout_ms if request.timeout_ms > 0 else self.request_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
@@ -222,6 +222,10 @@ class RaftDriver:
                 )
             await asyncio.sleep(min(_VOTER_CHANGE_POLL_S, remaining_s))
         if response.error_code != 0 or result.voters_record_offset < 0:
+            return response
+        if isinstance(request, AddRaftVoterRequest) and not request.ack_when_committed:
+            # AddRaftVoter v1 with AckWhenCommitted=false (KIP-1186): answered once the new
+            # voter set is appended, in force at once (rule 5), not waiting for its commit.
             return response
         remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
         try:

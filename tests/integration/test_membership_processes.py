@@ -4,13 +4,17 @@ RemoveVoter(old key) + AddVoter(new key) without losing a committed record (INVA
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
+import time
 from pathlib import Path
 
+from cluster.cli.admin_client import change_voters, describe_quorum
 from cluster.launch.committed_prefix import committed_entries, compare_committed_prefixes
 from cluster.launch.local_cluster import free_ports
 from kafkawire.config import render_properties
+from raft.core.messages import AddRaftVoterRequest
 from raft.core.replica_key import ReplicaKey, uuid_to_str
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from tests.integration.conftest import quorum, start_cluster, wait_for
@@ -42,11 +46,34 @@ def test_observer_joins_is_added_then_another_voter_is_removed(tmp_path: Path) -
         assert [o["endpoints"] for o in data["current_observers"] if o["id"] == 4] == [{}]
         assert {"id": 4, "directory_id": uuid_to_str(dir4)} not in data["could_be_voters"]
         hwm_before_add = status.response.high_watermark
+        leader = cluster.node(str(status.leader_id)).address
+        wait_for(lambda s: next(o.log_end_offset for o in s.response.observers
+                                if o.replica_id == 4) >= s.response.high_watermark,
+                 cluster, WAIT_S)
 
-        added = quorum_cli(cluster, "add-controller", "--config", spec4.config)
-        assert added.returncode == 0, added.stderr
-        status = quorum(cluster)
-        assert key4 in keys(status)[0] and len(status.voters) == 4  # committed before the answer
+        # AddRaftVoter v1 with AckWhenCommitted=false (KIP-1186) is answered once the new voter
+        # set is appended: with another voter and the new one paused, {1,2,3,4} cannot commit
+        # (2 of 4 fetch), yet the answer is NONE at once and 4 is a voter (rule 5).
+        other = next(c for c in cluster.controllers[:3] if c.node_id != status.leader_id)
+        paused = [other, spec4]
+        try:
+            for spec in paused:
+                cluster.kill(spec, signal.SIGSTOP)
+            started = time.monotonic()
+            response = asyncio.run(change_voters(leader, AddRaftVoterRequest(
+                4, dir4, {"CONTROLLER": spec4.address}, 10_000, ack_when_committed=False)))
+            assert response.error_code == 0
+            assert time.monotonic() - started < 5  # not the 10 s a commit wait would take
+            pending = asyncio.run(describe_quorum(leader))
+            assert key4 in keys(pending)[0] and len(pending.voters) == 4
+            leader_end = next(v.log_end_offset for v in pending.voters
+                              if v.replica_id == pending.leader_id)
+            assert pending.response.high_watermark < leader_end  # the new set is not committed
+        finally:
+            for spec in paused:
+                cluster.kill(spec, signal.SIGCONT)
+        status = wait_for(lambda s: s.response.high_watermark > leader_end, cluster, WAIT_S)
+        assert key4 in keys(status)[0] and len(status.voters) == 4
         assert {"id": 4, "directory_id": uuid_to_str(dir4),
                 "endpoints": {"CONTROLLER": spec4.address}} in status.status_json(
             None)["current_voters"]
@@ -65,6 +92,10 @@ def test_observer_joins_is_added_then_another_voter_is_removed(tmp_path: Path) -
         voters, _observers = keys(status)
         assert len(voters) == 3 and key4 in voters
         assert ReplicaKey(victim.replica_id, victim.replica_directory_id) not in voters
+        # The removed controller keeps running and fetching: DescribeQuorum lists it as an
+        # observer, as Kafka's leader moves a removed voter's state to its observers.
+        victim_key = ReplicaKey(victim.replica_id, victim.replica_directory_id)
+        wait_for(lambda s: victim_key in keys(s)[1], cluster, WAIT_S)
         gone = quorum_cli(cluster, "remove-voter", "--replica-id", str(victim.replica_id),
                           "--replica-uuid", victim_dir)
         assert gone.returncode == 1 and "VOTER_NOT_FOUND" in gone.stderr

@@ -164,6 +164,27 @@ def test_add_raft_voter_v0_request_has_no_ack_when_committed_but_the_same_key() 
     assert decoded == rm.AddRaftVoterRequest(4, D3, {"CONTROLLER": "127.0.0.1:19094"}, 5000, "c1")
 
 
+def test_add_raft_voter_v1_carries_ack_when_committed_both_ways() -> None:
+    for ack in (False, True):
+        request = rm.AddRaftVoterRequest(4, D3, {"CONTROLLER": "127.0.0.1:19094"}, 5000, "c1",
+                                         ack_when_committed=ack)
+        body = _wire_request(request_to_kafka(request))
+        assert bool(body.ack_when_committed) is ack
+        assert request_from_kafka(ApiKey.ADD_RAFT_VOTER, body, local_node_id=1) == request
+
+
+def test_an_empty_cluster_id_stays_empty_and_null_stays_null() -> None:
+    # The receiver checks "" (INCONSISTENT_CLUSTER_ID) and skips only null (Kafka's rule).
+    for cluster_id in ("", None):
+        body = AddRaftVoterRequest(
+            cluster_id=cluster_id, timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+            voter_id=i32(4), voter_directory_id=D3,
+            listeners=(Listener(name="CONTROLLER", host="127.0.0.1", port=u16(19094)),))
+        decoded = request_from_kafka(ApiKey.ADD_RAFT_VOTER, _wire_request(body), local_node_id=1)
+        assert isinstance(decoded, rm.AddRaftVoterRequest)
+        assert decoded.cluster_id == cluster_id
+
+
 def test_end_quorum_epoch_receiver_finds_its_key_among_the_candidates() -> None:
     body = _wire_request(request_to_kafka(rm.EndQuorumEpochRequest(1, 8, [3, 2], "c1", 2, D2)))
     # Node 3 is a candidate whose directory id the leader did not fill in (any of its disks);

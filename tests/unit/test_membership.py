@@ -71,8 +71,9 @@ def committed_leader(ids: tuple[int, ...] = (1, 2, 3), config: RaftConfig = CONF
 
 def add(node: RaftReplica, voter: ReplicaKey, now_ms: int, listeners: dict[str, str] | None = None
         ) -> tuple[AddRaftVoterResponse, RaftResult]:
+    given = {"CONTROLLER": f"h{voter.id}:9093"} if listeners is None else listeners
     result = node.handle_request(-1, AddRaftVoterRequest(
-        voter.id, voter.directory_id, dict(listeners or {}), cluster_id="c1"), now_ms)
+        voter.id, voter.directory_id, dict(given), cluster_id="c1"), now_ms)
     assert isinstance(result.response, AddRaftVoterResponse)
     return result.response, result
 
@@ -121,16 +122,34 @@ def test_add_caught_up_observer_in_force_on_append_then_committed_by_new_majorit
     assert offset == end and record.voters[-1].endpoints == {"CONTROLLER": "h4:9093"}
 
 
-def test_add_voter_without_listeners_uses_the_endpoint_the_observer_fetched_with() -> None:
+def test_the_observer_endpoint_the_leader_knows_is_in_describe_quorum() -> None:
+    # Seed 003's `add-voter` reads it there and gives it as the voter's listener.
     leader = committed_leader()
     fetch(leader, 4, DIRS[4], leader._log.end_offset(), 2100, endpoint="h4:9093")
     described = leader.describe_quorum(2100)
     assert isinstance(described, DescribeQuorumResponse)
     assert [(o.replica_id, o.replica_directory_id) for o in described.observers] == [(4, DIRS[4])]
     assert described.observer_endpoints[0].endpoints == {"CONTROLLER": "h4:9093"}
-    response, _ = add(leader, key(4), 2101)
+    response, _ = add(leader, key(4), 2101, described.observer_endpoints[0].endpoints)
     assert response.error_code == 0
     assert dict(leader.voters.voters[key(4)]) == {"CONTROLLER": "h4:9093"}
+
+
+def test_add_voter_without_the_quorum_listener_is_invalid_request_before_any_other_check(
+) -> None:
+    # Kafka's KafkaRaftClient.handleAddVoterRequest: the listeners must name the quorum's
+    # listener, checked before AddVoterHandler looks at the voter set: a duplicate key, a voter
+    # that never fetched and a leader that has not committed in its epoch all get it.
+    leader = committed_leader()
+    uncommitted = replica(1, formatted_log())
+    elect(uncommitted)
+    for node, voter in ((leader, key(2)), (leader, key(4)), (uncommitted, key(4))):
+        for listeners in ({}, {"PLAINTEXT": "h4:9092"}):
+            before = snapshot_of(node)
+            response, result = add(node, voter, 2100, listeners)
+            assert response.error_code == Errors.INVALID_REQUEST, (voter, listeners)
+            assert "default listener CONTROLLER" in response.error_message
+            assert result.voters_record_offset == -1 and snapshot_of(node) == before
 
 
 def test_disk_replacement_add_new_key_of_an_existing_id_then_remove_the_old_key() -> None:
@@ -207,11 +226,14 @@ def test_a_second_change_while_one_is_uncommitted_is_request_timed_out() -> None
     assert add(leader, key(5), 2107)[0].error_code == 0
 
 
-def test_removing_the_last_voter_is_refused() -> None:
+def test_removing_the_last_voter_is_voter_not_found() -> None:
+    # Kafka's VoterSet.removeVoter refuses to empty the set; RemoveVoterHandler answers
+    # VOTER_NOT_FOUND (KafkaRaftClientReconfigTest.testRemoveVoterToEmptyVoterSet).
     leader = committed_leader(ids=(1,))
     before = snapshot_of(leader)
     response, result = remove(leader, key(1), 2100)
-    assert response.error_code == Errors.INVALID_REQUEST
+    assert response.error_code == Errors.VOTER_NOT_FOUND
+    assert "last voter" in response.error_message
     assert result.voters_record_offset == -1 and snapshot_of(leader) == before
 
 
@@ -515,3 +537,23 @@ def test_a_lost_update_voter_is_sent_again_after_the_request_timeout() -> None:
     result = follower.handle_response(1, reqs(result, FetchRequest)[0], answer,
                                       12 + CONFIG.request_timeout_ms)
     assert reqs(result, UpdateRaftVoterRequest) == [lost]
+
+
+def test_describe_quorum_lists_a_removed_voter_that_fetches_until_its_session_times_out(
+) -> None:
+    # Kafka's LeaderState moves a removed voter's state to its observers and DescribeQuorum
+    # drops an observer after OBSERVER_SESSION_TIMEOUT_MS (300 s) without a fetch.
+    leader = committed_leader()
+    end = leader._log.end_offset()
+    removal, _ = remove(leader, key(3), 2100)
+    assert removal.error_code == 0
+    flush(leader, 2101)
+    fetch(leader, 2, DIRS[2], end + 1, 2102)
+    fetch(leader, 3, DIRS[3], end + 1, 2103)  # the removed voter keeps fetching
+    described = leader.describe_quorum(2104)
+    assert isinstance(described, DescribeQuorumResponse)
+    assert [o.replica_id for o in described.current_voters] == [1, 2]
+    assert [(o.replica_id, o.replica_directory_id, o.log_end_offset)
+            for o in described.observers] == [(3, DIRS[3], end + 1)]
+    later = leader.describe_quorum(2103 + 300_000)
+    assert isinstance(later, DescribeQuorumResponse) and later.observers == []

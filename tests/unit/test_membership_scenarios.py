@@ -7,7 +7,7 @@ core, INVARIANTS rules 4-6. Keys are `N` (node N's first disk) or `N'` (its repl
     add 4 -> ERROR           AddRaftVoter with its endpoint; ERROR is a Kafka name or NONE
     remove 2' -> ERROR       RemoveRaftVoter of the exact key
     commit                   the leader flushes; every other voter fetches to the log end
-    expect voters=1,3,2' pending=0 role=Leader
+    expect voters=1,3,2' pending=0 role=Leader observers=4     (DescribeQuorum's observers)
 """
 
 from __future__ import annotations
@@ -98,8 +98,11 @@ class MembershipScenario:
         leader = self.leader
         pending = sum(1 for offset, _ in leader.voter_set_changes()[1:]
                       if offset >= leader.high_watermark)
+        described = leader.describe_quorum(self.now_ms)
+        observers = ",".join(key_text(ReplicaKey(o.replica_id, o.replica_directory_id))
+                             for o in described.observers)
         return {"voters": ",".join(key_text(k) for k in leader.voters),
-                "pending": str(pending), "role": leader.role}
+                "pending": str(pending), "role": leader.role, "observers": observers}
 
 
 def run_scenario(text: str, name: str) -> int:

@@ -21,6 +21,7 @@ from raft.core.control_records import (
 )
 from raft.core.memory_log import MemoryLog
 from raft.core.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -31,6 +32,8 @@ from raft.core.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
     VoteRequest,
     VoteResponse,
 )
@@ -376,6 +379,39 @@ def test_inconsistent_cluster_id() -> None:
     assert response.error_code == Errors.INCONSISTENT_CLUSTER_ID
 
 
+def test_an_empty_cluster_id_is_inconsistent_only_none_skips_the_check() -> None:
+    # Kafka's KafkaRaftClient.hasValidClusterId: null is not checked, any other id (an empty
+    # one included) must be ours, on every raft RPC that carries one, before anything else.
+    def requests(cluster_id: str | None) -> list[object]:
+        return [
+            VoteRequest(9, 3, DIRS[3], 1, DIRS[1], 9, 9, cluster_id=cluster_id),
+            BeginQuorumEpochRequest(3, 9, "h3:9093", 1, DIRS[1], cluster_id),
+            EndQuorumEpochRequest(3, 9, [1], cluster_id, 1, DIRS[1]),
+            FetchRequest(2, DIRS[2], 0, 0, 1, cluster_id=cluster_id),
+            FetchSnapshotRequest(2, 1, 0, 0, 0, replica_directory_id=DIRS[2],
+                                 cluster_id=cluster_id),
+            AddRaftVoterRequest(4, DIRS[4], {"CONTROLLER": "h4:9093"}, cluster_id=cluster_id),
+            RemoveRaftVoterRequest(3, DIRS[3], cluster_id=cluster_id),
+            UpdateRaftVoterRequest(1, 2, DIRS[2], {"CONTROLLER": "h2:9093"}, 0, 1, cluster_id),
+        ]
+
+    for cluster_id in ("", "other"):
+        for request in requests(cluster_id):
+            node = replica(1)
+            elect(node)
+            epoch = node.epoch
+            response = node.handle_request(3, request, 2100).response
+            assert response is not None and response.error_code == (
+                Errors.INCONSISTENT_CLUSTER_ID), (cluster_id, request)
+            assert (node.role, node.epoch) == ("Leader", epoch)  # nothing else happened
+    for request in requests(None):
+        node = replica(1)
+        elect(node)
+        response = node.handle_request(3, request, 2100).response
+        assert response is not None
+        assert response.error_code != Errors.INCONSISTENT_CLUSTER_ID, request
+
+
 def test_higher_epoch_in_a_response_moves_a_candidate_to_follower() -> None:
     node = replica(1)
     result = node.tick(2000)
@@ -442,7 +478,7 @@ def test_replication_and_high_watermark() -> None:
     pump_fetch(leader, f2, 2103)
     assert f2.high_watermark == end  # follower HWM = min(leader HWM, own end)
     assert f3.high_watermark == 0
-    describe = leader.handle_request(99, DescribeQuorumRequest("c1"), 2104).response
+    describe = leader.handle_request(99, DescribeQuorumRequest(), 2104).response
     assert isinstance(describe, DescribeQuorumResponse)
     assert describe.leader_id == 1 and describe.high_watermark == end
     ends = {s.replica_id: s.log_end_offset for s in describe.current_voters}
