@@ -63,6 +63,7 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.LIST_GROUPS: VersionRange(0, 5),
         ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+        ApiKey.OFFSET_DELETE: VersionRange(0, 0),
         ApiKey.DELETE_RECORDS: VersionRange(0, 2),
         ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
         # Forwarded to the controllers unchanged (the Raft leader answers).

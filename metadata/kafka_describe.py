@@ -16,6 +16,7 @@ from controller.core import replication_control
 from controller.core.metadata_image import MetadataImage
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from kafkawire.api_keys import ApiKey
+from kafkawire.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from kafkawire.entities import NO_THROTTLE, build, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code, response_schema
@@ -66,8 +67,10 @@ def describe_cluster(
     nodes: list[tuple[int, str, int, str | None]],
     endpoint_type: int = ENDPOINT_TYPE_BROKER,
     fenced: frozenset[int] = frozenset(),
+    include_authorized_operations: bool = False,
 ) -> Any:
-    """`fenced`: node ids listed as IsFenced (v2+; they are listed only when asked for)."""
+    """`fenced`: node ids listed as IsFenced (v2+; they are listed only when asked for).
+    `include_authorized_operations`: the cluster's operations, every one (no authorizer)."""
     schema = response_schema(int(ApiKey.DESCRIBE_CLUSTER), version)
     broker_cls = item_type(schema, "brokers")
     return build(
@@ -78,6 +81,9 @@ def describe_cluster(
         endpoint_type=endpoint_type,
         cluster_id=cluster_id,
         controller_id=controller_id,
+        cluster_authorized_operations=CLUSTER_OPERATIONS
+        if include_authorized_operations
+        else NOT_REQUESTED,
         brokers=tuple(
             build(broker_cls, broker_id=n, host=host, port=port, rack=rack, is_fenced=n in fenced)
             for n, host, port, rack in nodes
@@ -111,6 +117,8 @@ def describe_topic_partitions(image: MetadataImage, body: Any, server_limit: int
             name=t.name,
             topic_id=t.topic_id if t.error_code == 0 else uuid.UUID(int=0),
             is_internal=t.is_internal,
+            # Kafka fills it for every topic answered, unasked (no authorizer: all of them).
+            topic_authorized_operations=TOPIC_OPERATIONS,
             min_insync_replicas=t.min_insync_replicas,
             partitions=tuple(
                 build(

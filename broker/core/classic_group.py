@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from kafkawire.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscription_topics
+from kafkawire.errors import Errors
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -68,6 +71,10 @@ class ClassicGroup:
     initial_join_deadline_ms: int | None = None  # the initial delay's hard cap (rebalance timeout)
     in_initial_delay: bool = False
     state_timestamp_ms: int = -1
+    # KIP-345: group.instance.id -> the member id it holds now (Kafka's staticMembers).
+    static_members: dict[str, str] = field(default_factory=dict)
+    # What the members subscribe to, as of the last generation (None: unknown, not "consumer").
+    subscribed_topics: frozenset[str] | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -108,6 +115,30 @@ class ClassicGroup:
         order = [name for member in self.members.values() for name, _ in member.protocols]
         return max(votes, key=lambda name: (votes[name], -order.index(name)))
 
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        """Kafka's computeSubscribedTopics: the union of the members' subscriptions under the
+        chosen protocol, for protocol type "consumer" only; None when unknown."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics.update(subscription_topics(member.metadata_for(self.protocol_name)))
+        except ValueError:
+            return None
+        return frozenset(topics)
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: when the topics are unknown, a "consumer" group counts
+        as subscribed to everything (its offsets are not deleted under it)."""
+        if self.subscribed_topics is None:
+            return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+        return topic in self.subscribed_topics
+
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
@@ -118,11 +149,55 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
             self.leader_id = member.member_id
 
     def remove_member(self, member_id: str) -> GroupMember | None:
         member = self.members.pop(member_id, None)
-        if member is not None and self.leader_id == member_id:
-            self.leader_id = next(iter(self.members), None)
+        if member is not None:
+            instance_id = member.group_instance_id
+            if instance_id is not None and self.static_members.get(instance_id) == member_id:
+                del self.static_members[instance_id]
+            if self.leader_id == member_id:
+                self.leader_id = next(iter(self.members), None)
         return member
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> GroupMember:
+        """Kafka's replaceStaticMember: the member keeps everything (its assignment too) but
+        its id; the old id is out of the group (its waiting answers are the caller's to fence)."""
+        old = self.members.pop(old_id)
+        member = replace(old, member_id=new_id, awaiting_join=False, awaiting_sync=False)
+        self.members[new_id] = member
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        self.static_members[instance_id] = new_id
+        return member
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> Errors:
+        """Kafka's validateMember: an instance id must map to this member id (another id holds
+        it: FENCED_INSTANCE_ID, none: UNKNOWN_MEMBER_ID); the member id must be a member."""
+        if instance_id is not None:
+            holder = self.static_members.get(instance_id)
+            if holder is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return Errors.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return Errors.UNKNOWN_MEMBER_ID
+        return Errors.NONE
+
+    def elect_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: a leader that did not rejoin (a static member
+        keeps its place) hands over to the first member that did; False when none did."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False

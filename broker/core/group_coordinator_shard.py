@@ -1,7 +1,9 @@
 """The groups and committed offsets of one `__consumer_offsets` partition (after Kafka's
 GroupCoordinatorShard with its GroupMetadataManager and OffsetMetadataManager), for the classic
-protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit validation, the session and
-rebalance deadlines, and the replay of the partition's records when its leader loads it.
+protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit validation, OffsetDelete,
+static members (KIP-345: a group.instance.id keeps its member's place and assignment across a
+restart), the session and rebalance deadlines, and the replay of the partition's records when
+its leader loads it.
 
 Pure: the runtime passes `now_ms` and fresh member-id suffixes in, writes `ShardResult.records`
 to the partition (acks=all) and completes the join/sync answers the result lists. A JoinGroup
@@ -11,7 +13,7 @@ or SyncGroup that must wait is answered later, through a result of another call 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from broker.core.classic_group import (
     NO_GENERATION,
@@ -20,6 +22,7 @@ from broker.core.classic_group import (
     GroupMember,
     GroupState,
 )
+from kafkawire.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from kafkawire.errors import Errors
 from kafkawire.group_coordinator_records import (
     GroupMetadataKey,
@@ -59,6 +62,7 @@ class JoinResult:
     protocol_name: str | None = None
     leader_id: str = ""
     members: tuple[JoinMember, ...] = ()  # the leader's answer lists every member
+    skip_assignment: bool = False  # v9+: a static leader's rejoin, the assignment stands
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +81,29 @@ class StoreGroup:
     generation_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class StoreStaticMember:
+    """A static member replaced in a Stable group (KIP-345): the group record naming its new
+    member id is written first, then `on_group_stored` answers its JoinGroup (or, the write
+    failed, restores the old id, as Kafka's updateStaticMemberThenRebalanceOrCompleteJoin)."""
+
+    group_id: str
+    instance_id: str
+    old_member_id: str
+    new_member_id: str
+    old_protocols: tuple[tuple[str, bytes], ...]
+    old_rebalance_timeout_ms: int
+    old_session_timeout_ms: int
+    leader_before: str | None
+    supports_skip_assignment: bool
+
+
 @dataclass
 class ShardResult:
     joins: list[tuple[str, str, JoinResult]] = field(default_factory=list)  # group, member
     syncs: list[tuple[str, str, SyncResult]] = field(default_factory=list)
     records: list[tuple[Key, Value | None]] = field(default_factory=list)
-    store: StoreGroup | None = None
+    store: StoreGroup | StoreStaticMember | None = None
 
     def extend(self, other: ShardResult) -> None:
         self.joins.extend(other.joins)
@@ -103,6 +124,7 @@ class JoinRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool  # JoinGroup v4+ (KIP-394)
+    supports_skip_assignment: bool = False  # JoinGroup v9+
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +159,22 @@ class GroupCoordinatorShard:
         error = self._validate_join(group, request)
         if error is not Errors.NONE:
             return request.member_id, JoinResult(error, request.member_id), result
+        instance_id = request.group_instance_id
         if request.member_id == UNKNOWN_MEMBER_ID:
-            member_id = f"{request.client_id}-{member_id_suffix}"
+            # Kafka's generateMemberId: a static member's id starts with its instance id.
+            prefix = request.client_id if instance_id is None else instance_id
+            member_id = f"{prefix}-{member_id_suffix}"
             if len(group.members) + len(group.pending_members) >= self.config.max_size:
                 return member_id, JoinResult(Errors.GROUP_MAX_SIZE_REACHED), result
-            if request.require_known_member_id:
-                # KIP-394: hand out the id first, so a member that never returns costs nothing.
+            if instance_id is not None:
+                existing = group.static_members.get(instance_id)
+                if existing is not None:
+                    # KIP-345: a static member back with a fresh start takes its old place.
+                    self._replace_static_member(group, request, existing, member_id, now_ms, result)
+                    return member_id, None, result
+            elif request.require_known_member_id:
+                # KIP-394: hand out the id first, so a member that never returns costs nothing
+                # (not to static members: their instance id already names them).
                 group.pending_members[member_id] = now_ms + request.session_timeout_ms
                 return member_id, JoinResult(Errors.MEMBER_ID_REQUIRED, member_id), result
             self._add_member_and_rebalance(group, request, member_id, now_ms, result)
@@ -152,9 +184,10 @@ class GroupCoordinatorShard:
             del group.pending_members[member_id]
             self._add_member_and_rebalance(group, request, member_id, now_ms, result)
             return member_id, None, result
-        member = group.members.get(member_id)
-        if member is None:
-            return member_id, JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id), result
+        error = group.validate_member(member_id, instance_id)
+        if error is not Errors.NONE:
+            return member_id, JoinResult(error, member_id), result
+        member = group.members[member_id]
         if group.state is GroupState.PREPARING_REBALANCE:
             self._update_member(member, request, now_ms)
             result.extend(self._maybe_complete_join(group, now_ms))
@@ -215,6 +248,72 @@ class GroupCoordinatorShard:
         else:
             result.extend(self._prepare_rebalance(group, now_ms))
 
+    def _replace_static_member(
+        self, group: ClassicGroup, request: JoinRequest, old_id: str, new_id: str, now_ms: int,
+        result: ShardResult,
+    ) -> None:
+        """Kafka's updateStaticMemberThenRebalanceOrCompleteJoin: the instance's old member id
+        is fenced (its waiting join or sync gets FENCED_INSTANCE_ID) and the new id takes its
+        assignment. In a Stable group whose protocol stays, nobody else rebalances."""
+        assert request.group_instance_id is not None
+        leader_before = group.leader_id
+        old = group.members[old_id]
+        if old.awaiting_join:
+            result.joins.append((group.group_id, old_id, JoinResult(Errors.FENCED_INSTANCE_ID, old_id)))
+        if old.awaiting_sync:
+            result.syncs.append((group.group_id, old_id, SyncResult(Errors.FENCED_INSTANCE_ID)))
+        member = group.replace_static_member(request.group_instance_id, old_id, new_id)
+        store = StoreStaticMember(
+            group.group_id, request.group_instance_id, old_id, new_id, member.protocols,
+            member.rebalance_timeout_ms, member.session_timeout_ms, leader_before,
+            request.supports_skip_assignment,
+        )
+        self._update_member(member, request, now_ms)
+        if group.state is GroupState.STABLE:
+            if group.protocol_name == group.select_protocol():
+                result.records.append(self._group_record(group))
+                result.store = store
+            else:
+                result.extend(self._prepare_rebalance(group, now_ms))
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            # The leader may already have assigned to the old id: assign again.
+            result.extend(self._prepare_rebalance(group, now_ms))
+        else:
+            result.extend(self._maybe_complete_join(group, now_ms))
+
+    def _on_static_member_stored(
+        self, store: StoreStaticMember, error: Errors, now_ms: int
+    ) -> ShardResult:
+        result = ShardResult()
+        group = self.groups.get(store.group_id)
+        if group is None or group.static_members.get(store.instance_id) != store.new_member_id:
+            return result  # replaced or removed again meanwhile
+        member = group.members[store.new_member_id]
+        if group.state is not GroupState.STABLE or not member.awaiting_join:
+            return result  # a rebalance answered it meanwhile
+        member.awaiting_join = False
+        if error is not Errors.NONE:
+            # The log does not name the new id: back to the old one, the joiner is refused.
+            member.protocols = store.old_protocols
+            member.rebalance_timeout_ms = store.old_rebalance_timeout_ms
+            member.session_timeout_ms = store.old_session_timeout_ms
+            old = group.replace_static_member(store.instance_id, store.new_member_id, store.old_member_id)
+            old.last_heartbeat_ms = now_ms
+            answer = JoinResult(
+                error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
+                group.protocol_name, store.leader_before or "",
+            )
+        elif store.supports_skip_assignment:
+            # v9+: the leader learns the members but keeps the assignment it made.
+            is_leader = group.leader_id == store.new_member_id
+            answer = replace(self._join_answer(group, member), skip_assignment=is_leader)
+        else:
+            # Older clients: the leader before the replacement is named, so a returning leader
+            # does not assign again; it syncs and gets its assignment back.
+            answer = replace(self._join_answer(group, member), leader_id=store.leader_before or "", members=())
+        result.joins.append((group.group_id, store.new_member_id, answer))
+        return result
+
     @staticmethod
     def _update_member(member: GroupMember, request: JoinRequest, now_ms: int) -> None:
         member.protocols = request.protocols
@@ -258,23 +357,34 @@ class GroupCoordinatorShard:
         """The join phase ends: members that did not rejoin are out, the generation advances,
         every waiting member gets its answer (the leader: the member list)."""
         result = ShardResult()
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
+        # Static members that did not rejoin keep their place until their session ends.
+        for member in [
+            m for m in group.members.values() if not m.awaiting_join and m.group_instance_id is None
+        ]:
             group.remove_member(member.member_id)
         group.in_initial_delay = False
         group.initial_join_deadline_ms = None
+        if not group.is_empty and not group.elect_joined_leader():
+            # Nobody rejoined (only absent static members are left): wait another rebalance
+            # timeout, until sessions expire them (Kafka's completeClassicGroupJoin).
+            group.join_deadline_ms = now_ms + group.max_rebalance_timeout_ms()
+            return result
         group.generation_id += 1
         if group.is_empty:
             group.protocol_name = None
             group.leader_id = None
+            group.subscribed_topics = group.compute_subscribed_topics()
             group.transition(GroupState.EMPTY, now_ms)
             result.records.append(self._group_record(group))
             return result
         group.protocol_name = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
         group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
         for member in group.members.values():
-            member.awaiting_join = False
             member.last_heartbeat_ms = now_ms
-            result.joins.append((group.group_id, member.member_id, self._join_answer(group, member)))
+            if member.awaiting_join:
+                member.awaiting_join = False
+                result.joins.append((group.group_id, member.member_id, self._join_answer(group, member)))
         return result
 
     @staticmethod
@@ -306,13 +416,17 @@ class GroupCoordinatorShard:
         protocol_name: str | None,
         assignments: dict[str, bytes],
         now_ms: int,
+        group_instance_id: str | None = None,
     ) -> tuple[SyncResult | None, ShardResult]:
         result = ShardResult()
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
+        if group is None or group.is_empty:
             return SyncResult(Errors.UNKNOWN_MEMBER_ID), result
         if group.state is GroupState.DEAD:
             return SyncResult(Errors.COORDINATOR_NOT_AVAILABLE), result
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not Errors.NONE:
+            return SyncResult(error), result
         if generation_id != group.generation_id:
             return SyncResult(Errors.ILLEGAL_GENERATION), result
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -337,8 +451,13 @@ class GroupCoordinatorShard:
             result.store = StoreGroup(group_id, group.generation_id)
         return None, result
 
-    def on_group_stored(self, store: StoreGroup, error: Errors, now_ms: int) -> ShardResult:
-        """The leader's assignment reached the log (or did not): answer the waiting syncs."""
+    def on_group_stored(
+        self, store: StoreGroup | StoreStaticMember, error: Errors, now_ms: int
+    ) -> ShardResult:
+        """The group record reached the log (or did not): answer the waiting syncs (the
+        leader's assignment) or the replaced static member's join."""
+        if isinstance(store, StoreStaticMember):
+            return self._on_static_member_stored(store, error, now_ms)
         group = self.groups.get(store.group_id)
         if (
             group is None
@@ -368,26 +487,31 @@ class GroupCoordinatorShard:
 
     # ---- Heartbeat / LeaveGroup ----
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int, now_ms: int) -> Errors:
+    def heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, now_ms: int,
+        group_instance_id: str | None = None,
+    ) -> Errors:
         group = self.groups.get(group_id)
         if group is None:
             return Errors.UNKNOWN_MEMBER_ID
         if group.state is GroupState.DEAD:
             return Errors.COORDINATOR_NOT_AVAILABLE
-        member = group.members.get(member_id)
-        if member is None:
-            return Errors.UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not Errors.NONE:
+            return error
         if generation_id != group.generation_id:
             return Errors.ILLEGAL_GENERATION
-        member.last_heartbeat_ms = now_ms
+        group.members[member_id].last_heartbeat_ms = now_ms
         if group.state is GroupState.PREPARING_REBALANCE:
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
 
     def leave(
-        self, group_id: str, member_ids: Iterable[str], now_ms: int
+        self, group_id: str, members: Iterable[tuple[str, str | None]], now_ms: int
     ) -> tuple[Errors, list[Errors], ShardResult]:
-        """(top-level error, one error per leaving member, what to answer and write)."""
+        """(top-level error, one error per (member id, instance id) leaving, what to answer and
+        write). An empty member id with an instance id removes that static member (LeaveGroup
+        v3+, an admin's removal, as Kafka's classicGroupLeaveToClassicGroup)."""
         result = ShardResult()
         group = self.groups.get(group_id)
         if group is None:
@@ -395,16 +519,23 @@ class GroupCoordinatorShard:
         if group.state is GroupState.DEAD:
             return Errors.COORDINATOR_NOT_AVAILABLE, [], result
         errors = []
-        for member_id in member_ids:
+        for member_id, instance_id in members:
+            if member_id == UNKNOWN_MEMBER_ID:
+                holder = group.static_members.get(instance_id) if instance_id is not None else None
+                if holder is None:
+                    errors.append(Errors.UNKNOWN_MEMBER_ID)
+                    continue
+                errors.append(Errors.NONE)
+                result.extend(self._remove_member_and_rebalance(group, holder, now_ms))
+                continue
             if group.pending_members.pop(member_id, None) is not None:
                 errors.append(Errors.NONE)
                 result.extend(self._maybe_complete_join(group, now_ms))
                 continue
-            if member_id not in group.members:
-                errors.append(Errors.UNKNOWN_MEMBER_ID)
-                continue
-            errors.append(Errors.NONE)
-            result.extend(self._remove_member_and_rebalance(group, member_id, now_ms))
+            error = group.validate_member(member_id, instance_id)
+            errors.append(error)
+            if error is Errors.NONE:
+                result.extend(self._remove_member_and_rebalance(group, member_id, now_ms))
         return Errors.NONE, errors, result
 
     def _remove_member_and_rebalance(
@@ -444,11 +575,13 @@ class GroupCoordinatorShard:
     # ---- OffsetCommit / OffsetFetch ----
 
     def validate_offset_commit(
-        self, group_id: str, member_id: str, generation_id: int, now_ms: int
+        self, group_id: str, member_id: str, generation_id: int, now_ms: int,
+        group_instance_id: str | None = None,
     ) -> Errors:
-        """Kafka's checks before a commit is written: a simple consumer (generation -1) commits
-        to an empty or unknown group; a group member must be current (else UNKNOWN_MEMBER_ID:
-        fenced, or ILLEGAL_GENERATION: a stale generation)."""
+        """Kafka's checks before a commit is written (ClassicGroup.validateOffsetCommit): a
+        simple consumer (generation -1) commits to an empty or unknown group; a group member
+        must be current (else UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID: a static member's id was
+        taken over, or ILLEGAL_GENERATION: a stale generation)."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -459,14 +592,19 @@ class GroupCoordinatorShard:
             return Errors.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state is GroupState.EMPTY:
             return Errors.NONE
-        member = group.members.get(member_id)
-        if member is None:
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = group.validate_member(member_id, group_instance_id)
+            if error is not Errors.NONE:
+                return error
+            if generation_id != group.generation_id:
+                return Errors.ILLEGAL_GENERATION
+        elif group.state is not GroupState.EMPTY:
             return Errors.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
         if group.state is GroupState.COMPLETING_REBALANCE:
             return Errors.REBALANCE_IN_PROGRESS
-        member.last_heartbeat_ms = now_ms
+        member = group.members.get(member_id)
+        if member is not None:
+            member.last_heartbeat_ms = now_ms
         return Errors.NONE
 
     def offset_records(
@@ -488,6 +626,33 @@ class GroupCoordinatorShard:
 
     def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         return self.offsets.get(group_id, {})
+
+    # ---- OffsetDelete ----
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> tuple[Errors, list[Errors], list[tuple[Key, Value | None]]]:
+        """Kafka's OffsetMetadataManager.deleteOffsets: (top-level error, one error per
+        (topic, partition), the tombstones of the committed ones). A group still consuming a
+        topic keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC); a live group that is not a
+        consumer group keeps them all (NON_EMPTY_GROUP)."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return Errors.GROUP_ID_NOT_FOUND, [], []
+        if group.state is not GroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return Errors.NON_EMPTY_GROUP, [], []
+        committed = self.committed(group_id)
+        errors: list[Errors] = []
+        tombstones: list[tuple[Key, Value | None]] = []
+        for topic, partition in partitions:
+            if group.is_subscribed_to(topic):
+                errors.append(Errors.GROUP_SUBSCRIBED_TO_TOPIC)
+                continue
+            errors.append(Errors.NONE)
+            if (topic, partition) in committed:
+                key = OffsetCommitKey(group=group_id, topic=topic, partition=partition)  # type: ignore[arg-type]
+                tombstones.append((key, None))
+        return Errors.NONE, errors, tombstones
 
     # ---- DeleteGroups ----
 
@@ -557,7 +722,7 @@ class GroupCoordinatorShard:
             state_timestamp_ms=now_ms,
         )
         for m in value.members:
-            group.members[m.member_id] = GroupMember(
+            group.add_member(GroupMember(
                 member_id=m.member_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
@@ -568,9 +733,11 @@ class GroupCoordinatorShard:
                 group_instance_id=m.group_instance_id,
                 assignment=bytes(m.assignment),
                 last_heartbeat_ms=now_ms,  # sessions restart at load, as Kafka does
-            )
+            ))
+        group.protocol_type = value.protocol_type or None  # add_member took the member's
         # Members were Stable when written; they heartbeat or expire from here.
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
     def _group_record(self, group: ClassicGroup) -> tuple[Key, Value | None]:

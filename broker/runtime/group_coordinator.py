@@ -28,6 +28,7 @@ from broker.core.group_coordinator_shard import (
     JoinResult,
     ShardResult,
     StoreGroup,
+    StoreStaticMember,
     SyncResult,
 )
 from broker.core.partition_state import Role
@@ -322,11 +323,14 @@ class GroupCoordinator:
         task.add_done_callback(self._background.discard)
 
     async def _store_group(
-        self, loaded: LoadedShard, records: Sequence[tuple[Key, Value | None]], store: StoreGroup
+        self,
+        loaded: LoadedShard,
+        records: Sequence[tuple[Key, Value | None]],
+        store: StoreGroup | StoreStaticMember,
     ) -> None:
         error, _base = await self.write(loaded.partition, records)
         if error is not Errors.NONE:
-            log.info("Storing group %s generation %d failed: %s", store.group_id, store.generation_id, error.name)
+            log.info("Storing group %s failed: %s (%s)", store.group_id, error.name, store)
         if self.shards.get(loaded.partition) is loaded:
             self._dispatch(loaded, loaded.shard.on_group_stored(store, error, now_ms()))
 
@@ -379,10 +383,12 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
+        group_instance_id: str | None = None,
     ) -> SyncResult:
         loaded = self.shard_for(group_id)
         immediate, result = loaded.shard.sync(
-            group_id, member_id, generation_id, protocol_type, protocol_name, assignments, now_ms()
+            group_id, member_id, generation_id, protocol_type, protocol_name, assignments, now_ms(),
+            group_instance_id,
         )
         if immediate is not None:
             self._dispatch(loaded, result)
@@ -396,13 +402,17 @@ class GroupCoordinator:
         self._dispatch(loaded, result)
         return await future
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> Errors:
+    def heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None
+    ) -> Errors:
         loaded = self.shard_for(group_id)
-        return loaded.shard.heartbeat(group_id, member_id, generation_id, now_ms())
+        return loaded.shard.heartbeat(group_id, member_id, generation_id, now_ms(), group_instance_id)
 
-    def leave(self, group_id: str, member_ids: Sequence[str]) -> tuple[Errors, list[Errors]]:
+    def leave(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[Errors, list[Errors]]:
         loaded = self.shard_for(group_id)
-        error, errors, result = loaded.shard.leave(group_id, member_ids, now_ms())
+        error, errors, result = loaded.shard.leave(group_id, members, now_ms())
         self._dispatch(loaded, result)
         return error, errors
 
@@ -412,13 +422,14 @@ class GroupCoordinator:
         member_id: str,
         generation_id: int,
         commits: Sequence[tuple[str, int, int, int, str]],
+        group_instance_id: str | None = None,
     ) -> list[Errors]:
         """One error per (topic, partition, offset, leader epoch, metadata), in order. The
         commit is applied to the coordinator's state once the partition's HWM passed it."""
         loaded = self.shard_for(group_id)
         shard = loaded.shard
         ts = now_ms()
-        error = shard.validate_offset_commit(group_id, member_id, generation_id, ts)
+        error = shard.validate_offset_commit(group_id, member_id, generation_id, ts, group_instance_id)
         if error is not Errors.NONE:
             return [error] * len(commits)
         limit = self.group_config.offset_metadata_max_bytes
@@ -435,6 +446,24 @@ class GroupCoordinator:
             for index, (key, value) in enumerate(records):
                 shard.replay(key, value, base_offset + index, ts)
         return [write_error if e is Errors.NONE else e for e in errors]
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]]
+    ) -> tuple[Errors, list[Errors]]:
+        """OffsetDelete: (top-level error, one error per (topic, partition)). The tombstones
+        are written with acks=all, then applied, as a commit is (INVARIANTS rules 20, 23)."""
+        loaded = self.shard_for(group_id)
+        shard = loaded.shard
+        error, errors, tombstones = shard.delete_offsets(group_id, partitions)
+        if error is not Errors.NONE or not tombstones:
+            return error, errors
+        write_error, base_offset = await self.write(loaded.partition, tombstones)
+        if write_error is not Errors.NONE:
+            return write_error, []
+        if self.shards.get(loaded.partition) is loaded:
+            for index, (key, value) in enumerate(tombstones):
+                shard.replay(key, value, base_offset + index, now_ms())
+        return Errors.NONE, errors
 
     async def delete_group(self, group_id: str) -> Errors:
         loaded = self.shard_for(group_id)

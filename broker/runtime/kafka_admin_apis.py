@@ -201,4 +201,5 @@ class KafkaAdminApis:
                 include_fenced=bool(getattr(body, "include_fenced_brokers", False)),
             ),
             fenced=kafka_describe.fenced_broker_ids(image),
+            include_authorized_operations=bool(body.include_cluster_authorized_operations),
         )

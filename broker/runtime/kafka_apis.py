@@ -35,6 +35,7 @@ from kafkawire import get_replica_log_info as grli
 from kafkawire import topic as topic_names
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
+from kafkawire.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from kafkawire.connection import KafkaRequestContext, KafkaService
 from kafkawire.create_topics import NewTopic
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
@@ -126,6 +127,12 @@ class KafkaApis:
         else:
             requested = [(t.name, getattr(t, "topic_id", None) or None) for t in body.topics]
         allow_auto = getattr(body, "allow_auto_topic_creation", True)
+        # KIP-430 (v8+): asked for, every operation (Kafka without an authorizer allows all).
+        topic_operations = (
+            TOPIC_OPERATIONS
+            if getattr(body, "include_topic_authorized_operations", False)
+            else NOT_REQUESTED
+        )
         topics = []
         to_create: list[str] = []
         names: list[tuple[str | None, uuid.UUID | None]] = (
@@ -161,6 +168,7 @@ class KafkaApis:
                         topic_id=topic_id or uuid.UUID(int=0),
                         is_internal=name is not None and topic_names.is_internal(name),
                         partitions=(),
+                        topic_authorized_operations=topic_operations,
                     )
                 )
                 continue
@@ -188,6 +196,7 @@ class KafkaApis:
                     topic_id=topic.topic_id,
                     is_internal=topic.name == OFFSETS_TOPIC,
                     partitions=tuple(partitions),
+                    topic_authorized_operations=topic_operations,
                 )
             )
         if to_create:
@@ -207,6 +216,9 @@ class KafkaApis:
             # forwarded to the active controller.
             controller_id=self.broker.broker_id,
             topics=tuple(topics),
+            cluster_authorized_operations=CLUSTER_OPERATIONS
+            if getattr(body, "include_cluster_authorized_operations", False)
+            else NOT_REQUESTED,
         )
 
     async def _auto_create(self, names: list[str]) -> None:

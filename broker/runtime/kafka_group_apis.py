@@ -1,6 +1,6 @@
 """The group coordinator's APIs on Kafka's wire protocol (classic protocol): FindCoordinator,
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups. Each handler translates the kio request of any advertised version
+DescribeGroups, DeleteGroups, OffsetDelete. Each handler translates the kio request of any advertised version
 into GroupCoordinator calls and the answer into the response of the same version.
 
 A group whose offsets partition this broker does not lead is answered NOT_COORDINATOR (the
@@ -18,6 +18,7 @@ from broker.core.group_coordinator_shard import JoinRequest, JoinResult
 from broker.runtime.broker_context import BrokerContext
 from broker.runtime.group_coordinator import GroupCoordinator
 from kafkawire.api_keys import ApiKey
+from kafkawire.authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED
 from kafkawire.connection import KafkaRequestContext
 from kafkawire.entities import build, item_type
 from kafkawire.errors import Errors, KafkaError
@@ -60,6 +61,7 @@ class KafkaGroupApis:
             ApiKey.LIST_GROUPS: self._list_groups,
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.DELETE_GROUPS: self._delete_groups,
+            ApiKey.OFFSET_DELETE: self._offset_delete,
         }
 
     async def handle(self, request: KafkaRequest, ctx: KafkaRequestContext) -> Any:
@@ -121,6 +123,7 @@ class KafkaGroupApis:
             protocol_type=body.protocol_type,
             protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
             require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
         )
         try:
             result = await self.coordinator.join(request)
@@ -134,7 +137,7 @@ class KafkaGroupApis:
             # Before v7 the name is not nullable: "" when none was chosen.
             protocol_name=result.protocol_name if version >= 7 else result.protocol_name or "",
             leader=result.leader_id,
-            skip_assignment=False,
+            skip_assignment=result.skip_assignment,
             member_id=result.member_id,
             members=tuple(
                 build(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
@@ -153,6 +156,7 @@ class KafkaGroupApis:
                 getattr(body, "protocol_type", None),
                 getattr(body, "protocol_name", None),
                 {a.member_id: bytes(a.assignment) for a in body.assignments},
+                getattr(body, "group_instance_id", None),
             )
             error, fields = result.error, {
                 "protocol_type": result.protocol_type,
@@ -167,7 +171,8 @@ class KafkaGroupApis:
         schema = response_schema(int(ApiKey.HEARTBEAT), version)
         try:
             error = self.coordinator.heartbeat(
-                str(body.group_id), body.member_id, int(body.generation_id)
+                str(body.group_id), body.member_id, int(body.generation_id),
+                getattr(body, "group_instance_id", None),
             )
         except KafkaError as exc:
             error = exc.error
@@ -181,7 +186,7 @@ class KafkaGroupApis:
             else [(body.member_id, None)]
         )
         try:
-            error, errors = self.coordinator.leave(str(body.group_id), [m for m, _ in leaving])
+            error, errors = self.coordinator.leave(str(body.group_id), leaving)
         except KafkaError as exc:
             error, errors = exc.error, []
         if version < 3:
@@ -215,12 +220,24 @@ class KafkaGroupApis:
             for t in body.topics
             for p in t.partitions
         ]
-        try:
-            errors = await self.coordinator.commit_offsets(
-                str(body.group_id), body.member_id, int(body.generation_id_or_member_epoch), commits
-            )
-        except KafkaError as exc:
-            errors = [exc.error] * len(commits)
+        # Kafka's KafkaApis answers a topic or partition missing from the metadata itself,
+        # UNKNOWN_TOPIC_OR_PARTITION, and sends only the rest to the coordinator.
+        missing = [not self._partition_exists(topic, partition) for topic, partition, *_ in commits]
+        known = [c for c, gone in zip(commits, missing, strict=True) if not gone]
+        known_errors: list[Errors] = []
+        if known:
+            try:
+                known_errors = await self.coordinator.commit_offsets(
+                    str(body.group_id),
+                    body.member_id,
+                    int(body.generation_id_or_member_epoch),
+                    known,
+                    getattr(body, "group_instance_id", None),
+                )
+            except KafkaError as exc:
+                known_errors = [exc.error] * len(known)
+        answers = iter(known_errors)
+        errors = [Errors.UNKNOWN_TOPIC_OR_PARTITION if gone else next(answers) for gone in missing]
         by_topic: dict[str, list[Any]] = {}
         for (topic, partition, *_rest), error in zip(commits, errors, strict=True):
             by_topic.setdefault(topic, []).append(
@@ -230,6 +247,42 @@ class KafkaGroupApis:
             schema,
             topics=tuple(topic_cls(name=name, partitions=tuple(p)) for name, p in by_topic.items()),
         )
+
+    async def _offset_delete(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
+        """OffsetDelete (KIP-496): a group's committed offsets of topics it no longer
+        consumes. Missing topics or partitions are answered here, as for OffsetCommit; a
+        top-level error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) answers alone (Kafka's
+        OffsetDeleteResponse.Builder.merge)."""
+        schema = response_schema(int(ApiKey.OFFSET_DELETE), version)
+        topic_cls = item_type(schema, "topics")
+        partition_cls = item_type(topic_cls, "partitions")
+        asked = [(str(t.name), int(p.partition_index)) for t in body.topics for p in t.partitions]
+        missing = [not self._partition_exists(topic, partition) for topic, partition in asked]
+        known = [tp for tp, gone in zip(asked, missing, strict=True) if not gone]
+        # Unlike OffsetCommit, Kafka asks the coordinator even with nothing left: the group's
+        # own errors come first.
+        try:
+            top_error, known_errors = await self.coordinator.delete_offsets(str(body.group_id), known)
+        except KafkaError as exc:
+            top_error, known_errors = exc.error, []
+        if top_error is not Errors.NONE:
+            return build(schema, error_code=error_code(top_error), topics=())
+        answers = iter(known_errors)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), gone in zip(asked, missing, strict=True):
+            error = Errors.UNKNOWN_TOPIC_OR_PARTITION if gone else next(answers)
+            by_topic.setdefault(topic, []).append(
+                build(partition_cls, partition_index=partition, error_code=error_code(error))
+            )
+        return build(
+            schema,
+            error_code=error_code(Errors.NONE),
+            topics=tuple(topic_cls(name=name, partitions=tuple(p)) for name, p in by_topic.items()),
+        )
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        found = self.broker.metadata.image.topics_by_name.get(topic)
+        return found is not None and partition in found.partitions
 
     async def _offset_fetch(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         schema = response_schema(int(ApiKey.OFFSET_FETCH), version)
@@ -329,7 +382,7 @@ class KafkaGroupApis:
         for group_id in body.groups:
             values: dict[str, Any] = {
                 "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
-                "protocol_data": "", "members": (), "authorized_operations": -(2**31),
+                "protocol_data": "", "members": (), "authorized_operations": NOT_REQUESTED,
             }
             try:
                 group = self.coordinator.shard_for(str(group_id)).shard.groups.get(str(group_id))
@@ -360,6 +413,8 @@ class KafkaGroupApis:
                     )
             except KafkaError as exc:
                 error, message = exc.error, exc.message or None
+            if version >= 3 and body.include_authorized_operations and error is Errors.NONE:
+                values["authorized_operations"] = GROUP_OPERATIONS  # no authorizer: all
             described.append(
                 build(group_cls, error_code=error_code(error), error_message=message, **values)
             )

@@ -363,5 +363,6 @@ class ControllerKafkaAdminApis:
             nodes,
             endpoint_type,
             kafka_describe.fenced_broker_ids(self.controller.state.image),
+            include_authorized_operations=bool(body.include_cluster_authorized_operations),
         )
 

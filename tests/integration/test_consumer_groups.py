@@ -643,6 +643,278 @@ def test_consumer_groups_cli_lists_describes_resets_and_deletes(up: Up) -> None:
     assert gone.returncode == 1 and "GROUP_ID_NOT_FOUND" in gone.stderr and "Traceback" not in gone.stderr
 
 
+# ---- issue 38: what librdkafka / kafka-python applications rely on ----
+
+
+def _new_topic(up: Up, topic: str, partitions: int) -> AdminClient:
+    """The topic (replication factor 3) with a leader per partition; the admin client."""
+    admin = _admin(up)
+    _create(admin, NewTopic(topic, partitions, 3))
+    _wait_leaders(admin, topic, partitions)
+    return admin
+
+
+def test_commits_to_a_missing_topic_or_partition_are_refused_per_partition(up: Up) -> None:
+    """Kafka's KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION for a topic or partition its
+    metadata lacks and commits the rest; nothing is stored for the missing ones."""
+    topic, group = "commit-target", "commit-missing"
+    admin = _new_topic(up, topic, 2)
+    consumer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": group})
+    try:
+        with pytest.raises(confluent_kafka.KafkaException) as refused:
+            consumer.commit(
+                offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 7, 5),
+                         TopicPartition("no-such-topic", 0, 5)],
+                asynchronous=False,
+            )
+        assert refused.value.args[0].code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+    finally:
+        consumer.close()
+    assert _committed(up, group) == {0: 5}
+    # The admin API's AlterConsumerGroupOffsets: the same answer, partition by partition.
+    altered = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        "alter-missing", [TopicPartition(topic, 1, 3), TopicPartition("no-such-topic", 0, 3)],
+    )])
+    answer = altered["alter-missing"].result(timeout=20)
+    errors = {(tp.topic, tp.partition): tp.error and tp.error.code() for tp in answer.topic_partitions}
+    assert errors == {
+        (topic, 1): None,
+        ("no-such-topic", 0): confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+    assert _committed(up, "alter-missing") == {1: 3}
+
+
+def test_offset_delete_removes_offsets_of_topics_the_group_no_longer_consumes(up: Up) -> None:
+    """OffsetDelete (KIP-496) through kafka-python's admin: a topic the live group consumes
+    keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC), another's go; an unknown group is
+    GROUP_ID_NOT_FOUND."""
+    consumed, dropped, group = "od-consumed", "od-dropped", "offset-delete-group"
+    for topic in (consumed, dropped):
+        _new_topic(up, topic, 1)
+    member = _kafka_python_member(up.bootstrap, consumed, group)
+    kp_admin = kafka.KafkaAdminClient(bootstrap_servers=up.bootstrap)
+    try:
+        seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the member was never assigned"
+            _poll_kafka_python([member], 1, seen, timeout_s=0.5)
+        member.commit({
+            kafka.TopicPartition(consumed, 0): kafka.OffsetAndMetadata(4, None, -1),
+            kafka.TopicPartition(dropped, 0): kafka.OffsetAndMetadata(6, None, -1),
+        })
+        assert _committed_topics(up, group) == {(consumed, 0): 4, (dropped, 0): 6}
+        results = kp_admin.delete_group_offsets(group, [
+            kafka.TopicPartition(consumed, 0), kafka.TopicPartition(dropped, 0),
+            kafka.TopicPartition("od-no-such-topic", 0),
+        ])
+        assert {tp.topic: error.__name__ for tp, error in results.items()} == {
+            consumed: "GroupSubscribedToTopicError",
+            dropped: "NoError",
+            "od-no-such-topic": "UnknownTopicOrPartitionError",
+        }
+        assert _committed_topics(up, group) == {(consumed, 0): 4}
+        with pytest.raises(kafka.errors.GroupIdNotFoundError):
+            kp_admin.delete_group_offsets("od-no-such-group", [kafka.TopicPartition(consumed, 0)])
+    finally:
+        member.close(autocommit=False)
+        kp_admin.close()
+    # Once the group is empty it consumes nothing: the last offset can go too.
+    kp_admin = kafka.KafkaAdminClient(bootstrap_servers=up.bootstrap)
+    try:
+        results = kp_admin.delete_group_offsets(group, [kafka.TopicPartition(consumed, 0)])
+        assert [error.__name__ for error in results.values()] == ["NoError"]
+    finally:
+        kp_admin.close()
+    assert _committed_topics(up, group) == {}
+
+
+def _committed_topics(up: Up, group: str) -> dict[tuple[str, int], int]:
+    admin = _admin(up)
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result[group].result(timeout=20).topic_partitions
+    }
+
+
+def test_authorized_operations_are_every_operation_without_an_authorizer(up: Up) -> None:
+    """KIP-430 through librdkafka's admin API (DescribeCluster, Metadata, DescribeGroups):
+    Kafka without an authorizer answers every operation the resource type supports
+    (AuthHelper.authorizedOperations, AclEntry.supportedOperations)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+
+    topic, group = "authorized-ops", "authorized-ops-group"
+    admin = _new_topic(up, topic, 1)
+    consumer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=20)
+    assert set(cluster.authorized_operations) == {
+        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
+        Op.ALTER, Op.DESCRIBE,
+    }
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+    assert set(described[topic].result(timeout=20).authorized_operations) == {
+        Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    }
+    groups = admin.describe_consumer_groups([group], include_authorized_operations=True)
+    assert set(groups[group].result(timeout=20).authorized_operations) == {
+        Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+    }
+    # Not asked for: not answered (the schemas' "absent" value).
+    assert admin.describe_cluster().result(timeout=20).authorized_operations is None
+
+    async def controllers_answer() -> tuple[int, int]:
+        """KIP-919: the controllers answer DescribeCluster as Kafka's ControllerApis does."""
+        client = KafkaClient("authorized-ops-test")
+        try:
+            asked, unasked = [
+                await _call(client, up.cluster.bootstrap_controller.split(",")[0],
+                            ApiKey.DESCRIBE_CLUSTER, 1, endpoint_type=2,
+                            include_cluster_authorized_operations=include)
+                for include in (True, False)
+            ]
+            return int(asked.cluster_authorized_operations), int(unasked.cluster_authorized_operations)
+        finally:
+            await client.close()
+
+    assert asyncio.run(controllers_answer()) == (8096, -(2**31))  # Kafka's bits, Int.MinValue
+
+
+class StaticMembers:
+    """librdkafka members of one group with a group.instance.id each (KIP-345), polled
+    together; every rebalance callback and error is recorded under the member's label."""
+
+    def __init__(self, up: Up, topic: str, group: str) -> None:
+        self.up, self.topic, self.group = up, topic, group
+        self.consumers: dict[str, Consumer] = {}
+        self.events: list[tuple[str, str, list[int]]] = []
+        self.errors: dict[str, list[Any]] = {}
+
+    def start(self, label: str, instance_id: str) -> None:
+        consumer = Consumer({
+            "bootstrap.servers": self.up.bootstrap, "group.id": self.group,
+            "group.instance.id": instance_id, "session.timeout.ms": STATIC_SESSION_MS,
+        })
+        consumer.subscribe(
+            [self.topic],
+            on_assign=lambda _c, tps: self.events.append((label, "assign", [t.partition for t in tps])),
+            on_revoke=lambda _c, tps: self.events.append((label, "revoke", [t.partition for t in tps])),
+        )
+        self.consumers[label] = consumer
+        self.errors[label] = []
+
+    def close(self, label: str) -> None:
+        self.consumers.pop(label).close()
+
+    def poll(self, seconds: float, until: Any = None) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not (until is not None and until()):
+            for label, consumer in self.consumers.items():
+                message = consumer.poll(0.05)
+                if message is not None and message.error() is not None:
+                    self.errors[label].append(message.error())
+
+    def assigned(self, label: str) -> list[int] | None:
+        """The partitions of the member's last assign callback (None if it had none)."""
+        mine = [parts for who, kind, parts in self.events if who == label and kind == "assign"]
+        return mine[-1] if mine else None
+
+    def describe(self) -> tuple[str, dict[str, tuple[str, list[int]]]]:
+        """(state, instance id -> (member id, partitions)) from DescribeGroups."""
+        admin = _admin(self.up)
+        found = admin.describe_consumer_groups([self.group])[self.group].result(timeout=20)
+        return found.state.name, {
+            m.group_instance_id: (m.member_id, sorted(t.partition for t in m.assignment.topic_partitions))
+            for m in found.members
+        }
+
+    def stop(self) -> None:
+        for label in list(self.consumers):
+            self.close(label)
+
+
+STATIC_SESSION_MS = 6_000
+
+
+def test_static_members_rejoin_without_a_rebalance_are_fenced_and_expire(up: Up) -> None:
+    """KIP-345 with librdkafka: a restarted member keeping its group.instance.id gets a new
+    member id and its old partitions and the other member is not disturbed; a second
+    consumer with the same instance id fences the first (FENCED_INSTANCE_ID, fatal to
+    librdkafka); a static member closing (no LeaveGroup) stays until its session times out;
+    kafka-python's admin removes a member by instance id (LeaveGroup v3+)."""
+    topic, group = "static-grouped", "static-group"
+    _new_topic(up, topic, 2)
+    members = StaticMembers(up, topic, group)
+    try:
+        members.start("a1", "instance-a")
+        members.start("b", "instance-b")
+        members.poll(60, until=lambda: members.assigned("a1") and members.assigned("b"))
+        assert sorted((members.assigned("a1") or []) + (members.assigned("b") or [])) == [0, 1]
+        state, before = members.describe()
+        assert state == "STABLE" and before["instance-a"][0].startswith("instance-a-")
+        b_events = [e for e in members.events if e[0] == "b"]
+
+        # 1. a restarts: its close sends no LeaveGroup, the group keeps its place.
+        members.close("a1")
+        assert members.describe() == ("STABLE", before)
+        members.start("a2", "instance-a")
+        members.poll(30, until=lambda: members.assigned("a2") is not None)
+        assert members.assigned("a2") == before["instance-a"][1]
+        state, after = members.describe()
+        assert state == "STABLE" and after["instance-b"] == before["instance-b"]
+        assert after["instance-a"][1] == before["instance-a"][1]
+        assert after["instance-a"][0] != before["instance-a"][0]  # a new member id
+        members.poll(1)
+        assert [e for e in members.events if e[0] == "b"] == b_events, "b was rebalanced"
+
+        # 2. A second consumer with instance-a takes over; a2 is fenced.
+        members.start("a3", "instance-a")
+        members.poll(
+            30,
+            until=lambda: members.assigned("a3") is not None and members.errors["a2"],
+        )
+        assert members.assigned("a3") == before["instance-a"][1]
+        assert any("fenced" in str(e).lower() for e in members.errors["a2"]), members.errors["a2"]
+        assert members.errors["a2"][0].code() == confluent_kafka.KafkaError._FATAL
+        members.close("a2")
+        assert members.describe()[1]["instance-a"][0] not in (before["instance-a"][0], after["instance-a"][0])
+        assert [e for e in members.events if e[0] == "b"] == b_events, "b was rebalanced"
+
+        # 3. a3 closes (no LeaveGroup): instance-a stays until its 6 s session times out,
+        # then b takes both partitions.
+        members.close("a3")
+        closed = time.monotonic()
+        members.poll(2)
+        assert "instance-a" in members.describe()[1]
+        members.poll(30, until=lambda: members.assigned("b") == [0, 1])
+        assert members.assigned("b") == [0, 1]
+        assert time.monotonic() - closed >= STATIC_SESSION_MS / 1000 - 1
+
+        # 4. b closes too; an admin removes it by its instance id: the group is empty at once.
+        members.close("b")
+        assert "instance-b" in members.describe()[1]
+        kp_admin = kafka.KafkaAdminClient(bootstrap_servers=up.bootstrap)
+        try:
+            removed = kp_admin.remove_group_members(group, [
+                kafka.admin.MemberToRemove(group_instance_id="instance-b"),
+                kafka.admin.MemberToRemove(group_instance_id="instance-z"),
+            ])
+        finally:
+            kp_admin.close()
+        assert {k: v.__name__ for k, v in removed.items()} == {
+            "instance-b": "NoError", "instance-z": "UnknownMemberIdError",
+        }
+        assert members.describe() == ("EMPTY", {})
+    finally:
+        members.stop()
+
+
 # ---- kill -9 of the coordinator's broker (runs last: it kills a broker) ----
 
 

@@ -5,6 +5,8 @@ protocol selection, session and rebalance timeouts, fencing of offset commits, a
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from broker.core.classic_group import GroupState
@@ -129,11 +131,11 @@ def test_a_silent_member_expires_after_its_session_and_the_group_rebalances() ->
 def test_leave_group_rebalances_and_the_last_leave_empties_the_group() -> None:
     shard = _shard()
     a, b = _stable_group_of_two(shard)
-    error, errors, _ = shard.leave(GROUP, [b, "nobody"], 4_000)
+    error, errors, _ = shard.leave(GROUP, [(b, None), ("nobody", None)], 4_000)
     assert (error, errors) == (Errors.NONE, [Errors.NONE, Errors.UNKNOWN_MEMBER_ID])
     _m, _answer, result = shard.join(_request(a), 4_100, "x")
     assert _joins(result)[a].generation_id == 2
-    _e, _errs, result = shard.leave(GROUP, [a], 4_200)
+    _e, _errs, result = shard.leave(GROUP, [(a, None)], 4_200)
     group = shard.groups[GROUP]
     # CompletingRebalance -> PreparingRebalance -> (no one left) Empty, generation 3, stored.
     assert group.state is GroupState.EMPTY and group.generation_id == 3
@@ -206,13 +208,19 @@ def test_offsets_replay_later_record_wins_and_tombstones_delete() -> None:
     assert GROUP not in shard.groups and shard.committed(GROUP) == {}
 
 
-def test_a_stored_group_reloads_stable_and_a_non_empty_group_cannot_be_deleted() -> None:
-    shard = _shard()
-    a, b = _stable_group_of_two(shard)
+def _reloaded(shard: GroupCoordinatorShard, now_ms: int) -> GroupCoordinatorShard:
+    """A new shard replaying the group's record, through its bytes, as a new leader would."""
     record = shard._group_record(shard.groups[GROUP])
     loaded = _shard()
     key = decode_key(encode_key(record[0]))
-    loaded.replay(key, decode_value(key, encode_value(record[1])), 0, 50_000)
+    loaded.replay(key, decode_value(key, encode_value(record[1])), 0, now_ms)
+    return loaded
+
+
+def test_a_stored_group_reloads_stable_and_a_non_empty_group_cannot_be_deleted() -> None:
+    shard = _shard()
+    a, b = _stable_group_of_two(shard)
+    loaded = _reloaded(shard, 50_000)
     group = loaded.groups[GROUP]
     assert group.state is GroupState.STABLE and group.generation_id == 1
     assert {m: x.assignment for m, x in group.members.items()} == {a: b"A", b: b"B"}
@@ -259,3 +267,123 @@ def test_a_group_lands_on_the_offsets_partition_kafka_would_pick() -> None:
     # Utils.abs(MIN_VALUE) is 0 (Kafka masks the sign bit, it does not negate).
     assert partition_for("polygenelubricants", 50) == 0
     assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00  # UTF-16 code units
+
+
+# ---- KIP-345 static membership (issue 38), after Kafka's GroupMetadataManager ----
+
+
+def _static(instance: str, member_id: str = "", *, v9: bool = False, protocols: tuple[tuple[str, bytes], ...] = (("range", b"m"),)) -> JoinRequest:
+    return JoinRequest(
+        group_id=GROUP, member_id=member_id, group_instance_id=instance, client_id="c",
+        client_host="/127.0.0.1", session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
+        protocol_type="consumer", protocols=protocols, require_known_member_id=True,
+        supports_skip_assignment=v9,
+    )
+
+
+def _stable_static_group(shard: GroupCoordinatorShard) -> tuple[str, str]:
+    """Static members ia (leader) and ib, Stable at generation 1 with assignments A and B."""
+    a, answer, _ = shard.join(_static("ia"), 0, "1")
+    assert (a, answer) == ("ia-1", None)  # no MEMBER_ID_REQUIRED for a static member
+    b, answer, _ = shard.join(_static("ib"), 0, "2")
+    answers = _joins(shard.tick(DELAY_MS))
+    assert answers[a].leader_id == a and answers[b].generation_id == 1
+    _answer, result = shard.sync(GROUP, a, 1, None, None, {a: b"A", b: b"B"}, DELAY_MS, "ia")
+    assert result.store is not None
+    shard.sync(GROUP, b, 1, None, None, {}, DELAY_MS, "ib")
+    shard.on_group_stored(result.store, Errors.NONE, DELAY_MS)
+    assert shard.groups[GROUP].state is GroupState.STABLE
+    return a, b
+
+
+@pytest.mark.parametrize("v9", [False, True])
+def test_a_restarted_static_member_gets_a_new_id_and_its_assignment_without_a_rebalance(v9: bool) -> None:
+    shard = _shard()
+    a, b = _stable_static_group(shard)
+    new_a, answer, result = shard.join(_static("ia", v9=v9), 5_000, "3")
+    assert (new_a, answer) == ("ia-3", None)  # answered once the group record is written
+    assert isinstance(result.records[0][1], GroupMetadataValue)
+    written = {m.group_instance_id: m.member_id for m in result.records[0][1].members}
+    assert written == {"ia": new_a, "ib": b}
+    assert result.store is not None and result.joins == []
+    assert shard.heartbeat(GROUP, b, 1, 5_000, "ib") is Errors.NONE  # b: no rebalance
+    (joined,) = shard.on_group_stored(result.store, Errors.NONE, 5_100).joins
+    assert joined[1] == new_a and joined[2].generation_id == 1 and joined[2].error is Errors.NONE
+    if v9:  # the leader learns the members, and that its assignment stands
+        assert joined[2].leader_id == new_a and joined[2].skip_assignment
+        assert sorted(m.group_instance_id or "" for m in joined[2].members) == ["ia", "ib"]
+    else:  # older clients: the old leader id, so it syncs as a follower
+        assert joined[2].leader_id == a and joined[2].members == ()
+    synced, _ = shard.sync(GROUP, new_a, 1, None, None, {}, 5_200, "ia")
+    assert synced is not None and synced.assignment == b"A"
+    # The old id is fenced by its instance id, unknown without it.
+    assert shard.heartbeat(GROUP, a, 1, 5_300, "ia") is Errors.FENCED_INSTANCE_ID
+    assert shard.heartbeat(GROUP, a, 1, 5_300) is Errors.UNKNOWN_MEMBER_ID
+    assert shard.validate_offset_commit(GROUP, a, 1, 5_300, "ia") is Errors.FENCED_INSTANCE_ID
+    assert shard.join(_static("ia", a), 5_300, "x")[1] == JoinResult(Errors.FENCED_INSTANCE_ID, a)
+    assert shard.groups[GROUP].generation_id == 1
+
+
+def test_a_failed_write_of_the_replacement_restores_the_old_member_id() -> None:
+    shard = _shard()
+    a, _b = _stable_static_group(shard)
+    new_a, _answer, result = shard.join(_static("ia"), 5_000, "3")
+    assert result.store is not None
+    (joined,) = shard.on_group_stored(result.store, Errors.NOT_COORDINATOR, 5_100).joins
+    assert (joined[1], joined[2].error, joined[2].member_id) == (new_a, Errors.NOT_COORDINATOR, "")
+    assert shard.groups[GROUP].static_members["ia"] == a
+    assert shard.heartbeat(GROUP, a, 1, 5_200, "ia") is Errors.NONE
+    assert shard.groups[GROUP].members[a].assignment == b"A"
+
+
+def test_a_waiting_old_member_is_fenced_and_an_absent_static_member_outlives_the_join_phase() -> None:
+    shard = _shard()
+    a, b = _stable_static_group(shard)
+    # b rejoins with new metadata: a rebalance; the static leader a does not rejoin.
+    assert shard.join(_static("ib", b, protocols=(("range", b"n"),)), 5_000, "x")[1] is None
+    for now_ms in (12_000, 21_000, 30_000):  # a's session stays alive by heartbeats
+        assert shard.heartbeat(GROUP, a, 1, now_ms, "ia") is Errors.REBALANCE_IN_PROGRESS
+    answers = _joins(shard.tick(5_000 + REBALANCE_MS))
+    assert list(answers) == [b]  # a keeps its place, unanswered
+    assert answers[b].leader_id == b and answers[b].generation_id == 2  # a leader that rejoined
+    assert set(shard.groups[GROUP].members) == {a, b}
+    # A duplicate of b joins while b waits in SyncGroup: b is fenced there.
+    assert shard.sync(GROUP, b, 2, None, None, {}, 36_000, "ib")[0] is None
+    new_b, _answer, result = shard.join(_static("ib"), 36_000, "4")
+    assert [(m, s.error) for _g, m, s in result.syncs] == [(b, Errors.FENCED_INSTANCE_ID)]
+    assert shard.groups[GROUP].state is GroupState.PREPARING_REBALANCE and new_b in shard.groups[GROUP].members
+    # a never heartbeats: its session ends and it is out.
+    shard.tick(36_000 + SESSION_MS)
+    assert set(shard.groups[GROUP].members) == {new_b}
+
+
+def test_leave_by_instance_id_and_a_reloaded_group_knows_its_static_members() -> None:
+    shard = _shard()
+    a, b = _stable_static_group(shard)
+    loaded = _reloaded(shard, 50_000)
+    assert loaded.groups[GROUP].static_members == {"ia": a, "ib": b}
+    error, errors, _ = loaded.leave(GROUP, [("", "ib"), ("", "iz"), (a, "ib")], 50_100)
+    assert (error, errors) == (Errors.NONE, [Errors.NONE, Errors.UNKNOWN_MEMBER_ID, Errors.UNKNOWN_MEMBER_ID])
+    assert set(loaded.groups[GROUP].members) == {a}
+    assert loaded.groups[GROUP].state is GroupState.PREPARING_REBALANCE
+
+
+def _subscription(*topics: str) -> bytes:
+    """Kafka's ConsumerProtocolSubscription v0: version, [topic], user data (null)."""
+    body = b"".join(struct.pack(">h", len(t)) + t.encode() for t in topics)
+    return struct.pack(">hi", 0, len(topics)) + body + struct.pack(">i", -1)
+
+
+def test_offset_delete_keeps_the_offsets_of_subscribed_topics() -> None:
+    shard = _shard()
+    assert shard.delete_offsets(GROUP, [("t", 0)])[0] is Errors.GROUP_ID_NOT_FOUND
+    member, _ = _join_new(shard, 0, "a", protocols=(("range", _subscription("t")),))
+    shard.tick(DELAY_MS)
+    for k, v in shard.offset_records(GROUP, [("t", 0, 5, -1, ""), ("u", 0, 6, -1, "")], DELAY_MS):
+        shard.replay(k, v, 1, DELAY_MS)
+    error, errors, tombstones = shard.delete_offsets(GROUP, [("t", 0), ("u", 0), ("u", 1)])
+    assert (error, errors) == (Errors.NONE, [Errors.GROUP_SUBSCRIBED_TO_TOPIC, Errors.NONE, Errors.NONE])
+    assert tombstones == [(OffsetCommitKey(group=GROUP, topic="u", partition=0), None)]  # type: ignore[arg-type]
+    # Empty again: it consumes nothing, every offset may go.
+    shard.leave(GROUP, [(member, None)], DELAY_MS + 1)
+    assert shard.delete_offsets(GROUP, [("t", 0)])[1] == [Errors.NONE]

@@ -85,6 +85,7 @@ def test_the_broker_table_is_kip_896s_client_facing_baseline() -> None:
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DESCRIBE_GROUPS: (0, 6),
         ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496 (issue 38)
         ApiKey.DELETE_RECORDS: (0, 2),
     }
     for key, (low, high) in expected.items():
