@@ -769,9 +769,14 @@ def test_authorized_operations_are_every_operation_without_an_authorizer(up: Up)
     # Not asked for: not answered (the schemas' "absent" value).
     assert admin.describe_cluster().result(timeout=20).authorized_operations is None
 
-    async def controllers_answer() -> tuple[int, int]:
-        """KIP-919: the controllers answer DescribeCluster as Kafka's ControllerApis does."""
+    async def raw_answers() -> list[int]:
+        """What librdkafka does not ask: DescribeCluster on a controller (KIP-919, Kafka's
+        ControllerApis answers alike), Metadata v10's cluster operations, and
+        DescribeTopicPartitions (Kafka fills it unasked); Kafka's bits or Int.MinValue."""
         client = KafkaClient("authorized-ops-test")
+        broker = up.bootstrap.split(",")[0]
+        topic_cls = item_type(request_schema(int(ApiKey.METADATA), 10), "topics")
+        described_cls = item_type(request_schema(int(ApiKey.DESCRIBE_TOPIC_PARTITIONS), 0), "topics")
         try:
             asked, unasked = [
                 await _call(client, up.cluster.bootstrap_controller.split(",")[0],
@@ -779,11 +784,25 @@ def test_authorized_operations_are_every_operation_without_an_authorizer(up: Up)
                             include_cluster_authorized_operations=include)
                 for include in (True, False)
             ]
-            return int(asked.cluster_authorized_operations), int(unasked.cluster_authorized_operations)
+            metadata = await _call(
+                client, broker, ApiKey.METADATA, 10, allow_auto_topic_creation=False,
+                topics=(build(topic_cls, name=topic, topic_id=None),),
+                include_cluster_authorized_operations=True, include_topic_authorized_operations=True,
+            )
+            partitions = await _call(
+                client, broker, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, response_partition_limit=10,
+                cursor=None, topics=(described_cls(name=topic),),
+            )
+            return [
+                int(asked.cluster_authorized_operations), int(unasked.cluster_authorized_operations),
+                int(metadata.cluster_authorized_operations),
+                int(metadata.topics[0].topic_authorized_operations),
+                int(partitions.topics[0].topic_authorized_operations),
+            ]
         finally:
             await client.close()
 
-    assert asyncio.run(controllers_answer()) == (8096, -(2**31))  # Kafka's bits, Int.MinValue
+    assert asyncio.run(raw_answers()) == [8096, -(2**31), 8096, 3576, 3576]
 
 
 class StaticMembers:
