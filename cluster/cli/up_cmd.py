@@ -13,7 +13,22 @@ import click
 from rich.console import Console
 
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
-from cluster.launch.local_cluster import CLUSTER_FILE, LOOPBACK, NETNS, NETWORKS, LocalCluster
+from cluster.launch.layout import (
+    LayoutError,
+    parse_ids,
+    parse_node_setting,
+    parse_ports,
+    parse_setting,
+    plan_layout,
+)
+from cluster.launch.local_cluster import (
+    CLUSTER_FILE,
+    LOOPBACK,
+    NETNS,
+    NETWORKS,
+    LocalCluster,
+    ports_in_use,
+)
 from cluster.launch.netns import NetnsError, netns_unavailable_reason
 from cluster.launch.readiness import wait_until_ready
 
@@ -22,14 +37,42 @@ console = Console(stderr=True)
 
 @click.command()
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False))
-@click.option("--controllers", default=3, show_default=True, type=click.IntRange(1, 9))
-@click.option("--brokers", default=3, show_default=True, type=click.IntRange(0, 9))
 @click.option(
-    "--base-port", default=19090, show_default=True, type=int, help="0 picks free ephemeral ports"
+    "--controllers", default=None, type=click.IntRange(1, 9), help="[default: 3, or as many ids "
+    "as --controller-ids names]",
+)
+@click.option(
+    "--brokers", default=None, type=click.IntRange(0, 9), help="[default: 3, or as many ids as "
+    "--broker-ids names]",
+)
+@click.option(
+    "--controller-ids", default=None,
+    help="the controllers' node ids, e.g. 1,2,3 [default: 1.. skipping broker ids]",
+)
+@click.option(
+    "--broker-ids", default=None,
+    help="the brokers' node ids, e.g. 0,1,2 [default: 101.. skipping controller ids]",
+)
+@click.option(
+    "--controller-ports", default=None,
+    help="each controller's listener port, in --controller-ids order, e.g. 9093,9096,9099",
+)
+@click.option(
+    "--broker-ports", default=None,
+    help="each broker's listener port, in --broker-ids order, e.g. 9092,9095,9098",
+)
+@click.option(
+    "--base-port", default=19090, show_default=True, type=int,
+    help="ports not given above: controllers base+1.., brokers base+101.., HTTP base+201.. and "
+    "base+301..; 0 picks free ports (from MINIKRAFT_PORT_RANGE when set)",
 )
 @click.option("--detach", is_flag=True, help="start, wait until ready, and return")
 @click.option("--timeout-s", default=60.0, show_default=True, type=float)
 @click.option("--set", "overrides", multiple=True, help="extra node property k=v (repeatable)")
+@click.option(
+    "--node-set", "node_sets", multiple=True,
+    help="a property for one node, ID:k=v, over --set (repeatable)",
+)
 @click.option(
     "--network", type=click.Choice(NETWORKS), default=None,
     help=f"{LOOPBACK} (default): every node on 127.0.0.1; {NETNS}: one network namespace "
@@ -38,12 +81,17 @@ console = Console(stderr=True)
 @output_option
 def up(
     directory: str,
-    controllers: int,
-    brokers: int,
+    controllers: int | None,
+    brokers: int | None,
+    controller_ids: str | None,
+    broker_ids: str | None,
+    controller_ports: str | None,
+    broker_ports: str | None,
     base_port: int,
     detach: bool,
     timeout_s: float,
     overrides: tuple[str, ...],
+    node_sets: tuple[str, ...],
     network: str | None,
     output: str,
 ) -> None:
@@ -51,12 +99,22 @@ def up(
     root = Path(directory)
     if network == NETNS:
         _require_netns()  # before anything else, so a non-root user gets this one line
-    extra = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            fail(f"--set expects key=value, got {item!r}", EXIT_USAGE)
-        extra[key.strip()] = value.strip()
+    try:
+        extra = dict(parse_setting(item) for item in overrides)
+        layout = plan_layout(
+            controllers=controllers,
+            brokers=brokers,
+            controller_ids=None if controller_ids is None
+            else parse_ids(controller_ids, "--controller-ids"),
+            broker_ids=None if broker_ids is None else parse_ids(broker_ids, "--broker-ids"),
+            controller_ports=None if controller_ports is None
+            else parse_ports(controller_ports, "--controller-ports"),
+            broker_ports=None if broker_ports is None
+            else parse_ports(broker_ports, "--broker-ports"),
+            node_settings=[parse_node_setting(item) for item in node_sets],
+        )
+    except LayoutError as exc:
+        fail(str(exc), EXIT_USAGE)
     if (root / CLUSTER_FILE).exists():
         cluster = LocalCluster.load(root)
         if cluster.running():
@@ -70,10 +128,16 @@ def up(
                 EXIT_USAGE,
             )
     else:
-        cluster = LocalCluster.plan(
-            root, controllers=controllers, brokers=brokers, base_port=base_port, overrides=extra,
-            network=network or LOOPBACK,
-        )
+        try:
+            cluster = LocalCluster.plan(
+                root, base_port=base_port, overrides=extra, network=network or LOOPBACK,
+                layout=layout,
+            )
+        except LayoutError as exc:
+            fail(str(exc), EXIT_USAGE)
+        busy = [] if cluster.netns is not None else ports_in_use(layout.explicit_ports())
+        if busy:
+            fail(f"port(s) {busy} on 127.0.0.1 are in use by another process", EXIT_USAGE)
     if cluster.network == NETNS:
         _require_netns()
         try:

@@ -21,11 +21,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cluster.launch import fork_server
+from cluster.launch.layout import Layout, LayoutError, plan_layout
 from cluster.launch.netns import NetnsPlan
 from kafkawire.config import render_properties
 from raft.core.control_records import Voter, bootstrap_snapshot
@@ -112,6 +114,20 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+def ports_in_use(ports: Iterable[int], host: str = "127.0.0.1") -> list[int]:
+    """The ports another process holds now (a node given one would fail to bind it)."""
+    busy = []
+    for port in sorted(ports):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As the node's listener binds: a port only in TIME_WAIT is free to it.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
 @dataclass
 class LocalCluster:
     dir: Path
@@ -134,18 +150,37 @@ class LocalCluster:
         base_port: int = 19090,
         overrides: dict[str, str] | None = None,
         network: str = LOOPBACK,
+        layout: Layout | None = None,
     ) -> LocalCluster:
+        """Nodes by `layout` (ids, ports, each node's own settings; cluster/launch/layout.py),
+        else `controllers` with ids 1.. and `brokers` with ids 101..; ports not given come
+        from `base_port`'s scheme, or, with base_port 0, are free ports."""
         directory = directory.resolve()
         host = "127.0.0.1"
         plan = NetnsPlan.for_directory(directory) if network == NETNS else None
+        if layout is None:
+            layout = plan_layout(controllers=controllers, brokers=brokers)
+        controllers, brokers = len(layout.controller_ids), len(layout.broker_ids)
         if base_port == 0:
-            ports = free_ports(2 * (controllers + brokers))
+            explicit = layout.explicit_ports()
+            picked = [
+                p for p in free_ports(2 * (controllers + brokers) + len(explicit))
+                if p not in explicit
+            ]
+            ports = picked[: 2 * (controllers + brokers)]
         else:
             ports = [base_port + i for i in range(1, controllers + 1)]
             ports += [base_port + 100 + j for j in range(1, brokers + 1)]
             ports += [base_port + 200 + i for i in range(1, controllers + 1)]
             ports += [base_port + 300 + j for j in range(1, brokers + 1)]
         rpc_ports, http_ports = ports[: controllers + brokers], ports[controllers + brokers :]
+        rpc_ports = [*(layout.controller_ports or rpc_ports[:controllers]),
+                     *(layout.broker_ports or rpc_ports[controllers:])]
+        if len(set(rpc_ports + http_ports)) != len(rpc_ports + http_ports):
+            raise LayoutError(
+                f"a given port is also one --base-port {base_port} gives another node "
+                "(--base-port 0 picks free ones)"
+            )
         from raft.runtime.meta_properties import random_uuid_str
 
         cluster = cls(
@@ -157,17 +192,21 @@ class LocalCluster:
             # netns: each node its own address on the cluster's bridge.
             return host if plan is None else plan.node_address(index)
 
-        for i in range(controllers):
+        def settings(node_id: int) -> dict[str, str]:
+            return {**(overrides or {}), **layout.node_settings.get(node_id, {})}
+
+        for i, node_id in enumerate(layout.controller_ids):
             cluster.controllers.append(
                 cluster._spec(
-                    "controller", i + 1, rpc_ports[i], http_ports[i], overrides or {}, node_host(i)
+                    "controller", node_id, rpc_ports[i], http_ports[i], settings(node_id),
+                    node_host(i),
                 )
             )
-        for j in range(brokers):
+        for j, node_id in enumerate(layout.broker_ids):
             k = controllers + j
             cluster.brokers.append(
                 cluster._spec(
-                    "broker", 100 + j + 1, rpc_ports[k], http_ports[k], overrides or {},
+                    "broker", node_id, rpc_ports[k], http_ports[k], settings(node_id),
                     node_host(k),
                 )
             )

@@ -69,3 +69,38 @@ async def brokers_not_ready(cluster: LocalCluster, timeout_ms: int = 1000) -> li
     finally:
         await client.close()
     return sorted(not_ready)
+
+
+async def wait_node_ready(cluster: LocalCluster, name: str, timeout_s: float) -> None:
+    """One (re)started node is back: a broker registered and unfenced in its own metadata, a
+    controller answering on its listener while the quorum has a leader."""
+    spec = cluster.node(name)
+    deadline = time.monotonic() + timeout_s
+    last_error = "no answer yet"
+    client = new_client("minikraft-readiness", request_timeout_ms=1000)
+    try:
+        while time.monotonic() < deadline:
+            if not _alive(cluster, spec.name):
+                raise TimeoutError(f"{spec.name} exited during start-up")
+            try:
+                if spec.role == "broker":
+                    response = await metadata(client, [spec.address], [], 1000)
+                    if spec.node_id in {int(b.node_id) for b in response.brokers}:
+                        return
+                    last_error = f"{spec.name} is not yet registered and unfenced"
+                else:
+                    host, port = spec.host, spec.port
+                    _reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(host, port), 1.0
+                    )
+                    writer.close()
+                    status = await describe_quorum(cluster.bootstrap_controller, timeout_ms=1000)
+                    if status.leader_id is not None:
+                        return
+                    last_error = "the quorum has no leader"
+            except (KafkaError, OSError, TimeoutError) as exc:
+                last_error = str(exc) or type(exc).__name__
+            await asyncio.sleep(0.1)
+    finally:
+        await client.close()
+    raise TimeoutError(f"{spec.name} not ready after {timeout_s:.0f}s: {last_error}")
