@@ -146,6 +146,16 @@ def test_a_transactional_producer_is_refused_at_once_with_kafkas_error(up: Up) -
     assert error.fatal() and "no transaction coordinator" in error.str()
     assert time.monotonic() - started < 5  # not a retry loop up to the timeout
 
+    kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
+    started = time.monotonic()
+    other = kafka.KafkaProducer(bootstrap_servers=up.bootstrap, transactional_id="tx-2")
+    try:
+        with pytest.raises(kafka.errors.TransactionalIdAuthorizationFailedError):
+            other.init_transactions()
+    finally:
+        other.close(5)
+    assert time.monotonic() - started < 5
+
 
 def test_replays_gaps_and_epochs_get_kafkas_answers_and_nothing_extra_is_written(up: Up) -> None:
     admin = _admin(up)
