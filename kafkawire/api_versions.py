@@ -47,6 +47,7 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.CREATE_TOPICS: VersionRange(2, 7),
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+        ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
         ApiKey.ELECT_LEADERS: VersionRange(0, 3),  # v3: DesignatedLeaders (seed 004)
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
@@ -84,6 +85,7 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DELETE_TOPICS: VersionRange(1, 6),
         ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+        ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
         ApiKey.ELECT_LEADERS: VersionRange(0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),

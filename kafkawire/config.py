@@ -113,11 +113,14 @@ def parse_listeners(text: str) -> list[Listener]:
 @dataclass(frozen=True)
 class NodeConfig:
     props: dict[str, str] = field(default_factory=dict)
+    # The keys its file or environment gave (DescribeConfigs' STATIC_BROKER_CONFIG); the others
+    # in `props` are defaults, minikraft's own where they differ from Kafka's.
+    given: frozenset[str] = frozenset()
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> NodeConfig:
         merged = {**DEFAULTS, **props}
-        config = cls(merged)
+        config = cls(merged, frozenset(props))
         config.validate()
         return config
 

@@ -13,30 +13,26 @@ from typing import Any
 
 from controller.core import messages as msg
 from controller.core import replication_control
-from controller.core.metadata_image import MetadataImage
+from controller.core.config_defs import (
+    BrokerLevels,
+    ConfigSource,
+    ConfigType,
+    ConfigValue,
+    broker_config_values,
+    topic_config_values,
+)
+from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from kafkawire.api_keys import ApiKey
 from kafkawire.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
-from kafkawire.entities import NO_THROTTLE, build, item_type
+from kafkawire.config import NodeConfig
+from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code, response_schema
 from kafkawire.topic import invalid_topic_reason
 
-CONFIG_SOURCE_DYNAMIC_TOPIC = 1
-CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 4
-CONFIG_SOURCE_DEFAULT = 5
 ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2  # KIP-919: DescribeCluster to controllers lists controllers
-# Topic configs DescribeConfigs lists, with Kafka's defaults where no record sets them.
-TOPIC_CONFIG_DEFAULTS = {
-    "cleanup.policy": "delete",
-    "max.message.bytes": "1048588",
-    "min.insync.replicas": "1",
-    "retention.bytes": "-1",
-    "retention.ms": "604800000",
-    "segment.bytes": "1073741824",
-    "unclean.leader.election.enable": "false",
-}
 
 
 def live_brokers(
@@ -154,31 +150,60 @@ def describe_topic_partitions(image: MetadataImage, body: Any, server_limit: int
     )
 
 
-def describe_configs(image: MetadataImage, body: Any, version: int) -> Any:
+def broker_levels(image: MetadataImage, node: NodeConfig) -> BrokerLevels:
+    """What `node` sees of the broker-level configs: its own and the cluster's dynamic ones,
+    its config file, and its defaults."""
+    props = node.props
+    return BrokerLevels(
+        per_broker=image.configs.get((CONFIG_RESOURCE_BROKER, str(node.node_id)), {}),
+        cluster=image.configs.get((CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE), {}),
+        static={k: props[k] for k in node.given if k in props},
+        node_defaults={k: v for k, v in props.items() if k not in node.given},
+    )
+
+
+def describe_configs(image: MetadataImage, body: Any, version: int, node: NodeConfig) -> Any:
+    """Kafka's ConfigHelper.describeConfigs on the node asked: every config of a topic, or of
+    this node (a broker id other than its own is INVALID_REQUEST, as in Kafka), or the
+    cluster-level dynamic configs (resource name ""), with sources, synonyms when asked,
+    documentation when asked, types and the read-only flag, all from controller.core.config_defs."""
     schema = response_schema(int(ApiKey.DESCRIBE_CONFIGS), version)
     result_cls = item_type(schema, "results")
     entry_cls = item_type(result_cls, "configs")
+    synonym_cls = item_type(entry_cls, "synonyms") if has_field(entry_cls, "synonyms") else None
+    include_synonyms = bool(getattr(body, "include_synonyms", False))
+    include_documentation = bool(getattr(body, "include_documentation", False))
+    levels = broker_levels(image, node)
     results = []
     for resource in body.resources:
         resource_type = int(resource.resource_type)
         name = str(resource.resource_name)
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
-        entries, error, message = _config_entries(image, resource_type, name)
+        rows, error, message = _config_rows(image, resource_type, name, levels, node.node_id)
         configs = tuple(
             build(
                 entry_cls,
-                name=key,
-                value=value,
-                read_only=False,
-                is_default=source == CONFIG_SOURCE_DEFAULT,
-                config_source=source,
-                is_sensitive=False,
-                synonyms=(),
-                config_type=0,
-                documentation=None,
+                name=row.name,
+                value=None if row.definition is not None and row.definition.sensitive else row.value,
+                read_only=_read_only(resource_type, row),
+                is_default=row.source == ConfigSource.DEFAULT_CONFIG,
+                config_source=int(row.source),
+                is_sensitive=row.definition is not None and row.definition.sensitive,
+                synonyms=tuple(
+                    build(synonym_cls, name=n, value=v, source=int(src))
+                    for n, v, src in row.synonyms
+                )
+                if include_synonyms and synonym_cls is not None
+                else (),
+                config_type=int(
+                    row.definition.type if row.definition is not None else ConfigType.UNKNOWN
+                ),
+                documentation=row.definition.doc
+                if include_documentation and row.definition is not None
+                else None,
             )
-            for key, value, source in entries
-            if not keys or key in keys
+            for row in rows
+            if not keys or row.name in keys
         )
         results.append(
             build(
@@ -193,29 +218,36 @@ def describe_configs(image: MetadataImage, body: Any, version: int) -> Any:
     return build(schema, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-def _config_entries(
-    image: MetadataImage, resource_type: int, name: str
-) -> tuple[list[tuple[str, str | None, int]], Errors, str | None]:
-    """(key, value, Kafka's config source) rows of one resource, or its error."""
-    entries: list[tuple[str, str | None, int]] = []
+def _read_only(resource_type: int, row: ConfigValue) -> bool:
+    """Topic configs are alterable; a broker config only if it is dynamic (Kafka's
+    DynamicBrokerConfig.AllDynamicConfigs)."""
+    if resource_type == CONFIG_RESOURCE_TOPIC:
+        return False
+    return row.definition is None or not row.definition.dynamic
+
+
+def _config_rows(
+    image: MetadataImage, resource_type: int, name: str, levels: BrokerLevels, node_id: int
+) -> tuple[list[ConfigValue], Errors, str | None]:
+    """The rows of one resource, or its error (Kafka's messages)."""
     if resource_type == CONFIG_RESOURCE_TOPIC:
         invalid = invalid_topic_reason(name)  # Kafka's ConfigHelper: Topic.validate first
         if invalid is not None:
             return [], Errors.INVALID_TOPIC_EXCEPTION, invalid
         if name not in image.topics_by_name:
             return [], Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
-        set_on_topic = image.configs.get((CONFIG_RESOURCE_TOPIC, name), {})
-        cluster = image.configs.get((CONFIG_RESOURCE_BROKER, ""), {})
-        for key in sorted(set(TOPIC_CONFIG_DEFAULTS) | set(set_on_topic)):
-            if key in set_on_topic:
-                entries.append((key, set_on_topic[key], CONFIG_SOURCE_DYNAMIC_TOPIC))
-            elif key in cluster:
-                entries.append((key, cluster[key], CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER))
-            else:
-                entries.append((key, TOPIC_CONFIG_DEFAULTS[key], CONFIG_SOURCE_DEFAULT))
-        return entries, Errors.NONE, None
+        overrides = image.configs.get((CONFIG_RESOURCE_TOPIC, name), {})
+        return topic_config_values(overrides, levels), Errors.NONE, None
     if resource_type == CONFIG_RESOURCE_BROKER:
-        for key, value in sorted(image.configs.get((CONFIG_RESOURCE_BROKER, name), {}).items()):
-            entries.append((key, value, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER))
-        return entries, Errors.NONE, None
-    return [], Errors.INVALID_REQUEST, f"unsupported resource type {resource_type}"
+        if name == CLUSTER_DEFAULT_RESOURCE:
+            return broker_config_values(levels, cluster_default=True), Errors.NONE, None
+        if not name.lstrip("-").isdigit():
+            return [], Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        if int(name) != node_id:
+            return (
+                [],
+                Errors.INVALID_REQUEST,
+                f"Unexpected broker id, expected {node_id} or empty string, but received {name}",
+            )
+        return broker_config_values(levels, cluster_default=False), Errors.NONE, None
+    return [], Errors.INVALID_REQUEST, f"Unsupported resource type: {resource_type}"

@@ -40,6 +40,7 @@ class ProduceResponse:
     leader_id: int = -1
     leader_epoch: int = -1
     log_start_offset: int = -1
+    log_append_time_ms: int = -1  # LogAppendTime topics: the broker's append time
     # (batch index, message) per rejected record (Kafka's LogValidator record errors)
     record_errors: tuple[tuple[int, str], ...] = ()
 

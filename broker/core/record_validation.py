@@ -4,7 +4,7 @@ wrong with single records, answered in Produce's record_errors rather than as a 
 Kafka fails the whole batch when any record fails (nothing of it is appended) and names each
 failing record by its index in the batch. Only the key check is here: a compacted topic
 (cleanup.policy containing `compact`) takes no record without a key. The timestamp checks
-(message.timestamp.before/after.max.ms) come with those configs.
+(message.timestamp.before/after.max.ms) are broker.core.topic_write_configs'.
 """
 
 from __future__ import annotations
@@ -36,11 +36,14 @@ class RecordValidationError(KafkaError):
     """A batch refused for its records (Kafka's RecordValidationException): the error, the
     message Kafka answers in error_message, and every record error."""
 
-    def __init__(self, error: Errors, record_errors: Sequence[RecordError]) -> None:
+    def __init__(
+        self, error: Errors, record_errors: Sequence[RecordError], message: str | None = None
+    ) -> None:
         shown = ", ".join(str(e) for e in record_errors[:_SHOWN_RECORD_ERRORS])
         super().__init__(
             error,
-            f"One or more records have been rejected due to {len(record_errors)} record errors"
+            message
+            or f"One or more records have been rejected due to {len(record_errors)} record errors"
             f" in total, and only showing the first three errors at most: [{shown}]",
         )
         self.record_errors = tuple(record_errors)

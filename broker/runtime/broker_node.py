@@ -64,6 +64,9 @@ BROKER_DEFAULTS = {
     # On by default, unlike Kafka (which keeps it for Windows): on Linux it makes the per-produce
     # fsync cheaper, as there is no file size to write back (raft.runtime.segment).
     "log.preallocate": "true",
+    # minikraft's segment size (Kafka's is 1 GiB): a laptop cluster's logs roll and recover in
+    # small steps; a topic's segment.bytes overrides it.
+    "log.segment.bytes": str(8 * 1024 * 1024),
 }
 JOURNAL_DIR_KEY = "minikraft.journal.dir"
 CONTROLLER_REQUEST_TIMEOUT_MS = 5000
@@ -111,10 +114,13 @@ class BrokerNode:
                 broker_id=self.broker_id,
                 log_dirs=list(config.log_dirs),
                 replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
-                max_message_bytes=config.get_int("message.max.bytes"),
                 flush_messages=int(flush_text) if flush_text else None,
                 flush_in_thread=config.get_bool("minikraft.log.flush.in.thread"),
                 preallocate=config.get_bool("log.preallocate"),
+                static_configs={k: config.props[k] for k in config.given if k in config.props},
+                node_defaults={
+                    k: v for k, v in config.props.items() if k not in config.given
+                },
             ),
             self.journal,
             self._send_alter_partition,

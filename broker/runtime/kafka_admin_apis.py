@@ -1,6 +1,7 @@
 """The broker's admin APIs on Kafka's wire protocol, as a Kafka broker serves them.
 
-Writes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, ElectLeaders) and
+Writes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs,
+ElectLeaders) and
 the quorum APIs (DescribeQuorum, AddRaftVoter, RemoveRaftVoter) are FORWARDED: the client's kio
 request body goes unchanged, same version, to the active controller (the Raft leader this broker
 follows as an observer, else each bootstrap controller), whose answer is returned as is.
@@ -39,6 +40,7 @@ FORWARDED_API_KEYS = frozenset(
         ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS,
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ALTER_CONFIGS,
         ApiKey.ELECT_LEADERS,
         ApiKey.DESCRIBE_QUORUM,
         ApiKey.ADD_RAFT_VOTER,
@@ -96,7 +98,7 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
             for t in body.topics
         )
         return build(schema, throttle_time=NO_THROTTLE, results=items)
-    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+    if api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
         cls = item_type(schema, "responses")
         items = tuple(
             build(
@@ -178,7 +180,9 @@ class KafkaAdminApis:
     # ---- reads from this broker's image ---------------------------------------------------
 
     async def describe_configs(self, body: Any, version: int) -> Any:
-        return kafka_describe.describe_configs(self.broker.metadata.image, body, version)
+        return kafka_describe.describe_configs(
+            self.broker.metadata.image, body, version, self.broker.config
+        )
 
     async def describe_topic_partitions(self, body: Any, _version: int) -> Any:
         limit = int(

@@ -10,6 +10,7 @@ BROKER_API_VERSIONS (KIP-896's baseline), every one built with `kafkawire.entiti
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 import uuid
@@ -55,6 +56,7 @@ AUTO_CREATE_DEFAULTS = {
 
 
 Handler = Callable[[Any, int], Awaitable[Any | None]]
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def _response(api_key: ApiKey, version: int) -> type:
@@ -294,7 +296,9 @@ class KafkaApis:
                     index=index,
                     error_code=error_code(result.error_code),
                     base_offset=result.base_offset,
-                    log_append_time=None,
+                    log_append_time=None
+                    if result.log_append_time_ms < 0
+                    else _EPOCH + datetime.timedelta(milliseconds=result.log_append_time_ms),
                     log_start_offset=self._log_start_offset(name, index)
                     if result.error_code == 0
                     else result.log_start_offset,

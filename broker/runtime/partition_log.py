@@ -41,6 +41,7 @@ from broker.core.producer_state import (
     snapshot_file_name,
 )
 from broker.core.record_validation import RecordValidationError, keyless_record_errors
+from broker.core.topic_write_configs import TopicWriteConfig, check_timestamps, stored_batch
 from kafkawire.errors import Errors, KafkaError
 from raft.core.compression import UnsupportedCompressionError
 from raft.core.record_batch import (
@@ -51,7 +52,6 @@ from raft.core.record_batch import (
     Record,
     UnsupportedMagicError,
     read_header,
-    validate_batch,
     validated_batch,
 )
 from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
@@ -201,6 +201,7 @@ class AppendInfo:
     base_offset: int
     last_offset: int
     record_count: int
+    log_append_time_ms: int = -1  # the broker's append time on a LogAppendTime topic
 
     @property
     def next_offset(self) -> int:
@@ -395,6 +396,11 @@ class PartitionLog:
         """The OffsetsForLeaderEpoch answer for `epoch` (rule 22)."""
         return self.epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
 
+    def reconfigure(self, segment_bytes: int, preallocate: bool) -> None:
+        """A topic's segment.bytes and preallocate changed: they apply from the next roll (as
+        in Kafka, the active segment keeps its size)."""
+        self._log.reconfigure(segment_bytes, preallocate)
+
     # ---- writes ----
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> bool:
@@ -425,9 +431,15 @@ class PartitionLog:
         max_batch_bytes: int | None = None,
         *,
         compacted: bool = False,
+        write_config: TopicWriteConfig | None = None,
+        now_ms: int = 0,
     ) -> AppendInfo:
         """Validate a producer's batches (CRC; for a compacted topic, a key on every record),
-        give them our offsets and epoch, append."""
+        give them our offsets and epoch, append. `write_config`: the topic's data configs
+        (broker.core.topic_write_configs: size, timestamps, compression, LogAppendTime),
+        applied at `now_ms`."""
+        if write_config is not None:
+            max_batch_bytes = write_config.max_message_bytes
         if not raw_batches:
             raise KafkaError(Errors.INVALID_RECORD, "produce request without record batches")
         view = memoryview(raw_batches)
@@ -440,13 +452,11 @@ class PartitionLog:
             while position < len(view):
                 # Kafka's LogValidator for v2: magic, size, CRC, records, a codec we can read.
                 limit = MAX_BATCH_SIZE_BYTES if max_batch_bytes is None else max_batch_bytes
+                header, batch = validated_batch(view, position, limit)
                 if compacted:
-                    header, batch = validated_batch(view, position, limit)
                     record_errors = keyless_record_errors(batch.records, self.topic, self.partition)
                     if record_errors:
                         raise RecordValidationError(Errors.INVALID_RECORD, record_errors)
-                else:
-                    header = validate_batch(view, position, limit)
                 if header.is_control:
                     raise KafkaError(Errors.INVALID_RECORD, "producers may not send control batches")
                 if header.is_transactional:
@@ -455,8 +465,19 @@ class PartitionLog:
                     raise KafkaError(Errors.INVALID_TXN_STATE, "transactions are not supported")
                 produced.append(producer_batch(header, next_offset))
                 count = header.last_offset - header.base_offset + 1
-                stamped.append(_stamp(raw_batches, position, next_offset, leader_epoch))
-                stamped.append(bytes(view[position + 16 : position + header.size]))
+                if write_config is None:
+                    stamped.append(_stamp(raw_batches, position, next_offset, leader_epoch))
+                    stamped.append(bytes(view[position + 16 : position + header.size]))
+                else:
+                    check_timestamps(batch, write_config, now_ms, self.name)
+                    raw = bytes(view[position : position + header.size])
+                    stored = stored_batch(raw, batch, write_config, now_ms)
+                    if len(stored) > write_config.max_message_bytes:
+                        raise MessageTooLargeError(
+                            position, len(stored), write_config.max_message_bytes
+                        )
+                    stamped.append(_stamp(stored, 0, next_offset, leader_epoch))
+                    stamped.append(stored[16:])
                 next_offset += count
                 position += header.size
             producers = self.producer_state.check_client_batches(produced)
@@ -485,7 +506,8 @@ class PartitionLog:
         count = next_offset - base_offset
         self._unflushed_messages += count
         self._after_append()
-        return AppendInfo(base_offset, next_offset - 1, count)
+        append_time = now_ms if write_config is not None and write_config.log_append_time else -1
+        return AppendInfo(base_offset, next_offset - 1, count, append_time)
 
     def append_records_as_leader(
         self, records: Sequence[Record] | Sequence[bytes], leader_epoch: int, timestamp_ms: int

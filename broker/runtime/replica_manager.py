@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,12 +28,8 @@ from broker.core.partition_state import (
     PartitionState,
     Role,
 )
-from broker.core.record_validation import (
-    CLEANUP_POLICY,
-    LOG_CLEANUP_POLICY,
-    RecordValidationError,
-    is_compacted,
-)
+from broker.core.record_validation import RecordValidationError
+from broker.core.topic_write_configs import TopicWriteConfig
 from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.group_commit import GroupCommit
@@ -42,11 +38,18 @@ from broker.runtime.partition_log import (
     PartitionLog,
     parse_partition_dir_name,
 )
+from controller.core.config_defs import (
+    PREALLOCATE,
+    SEGMENT_BYTES,
+    BrokerLevels,
+    effective_topic_configs,
+)
 from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage, TopicImage
 from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from kafkawire.errors import Errors, KafkaError
 from metadata.changes import MetadataChanges
+from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 from raft.runtime.parked_fetches import ParkedFetches, park
 
 log = logging.getLogger("minikraft.broker")
@@ -119,13 +122,16 @@ class ReplicaSettings:
     broker_id: int
     log_dirs: list[Path]
     replica_lag_time_max_ms: int = 30_000
-    max_message_bytes: int = 1_048_588
     flush_messages: int | None = None
     alter_partition_backoff_ms: int = 100
     # minikraft.log.flush.in.thread: fsync in a worker thread instead of on the loop (group_commit)
     flush_in_thread: bool = False
     # log.preallocate: extend segments ahead of the appends (raft.runtime.segment)
     preallocate: bool = False
+    # The node's config file (STATIC_BROKER_CONFIG) and its other, default, properties: the
+    # broker levels below a topic's own configs (controller.core.config_defs.BrokerLevels).
+    static_configs: Mapping[str, str] = field(default_factory=dict)
+    node_defaults: Mapping[str, str] = field(default_factory=dict)
 
 
 class ReplicaManager:
@@ -151,6 +157,8 @@ class ReplicaManager:
         self._checkpoints = [LogDirCheckpoints(d) for d in settings.log_dirs]
         self._checkpoint_write: asyncio.Future[None] | None = None
         self._written_log_starts: dict[Path, dict[tuple[str, int], int]] = {}
+        self._write_configs: dict[str, TopicWriteConfig] = {}
+        self._write_configs_image: MetadataImage | None = None
 
     # ---- loading and closing ----
 
@@ -189,12 +197,14 @@ class ReplicaManager:
         high_watermark: int,
         log_start_offset: int | None = None,
     ) -> HostedPartition:
+        configs = self.topic_configs(topic)
         plog = PartitionLog(
             log_dir,
             topic,
             partition,
+            segment_bytes=int(configs[SEGMENT_BYTES] or DEFAULT_SEGMENT_BYTES),
             flush_messages=self.settings.flush_messages,
-            preallocate=self.settings.preallocate,
+            preallocate=configs[PREALLOCATE] == "true",
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
         )
@@ -306,6 +316,8 @@ class ReplicaManager:
         for key, hosted in self.partitions.items():
             if key not in seen:
                 self._stop_if_serving(hosted, image, ts, changed)
+            else:
+                self._reconfigure_log(hosted)
         return changed
 
     def apply_delta(self, changes: MetadataChanges, image: MetadataImage) -> list[HostedPartition]:
@@ -338,6 +350,8 @@ class ReplicaManager:
                 if hosted is not None and key not in applied:
                     self._stop_if_serving(hosted, image, ts, changed)
         for hosted in self._metadata_dependents(changes, image):
+            if changes.configs:
+                self._reconfigure_log(hosted)
             if (hosted.topic, hosted.partition) in applied:
                 continue
             topic = image.topics_by_name.get(hosted.topic)
@@ -345,6 +359,12 @@ class ReplicaManager:
                 min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
                 self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
         return changed
+
+    def _reconfigure_log(self, hosted: HostedPartition) -> None:
+        configs = self.topic_configs(hosted.topic)
+        hosted.log.reconfigure(
+            int(configs[SEGMENT_BYTES] or DEFAULT_SEGMENT_BYTES), configs[PREALLOCATE] == "true"
+        )
 
     def _metadata_dependents(
         self, changes: MetadataChanges, image: MetadataImage
@@ -500,7 +520,8 @@ class ReplicaManager:
         error = state.check_produce(request.acks)
         if error is not Errors.NONE:
             return self._produce_error(hosted, error, f"produce to {state.topic}-{state.partition}")
-        if len(request.records) > self.settings.max_message_bytes * 4:
+        write_config = self.write_config(request.topic)
+        if len(request.records) > write_config.max_message_bytes * 4:
             return self._produce_error(
                 hosted,
                 Errors.RECORD_LIST_TOO_LARGE,
@@ -510,8 +531,9 @@ class ReplicaManager:
             info = hosted.log.append_as_leader(
                 request.records,
                 state.leader_epoch,
-                self.settings.max_message_bytes,
-                compacted=self._compacted(request.topic),
+                compacted=write_config.compacted,
+                write_config=write_config,
+                now_ms=now_ms(),
             )
         except RecordValidationError as exc:
             # Kafka answers the log start offset and every record's error with it.
@@ -562,16 +584,31 @@ class ReplicaManager:
             high_watermark=state.high_watermark,
             leader_id=state.leader_id,
             leader_epoch=state.leader_epoch,
+            log_append_time_ms=info.log_append_time_ms,
         )
 
-    def _compacted(self, topic: str) -> bool:
-        """cleanup.policy of the topic, else the cluster's log.cleanup.policy, else delete."""
-        policy = self.image.config(CONFIG_RESOURCE_TOPIC, topic, CLEANUP_POLICY)
-        if policy is None:
-            policy = self.image.config(
-                CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE, LOG_CLEANUP_POLICY
-            )
-        return is_compacted(policy)
+    def topic_configs(self, topic: str) -> dict[str, str | None]:
+        """The topic's effective configs on this broker: its own, then this broker's and the
+        cluster's dynamic ones, the config file, the defaults (config_defs)."""
+        image = self.image
+        levels = BrokerLevels(
+            per_broker=image.configs.get((CONFIG_RESOURCE_BROKER, str(self.broker_id)), {}),
+            cluster=image.configs.get((CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE), {}),
+            static=self.settings.static_configs,
+            node_defaults=self.settings.node_defaults,
+        )
+        return effective_topic_configs(image.configs.get((CONFIG_RESOURCE_TOPIC, topic), {}), levels)
+
+    def write_config(self, topic: str) -> TopicWriteConfig:
+        """The topic's data configs for the write path, cached until the metadata moves."""
+        if self._write_configs_image is not self.image:
+            self._write_configs = {}
+            self._write_configs_image = self.image
+        found = self._write_configs.get(topic)
+        if found is None:
+            found = TopicWriteConfig.from_configs(self.topic_configs(topic))
+            self._write_configs[topic] = found
+        return found
 
     @staticmethod
     def _produce_error(hosted: HostedPartition, error: Errors, message: str) -> bm.ProduceResponse:

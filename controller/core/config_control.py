@@ -13,6 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from controller.core import messages as msg
+from controller.core.config_defs import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
+    ConfigType,
+)
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.metadata_image import (
@@ -31,65 +37,35 @@ from controller.core.records import (
 from kafkawire.errors import Errors
 from kafkawire.topic import invalid_topic_reason
 
-UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 ELR_FEATURE = "eligible.leader.replicas.version"
-CLEANUP_POLICY = "cleanup.policy"
 
 
-# -- validation ---------------------------------------------------------------------------------
+# -- validation (the table: controller.core.config_defs) -------------------------------------
 
 
-def _int_at_least(minimum: int) -> Callable[[str], str | None]:
-    def check(value: str) -> str | None:
-        try:
-            number = int(value)
-        except ValueError:
-            return f"{value!r} is not an integer"
-        return None if number >= minimum else f"{number} is below the minimum {minimum}"
-
-    return check
+def topic_config_error(name: str, value: str | None) -> str | None:
+    """Why a topic config is refused (INVALID_CONFIG), or None: Kafka's message for an unknown
+    name or a bad value, minikraft's for a value it cannot honour (config_defs.not_built)."""
+    definition = TOPIC_CONFIGS.get(name)
+    if definition is None:
+        return f"Unknown topic config name: {name}"
+    return definition.value_error(value)
 
 
-def _boolean(value: str) -> str | None:
-    return None if value in ("true", "false") else f"{value!r} is not true or false"
-
-
-def _cleanup_policy(value: str) -> str | None:
-    parts = [p.strip() for p in value.split(",") if p.strip()]
-    if parts and all(p in ("delete", "compact") for p in parts):
-        return None
-    return f"{value!r} is not a list of delete, compact"
-
-
-# The topic configs minikraft knows; anything else is INVALID_CONFIG (Kafka rejects unknown keys).
-TOPIC_CONFIGS: dict[str, Callable[[str], str | None]] = {
-    MIN_INSYNC_REPLICAS: _int_at_least(1),
-    UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
-    "retention.ms": _int_at_least(-1),
-    "retention.bytes": _int_at_least(-1),
-    "segment.bytes": _int_at_least(14),
-    "max.message.bytes": _int_at_least(0),
-    CLEANUP_POLICY: _cleanup_policy,
-}
-# Cluster-wide (resource name "") or per-broker dynamic configs the controller accepts.
-BROKER_CONFIGS: dict[str, Callable[[str], str | None]] = {
-    MIN_INSYNC_REPLICAS: _int_at_least(1),
-    UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
-}
-_LIST_CONFIGS = frozenset({CLEANUP_POLICY})
-
-
-def config_error(
-    known: dict[str, Callable[[str], str | None]], name: str, value: str | None
-) -> str | None:
-    """Why a config value is rejected (INVALID_CONFIG), or None."""
-    check = known.get(name)
-    if check is None:
-        return f"unknown config {name!r}"
+def broker_config_error(name: str, value: str | None) -> tuple[Errors, str] | None:
+    """Why a dynamic broker config is refused, or None. A config Kafka knows but cannot change
+    at runtime is INVALID_REQUEST with Kafka's message (ConfigAdminManager wraps
+    DynamicBrokerConfig's ConfigException, KAFKA-13609); a key minikraft does not know is
+    INVALID_CONFIG (Kafka would store it for plugins; here nothing would read it)."""
+    definition = BROKER_CONFIGS.get(name)
+    if definition is None:
+        return Errors.INVALID_CONFIG, f"Unknown broker config name: {name}"
+    if not definition.dynamic:
+        return Errors.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({name})"
     if value is None:
-        return f"config {name!r} needs a value"
-    reason = check(value)
-    return None if reason is None else f"invalid value for {name}: {reason}"
+        return None  # a delete: back to the level below
+    reason = definition.value_error(value)
+    return None if reason is None else (Errors.INVALID_CONFIG, reason)
 
 
 def elr_enabled(image: MetadataImage, default: bool = True) -> bool:
@@ -145,10 +121,56 @@ def incremental_alter_configs(
     (rule 15), all in one batch so no reader sees the config without its ELR update.
     `controller_id` is the active controller's, whose node level takes
     unclean.leader.election.enable (rule 15)."""
+    return _alter_configs(
+        image, request.resources, request.validate_only, elr, partition_changes, controller_id
+    )
+
+
+def legacy_alter_configs(
+    image: MetadataImage,
+    request: msg.AlterConfigsRequest,
+    elr: bool = True,
+    partition_changes: PartitionChangesForConfigs = lambda _before, _after: (),
+    controller_id: int = -1,
+) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
+    """AlterConfigs (api 33, Kafka's legacyAlterConfigs): each resource's configs are replaced
+    by the ones given, so a key left out is deleted; same validation and rule 15 as the
+    incremental API (a cluster-level min.insync.replicas left out is a removal)."""
+    return _alter_configs(
+        image,
+        request.resources,
+        request.validate_only,
+        elr,
+        partition_changes,
+        controller_id,
+        legacy=True,
+    )
+
+
+def _alter_configs(
+    image: MetadataImage,
+    resources: Sequence[msg.AlterConfigsResource],
+    validate_only: bool,
+    elr: bool,
+    partition_changes: PartitionChangesForConfigs,
+    controller_id: int,
+    *,
+    legacy: bool = False,
+) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
     config_records: list[ConfigRecord] = []
     results = []
-    for resource in request.resources:
-        error, message, resource_records = _config_changes(image, resource, elr, controller_id)
+    seen = [(r.resource_type, r.resource_name) for r in resources]
+    for resource in resources:
+        error: int
+        resource_records: list[ConfigRecord]
+        if seen.count((resource.resource_type, resource.resource_name)) > 1:
+            error, message, resource_records = (
+                Errors.INVALID_REQUEST, "Each resource must appear at most once.", []
+            )
+        else:
+            error, message, resource_records = _config_changes(
+                image, resource, elr, controller_id, legacy
+            )
         results.append(
             msg.AlterConfigsResourceResponse(
                 resource.resource_type, resource.resource_name, error, message
@@ -156,7 +178,7 @@ def incremental_alter_configs(
         )
         config_records.extend(resource_records)
     response = msg.IncrementalAlterConfigsResponse(responses=results)
-    if request.validate_only or not config_records:
+    if validate_only or not config_records:
         return ControllerResult((), response)
     delta = MetadataDelta(image)
     for record in config_records:
@@ -167,7 +189,11 @@ def incremental_alter_configs(
 
 
 def _config_changes(
-    image: MetadataImage, resource: msg.AlterConfigsResource, elr: bool, controller_id: int
+    image: MetadataImage,
+    resource: msg.AlterConfigsResource,
+    elr: bool,
+    controller_id: int,
+    legacy: bool = False,
 ) -> tuple[int, str, list[ConfigRecord]]:
     if resource.resource_type == msg.RESOURCE_TYPE_TOPIC:
         # Kafka's ControllerConfigurationValidator, before the topic's existence.
@@ -182,7 +208,6 @@ def _config_changes(
                 f"topic {resource.resource_name!r} does not exist",
                 [],
             )
-        known = TOPIC_CONFIGS
         resource_type = CONFIG_RESOURCE_TOPIC
     elif resource.resource_type == msg.RESOURCE_TYPE_BROKER:
         name = resource.resource_name
@@ -190,7 +215,6 @@ def _config_changes(
             name.isdigit() and (int(name) in image.brokers or int(name) == controller_id)
         ):
             return Errors.INVALID_REQUEST, f"broker {name!r} is not registered", []
-        known = BROKER_CONFIGS
         resource_type = CONFIG_RESOURCE_BROKER
     else:
         return (
@@ -198,45 +222,86 @@ def _config_changes(
             f"resource type {resource.resource_type} is not alterable",
             [],
         )
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        return Errors.INVALID_REQUEST, "Error due to duplicate config keys", []
+    nulls = [
+        c.name
+        for c in resource.configs
+        if c.value is None and (legacy or c.config_operation != msg.OP_DELETE)
+    ]
+    if nulls:
+        return Errors.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}", []
     current = dict(image.configs.get((resource_type, resource.resource_name), {}))
-    updated = dict(current)
+    updated = {} if legacy else dict(current)
     for config in resource.configs:
-        if resource_type == CONFIG_RESOURCE_BROKER:
-            refusal = _broker_config_refusal(resource.resource_name, config, elr, controller_id)
-            if refusal is not None:
-                return Errors.INVALID_CONFIG, refusal, []
-        if config.config_operation == msg.OP_DELETE:
-            if config.name not in known:
-                return Errors.INVALID_CONFIG, f"unknown config {config.name!r}", []
-            updated.pop(config.name, None)
-            continue
-        if config.config_operation == msg.OP_SET:
-            value = config.value
+        if config.config_operation in (msg.OP_SET, msg.OP_DELETE):
+            value = config.value if config.config_operation == msg.OP_SET else None
         elif config.config_operation in (msg.OP_APPEND, msg.OP_SUBTRACT):
-            if config.name not in _LIST_CONFIGS:
+            definition = (
+                TOPIC_CONFIGS if resource_type == CONFIG_RESOURCE_TOPIC else BROKER_CONFIGS
+            ).get(config.name)
+            if definition is None or definition.type is not ConfigType.LIST:
+                operation = "APPEND" if config.config_operation == msg.OP_APPEND else "SUBTRACT"
                 return (
                     Errors.INVALID_CONFIG,
-                    f"{config.name} is not a list config: APPEND/SUBTRACT do not apply",
+                    f"Can't {operation} to key {config.name} because its type is not LIST.",
                     [],
                 )
-            value = _list_op(updated.get(config.name, ""), config)
+            value = _list_op(updated.get(config.name, definition.default or ""), config)
         else:
-            return Errors.INVALID_REQUEST, f"unknown config operation {config.config_operation}", []
-        reason = config_error(known, config.name, value)
-        if reason is not None:
-            return Errors.INVALID_CONFIG, reason, []
-        assert value is not None  # config_error rejects a missing value
-        updated[config.name] = value
+            return Errors.INVALID_REQUEST, f"Unknown operations type {config.config_operation}", []
+        if value is None:
+            updated.pop(config.name, None)
+        else:
+            updated[config.name] = value
+    changed = {k for k in set(current) | set(updated) if current.get(k) != updated.get(k)}
+    if resource_type == CONFIG_RESOURCE_BROKER:
+        # Kafka writes a broker key named in the request even when unchanged (KAFKA-14136),
+        # and judges it like any other: a delete of an unset broker-level min ISR is refused.
+        changed |= set(names)
+    for key in sorted(changed):
+        refusal = _refusal(
+            resource_type, resource.resource_name, key, updated.get(key), elr, controller_id
+        )
+        if refusal is not None:
+            return (*refusal, [])
     records = [
         ConfigRecord(resource_type, resource.resource_name, key, updated.get(key))
-        for key in sorted(set(current) | set(updated))
-        if current.get(key) != updated.get(key)
+        for key in sorted(changed)
     ]
     return Errors.NONE, "", records
 
 
-def _broker_config_refusal(
-    resource_name: str, config: msg.AlterableConfig, elr: bool, controller_id: int
+def _refusal(
+    resource_type: int,
+    resource_name: str,
+    key: str,
+    value: str | None,
+    elr: bool,
+    controller_id: int,
+) -> tuple[Errors, str] | None:
+    """Why setting (value) or removing (None) one key of the resource is refused, or None."""
+    if resource_type == CONFIG_RESOURCE_TOPIC:
+        if value is None:
+            return None  # Kafka deletes any key, known or not: the default applies again
+        reason = topic_config_error(key, value)
+        return None if reason is None else (Errors.INVALID_CONFIG, reason)
+    controller_read = _controller_broker_config_refusal(
+        resource_name, key, value, elr, controller_id
+    )
+    if controller_read is not None:
+        return Errors.INVALID_CONFIG, controller_read
+    return broker_config_error(key, value)
+
+
+# Broker-level configs the active controller reads (rules 13-15); the others are read by each
+# broker for its own id and the cluster default (config_defs.BrokerLevels).
+_CONTROLLER_READ = frozenset({MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE})
+
+
+def _controller_broker_config_refusal(
+    resource_name: str, key: str, value: str | None, elr: bool, controller_id: int
 ) -> str | None:
     """Why a broker-resource change is refused (INVALID_CONFIG), or None.
 
@@ -245,19 +310,19 @@ def _broker_config_refusal(
     is accepted only at a level where it is honoured: the controller reads
     unclean.leader.election.enable from the topic, its own node level, then the cluster level,
     so that key is accepted at the active controller's id and refused at any other node's."""
-    if config.name not in BROKER_CONFIGS:
-        return None  # config_error names an unknown key
+    if key not in _CONTROLLER_READ:
+        return None
     own_node = controller_id >= 0 and resource_name == str(controller_id)
-    if own_node and config.name == UNCLEAN_LEADER_ELECTION_ENABLE:
+    if own_node and key == UNCLEAN_LEADER_ELECTION_ENABLE:
         return None
     if resource_name != CLUSTER_DEFAULT_RESOURCE:
-        if config.name == MIN_INSYNC_REPLICAS and elr:
+        if key == MIN_INSYNC_REPLICAS and elr:
             return f"Broker-level {MIN_INSYNC_REPLICAS} cannot be altered while ELR is enabled."
         return (
-            f"Broker-level {config.name} is not supported: it is honoured per topic or "
+            f"Broker-level {key} is not supported: it is honoured per topic or "
             f"cluster-wide (the cluster-level broker resource)."
         )
-    if config.name == MIN_INSYNC_REPLICAS and elr and config.config_operation == msg.OP_DELETE:
+    if key == MIN_INSYNC_REPLICAS and elr and value is None:
         return f"Cluster-level {MIN_INSYNC_REPLICAS} cannot be removed while ELR is enabled."
     return None
 
@@ -269,4 +334,4 @@ def _list_op(current: str, config: msg.AlterableConfig) -> str | None:
         items += [g for g in given if g not in items]
     else:
         items = [i for i in items if i not in given]
-    return ",".join(items) if items else None
+    return ",".join(items)

@@ -167,6 +167,15 @@ class IncrementalAlterConfigsRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterConfigsRequest:
+    """AlterConfigs (33): every resource's configs replaced by these (OP_SET each); answered
+    with an IncrementalAlterConfigsResponse, the same shape."""
+
+    resources: list[AlterConfigsResource]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class AlterConfigsResourceResponse:
     resource_type: int
     resource_name: str

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from controller.core import alter_partition as ap
 from controller.core import config_control
 from controller.core import messages as msg
-from controller.core.config_control import TOPIC_CONFIGS, config_error, unclean_allowed
+from controller.core.config_control import topic_config_error, unclean_allowed
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
 from controller.core.metadata_image import (
@@ -220,7 +220,7 @@ def _create_topic_error(
     if topic.assignments and len(topic.assignments) != topic.num_partitions:
         return Errors.INVALID_REPLICA_ASSIGNMENT, "one replica set per partition is needed"
     for key, value in sorted(topic.configs.items()):
-        reason = config_error(TOPIC_CONFIGS, key, value)
+        reason = topic_config_error(key, value)
         if reason is not None:
             return Errors.INVALID_CONFIG, reason
     return None, ""
@@ -264,16 +264,21 @@ def delete_topics(
 
 def incremental_alter_configs(
     image: MetadataImage,
-    request: msg.IncrementalAlterConfigsRequest,
+    request: msg.IncrementalAlterConfigsRequest | msg.AlterConfigsRequest,
     policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
-    """config_control's IncrementalAlterConfigs with this module's partition changes (rule 15)."""
+    """config_control's IncrementalAlterConfigs, or its AlterConfigs (api 33) for an
+    AlterConfigsRequest, with this module's partition changes (rule 15)."""
+
+    def changes(before: MetadataImage, after: MetadataImage) -> list[PartitionChange]:
+        return partition_changes_after_configs(before, after, policy)
+
+    if isinstance(request, msg.AlterConfigsRequest):
+        return config_control.legacy_alter_configs(
+            image, request, policy.elr_enabled, changes, policy.controller_id
+        )
     return config_control.incremental_alter_configs(
-        image,
-        request,
-        policy.elr_enabled,
-        lambda before, after: partition_changes_after_configs(before, after, policy),
-        policy.controller_id,
+        image, request, policy.elr_enabled, changes, policy.controller_id
     )
 
 

@@ -1,7 +1,7 @@
 """The admin APIs on the controller listener, on Kafka's protocol (KIP-919's
 `--bootstrap-controller`, and what brokers forward to the active controller unchanged):
-CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs and ElectLeaders (writes,
-through QuorumController's single writer, through the one write path), and
+CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs and
+ElectLeaders (writes, through QuorumController's single writer, through the one write path), and
 DescribeTopicPartitions, DescribeConfigs, DescribeCluster (reads of this controller's committed
 image, metadata.kafka_describe, shared with brokers).
 
@@ -38,6 +38,7 @@ ADMIN_API_KEYS = (
     ApiKey.DELETE_TOPICS,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
     ApiKey.ELECT_LEADERS,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS,
     ApiKey.DESCRIBE_CONFIGS,
@@ -63,6 +64,7 @@ class ControllerKafkaAdminApis:
             ApiKey.DELETE_TOPICS: self.delete_topics,
             ApiKey.CREATE_PARTITIONS: self.create_partitions,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.ALTER_CONFIGS: self.alter_configs,
             ApiKey.ELECT_LEADERS: self.elect_leaders,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.describe_topic_partitions,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
@@ -229,8 +231,6 @@ class ControllerKafkaAdminApis:
     async def incremental_alter_configs(
         self, body: Any, version: int, _ctx: KafkaRequestContext
     ) -> Any:
-        schema = response_schema(int(ApiKey.INCREMENTAL_ALTER_CONFIGS), version)
-        result_cls = item_type(schema, "responses")
         request = cm.IncrementalAlterConfigsRequest(
             [
                 cm.AlterConfigsResource(
@@ -245,8 +245,30 @@ class ControllerKafkaAdminApis:
             ],
             validate_only=bool(body.validate_only),
         )
+        return await self._alter_configs(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, request, body, version
+        )
+
+    async def alter_configs(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
+        """AlterConfigs (33): the legacy API, each resource's configs replaced as a whole."""
+        request = cm.AlterConfigsRequest(
+            [
+                cm.AlterConfigsResource(
+                    int(r.resource_type),
+                    r.resource_name,
+                    [cm.AlterableConfig(c.name, cm.OP_SET, c.value) for c in r.configs],
+                )
+                for r in body.resources
+            ],
+            validate_only=bool(body.validate_only),
+        )
+        return await self._alter_configs(ApiKey.ALTER_CONFIGS, request, body, version)
+
+    async def _alter_configs(self, api_key: ApiKey, request: Any, body: Any, version: int) -> Any:
+        schema = response_schema(int(api_key), version)
+        result_cls = item_type(schema, "responses")
         try:
-            response = await self.controller.handle(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, None)
+            response = await self.controller.handle(api_key, request, None)
             rows = [
                 (r.resource_type, r.resource_name, Errors.of(r.error_code), r.error_message)
                 for r in response.responses
@@ -335,7 +357,9 @@ class ControllerKafkaAdminApis:
         )
 
     async def describe_configs(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
-        return kafka_describe.describe_configs(self.controller.state.image, body, version)
+        return kafka_describe.describe_configs(
+            self.controller.state.image, body, version, self.controller.config
+        )
 
     async def describe_cluster(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         """KIP-919: asked for controllers (EndpointType 2), the voters and the active one;

@@ -52,6 +52,7 @@ CONTROLLER_API_KEYS = frozenset(
         ApiKey.CREATE_TOPICS,
         ApiKey.DELETE_TOPICS,
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ALTER_CONFIGS,
         ApiKey.DESCRIBE_TOPIC_PARTITIONS,
         ApiKey.ALTER_PARTITION,
         ApiKey.ELECT_LEADERS,
@@ -186,6 +187,13 @@ class QuorumController:
                     image, request, self.election_policy(image)
                 ),
                 "IncrementalAlterConfigs",
+            )
+        if api_key == ApiKey.ALTER_CONFIGS:
+            return await self._write(
+                lambda image: replication_control.incremental_alter_configs(
+                    image, request, self.election_policy(image)
+                ),
+                "AlterConfigs",
             )
         if api_key == ApiKey.ALTER_PARTITION:
             return await self._write(

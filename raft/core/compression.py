@@ -43,11 +43,18 @@ def _cramjam() -> ModuleType:
     return cramjam
 
 
-def compress(codec: int, data: bytes) -> bytes:
+# Kafka's default levels (compression.gzip.level -1 is Deflater's default, 6).
+DEFAULT_LEVELS = {GZIP: 6, LZ4: 9, ZSTD: 3}
+
+
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """`level`: compression.gzip/lz4/zstd.level (None or gzip's -1: Kafka's default)."""
     if codec == NONE:
         return data
+    if level is None or (codec == GZIP and level == -1):
+        level = DEFAULT_LEVELS.get(codec)
     if codec == GZIP:
-        packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+        packer = zlib.compressobj(level or DEFAULT_LEVELS[GZIP], zlib.DEFLATED, 31)  # wbits 31: a gzip member
         return packer.compress(data) + packer.flush()
     if codec == SNAPPY:
         snappy = _cramjam().snappy
@@ -57,9 +64,9 @@ def compress(codec: int, data: bytes) -> bytes:
             out += struct.pack(">i", len(block)) + block
         return bytes(out)
     if codec == LZ4:
-        return bytes(_cramjam().lz4.compress(data))
+        return bytes(_cramjam().lz4.compress(data, level=level))
     if codec == ZSTD:
-        return bytes(_cramjam().zstd.compress(data))
+        return bytes(_cramjam().zstd.compress(data, level=level))
     raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
 
 

@@ -78,7 +78,9 @@ __all__ = [
     "read_header",
     "rebase",
     "validate_batch",
+    "validated_batch",
     "verify_batch",
+    "with_log_append_time",
 ]
 
 
@@ -269,15 +271,21 @@ def encode_batch(
     compression: int = NONE,
     is_transactional: bool = False,
     log_append_time: bool = False,
+    max_timestamp_ms: int | None = None,
+    compression_level: int | None = None,
 ) -> bytes:
-    """Encode records (Record, or bare values) as one batch starting at base_offset."""
+    """Encode records (Record, or bare values) as one batch starting at base_offset.
+    `max_timestamp_ms`: the batch's maxTimestamp instead of its records' latest (a
+    LogAppendTime batch carries the broker's append time there)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     recs = [r if isinstance(r, Record) else Record(None, r) for r in records]
     section, last_delta, max_ts = _encode_records(recs, timestamp_ms)
+    if max_timestamp_ms is not None:
+        max_ts = max_timestamp_ms
     attributes = compression & CODEC_MASK
     if compression != NONE:
-        section = compress(compression, section)
+        section = compress(compression, section, compression_level)
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_FLAG
     if is_transactional:
@@ -561,6 +569,18 @@ def validated_batch(
     ):
         raise CorruptBatchError(position, "record offset deltas are not 0..n-1")
     return header, batch
+
+
+def with_log_append_time(raw: bytes, append_time_ms: int) -> bytes:
+    """The same batch as a LogAppendTime batch stamped at append_time_ms: the timestamp type
+    attribute set and maxTimestamp replaced, CRC recomputed (Kafka's setMaxTimestamp, the
+    broker's in-place path: the records and their compression are kept as sent)."""
+    data = bytearray(raw)
+    attributes = struct.unpack_from(">h", data, _CRC_START)[0] | TIMESTAMP_TYPE_FLAG
+    struct.pack_into(">h", data, _CRC_START, attributes)
+    struct.pack_into(">q", data, _CRC_START + 2 + 4 + 8, append_time_ms)
+    struct.pack_into(">I", data, _CRC_START - 4, crc32c.crc32c(bytes(data[_CRC_START:])))
+    return bytes(data)
 
 
 def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[RecordBatch, int]]:

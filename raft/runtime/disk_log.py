@@ -126,6 +126,13 @@ class DiskLog:
 
     # ---- opening and recovery ----
 
+    def reconfigure(self, segment_bytes: int, preallocate: bool) -> None:
+        """New roll size and preallocation for the segments created from now on."""
+        if segment_bytes < 1:
+            raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
+        self.segment_bytes = segment_bytes
+        self._preallocate_bytes = min(PREALLOCATE_STEP_BYTES, segment_bytes) if preallocate else 0
+
     def _open(self) -> None:
         with storage_errors(f"open log directory {self.directory}"):
             self.directory.mkdir(parents=True, exist_ok=True)

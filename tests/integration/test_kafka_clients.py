@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,7 +143,7 @@ def test_confluent_admin_creates_describes_alters_elects_and_describes_the_clust
         TOPIC,
         incremental_configs=[
             ConfigEntry(
-                "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET
+                "max.message.bytes", "3000000", incremental_operation=AlterConfigOpType.SET
             )
         ],
     )
@@ -152,10 +153,10 @@ def test_confluent_admin_creates_describes_alters_elects_and_describes_the_clust
     while True:
         configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, TOPIC)])
         entries = next(iter(configs.values())).result(timeout=20)
-        if entries["retention.ms"].value == "3600000" or time.monotonic() > deadline:
+        if entries["max.message.bytes"].value == "3000000" or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert entries["retention.ms"].value == "3600000"
+    assert entries["max.message.bytes"].value == "3000000"
     assert entries["min.insync.replicas"].value == "2"
 
     election = admin.elect_leaders(
@@ -946,6 +947,366 @@ def test_produce_validates_batches_and_acks_0_gets_no_response(up: Up) -> None:
     while _log_end_offsets_of(up, "validated", 1) != [1] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _log_end_offsets_of(up, "validated", 1) == [1]
+
+
+# ---- topic and broker configs as Kafka defines them (issue 34) ----
+
+CONFIGS_TOPIC = "configs-gzip"
+# A dozen Kafka topic configs minikraft honours (retention -1: it keeps every segment).
+DOZEN_CONFIGS = {
+    "compression.type": "gzip",
+    "compression.gzip.level": "9",
+    "cleanup.policy": "compact",
+    "message.timestamp.type": "LogAppendTime",
+    "message.timestamp.before.max.ms": "86400000",
+    "message.timestamp.after.max.ms": "60000",
+    "min.insync.replicas": "2",
+    "max.message.bytes": "2000000",
+    "segment.bytes": "1048576",
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "unclean.leader.election.enable": "false",
+    "preallocate": "false",
+}
+# Every topic config of Kafka 4.x (LogConfig), as DescribeConfigs lists them.
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages",
+    "flush.ms", "follower.replication.throttled.replicas", "index.interval.bytes",
+    "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
+    "max.compaction.lag.ms", "max.message.bytes", "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.type", "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "remote.log.copy.disable",
+    "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes", "retention.ms",
+    "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable",
+}
+
+
+PLAIN_TOPIC = "configs-plain"
+
+
+def _plain_topic(admin: AdminClient) -> str:
+    """A topic with no configs of its own (created by the first test that needs it)."""
+    if PLAIN_TOPIC not in admin.list_topics(timeout=10).topics:
+        _create(admin, NewTopic(PLAIN_TOPIC, 1, 3))
+        _wait_leaders(admin, PLAIN_TOPIC, 1)
+    return PLAIN_TOPIC
+
+
+def _described(admin: AdminClient, resource: ConfigResource, until: Any = None) -> Any:
+    """DescribeConfigs entries of `resource` (once `until(entries)` holds: brokers apply a
+    committed config change when they replay it)."""
+    deadline = time.monotonic() + 15
+    while True:
+        entries = admin.describe_configs([resource])[resource].result(timeout=20)
+        if until is None or until(entries) or time.monotonic() > deadline:
+            return entries
+        time.sleep(0.2)
+
+
+def test_a_topic_created_with_a_dozen_kafka_configs_reads_every_config_back_with_its_source(
+    up: Up,
+) -> None:
+    from confluent_kafka.admin import ConfigSource
+
+    admin = _admin(up)
+    _create(admin, NewTopic(CONFIGS_TOPIC, 1, 3, config=DOZEN_CONFIGS))
+    _wait_leaders(admin, CONFIGS_TOPIC, 1)
+    entries = _described(admin, ConfigResource(ResourceType.TOPIC, CONFIGS_TOPIC))
+    assert set(entries) == KAFKA_TOPIC_CONFIGS
+    for name, value in DOZEN_CONFIGS.items():
+        assert entries[name].value == value, name
+        assert entries[name].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value, name
+        assert not entries[name].is_default and not entries[name].is_read_only
+    # The others: Kafka's defaults, or a broker-level synonym's value, with its source.
+    assert entries["segment.ms"].value == "604800000"
+    assert entries["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert entries["flush.messages"].value == "9223372036854775807"
+    synonyms = {s.name: s for s in entries["retention.ms"].synonyms.values()}
+    assert synonyms["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert synonyms["log.retention.hours"].value == "168"
+    assert synonyms["log.retention.hours"].source == ConfigSource.DEFAULT_CONFIG.value
+    other = _described(admin, ConfigResource(ResourceType.TOPIC, _plain_topic(admin)))
+    assert other["compression.type"].value == "producer"
+    assert other["compression.type"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_configs_kafka_does_not_know_or_minikraft_cannot_honour_are_refused(up: Up) -> None:
+    admin = _admin(up)
+    refused = {
+        "no.such.config": ("1", "Unknown topic config name: no.such.config"),
+        "compression.type": ("zip", "Invalid value zip for configuration compression.type"),
+        "retention.ms": ("1000", "minikraft does not honour retention.ms=1000"),
+        "min.cleanable.dirty.ratio": ("0.1", "the log cleaner is not built"),
+        "segment.bytes": ("1000", "Value must be at least 1048576"),
+    }
+    for key, (value, message) in refused.items():
+        futures = admin.create_topics([NewTopic("refused-config", 1, 1, config={key: value})])
+        with pytest.raises(confluent_kafka.KafkaException) as caught:
+            futures["refused-config"].result(timeout=30)
+        error = caught.value.args[0]
+        assert error.name() == "INVALID_CONFIG", (key, error)
+        assert message in error.str(), (key, error.str())
+    assert "refused-config" not in admin.list_topics(timeout=10).topics
+
+
+def test_alter_configs_replaces_and_incremental_alter_configs_edits_a_topics_configs(
+    up: Up,
+) -> None:
+    from confluent_kafka.admin import ConfigSource
+    from kafka.admin import ConfigResource as KafkaPythonResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    admin = _admin(up)
+    name = "configs-altered"
+    _create(admin, NewTopic(name, 1, 3, config={"cleanup.policy": "compact", "retention.ms": "-1"}))
+    _wait_leaders(admin, name, 1)
+    resource = ConfigResource(ResourceType.TOPIC, name)
+
+    # AlterConfigs (api 33) through confluent-kafka: the given configs replace the topic's.
+    replace = ConfigResource(
+        ResourceType.TOPIC,
+        name,
+        set_config={"compression.type": "lz4", "max.message.bytes": "3000000"},
+    )
+    admin.alter_configs([replace])[replace].result(timeout=20)
+    entries = _described(admin, resource, lambda e: e["compression.type"].value == "lz4")
+    assert entries["compression.type"].value == "lz4"
+    assert entries["max.message.bytes"].value == "3000000"
+    # Left out of AlterConfigs: removed, back to the default.
+    assert entries["cleanup.policy"].value == "delete"
+    assert entries["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    # And through kafka-python's AlterConfigs (it re-sends the other dynamic configs itself).
+    client = KafkaAdminClient(bootstrap_servers=up.bootstrap, request_timeout_ms=20_000)
+    try:
+        answer = client.alter_configs(
+            [KafkaPythonResource(ConfigResourceType.TOPIC, name, configs={"compression.type": "lz4"})],
+            incremental=False,
+            raise_on_unknown=False,
+        )
+        assert answer == {"topic": {name: "OK"}}
+        refused = client.alter_configs(
+            [KafkaPythonResource(ConfigResourceType.TOPIC, name, configs={"segment.ms": "1000"})],
+            incremental=False,
+            raise_on_unknown=False,
+        )
+        assert "[Error 40]" in refused["topic"][name]
+        assert "time-based segment rolls are not built" in refused["topic"][name]
+    finally:
+        client.close()
+
+    # IncrementalAlterConfigs through confluent-kafka: APPEND to a list, DELETE a key.
+    change = ConfigResource(
+        ResourceType.TOPIC,
+        name,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+            ConfigEntry("compression.type", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    for future in admin.incremental_alter_configs([change]).values():
+        future.result(timeout=20)
+    entries = _described(admin, resource, lambda e: e["compression.type"].value == "producer")
+    assert entries["cleanup.policy"].value == "delete,compact"
+    assert entries["compression.type"].value == "producer"
+    assert entries["max.message.bytes"].value == "3000000"
+
+
+def test_broker_describe_configs_lists_its_configs_with_their_sources(up: Up) -> None:
+    from confluent_kafka.admin import ConfigSource
+
+    admin = _admin(up)
+    broker = up.cluster.brokers[0]
+    entries = _described(admin, ConfigResource(ResourceType.BROKER, str(broker.node_id)))
+    for name in (
+        "default.replication.factor", "num.partitions", "min.insync.replicas",
+        "log.retention.hours", "log.retention.ms", "message.max.bytes", "compression.type",
+        "log.segment.bytes", "auto.create.topics.enable", "node.id", "log.dirs",
+    ):
+        assert name in entries, name
+    assert entries["default.replication.factor"].value == "1"
+    assert entries["default.replication.factor"].is_read_only
+    assert entries["log.retention.hours"].value == "168"
+    assert entries["log.retention.hours"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert not entries["compression.type"].is_read_only
+    # `minikraft up --set broker.session.timeout.ms=3000` is in its config file.
+    assert entries["broker.session.timeout.ms"].value == "3000"
+    assert entries["broker.session.timeout.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert entries["node.id"].value == str(broker.node_id)
+    assert entries["node.id"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+    # A cluster-wide dynamic default (`minikraft configs --entity-default`: neither client
+    # names the "" broker resource): brokers list it as DYNAMIC_DEFAULT_BROKER_CONFIG, and
+    # topics without their own value take it.
+    key = "log.message.timestamp.after.max.ms"
+
+    def set_default(*args: str) -> None:
+        result = minikraft(
+            "configs", "--bootstrap-server", up.bootstrap, "alter", "--entity-type", "brokers",
+            "--entity-default", *args,
+        )
+        assert result.returncode == 0, result.stderr
+
+    set_default("--add-config", f"{key}=7200000")
+    try:
+        entries = _described(
+            admin,
+            ConfigResource(ResourceType.BROKER, str(broker.node_id)),
+            lambda e: e[key].value == "7200000",
+        )
+        assert entries[key].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        topic = _described(
+            admin,
+            ConfigResource(ResourceType.TOPIC, _plain_topic(admin)),
+            lambda e: e["message.timestamp.after.max.ms"].value == "7200000",
+        )["message.timestamp.after.max.ms"]
+        assert topic.value == "7200000"
+        assert topic.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    finally:
+        set_default("--delete-config", key)
+    # A static broker config is refused, as Kafka refuses it.
+    static = ConfigResource(
+        ResourceType.BROKER,
+        str(broker.node_id),
+        incremental_configs=[
+            ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(confluent_kafka.KafkaException) as caught:
+        for future in admin.incremental_alter_configs([static]).values():
+            future.result(timeout=20)
+    assert caught.value.args[0].name() == "INVALID_REQUEST"
+    assert "Cannot update these configs dynamically" in caught.value.args[0].str()
+
+
+def _stored_batches(up: Up, topic: str) -> list[Any]:
+    """Every batch of `topic`-0 in the segments of every broker that hosts it."""
+    from raft.core.record_batch import iter_segment_batches
+
+    batches = []
+    for broker in up.cluster.brokers:
+        for segment in sorted((Path(broker.dir) / "data" / f"{topic}-0").glob("*.log")):
+            batches.extend(batch for _, batch, _ in iter_segment_batches(segment.read_bytes()))
+    return batches
+
+
+def test_a_gzip_log_append_time_topic_stores_gzip_and_consumers_see_the_append_time(
+    up: Up,
+) -> None:
+    from raft.core.compression import GZIP
+
+    admin = _admin(up)
+    if CONFIGS_TOPIC not in admin.list_topics(timeout=10).topics:
+        _create(admin, NewTopic(CONFIGS_TOPIC, 1, 3, config=DOZEN_CONFIGS))
+    _wait_leaders(admin, CONFIGS_TOPIC, 1)
+    before_ms = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all", "linger.ms": 20})
+    for i in range(20):  # librdkafka's default: uncompressed batches, CreateTime 2023
+        producer.produce(CONFIGS_TOPIC, key=b"k%d" % (i % 5), value=b"v%d" % i, timestamp=BASE_TS_MS)
+    assert producer.flush(30) == 0
+    after_ms = int(time.time() * 1000)
+
+    deadline = time.monotonic() + 15
+    while True:  # every replica has them (acks=all with min ISR 2: the third may trail)
+        stored = _stored_batches(up, CONFIGS_TOPIC)
+        if sum(len(b.records) for b in stored) == 60 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert sum(len(b.records) for b in stored) == 60
+    assert {b.compression for b in stored} == {GZIP}  # recompressed by the leader
+    assert all(b.attributes & 0x08 for b in stored)  # LogAppendTime
+    assert all(before_ms <= b.max_timestamp_ms <= after_ms for b in stored)
+
+    consumer = Consumer(
+        {"bootstrap.servers": up.bootstrap, "group.id": "configs", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([CONFIGS_TOPIC])
+        read = []
+        deadline = time.monotonic() + 30
+        while len(read) < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message)
+    finally:
+        consumer.close()
+    assert [m.value() for m in read] == [b"v%d" % i for i in range(20)]
+    for message in read:
+        kind, timestamp = message.timestamp()
+        assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
+        assert before_ms <= timestamp <= after_ms
+
+    from kafka import KafkaConsumer
+
+    python_consumer = KafkaConsumer(
+        CONFIGS_TOPIC, bootstrap_servers=up.bootstrap, auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
+    try:
+        records = [r for _, r in zip(range(20), python_consumer, strict=False)]
+    finally:
+        python_consumer.close()
+    assert len(records) == 20
+    assert all(r.timestamp_type == 1 and before_ms <= r.timestamp <= after_ms for r in records)
+
+
+def test_timestamps_out_of_range_get_invalid_timestamp_with_kafkas_record_errors(up: Up) -> None:
+    from raft.core.record_batch import Record, encode_batch
+
+    admin = _admin(up)
+    name = "configs-timestamps"
+    _create(admin, NewTopic(name, 1, 3, config={"message.timestamp.before.max.ms": "3600000"}))
+    leader = leader_of_partition_0(up, admin, name)
+    now_ms = int(time.time() * 1000)
+    batch = encode_batch(
+        0, 0, now_ms,
+        [Record(None, b"now"), Record(None, b"old", timestamp_ms=BASE_TS_MS),
+         Record(None, b"ahead", timestamp_ms=now_ms + 7_200_000)],
+    )
+    with _connect(leader.address) as sock:
+        sock.sendall(encode_request(_produce_request(name, batch, -1), 21, "raw"))
+        payload = _read_frame(sock)
+    assert payload is not None
+    _cid, body = decode_response(payload, int(ApiKey.PRODUCE), 9)
+    answer = body.responses[0].partition_responses[0]
+    assert Errors.of(int(answer.error_code)) is Errors.INVALID_TIMESTAMP
+    assert answer.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [int(e.batch_index) for e in answer.record_errors] == [1, 2]
+    assert f"Timestamp {BASE_TS_MS} of message with offset 1 is out of range" in (
+        answer.record_errors[0].batch_index_error_message
+    )
+    assert _log_end_offsets_of(up, name, 1) == [0]  # nothing written
+
+    # librdkafka sees the same error for a record a day old.
+    producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all"})
+    errors: list[Any] = []
+    producer.produce(name, b"stale", timestamp=now_ms - 86_400_000, on_delivery=lambda e, _m: errors.append(e))
+    assert producer.flush(30) == 0
+    assert [e.name() for e in errors] == ["INVALID_TIMESTAMP"]
+
+
+def test_max_message_bytes_is_per_topic(up: Up) -> None:
+    admin = _admin(up)
+    name = "configs-small-messages"
+    _create(admin, NewTopic(name, 1, 3, config={"max.message.bytes": "2000"}))
+    _wait_leaders(admin, name, 1)
+    producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all"})
+    errors: list[Any] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        errors.append(error)
+
+    producer.produce(name, b"x" * 5000, on_delivery=delivered)
+    assert producer.flush(30) == 0  # alone in its batch: librdkafka fails a refused batch whole
+    producer.produce(name, b"x" * 100, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert [None if e is None else e.name() for e in errors] == ["MSG_SIZE_TOO_LARGE", None]
+    # The same record fits another topic (the broker's message.max.bytes, 1048588).
+    producer.produce(_plain_topic(admin), b"x" * 5000, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert errors[-1] is None
 
 
 # ---- kill -9 of the partition leader while librdkafka produces (runs last: it kills a broker) --

@@ -70,6 +70,7 @@ def test_the_broker_table_is_kip_896s_client_facing_baseline() -> None:
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.ELECT_LEADERS: (0, 3),  # v3: seed 004's DesignatedLeaders
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),

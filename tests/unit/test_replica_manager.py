@@ -58,7 +58,9 @@ class Controller:
 
 def manager(tmp_path: Path, controller: Controller) -> ReplicaManager:
     return ReplicaManager(
-        ReplicaSettings(broker_id=1, log_dirs=[tmp_path], max_message_bytes=1000),
+        ReplicaSettings(
+            broker_id=1, log_dirs=[tmp_path], static_configs={"message.max.bytes": "1000"}
+        ),
         None,
         controller,
         lambda: 10,

@@ -1,0 +1,137 @@
+"""What a topic's data configs do to a producer's batch on the leader (Kafka's LogValidator,
+the parts driven by LogConfig): `max.message.bytes`, `message.timestamp.type`,
+`message.timestamp.before.max.ms` / `after.max.ms`, and `compression.type` (with its levels).
+
+Kept apart from the checks every batch gets (raft.core.record_batch.validate_batch: magic, CRC,
+offsets) and from the key check of compacted topics (broker.core.record_validation, whose
+RecordValidationError carries the per-record errors of both). Pure: the runtime passes the
+effective configs (controller.core.config_defs) and the clock in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from broker.core.record_validation import RecordError, RecordValidationError, is_compacted
+from controller.core import config_defs as cd
+from kafkawire.errors import Errors
+from raft.core import compression
+from raft.core.record_batch import (
+    TIMESTAMP_TYPE_FLAG,
+    RecordBatch,
+    encode_batch,
+    with_log_append_time,
+)
+
+NO_TIMESTAMP = -1
+_CODECS = {
+    "uncompressed": compression.NONE,
+    "gzip": compression.GZIP,
+    "snappy": compression.SNAPPY,
+    "lz4": compression.LZ4,
+    "zstd": compression.ZSTD,
+}
+_LEVEL_KEYS = {
+    compression.GZIP: cd.COMPRESSION_GZIP_LEVEL,
+    compression.LZ4: cd.COMPRESSION_LZ4_LEVEL,
+    compression.ZSTD: cd.COMPRESSION_ZSTD_LEVEL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicWriteConfig:
+    max_message_bytes: int = 1_048_588
+    target_codec: int | None = None  # None: compression.type=producer, the producer's codec
+    compression_level: int | None = None
+    log_append_time: bool = False
+    timestamp_before_max_ms: int = 2**63 - 1
+    timestamp_after_max_ms: int = 3_600_000
+    compacted: bool = False  # cleanup.policy names compact: keys required (record_validation)
+
+    @classmethod
+    def from_configs(cls, values: Mapping[str, str | None]) -> TopicWriteConfig:
+        """From a topic's effective configs (config_defs.effective_topic_configs)."""
+
+        def number(key: str) -> int:
+            value = values.get(key)
+            default = cd.TOPIC_CONFIGS[key].default
+            return int(value if value is not None else default or 0)
+
+        codec_name = values.get(cd.COMPRESSION_TYPE) or "producer"
+        codec = _CODECS.get(codec_name)
+        return cls(
+            max_message_bytes=number(cd.MAX_MESSAGE_BYTES),
+            target_codec=codec,
+            compression_level=None
+            if codec is None or codec not in _LEVEL_KEYS
+            else number(_LEVEL_KEYS[codec]),
+            log_append_time=values.get(cd.MESSAGE_TIMESTAMP_TYPE) == "LogAppendTime",
+            timestamp_before_max_ms=number(cd.MESSAGE_TIMESTAMP_BEFORE_MAX_MS),
+            timestamp_after_max_ms=number(cd.MESSAGE_TIMESTAMP_AFTER_MAX_MS),
+            compacted=is_compacted(values.get(cd.CLEANUP_POLICY)),
+        )
+
+
+def check_timestamps(
+    batch: RecordBatch, config: TopicWriteConfig, now_ms: int, topic_partition: str
+) -> None:
+    """Kafka's validateTimestamp for every record: with CreateTime, a timestamp outside
+    [now - before.max.ms, now + after.max.ms] is INVALID_TIMESTAMP; a producer may not send a
+    LogAppendTime batch to a CreateTime topic. Raises RecordValidationError listing them all."""
+    errors: list[RecordError] = []
+    producer_log_append_time = bool(batch.attributes & TIMESTAMP_TYPE_FLAG)
+    low = now_ms - config.timestamp_before_max_ms
+    high = now_ms + config.timestamp_after_max_ms
+    for index in range(len(batch.records)):
+        if config.log_append_time:
+            break  # the broker's clock replaces them: nothing to check (Kafka)
+        timestamp = batch.timestamp_of(index)
+        if producer_log_append_time:
+            errors.append(
+                RecordError(
+                    index,
+                    f"Invalid timestamp type in message of {topic_partition}. Producer should "
+                    "not set timestamp type to LogAppendTime.",
+                )
+            )
+        elif timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
+            errors.append(
+                RecordError(
+                    index,
+                    f"Timestamp {timestamp} of message with offset {batch.offset_of(index)} is "
+                    f"out of range. The timestamp should be within [{low}, {high}]",
+                )
+            )
+    if errors:
+        raise RecordValidationError(
+            Errors.INVALID_TIMESTAMP,
+            errors,
+            "One or more records have been rejected due to invalid timestamp",
+        )
+
+
+def stored_batch(raw: bytes, batch: RecordBatch, config: TopicWriteConfig, now_ms: int) -> bytes:
+    """The bytes to store for a validated producer batch: recompressed with the topic's codec
+    when it differs from the producer's (Kafka's buildRecordsAndAssignOffsets), stamped with the
+    append time for LogAppendTime, else as sent. The base offset and leader epoch are stamped
+    by the caller (outside the CRC)."""
+    target = config.target_codec
+    if target is not None and target != batch.compression:
+        return encode_batch(
+            batch.base_offset,
+            batch.leader_epoch,
+            batch.timestamp_ms,
+            batch.records,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            compression=target,
+            compression_level=config.compression_level,
+            is_transactional=batch.is_transactional,
+            log_append_time=config.log_append_time,
+            max_timestamp_ms=now_ms if config.log_append_time else None,
+        )
+    if config.log_append_time:
+        return with_log_append_time(raw, now_ms)
+    return raw
