@@ -218,6 +218,25 @@ def describe_configs(image: MetadataImage, body: Any, version: int, node: NodeCo
     return build(schema, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
+def created_topic_configs(
+    configs_cls: type, image: MetadataImage, given: dict[str, str], node: NodeConfig
+) -> tuple[Any, ...]:
+    """CreateTopics v5+'s Configs of a created topic (KIP-525): every topic config with its
+    value and source, the given ones as TOPIC_CONFIG (Kafka's answer; its Java admin client
+    reads them)."""
+    return tuple(
+        build(
+            configs_cls,
+            name=row.name,
+            value=row.value,
+            read_only=False,
+            config_source=int(row.source),
+            is_sensitive=False,
+        )
+        for row in topic_config_values(given, broker_levels(image, node))
+    )
+
+
 def _read_only(resource_type: int, row: ConfigValue) -> bool:
     """Topic configs are alterable; a broker config only if it is dynamic (Kafka's
     DynamicBrokerConfig.AllDynamicConfigs)."""

@@ -100,9 +100,11 @@ class ControllerKafkaAdminApis:
                 for t in creatable:
                     results[t.name] = (exc.error, exc.message, None)
         topics = []
+        configs_cls = item_type(result_cls, "configs") if has_field(result_cls, "configs") else None
         for topic in body.topics:
             error, message, r = results.get(topic.name, (Errors.UNKNOWN_SERVER_ERROR, "", None))
             ok = r is not None and error is Errors.NONE
+            given = {c.name: c.value for c in topic.configs if c.value is not None}
             topics.append(
                 build(
                     result_cls,
@@ -112,7 +114,12 @@ class ControllerKafkaAdminApis:
                     error_message=message or None,
                     num_partitions=r.num_partitions if ok else -1,
                     replication_factor=r.replication_factor if ok else -1,
-                    configs=None,
+                    # v5+ (KIP-525): the new topic's every config, as DescribeConfigs lists it.
+                    configs=kafka_describe.created_topic_configs(
+                        configs_cls, self.controller.state.image, given, self.controller.config
+                    )
+                    if ok and configs_cls is not None
+                    else None,
                 )
             )
         return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
