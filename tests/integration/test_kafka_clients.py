@@ -1251,6 +1251,25 @@ def test_a_gzip_log_append_time_topic_stores_gzip_and_consumers_see_the_append_t
     assert len(records) == 20
     assert all(r.timestamp_type == 1 and before_ms <= r.timestamp <= after_ms for r in records)
 
+    async def read_aiokafka() -> list[Any]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            CONFIGS_TOPIC, bootstrap_servers=up.bootstrap, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        try:
+            got: list[Any] = []
+            while len(got) < 20:
+                batches = await consumer.getmany(timeout_ms=10_000)
+                assert batches, "aiokafka read nothing in 10 s"
+                got.extend(r for rs in batches.values() for r in rs)
+            return got
+        finally:
+            await consumer.stop()
+
+    aio_records = asyncio.run(read_aiokafka())
+    assert [r.value for r in aio_records] == [b"v%d" % i for i in range(20)]
+    assert all(r.timestamp_type == 1 and before_ms <= r.timestamp <= after_ms for r in aio_records)
+
 
 def test_timestamps_out_of_range_get_invalid_timestamp_with_kafkas_record_errors(up: Up) -> None:
     from raft.core.record_batch import Record, encode_batch
