@@ -1,4 +1,12 @@
-"""API keys, with Kafka's numbers (GET_REPLICA_LOG_INFO is 93, as in Apache Kafka trunk)."""
+"""API keys: Kafka's numbers for Kafka's APIs, and minikraft's own extensions in a block of
+their own (ARCHITECTURE.md "Wire protocol": an extension never takes a key Kafka uses).
+
+Apache Kafka 4.4 uses keys 0-94 (93 StreamsGroupTopologyDescriptionUpdate, KIP-1331; 94
+UnregisterController) and adds a few a year, so extensions start at EXTENSION_BLOCK_START =
+10000: a hundred times Kafka's range away (the same 10000 minikraft's tagged fields start at,
+elect_leaders_v3.LEADER_ID_TAG), still an int16. Kafka's own trunk once gave GetReplicaLogInfo
+key 93 and reverted it in 2025: a request for 93 or 94 is now refused as any API minikraft does
+not serve (the connection closes, kafkawire.connection), as Kafka's SocketServer does."""
 
 from __future__ import annotations
 
@@ -47,4 +55,8 @@ class ApiKey(IntEnum):
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
-    GET_REPLICA_LOG_INFO = 93
+    # -- minikraft's extensions (EXTENSION_BLOCK_START and up; never a key Kafka uses) --
+    GET_REPLICA_LOG_INFO = 10_000  # seed 004's message, upstream's schema (was Kafka trunk's 93)
+
+
+EXTENSION_BLOCK_START = 10_000

@@ -1,7 +1,9 @@
-"""GetReplicaLogInfo (api key 93, v0, flexible): the one message kio lacks, declared once in kio's
-style from Apache Kafka trunk's GetReplicaLogInfoRequest.json / GetReplicaLogInfoResponse.json,
-so kio's entity_reader/entity_writer encode it like any generated schema (seed 004). No
-`from __future__ import annotations`: kio reads the field types at run time."""
+"""GetReplicaLogInfo (v0, flexible): the one message kio lacks, declared once in kio's style from
+the GetReplicaLogInfoRequest.json / GetReplicaLogInfoResponse.json Apache Kafka trunk had (seed
+004), so kio's entity_reader/entity_writer encode it like any generated schema. Kafka reverted
+it from key 93 (now StreamsGroupTopologyDescriptionUpdate): it is minikraft's extension at
+kafkawire.api_keys.ApiKey.GET_REPLICA_LOG_INFO, in the extension block. No `from __future__
+import annotations`: kio reads the field types at run time."""
 
 import uuid
 from dataclasses import dataclass, field
@@ -13,7 +15,9 @@ from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
-API_KEY = i16(93)
+from kafkawire.api_keys import ApiKey
+
+API_KEY = i16(ApiKey.GET_REPLICA_LOG_INFO)
 VERSION = i16(0)
 MAX_PARTITIONS = 1000  # upstream: only the first 1000 topic partitions, then Truncated
 

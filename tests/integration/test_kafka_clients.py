@@ -8,6 +8,7 @@ The clients are the judge: none of their code is ours, and nothing here mocks th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import shutil
@@ -37,6 +38,8 @@ from kafkawire.entities import build
 from kafkawire.errors import Errors
 from kafkawire.framing import frame
 from kafkawire.messages import decode_response, encode_request
+from raft.core import messages as rm
+from raft.runtime.kafka_raft_apis import request_to_kafka
 from tests.integration.conftest import minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -197,7 +200,8 @@ def test_create_topics_validate_only_exists_and_manual_assignment(up: Up) -> Non
 
 
 def test_get_replica_log_info_on_kafkas_protocol(up: Up) -> None:
-    """The one custom message (api key 93): a broker's log end and epochs per hosted partition."""
+    """The one custom message (api key 10000, minikraft's extension block): a broker's log end
+    and epochs per hosted partition."""
     admin = _admin(up)
     _create(admin, NewTopic("infoed", 1, 3))
     _wait_leaders(admin, "infoed", 1)
@@ -225,6 +229,89 @@ def test_get_replica_log_info_on_kafkas_protocol(up: Up) -> None:
     [info] = infos
     assert (info.partition, info.error_code, info.current_leader_epoch) == (0, Errors.NONE, 0)
     assert info.log_end_offset == 0  # nothing produced yet
+
+
+def _flexible_request(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    """A framed request with header v2 (client id "probe", no tagged fields) and `body`."""
+    return frame(struct.pack(">hhih", api_key, version, correlation_id, 5) + b"probe" + b"\x00"
+                 + body)
+
+
+def test_kafkas_api_keys_93_and_94_are_refused_as_kafka_refuses_an_api_it_does_not_serve(
+    up: Up,
+) -> None:
+    """Kafka 4.4 has api key 93 (StreamsGroupTopologyDescriptionUpdate) and 94
+    (UnregisterController); minikraft serves neither, so it does what Kafka's SocketServer does
+    with a request for an API its listener does not enable (parseRequestHeader's
+    InvalidRequestException): no answer, the connection closed, the node serving on. Its own
+    GetReplicaLogInfo lives in the extension block (kafkawire.api_keys), advertised by brokers
+    only, and a real client's view of the table shows neither 93 nor 94."""
+    # Key 93 v0 with a body that would parse as the GetReplicaLogInfo minikraft once put there
+    # (null topic partitions, no tagged fields); key 94 v0 with UnregisterController's body
+    # (ControllerId, no tagged fields), to a broker and to a controller.
+    frames = [_flexible_request(93, 0, 7, b"\x00\x00"),
+              _flexible_request(94, 0, 8, struct.pack(">i", 1) + b"\x00")]
+    for address in (up.cluster.brokers[0].address, up.cluster.controllers[0].address):
+        for request in frames:
+            with _connect(address) as sock:
+                sock.sendall(request)
+                assert _read_frame(sock) is None, (address, request)
+        _api_versions_answered(address)
+    versions = {}
+    for spec in (up.cluster.brokers[0], up.cluster.controllers[0]):
+        with _connect(spec.address) as sock:
+            sock.sendall(encode_request(
+                ApiVersionsRequest(client_software_name="probe", client_software_version="1"),
+                9, "probe"))
+            payload = _read_frame(sock)
+        assert payload is not None
+        _, body = decode_response(payload, int(ApiKey.API_VERSIONS), 3)
+        versions[spec.role] = {int(k.api_key) for k in body.api_keys}
+    assert not {93, 94} & (versions["broker"] | versions["controller"])
+    assert int(ApiKey.GET_REPLICA_LOG_INFO) == 10_000
+    assert int(ApiKey.GET_REPLICA_LOG_INFO) in versions["broker"]
+    assert int(ApiKey.GET_REPLICA_LOG_INFO) not in versions["controller"]
+    # kafka-python's view of a broker's table (the raw one: its api_versions() maps every key
+    # through its own ApiKey enum, which knows neither 93 nor 94 nor an extension).
+    admin = kafka.KafkaAdminClient(bootstrap_servers=up.bootstrap, client_id="keys-probe")
+    try:
+        broker_id = up.cluster.brokers[0].node_id
+        table = admin.get_broker_version_data(broker_id).api_versions
+        assert table and not {93, 94} & set(table)
+        assert table[int(ApiKey.GET_REPLICA_LOG_INFO)] == (0, 0)
+    finally:
+        admin.close()
+
+
+def test_an_empty_cluster_id_is_another_clusters_on_the_raft_apis(up: Up) -> None:
+    """Kafka's KafkaRaftClient.hasValidClusterId: only a null ClusterId skips the check; an
+    empty one is INCONSISTENT_CLUSTER_ID (at the top level where Kafka's message has one). The
+    requests are harmless otherwise: a stale Vote, an observer's Fetch, unknown voters."""
+    directory = uuid.UUID(int=77)
+    requests = [
+        (ApiKey.VOTE, rm.VoteRequest(0, 99, directory, 1, directory, 0, 0)),
+        (ApiKey.FETCH, rm.FetchRequest(-1, directory, 0, 0, 0, max_wait_ms=0)),
+        (ApiKey.ADD_RAFT_VOTER, rm.AddRaftVoterRequest(99, directory, {}, 1000)),
+        (ApiKey.REMOVE_RAFT_VOTER, rm.RemoveRaftVoterRequest(99, directory)),
+    ]
+    address = up.cluster.controllers[0].address
+    for api_key, core in requests:
+        body = dataclasses.replace(request_to_kafka(core), cluster_id="")
+        with _connect(address) as sock:
+            sock.sendall(encode_request(body, 11, "cluster-id-probe"))
+            payload = _read_frame(sock)
+        assert payload is not None, api_key
+        _, answer = decode_response(payload, int(api_key), int(body.__version__))
+        assert int(answer.error_code) == Errors.INCONSISTENT_CLUSTER_ID, api_key
+    # A null id is not checked: the same RemoveRaftVoter reaches the voter set (not a voter).
+    body = request_to_kafka(rm.RemoveRaftVoterRequest(99, directory))
+    assert body.cluster_id is None
+    with _connect(address) as sock:
+        sock.sendall(encode_request(body, 12, "cluster-id-probe"))
+        payload = _read_frame(sock)
+    assert payload is not None
+    _, answer = decode_response(payload, int(ApiKey.REMOVE_RAFT_VOTER), 0)
+    assert int(answer.error_code) in (Errors.VOTER_NOT_FOUND, Errors.NOT_LEADER_OR_FOLLOWER)
 
 
 def test_kafka_python_admin_lists_topics(up: Up) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.index import load_request_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersRequestV2
 from kio.schema.elect_leaders.v2.request import TopicPartitions as ElectTopicPartitionsV2
@@ -24,7 +25,7 @@ from kio.static.primitive import Records, i8, i32
 
 from kafkawire import elect_leaders_v3 as el3
 from kafkawire import get_replica_log_info as grli
-from kafkawire.api_keys import ApiKey
+from kafkawire.api_keys import EXTENSION_BLOCK_START, ApiKey
 from kafkawire.api_versions import (
     BROKER_API_VERSIONS,
     CONTROLLER_API_VERSIONS,
@@ -146,7 +147,8 @@ def test_every_advertised_version_round_trips_through_kio(api_key: int, version:
     _round_trip(_sample(request_cls), _sample(response_cls), api_key, version, 77)
 
 
-FUZZED = [(int(ApiKey.PRODUCE), 3), (int(ApiKey.FETCH), 17), (int(ApiKey.METADATA), 13), (93, 0)]
+FUZZED = [(int(ApiKey.PRODUCE), 3), (int(ApiKey.FETCH), 17), (int(ApiKey.METADATA), 13),
+          (int(ApiKey.GET_REPLICA_LOG_INFO), 0)]
 
 
 @pytest.mark.parametrize(("api_key", "version"), FUZZED, ids=lambda v: str(v))
@@ -212,13 +214,35 @@ def test_garbage_and_unknown_apis_are_undecodable() -> None:
         decode_request(good[:-3])  # truncated body
 
 
+def _kio_has(api_key: int, version: int) -> bool:
+    try:
+        load_request_schema(api_key, version)
+    except Exception:  # kio's index raises its own errors for a version it lacks
+        return False
+    return True
+
+
+def test_extensions_take_no_key_kafka_uses() -> None:
+    # ARCHITECTURE.md "Wire protocol": below the extension block every key is one of Kafka's,
+    # with a schema kio generated from Kafka's message definitions; minikraft's own are in the
+    # block, far above Kafka 4.4's highest key (94, UnregisterController).
+    for key in ApiKey:
+        if key >= EXTENSION_BLOCK_START:
+            continue
+        assert key <= 94, key
+        assert any(_kio_has(int(key), v) for v in range(20)), key  # Kafka's key: kio knows it
+    assert ApiKey.GET_REPLICA_LOG_INFO >= EXTENSION_BLOCK_START > 94
+    assert grli.GetReplicaLogInfoRequest.__api_key__ == ApiKey.GET_REPLICA_LOG_INFO
+    assert not {93, 94} & {int(k) for k in ApiKey}
+
+
 def test_get_replica_log_info_bytes_follow_upstreams_schema() -> None:
     topic_id = uuid.UUID("00000000-0000-0000-0000-000000000001")
     request = grli.GetReplicaLogInfoRequest(
         topic_partitions=(grli.TopicPartitions(topic_id=topic_id, partitions=(i32(2),)),)
     )
     wire = encode_request(request, 5, None)[4:]
-    header = struct.pack(">hhi", 93, 0, 5) + b"\xff\xff" + b"\x00"  # null client id, no tags
+    header = struct.pack(">hhi", 10_000, 0, 5) + b"\xff\xff" + b"\x00"  # null client id, no tags
     # compact array of 1, uuid, compact array [2], no tags (entry), no tags (request)
     body = b"\x02" + topic_id.bytes + b"\x02" + struct.pack(">i", 2) + b"\x00" + b"\x00"
     assert wire == header + body
@@ -242,7 +266,8 @@ def test_get_replica_log_info_bytes_follow_upstreams_schema() -> None:
             ),
         ),
     )
-    assert decode_response(encode_response(response, 5)[4:], 93, 0) == (5, response)
+    assert decode_response(
+        encode_response(response, 5)[4:], int(ApiKey.GET_REPLICA_LOG_INFO), 0) == (5, response)
 
 
 def test_elect_leaders_v3_is_v2_plus_designated_leaders_beside_partitions() -> None:
