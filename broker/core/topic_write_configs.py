@@ -10,6 +10,7 @@ effective configs (controller.core.config_defs) and the clock in.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,6 +50,12 @@ class TopicWriteConfig:
     timestamp_after_max_ms: int = 3_600_000
     compacted: bool = False  # cleanup.policy names compact: keys required (record_validation)
 
+    def rewrites(self, batch: RecordBatch) -> bool:
+        """Whether the stored batch differs from the producer's (stored_batch)."""
+        return self.log_append_time or (
+            self.target_codec is not None and self.target_codec != batch.compression
+        )
+
     @classmethod
     def from_configs(cls, values: Mapping[str, str | None]) -> TopicWriteConfig:
         """From a topic's effective configs (config_defs.effective_topic_configs)."""
@@ -76,31 +83,41 @@ class TopicWriteConfig:
 def check_timestamps(
     batch: RecordBatch, config: TopicWriteConfig, now_ms: int, topic_partition: str
 ) -> None:
-    """Kafka's validateTimestamp for every record: with CreateTime, a timestamp outside
-    [now - before.max.ms, now + after.max.ms] is INVALID_TIMESTAMP; a producer may not send a
-    LogAppendTime batch to a CreateTime topic. Raises RecordValidationError listing them all."""
-    errors: list[RecordError] = []
+    """Kafka's validateTimestamp for every record: on a CreateTime topic a timestamp outside
+    [now - before.max.ms, now + after.max.ms] is INVALID_TIMESTAMP; otherwise (a LogAppendTime
+    topic, or no timestamp) a batch the producer marked LogAppendTime is. Raises
+    RecordValidationError listing every failing record."""
     producer_log_append_time = bool(batch.attributes & TIMESTAMP_TYPE_FLAG)
     low = now_ms - config.timestamp_before_max_ms
     high = now_ms + config.timestamp_after_max_ms
-    for index in range(len(batch.records)):
+    if producer_log_append_time:
+        # Kafka reads every record of a LogAppendTime batch at the batch's max timestamp.
+        timestamps = [batch.max_timestamp_ms] * len(batch.records)
+    else:
         if config.log_append_time:
-            break  # the broker's clock replaces them: nothing to check (Kafka)
-        timestamp = batch.timestamp_of(index)
-        if producer_log_append_time:
+            return
+        base = batch.timestamp_ms  # None: the record's timestamp is the base timestamp
+        timestamps = [base if t is None else t for t in map(_TIMESTAMP, batch.records)]
+        if min(timestamps) >= low and max(timestamps) <= high:
+            return  # the common case, checked without a message per record
+    errors: list[RecordError] = []
+    for index, timestamp in enumerate(timestamps):
+        if not config.log_append_time and timestamp != NO_TIMESTAMP:
+            if not low <= timestamp <= high:
+                errors.append(
+                    RecordError(
+                        index,
+                        f"Timestamp {timestamp} of message with offset "
+                        f"{batch.offset_of(index)} is out of range. The timestamp should be "
+                        f"within [{low}, {high}]",
+                    )
+                )
+        elif producer_log_append_time:
             errors.append(
                 RecordError(
                     index,
                     f"Invalid timestamp type in message of {topic_partition}. Producer should "
                     "not set timestamp type to LogAppendTime.",
-                )
-            )
-        elif timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
-            errors.append(
-                RecordError(
-                    index,
-                    f"Timestamp {timestamp} of message with offset {batch.offset_of(index)} is "
-                    f"out of range. The timestamp should be within [{low}, {high}]",
                 )
             )
     if errors:
@@ -109,6 +126,9 @@ def check_timestamps(
             errors,
             "One or more records have been rejected due to invalid timestamp",
         )
+
+
+_TIMESTAMP = operator.attrgetter("timestamp_ms")
 
 
 def stored_batch(raw: bytes, batch: RecordBatch, config: TopicWriteConfig, now_ms: int) -> bytes:

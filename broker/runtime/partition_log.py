@@ -465,11 +465,12 @@ class PartitionLog:
                     raise KafkaError(Errors.INVALID_TXN_STATE, "transactions are not supported")
                 produced.append(producer_batch(header, next_offset))
                 count = header.last_offset - header.base_offset + 1
-                if write_config is None:
+                if write_config is not None:
+                    check_timestamps(batch, write_config, now_ms, self.name)
+                if write_config is None or not write_config.rewrites(batch):
                     stamped.append(_stamp(raw_batches, position, next_offset, leader_epoch))
                     stamped.append(bytes(view[position + 16 : position + header.size]))
                 else:
-                    check_timestamps(batch, write_config, now_ms, self.name)
                     raw = bytes(view[position : position + header.size])
                     stored = stored_batch(raw, batch, write_config, now_ms)
                     if len(stored) > write_config.max_message_bytes:

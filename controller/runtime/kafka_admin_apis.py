@@ -127,7 +127,10 @@ class ControllerKafkaAdminApis:
     def _creatable(self, topic: Any) -> cm.CreatableTopic | tuple[Errors, str]:
         """Kafka's CreatableTopic -> the core's; a manual assignment fixes the counts, -1 takes
         this controller's defaults."""
-        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        nulls = [c.name for c in topic.configs if c.value is None]
+        if nulls:  # Kafka's ControllerConfigurationValidator
+            return Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"
+        configs = {c.name: c.value for c in topic.configs}
         assignments = {
             int(a.partition_index): [int(b) for b in a.broker_ids] for a in topic.assignments
         }

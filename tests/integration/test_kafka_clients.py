@@ -1137,6 +1137,30 @@ def test_configs_kafka_does_not_know_or_minikraft_cannot_honour_are_refused(up: 
         assert message in error.str(), (key, error.str())
     assert "refused-config" not in admin.list_topics(timeout=10).topics
 
+    # A null value (no client library here sends one): Kafka's message, nothing created.
+    from kio.schema.create_topics.v7 import request as create_v7
+
+    request = create_v7.CreateTopicsRequest(
+        topics=(
+            create_v7.CreatableTopic(
+                name="refused-config",  # type: ignore[arg-type]
+                num_partitions=1,  # type: ignore[arg-type]
+                replication_factor=1,  # type: ignore[arg-type]
+                assignments=(),
+                configs=(create_v7.CreatableTopicConfig(name="retention.ms", value=None),),
+            ),
+        ),
+        timeout=datetime.timedelta(seconds=10),  # type: ignore[arg-type]
+        validate_only=False,
+    )
+    with _connect(up.cluster.brokers[0].address) as sock:
+        sock.sendall(encode_request(request, 31, "raw"))
+        payload = _read_frame(sock)
+    assert payload is not None
+    _cid, body = decode_response(payload, int(ApiKey.CREATE_TOPICS), 7)
+    assert Errors.of(int(body.topics[0].error_code)) is Errors.INVALID_CONFIG
+    assert body.topics[0].error_message == "Null value not supported for topic configs: retention.ms"
+
 
 def test_alter_configs_replaces_and_incremental_alter_configs_edits_a_topics_configs(
     up: Up,
@@ -1290,10 +1314,19 @@ def test_a_gzip_log_append_time_topic_stores_gzip_and_consumers_see_the_append_t
     _wait_leaders(admin, CONFIGS_TOPIC, 1)
     before_ms = int(time.time() * 1000)
     producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all", "linger.ms": 20})
+    delivered: list[Any] = []
     for i in range(20):  # librdkafka's default: uncompressed batches, CreateTime 2023
-        producer.produce(CONFIGS_TOPIC, key=b"k%d" % (i % 5), value=b"v%d" % i, timestamp=BASE_TS_MS)
+        producer.produce(
+            CONFIGS_TOPIC, key=b"k%d" % (i % 5), value=b"v%d" % i, timestamp=BASE_TS_MS,
+            on_delivery=lambda error, message: delivered.append((error, message.timestamp())),
+        )
     assert producer.flush(30) == 0
     after_ms = int(time.time() * 1000)
+    # Produce's LogAppendTime answer: librdkafka reports the broker's time on delivery.
+    assert len(delivered) == 20 and all(error is None for error, _ in delivered)
+    for _error, (kind, timestamp) in delivered:
+        assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
+        assert before_ms <= timestamp <= after_ms
 
     deadline = time.monotonic() + 15
     while True:  # every replica has them (acks=all with min ISR 2: the third may trail)

@@ -199,3 +199,19 @@ def test_the_topics_codec_recompresses_and_log_append_time_stamps_the_batch() ->
     stamped, _ = decode_batch(stored_batch(raw, batch, TopicWriteConfig(log_append_time=True), NOW_MS))
     assert stamped.compression == ZSTD and stamped.max_timestamp_ms == NOW_MS
     assert stamped.records == batch.records
+
+
+def test_a_producer_may_not_mark_its_batch_log_append_time() -> None:
+    # Kafka's validateTimestamp: on a LogAppendTime topic, a batch the producer marked
+    # LogAppendTime is refused; on a CreateTime topic its records are read at its max timestamp.
+    raw = encode_batch(0, 0, NOW_MS, [Record(None, b"a"), Record(None, b"b")], log_append_time=True)
+    batch, _ = decode_batch(raw)
+    with pytest.raises(RecordValidationError) as caught:
+        check_timestamps(batch, TopicWriteConfig(log_append_time=True), NOW_MS, "t-0")
+    assert [e.batch_index for e in caught.value.record_errors] == [0, 1]
+    assert "Producer should not set timestamp type to LogAppendTime." in (
+        caught.value.record_errors[0].message
+    )
+    check_timestamps(batch, TopicWriteConfig(), NOW_MS, "t-0")  # in range: accepted
+    with pytest.raises(RecordValidationError):
+        check_timestamps(batch, TopicWriteConfig(), NOW_MS - 2 * 3_600_000, "t-0")
