@@ -21,8 +21,14 @@ from controller.core.records import (
     decode_record,
     record_to_json,
 )
+from raft.core.compression import CODEC_NAMES
 from raft.core.control_records import control_version, decode_control
-from raft.core.record_batch import CorruptBatchError, Record, iter_segment_batches
+from raft.core.record_batch import (
+    TIMESTAMP_TYPE_FLAG,
+    CorruptBatchError,
+    Record,
+    iter_segment_batches,
+)
 from raft.core.replica_key import uuid_to_str
 
 
@@ -52,10 +58,18 @@ def dump_file(path: Path, decode: bool) -> Iterator[dict[str, Any]]:
     """Every record of one file as a dict; raises CorruptBatchError at a bad batch."""
     for _position, batch, _size in iter_segment_batches(path.read_bytes()):
         for index, record in enumerate(batch.records):
+            log_append_time = bool(batch.attributes & TIMESTAMP_TYPE_FLAG)
             line: dict[str, Any] = {
                 "offset": batch.offset_of(index),
                 "epoch": batch.leader_epoch,
                 "timestamp_ms": batch.timestamp_ms,
+                # Kafka's DumpLogSegments: the batch's codec and the record's timestamp by type
+                # (a LogAppendTime batch's records all carry its max timestamp).
+                "compresscodec": CODEC_NAMES.get(batch.compression, str(batch.compression)),
+                "timestamp_type": "LogAppendTime" if log_append_time else "CreateTime",
+                "record_timestamp_ms": batch.max_timestamp_ms
+                if log_append_time
+                else batch.timestamp_of(index),
             }
             if decode:
                 try:

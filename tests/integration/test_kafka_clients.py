@@ -1338,6 +1338,19 @@ def test_a_gzip_log_append_time_topic_stores_gzip_and_consumers_see_the_append_t
     assert {b.compression for b in stored} == {GZIP}  # recompressed by the leader
     assert all(b.attributes & 0x08 for b in stored)  # LogAppendTime
     assert all(before_ms <= b.max_timestamp_ms <= after_ms for b in stored)
+    # What `minikraft dump-log` prints of a replica's segment.
+    from cluster.cli.dump_log_cmd import dump_file
+
+    segment = next(
+        path
+        for broker in up.cluster.brokers
+        for path in sorted((Path(broker.dir) / "data" / f"{CONFIGS_TOPIC}-0").glob("*.log"))
+    )
+    lines = list(dump_file(segment, decode=False))
+    assert len(lines) == 20
+    assert {line["compresscodec"] for line in lines} == {"gzip"}
+    assert {line["timestamp_type"] for line in lines} == {"LogAppendTime"}
+    assert all(before_ms <= line["record_timestamp_ms"] <= after_ms for line in lines)
 
     consumer = Consumer(
         {"bootstrap.servers": up.bootstrap, "group.id": "configs", "auto.offset.reset": "earliest"}
