@@ -1439,6 +1439,31 @@ def test_timestamps_out_of_range_get_invalid_timestamp_with_kafkas_record_errors
     assert [e.name() for e in errors] == ["INVALID_TIMESTAMP"]
 
 
+def test_segment_bytes_and_preallocate_are_per_topic(up: Up) -> None:
+    import os
+
+    from raft.core.record_batch import iter_segment_batches
+
+    admin = _admin(up)
+    name = "configs-segments"
+    _create(admin, NewTopic(name, 1, 3, config={"segment.bytes": "1048576", "preallocate": "false"}))
+    _wait_leaders(admin, name, 1)
+    producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all"})
+    for _ in range(12):  # 1.2 MB that gzip cannot shrink: more than one 1 MiB segment
+        producer.produce(name, os.urandom(100_000))
+    assert producer.flush(30) == 0
+    for broker in up.cluster.brokers:
+        segments = sorted((Path(broker.dir) / "data" / f"{name}-0").glob("*.log"))
+        assert len(segments) >= 2, (broker.node_id, segments)
+        for segment in segments:
+            data = segment.read_bytes()
+            used = sum(size for _, _, size in iter_segment_batches(data))
+            assert used <= 1_048_576
+            # preallocate=false: no segment is extended ahead of its appends (the brokers'
+            # default, log.preallocate=true, extends the active one in 1 MiB steps).
+            assert len(data) == used, (broker.node_id, segment.name, len(data), used)
+
+
 def test_max_message_bytes_is_per_topic(up: Up) -> None:
     admin = _admin(up)
     name = "configs-small-messages"
