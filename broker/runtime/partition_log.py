@@ -12,8 +12,13 @@ directory, `recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (
 `topic partition offset` lines; the runtime writes them with `write_offset_checkpoint`.
 
 The log start offset may sit above the first segment (DeleteRecords, KIP-107): offsets below it
-are no longer served (OFFSET_OUT_OF_RANGE, ListOffsets earliest), while the segments holding them
-stay on disk, where the audit reads every replica's whole log.
+are no longer served (OFFSET_OUT_OF_RANGE, ListOffsets earliest). Retention
+(broker/core/log_retention.py, run by broker/runtime/log_manager.py) removes whole segments below
+the high watermark and moves the log start offset to the next segment's base, as Kafka does; the
+segments DeleteRecords left wholly below the start go at the same time. Removed segments are
+renamed `.deleted` and unlinked file.delete.delay.ms later. The log cleaner
+(broker/core/log_cleaner.py) swaps cleaned segments in (`.cleaned` -> `.swap` -> `.log`), which
+leaves offset gaps: the log accepts batches whose base offset is past the previous batch's end.
 
 Flush policy (`flush.messages`): None (the default) fsyncs every acks=all append and every
 follower append before the follower reports its new end in its next Fetch, so an acked acks=all
@@ -26,12 +31,20 @@ from __future__ import annotations
 import logging
 import re
 import struct
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from broker.core.leader_epoch_cache import EpochEndOffset, EpochEntry, LeaderEpochCache
+from broker.core.log_retention import (
+    Deletion,
+    RetentionConfig,
+    SegmentView,
+    segments_to_delete,
+    should_roll_by_time,
+)
 from broker.core.partition_state import ACKS_ALL
 from broker.core.producer_state import (
     CorruptSnapshotError,
@@ -45,6 +58,7 @@ from broker.core.topic_write_configs import TopicWriteConfig, check_timestamps, 
 from kafkawire.errors import Errors, KafkaError
 from raft.core.compression import UnsupportedCompressionError
 from raft.core.record_batch import (
+    HEADER_SIZE,
     MAX_BATCH_SIZE_BYTES,
     BatchHeader,
     CorruptBatchError,
@@ -56,6 +70,7 @@ from raft.core.record_batch import (
 )
 from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
 from raft.runtime.fsutil import remove_stale_temp_files, storage_errors, write_atomic
+from raft.runtime.segment import Segment
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -221,6 +236,20 @@ def producer_batch(header: BatchHeader, base_offset: int | None = None) -> Produ
     )
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _max_timestamp_of(raw_batches: bytes) -> int:
+    """The largest maxTimestamp of the batches (Kafka's appendInfo.maxTimestamp)."""
+    position, largest = 0, -1
+    while position + HEADER_SIZE <= len(raw_batches):
+        header = read_header(raw_batches, position)
+        largest = max(largest, header.max_timestamp_ms)
+        position += header.size
+    return largest
+
+
 def _stamp(raw: bytes, position: int, base_offset: int, leader_epoch: int) -> bytes:
     """The batch at position with the leader's offset and epoch (neither is under the CRC)."""
     header = bytearray(raw[position : position + 16])
@@ -256,8 +285,10 @@ class PartitionLog:
         self._logger = logger or _log
         self._log = DiskLog(
             self.directory, segment_bytes=segment_bytes, logger=self._logger,
-            preallocate=preallocate,
+            preallocate=preallocate, allow_offset_gaps=True,
         )
+        # segment.ms and the rest of retention; the runtime sets the topic's (log_manager).
+        self.retention = RetentionConfig()
         self._unflushed_messages = 0
         # DeleteRecords' start, checkpointed; never past the log end (recovery may cut a tail).
         self._start_offset = min(log_start_offset or 0, self._log.end_offset())
@@ -401,6 +432,68 @@ class PartitionLog:
         in Kafka, the active segment keeps its size)."""
         self._log.reconfigure(segment_bytes, preallocate)
 
+    # ---- retention and rolls ----
+
+    def segments(self) -> list[Segment]:
+        """The segments, oldest first, the active one last (retention's and the cleaner's view)."""
+        return self._log.segments()
+
+    def segment_views(self) -> list[SegmentView]:
+        views = []
+        for segment in self._log.segments():
+            largest = segment.largest_timestamp_ms()
+            if largest < 0:
+                largest = segment.last_modified_ms()
+            views.append(SegmentView(segment.base_offset, segment.size_bytes, largest))
+        return views
+
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self._log.segments())
+
+    def delete_old_segments(self, high_watermark: int, now_ms: int) -> tuple[Deletion, list[Segment]]:
+        """Kafka's deleteOldSegments with self.retention: the log start offset moves to the
+        first kept segment (rule 24: never past the high watermark), then the deleted segments
+        leave the log, renamed `.deleted`; the caller unlinks them after file.delete.delay.ms."""
+        deletion = segments_to_delete(
+            self.segment_views(),
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            high_watermark=high_watermark,
+            config=self.retention,
+            now_ms=now_ms,
+        )
+        if not deletion.count:
+            return deletion, []
+        if deletion.roll_first:
+            self.roll()
+        segments = self._log.segments()
+        new_start = segments[min(deletion.count, len(segments) - 1)].base_offset
+        self.advance_log_start_offset(new_start)
+        removed = self._log.remove_oldest_segments(deletion.count)
+        for offset in self._snapshot_offsets():
+            if offset < self.log_start_offset and offset != self._snapshot_offsets()[-1]:
+                (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
+        self._logger.info(
+            "Partition %s: deleting %d segment(s) (%s); log start offset %d",
+            self.name, len(removed), ", ".join(deletion.reasons), self.log_start_offset,
+        )
+        return deletion, removed
+
+    def roll(self) -> None:
+        """Start a new active segment (a snapshot of the producer state at its base, as Kafka
+        takes at every roll)."""
+        self._log.roll()
+        self._after_append()
+
+    def _maybe_roll_by_time(self, incoming_max_timestamp_ms: int) -> None:
+        """segment.ms: Kafka checks it before each append (maybeRoll)."""
+        first = self._log.active_first_timestamp_ms()
+        if first is None:
+            return
+        created, now = (0, 0) if first >= 0 else (self._log.active_modified_ms(), _now_ms())
+        if should_roll_by_time(first, incoming_max_timestamp_ms, created, now, self.retention):
+            self.roll()
+
     # ---- writes ----
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> bool:
@@ -447,6 +540,7 @@ class PartitionLog:
         next_offset = base_offset
         stamped: list[bytes] = []
         produced: list[ProducerBatch] = []
+        max_timestamp_ms = -1
         position = 0
         try:
             while position < len(view):
@@ -464,6 +558,7 @@ class PartitionLog:
                     # outside a transaction the coordinator knows.
                     raise KafkaError(Errors.INVALID_TXN_STATE, "transactions are not supported")
                 produced.append(producer_batch(header, next_offset))
+                max_timestamp_ms = max(max_timestamp_ms, header.max_timestamp_ms)
                 count = header.last_offset - header.base_offset + 1
                 if write_config is not None:
                     check_timestamps(batch, write_config, now_ms, self.name)
@@ -491,6 +586,9 @@ class PartitionLog:
                     dup.first_offset, dup.last_offset,
                 )
                 return AppendInfo(dup.first_offset, dup.last_offset, 0)
+            if write_config is not None and write_config.log_append_time:
+                max_timestamp_ms = now_ms  # what the stored batches carry
+            self._maybe_roll_by_time(max_timestamp_ms)
             # validate_batch checked each CRC above; the stamped offset and epoch are outside it.
             self._log.append_batches(b"".join(stamped), crc_checked=True)
         except UnsupportedMagicError as exc:
@@ -526,6 +624,7 @@ class PartitionLog:
         """Append fetched batches as they are; each new epoch enters the cache (Kafka)."""
         base_offset = self.log_end_offset
         try:
+            self._maybe_roll_by_time(_max_timestamp_of(raw_batches))
             headers = self._log.append_batches(raw_batches)
         except CorruptBatchError as exc:
             raise KafkaError(Errors.CORRUPT_MESSAGE, str(exc)) from exc

@@ -71,7 +71,10 @@ __all__ = [
     "UnsupportedMagicError",
     "batch_size_at",
     "decode_batch",
+    "delete_horizon_ms",
+    "empty_batch_header",
     "encode_batch",
+    "encode_retained_batch",
     "is_free_tail",
     "iter_batches",
     "iter_segment_batches",
@@ -299,6 +302,69 @@ def encode_batch(
     crc = crc32c.crc32c(tail)
     batch_length = _BATCH_LENGTH_OVERHEAD + len(tail)
     return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, MAGIC, crc) + tail
+
+
+def encode_retained_batch(
+    batch: RecordBatch, kept: Sequence[int], delete_horizon_ms: int | None = None
+) -> bytes:
+    """The batch with only the records at indexes `kept`, as Kafka's log cleaner writes it
+    (MemoryRecords.buildRetainedRecordsInto): same base offset, last offset delta, leader
+    epoch, producer id/epoch, base sequence, codec and timestamp type, each record at its own
+    offset and timestamp; with a delete horizon (KIP-534) the base timestamp is the horizon and
+    the attributes carry DELETE_HORIZON_FLAG."""
+    if not kept:
+        raise ValueError("a retained batch needs at least one record (empty_batch_header)")
+    records = [
+        Record(
+            batch.records[i].key,
+            batch.records[i].value,
+            batch.records[i].headers,
+            batch.timestamp_of(i),
+            batch.offset_of(i) - batch.base_offset,
+        )
+        for i in kept
+    ]
+    attributes = batch.attributes
+    base_ts = batch.timestamp_ms
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
+        base_ts = delete_horizon_ms
+    section, _last_delta, _max_ts = _encode_records(records, base_ts)
+    if attributes & TIMESTAMP_TYPE_FLAG:
+        max_ts = batch.max_timestamp_ms  # LogAppendTime: the append time, kept
+    else:
+        max_ts = max(r.timestamp_ms for r in records if r.timestamp_ms is not None)
+    codec = attributes & CODEC_MASK
+    if codec != NONE:
+        section = compress(codec, section)
+    tail = _TAIL.pack(
+        attributes, batch.last_offset_delta, base_ts, max_ts, batch.producer_id,
+        batch.producer_epoch, batch.base_sequence, len(records),
+    ) + section
+    return _frame(batch.base_offset, batch.leader_epoch, tail)
+
+
+def empty_batch_header(batch: RecordBatch) -> bytes:
+    """A batch of no records keeping the original's offsets and producer fields (Kafka's
+    DefaultRecordBatch.writeEmptyHeader, the cleaner's RETAIN_EMPTY): the last batch of an
+    active producer keeps its sequence, the last batch of a cleaning round the log's end."""
+    attributes = batch.attributes & ~CODEC_MASK & ~DELETE_HORIZON_FLAG
+    tail = _TAIL.pack(
+        attributes, batch.last_offset_delta, batch.max_timestamp_ms, batch.max_timestamp_ms,
+        batch.producer_id, batch.producer_epoch, batch.base_sequence, 0,
+    )
+    return _frame(batch.base_offset, batch.leader_epoch, tail)
+
+
+def _frame(base_offset: int, leader_epoch: int, tail: bytes) -> bytes:
+    crc = crc32c.crc32c(tail)
+    batch_length = _BATCH_LENGTH_OVERHEAD + len(tail)
+    return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, MAGIC, crc) + tail
+
+
+def delete_horizon_ms(batch: RecordBatch) -> int | None:
+    """The batch's delete horizon (KIP-534), if the cleaner has set one."""
+    return batch.timestamp_ms if batch.attributes & DELETE_HORIZON_FLAG else None
 
 
 # --- decoding ----------------------------------------------------------------------------------

@@ -30,9 +30,12 @@ from types import TracebackType
 from typing import NoReturn
 
 from raft.core.record_batch import (
+    LENGTH_PREFIX_SIZE,
     BatchHeader,
+    CorruptBatchError,
     Record,
     RecordBatch,
+    batch_size_at,
     decode_batch,
     encode_batch,
     read_header,
@@ -52,7 +55,16 @@ from raft.runtime.power_loss import (
     check_disk_mode,
     default_disk_mode,
 )
-from raft.runtime.segment import BatchEntry, Segment, parse_segment_file_name
+from raft.runtime.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SEGMENT_SUFFIX,
+    SWAP_SUFFIX,
+    BatchEntry,
+    Segment,
+    parse_segment_file_name,
+    segment_file_name,
+)
 from raft.runtime.snapshot_file import (
     SNAPSHOT_SUFFIX,
     delete_snapshot,
@@ -101,6 +113,7 @@ class DiskLog:
         logger: logging.Logger | None = None,
         disk_mode: str | None = None,
         preallocate: bool = False,
+        allow_offset_gaps: bool = False,
     ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
@@ -110,6 +123,8 @@ class DiskLog:
         # in steps no larger than a segment.
         self._preallocate_bytes = min(PREALLOCATE_STEP_BYTES, segment_bytes) if preallocate else 0
         self._logger = logger or _log
+        # A broker partition log: compaction leaves offset gaps (raft's log never has one).
+        self.allow_offset_gaps = allow_offset_gaps
         self.disk_mode = check_disk_mode(disk_mode or default_disk_mode())
         self._segment_class = HeldSegment if self.disk_mode == POWER_LOSS_SIM else Segment
         self._segments: list[Segment] = []
@@ -138,6 +153,7 @@ class DiskLog:
             self.directory.mkdir(parents=True, exist_ok=True)
         remove_stale_temp_files(self.directory, SNAPSHOT_SUFFIX)
         self._snapshots = list_snapshots(self.directory, self._logger)
+        self._complete_swaps()
         self._recover_segments()
         latest = self.latest_snapshot_id()
         if not self._segments:
@@ -169,6 +185,36 @@ class DiskLog:
             self._directory_dirty = False
         self._flushed_offset = self.end_offset()
 
+    def _complete_swaps(self) -> None:
+        """Kafka's LogLoader for a crash during deletion or cleaning: `.deleted` files go (their
+        deletion was decided), `.cleaned` files go (a swap never started), and a `.swap` file
+        replaces every segment whose offsets it covers, then becomes a segment: it was fsynced
+        before it was renamed to `.swap`, so it is complete."""
+        with storage_errors(f"list log directory {self.directory}"):
+            names = sorted(entry.name for entry in self.directory.iterdir())
+        swaps = []
+        for name in names:
+            path = self.directory / name
+            if name.endswith(SEGMENT_SUFFIX + DELETED_SUFFIX) or name.endswith(
+                SEGMENT_SUFFIX + CLEANED_SUFFIX
+            ):
+                self._delete_files([path])
+            elif name.endswith(SEGMENT_SUFFIX + SWAP_SUFFIX):
+                base = parse_segment_file_name(name[: -len(SWAP_SUFFIX)])
+                if base is not None:
+                    swaps.append((base, path))
+        for base, path in swaps:
+            last = _last_offset_in_file(path)
+            for name in names:
+                other = parse_segment_file_name(name)
+                if other is not None and base <= other <= last:
+                    self._delete_files([self.directory / name])
+            final = self.directory / segment_file_name(base)
+            with storage_errors(f"complete swap {path}"):
+                path.replace(final)
+            self._directory_dirty = True
+            self._logger.warning("Log recovery: completed the swap of cleaned segment %s", final.name)
+
     def _recover_segments(self) -> None:
         found = sorted(
             (base_offset, entry)
@@ -178,7 +224,9 @@ class DiskLog:
         expected_offset: int | None = None
         previous_epoch = -1
         for index, (base_offset, path) in enumerate(found):
-            if expected_offset is not None and base_offset != expected_offset:
+            if expected_offset is not None and base_offset != expected_offset and not (
+                self.allow_offset_gaps and base_offset > expected_offset
+            ):
                 self._logger.warning(
                     "Log recovery: segment %s starts at offset %d, expected %d: deleting it and "
                     "%d later segment(s)", path, base_offset, expected_offset,
@@ -187,7 +235,8 @@ class DiskLog:
                 self._delete_files([p for _, p in found[index:]])
                 return
             segment, problem = self._segment_class.open(
-                path, base_offset, previous_epoch, self._preallocate_bytes
+                path, base_offset, previous_epoch, self._preallocate_bytes,
+                allow_offset_gaps=self.allow_offset_gaps,
             )
             self._segments.append(segment)
             if problem is not None:
@@ -417,7 +466,9 @@ class DiskLog:
         while position < len(view):
             batch = header_of(view, position)  # the header only: records not needed
             size = batch.size
-            if batch.base_offset != expected_offset:
+            if batch.base_offset != expected_offset and not (
+                self.allow_offset_gaps and batch.base_offset > expected_offset
+            ):
                 raise ValueError(
                     f"fetched batch at byte {position} starts at offset {batch.base_offset}, "
                     f"expected {expected_offset} in {self.directory}"
@@ -505,9 +556,18 @@ class DiskLog:
         segment_index = self._segment_index(offset)
         segment = self._segments[segment_index]
         index = segment.find(offset)
+        while index == len(segment.entries) and segment_index + 1 < len(self._segments):
+            # A compacted log's gap at a segment's end: the cut falls before the next segment.
+            segment_index += 1
+            segment = self._segments[segment_index]
+            index = 0
+        if index == len(segment.entries):
+            return
         entry = segment.entries[index]
         with self._fail_on_storage_error(f"truncate log {self.directory}"):
-            if entry.base_offset != offset:
+            if entry.base_offset > offset and self.allow_offset_gaps:
+                pass  # the cut falls in a compaction gap: everything below offset stays
+            elif entry.base_offset != offset:
                 if offset == self._log_start_offset:
                     # The start is a snapshot's end inside a batch: the snapshot covers the rest.
                     self._restart_at(offset)
@@ -645,6 +705,79 @@ class DiskLog:
                     delete_snapshot(self.directory, old)
                 self._snapshots.remove(old)
 
+    # ---- retention and cleaning (broker partition logs) ----
+
+    def segments(self) -> list[Segment]:
+        """The segments, oldest first; the last is the active one. Callers must not change
+        them: retention and the cleaner go through the methods below."""
+        return list(self._segments)
+
+    def roll(self) -> Segment:
+        """Close the active segment and start a new one at the log end (Kafka's roll, for
+        segment.ms and for a retention that deletes every segment); an empty active segment is
+        kept as it is."""
+        self._check_usable()
+        if not self._segments[-1].entries:
+            return self._segments[-1]
+        with self._fail_on_storage_error(f"roll log {self.directory}"):
+            return self._roll()
+
+    def active_first_timestamp_ms(self) -> int | None:
+        """The active segment's first batch maxTimestamp (None while it is empty): segment.ms."""
+        return self._segments[-1].first_batch_timestamp_ms()
+
+    def active_modified_ms(self) -> int:
+        return self._segments[-1].last_modified_ms()
+
+    def remove_oldest_segments(self, count: int) -> list[Segment]:
+        """Take the oldest `count` segments out of the log (never the last one) and rename
+        their files to `.deleted` (Kafka's asyncDelete); the log start moves to the next
+        segment's base offset. The caller deletes them after file.delete.delay.ms."""
+        self._check_usable()
+        count = min(count, len(self._segments) - 1)
+        if count <= 0:
+            return []
+        doomed = self._segments[:count]
+        with self._fail_on_storage_error(f"delete segments of {self.directory}"):
+            for segment in doomed:
+                segment.rename_suffix(DELETED_SUFFIX)
+                self._unflushed.discard(segment)
+            fsync_dir(self.directory)
+        self._segments = self._segments[count:]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        return doomed
+
+    def replace_segments(self, cleaned: Path, old: Sequence[Segment]) -> list[Segment]:
+        """Swap a cleaned segment file in for `old` (consecutive segments, not the active one),
+        crash-safely as Kafka's replaceSegments: the fsynced `.cleaned` file is renamed to
+        `.swap`, the old segments to `.deleted`, then the swap file takes the first one's name
+        (log recovery completes a swap cut short at any step). Returns the old segments for
+        the caller to delete after file.delete.delay.ms."""
+        self._check_usable()
+        first = self._segments.index(old[0])
+        if self._segments[first : first + len(old)] != list(old) or first + len(old) >= len(
+            self._segments
+        ):
+            raise ValueError(f"segments to replace in {self.directory} changed meanwhile")
+        base = old[0].base_offset
+        swap = self.directory / (segment_file_name(base) + SWAP_SUFFIX)
+        with self._fail_on_storage_error(f"swap cleaned segment into {self.directory}"):
+            cleaned.replace(swap)
+            fsync_dir(self.directory)
+            for segment in old:
+                segment.rename_suffix(DELETED_SUFFIX)
+                self._unflushed.discard(segment)
+            final = self.directory / segment_file_name(base)
+            swap.replace(final)
+            fsync_dir(self.directory)
+            replacement, problem = self._segment_class.open(
+                final, base, -1, 0, allow_offset_gaps=True
+            )
+        if problem is not None:
+            raise StorageError(f"cleaned segment {final} does not read back: {problem}")
+        self._segments[first : first + len(old)] = [replacement]
+        return list(old)
+
     # ---- lifecycle ----
 
     def segment_count(self) -> int:
@@ -670,3 +803,22 @@ class DiskLog:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _last_offset_in_file(path: Path) -> int:
+    """The last offset of the last whole batch in a segment file (its base offset if none)."""
+    with storage_errors(f"read {path}"):
+        data = path.read_bytes()
+    last = parse_segment_file_name(path.name[: path.name.index(SEGMENT_SUFFIX)] + SEGMENT_SUFFIX)
+    last = last or 0
+    position = 0
+    while position + LENGTH_PREFIX_SIZE <= len(data):
+        size = batch_size_at(data, position)
+        if size is None or position + size > len(data):
+            break
+        try:
+            last = read_header(data, position).last_offset
+        except CorruptBatchError:
+            break
+        position += size
+    return last

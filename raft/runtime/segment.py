@@ -19,6 +19,7 @@ import bisect
 import contextlib
 import os
 import re
+import struct
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,7 +27,17 @@ from raft.core.record_batch import CorruptBatchError, is_free_tail, verify_batch
 from raft.runtime.fsutil import pwrite_all, raise_storage_error, storage_errors
 
 SEGMENT_SUFFIX = ".log"
+# Kafka's suffixes for a segment on its way out or in (LogFileUtils): `.deleted` waits
+# file.delete.delay.ms before it is unlinked, `.cleaned` is the log cleaner's output being
+# written, `.swap` a cleaned segment about to replace the ones it was cleaned from.
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+# maxTimestamp sits at byte 35 of a batch v2 header (baseOffset 8, length 4, epoch 4, magic 1,
+# crc 4, attributes 2, lastOffsetDelta 4, baseTimestamp 8).
+_MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_POSITION = 35
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -68,6 +79,11 @@ class Segment:
         self.preallocate_bytes = preallocate_bytes
         # The file's size: size_bytes plus the free space preallocation added past it.
         self.allocated_bytes = self.size_bytes
+        # Retention's and the cleaner's view (Kafka's LogSegment.largestTimestamp): the largest
+        # batch maxTimestamp, read lazily from the headers of batches not yet looked at.
+        self._largest_timestamp_ms = -1
+        self._timestamps_read = 0
+        self._first_timestamp_ms: int | None = None
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, preallocate_bytes: int = 0) -> Segment:
@@ -82,13 +98,20 @@ class Segment:
 
     @classmethod
     def open(
-        cls, path: Path, base_offset: int, previous_epoch: int, preallocate_bytes: int = 0
+        cls,
+        path: Path,
+        base_offset: int,
+        previous_epoch: int,
+        preallocate_bytes: int = 0,
+        *,
+        allow_offset_gaps: bool = False,
     ) -> tuple[Segment, CorruptBatchError | None]:
         """Open an existing segment and index it, verifying every batch's CRC. Returns the
         segment indexed up to the first bad batch and that batch's problem (the caller truncates
-        there): torn, CRC mismatch, an offset gap, or a leader epoch going backwards. Zeros
-        after the last batch are free space a preallocating process left, not a problem: they
-        are trimmed here."""
+        there): torn, CRC mismatch, an offset gap (offsets going backwards, with
+        `allow_offset_gaps`: a compacted partition log, whose cleaned batches leave gaps as in
+        Kafka), or a leader epoch going backwards. Zeros after the last batch are free space a
+        preallocating process left, not a problem: they are trimmed here."""
         with storage_errors(f"open segment {path}"):
             fd = os.open(path, os.O_RDWR)
             size = os.fstat(fd).st_size
@@ -105,7 +128,9 @@ class Segment:
                 if not is_free_tail(data, position):
                     problem = exc
                 break
-            if batch.base_offset != next_offset:
+            if batch.base_offset != next_offset and not (
+                allow_offset_gaps and batch.base_offset > next_offset
+            ):
                 problem = CorruptBatchError(
                     position, f"base offset {batch.base_offset}, expected {next_offset}"
                 )
@@ -141,6 +166,38 @@ class Segment:
     @property
     def last_epoch(self) -> int | None:
         return self.entries[-1].epoch if self.entries else None
+
+    def largest_timestamp_ms(self) -> int:
+        """The largest maxTimestamp of the segment's batches (-1 if none has one); batches
+        appended since the last call are read here, 8 bytes each."""
+        entries = self.entries
+        for entry in entries[self._timestamps_read :]:
+            raw = self.read(entry.position + _MAX_TIMESTAMP_POSITION, _MAX_TIMESTAMP.size)
+            (timestamp,) = _MAX_TIMESTAMP.unpack(raw)
+            if self._first_timestamp_ms is None:
+                self._first_timestamp_ms = timestamp
+            self._largest_timestamp_ms = max(self._largest_timestamp_ms, timestamp)
+        self._timestamps_read = len(entries)
+        return self._largest_timestamp_ms
+
+    def first_batch_timestamp_ms(self) -> int | None:
+        """The first batch's maxTimestamp (Kafka's rollingBasedTimestamp for segment.ms), None
+        while the segment is empty."""
+        if self._first_timestamp_ms is None and self.entries:
+            self.largest_timestamp_ms()
+        return self._first_timestamp_ms
+
+    def last_modified_ms(self) -> int:
+        with storage_errors(f"stat segment {self.path}"):
+            return int(os.stat(self.path).st_mtime * 1000)
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the file to `<base>.log<suffix>` and keep it open: readers that captured this
+        segment (a fetch in flight, the cleaner) still read it until delete()."""
+        target = self.path.with_name(segment_file_name(self.base_offset) + suffix)
+        with storage_errors(f"rename segment {self.path} to {target.name}"):
+            os.replace(self.path, target)
+        self.path = target
 
     def find(self, offset: int) -> int:
         """Index of the first batch whose last offset is >= offset (len(entries) if none)."""
@@ -197,6 +254,8 @@ class Segment:
         self.truncate_to_position(position)
         del self.entries[index:]
         del self._last_offsets[index:]
+        self._largest_timestamp_ms, self._timestamps_read = -1, 0
+        self._first_timestamp_ms = None
 
     def truncate_to_position(self, position: int) -> None:
         """Cut the file at a byte position (recovery of a torn or corrupt tail) and fsync it."""
@@ -206,6 +265,8 @@ class Segment:
             os.fsync(self._fd)
 
     def flush(self) -> None:
+        if self._fd < 0:
+            return  # deleted (retention, the cleaner's swap) while a flush round held it
         try:
             os.fsync(self._fd)
         except OSError as exc:
