@@ -250,6 +250,16 @@ class ProducerStateManager:
             del self.producers[pid]
         self.map_end_offset = max(self.map_end_offset, log_start_offset)
 
+    def last_data_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its last batch: the batch the log cleaner keeps,
+        even empty, so the producer's sequence survives compaction (Kafka's
+        lastRecordsOfActiveProducers)."""
+        return {
+            pid: entry.batches[-1].last_offset
+            for pid, entry in self.producers.items()
+            if entry.batches
+        }
+
     def update_map_end_offset(self, end_offset: int) -> None:
         self.map_end_offset = max(self.map_end_offset, end_offset)
 

@@ -35,6 +35,7 @@ from broker.runtime.clean_shutdown import (
 )
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.kafka_apis import KafkaApis
+from broker.runtime.log_manager import LogManager, LogManagerSettings
 from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
@@ -67,6 +68,9 @@ BROKER_DEFAULTS = {
     # minikraft's segment size (Kafka's is 1 GiB): a laptop cluster's logs roll and recover in
     # small steps; a topic's segment.bytes overrides it.
     "log.segment.bytes": str(8 * 1024 * 1024),
+    # Kafka's defaults: retention checks every 5 minutes, the cleaner wakes every 15 s.
+    "log.retention.check.interval.ms": "300000",
+    "log.cleaner.backoff.ms": "15000",
 }
 JOURNAL_DIR_KEY = "minikraft.journal.dir"
 CONTROLLER_REQUEST_TIMEOUT_MS = 5000
@@ -125,6 +129,14 @@ class BrokerNode:
             self.journal,
             self._send_alter_partition,
             lambda: self.broker_epoch,
+        )
+        self.log_manager = LogManager(
+            self.replicas,
+            LogManagerSettings(
+                retention_check_interval_ms=config.get_int("log.retention.check.interval.ms"),
+                cleaner_enable=config.get_bool("log.cleaner.enable", True),
+                cleaner_backoff_ms=config.get_int("log.cleaner.backoff.ms"),
+            ),
         )
         self.metadata.install_publishers(
             [
@@ -202,6 +214,7 @@ class BrokerNode:
             asyncio.ensure_future(self._lifecycle_loop()),
             asyncio.ensure_future(self._tick_loop()),
         ]
+        self.log_manager.start()
 
     async def stop(self) -> None:
         log.info("Broker %s shutting down", self.broker_id)
@@ -215,6 +228,7 @@ class BrokerNode:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.log_manager.close()
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()

@@ -447,6 +447,14 @@ class PartitionLog:
             views.append(SegmentView(segment.base_offset, segment.size_bytes, largest))
         return views
 
+    @property
+    def segment_bytes(self) -> int:
+        return self._log.segment_bytes
+
+    def replace_segments(self, cleaned: Segment, old: list[Segment]) -> list[Segment]:
+        """The log cleaner's swap (DiskLog.replace_segments)."""
+        return self._log.replace_segments(cleaned, old)
+
     def size_bytes(self) -> int:
         return sum(segment.size_bytes for segment in self._log.segments())
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from broker.core import messages as bm
 from broker.core.leader_epoch_cache import diverging_epoch
+from broker.core.log_retention import RetentionConfig
 from broker.core.partition_state import (
     ACKS_ALL,
     IsrProposal,
@@ -208,6 +209,7 @@ class ReplicaManager:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
         )
+        plog.retention = RetentionConfig.from_configs(configs)
         state = PartitionState(
             topic,
             partition,
@@ -275,7 +277,7 @@ class ReplicaManager:
         checkpoints.write_log_start_offsets(starts)
         self._written_log_starts[checkpoints.log_dir] = starts
 
-    def _checkpoint_log_start(self, hosted: HostedPartition) -> None:
+    def checkpoint_log_start(self, hosted: HostedPartition) -> None:
         """Write the log start offsets of hosted's log dir now (DeleteRecords answers after)."""
         log_dir = hosted.log.directory.parent
         for directory, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
@@ -365,6 +367,7 @@ class ReplicaManager:
         hosted.log.reconfigure(
             int(configs[SEGMENT_BYTES] or DEFAULT_SEGMENT_BYTES), configs[PREALLOCATE] == "true"
         )
+        hosted.log.retention = RetentionConfig.from_configs(configs)
 
     def _metadata_dependents(
         self, changes: MetadataChanges, image: MetadataImage
@@ -741,7 +744,7 @@ class ReplicaManager:
                 f"{high_watermark}",
             )
         if hosted.log.advance_log_start_offset(target):
-            self._checkpoint_log_start(hosted)
+            self.checkpoint_log_start(hosted)
             hosted.notify()
         return hosted.log.log_start_offset
 
@@ -749,7 +752,7 @@ class ReplicaManager:
         """A follower moves its log start offset up to its leader's (Fetch's LogStartOffset), as
         Kafka's follower does, never past its own log end."""
         if hosted.log.advance_log_start_offset(leader_log_start_offset):
-            self._checkpoint_log_start(hosted)
+            self.checkpoint_log_start(hosted)
 
     # ---- GetReplicaLogInfo (seed 004) ----
 

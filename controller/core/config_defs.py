@@ -4,10 +4,11 @@ synonyms (ServerTopicConfigSynonyms, first one wins), and the broker configs cli
 read (ServerLogConfigs, KafkaConfig). CreateTopics, IncrementalAlterConfigs, AlterConfigs and
 DescribeConfigs all use this table; the broker's write path reads effective topic values from it.
 
-A config minikraft accepts, it honours. Where a feature is not built (retention, the log cleaner,
-time-based rolls, tiered storage, throttling), `not_built` says so: its default (and the values in
-`honoured`, e.g. retention.ms=-1, "keep forever", which is what the brokers do) are accepted, any
-other value is refused with INVALID_CONFIG and that reason.
+A config minikraft accepts, it honours. Where a feature is not built (segment.jitter.ms, index
+files, tiered storage, throttling, per-topic flush), `not_built` says so: its default (and the
+values in `honoured`) are accepted, any other value is refused with INVALID_CONFIG and that
+reason. Retention, segment.ms and the log cleaner's configs are honoured by
+broker/runtime/log_manager.py.
 
 Values are strings as Kafka's ConfigDef.convertToString prints them ("9223372036854775807" for
 Long.MAX_VALUE, lists comma-separated).
@@ -225,9 +226,7 @@ def _throttled_replicas(value: str) -> str | None:
 
 
 # Why a value other than the default cannot be honoured yet (the issue that builds it: 34).
-_NO_RETENTION = "retention is not built yet (brokers keep every segment)"
-_NO_CLEANER = "the log cleaner is not built yet (no log is compacted)"
-_NO_TIME_ROLL = "time-based segment rolls are not built yet (segments roll by size)"
+_NO_JITTER = "segment.ms is honoured without a random jitter"
 _NO_TIERED = "tiered storage is not built"
 _NO_THROTTLE = "replication throttling is not built"
 _NO_INDEX = "minikraft keeps no offset or time index files"
@@ -235,7 +234,6 @@ _FLUSH = (
     "the flush policy is the broker's: every acks=all and follower append is fsync'd before "
     "it counts toward the high watermark (INVARIANTS.md rule 20)"
 )
-_DELETE_DELAY = "no segment file is deleted (retention is not built yet)"
 
 _LOG = "log."
 _CLEANER = "log.cleaner."
@@ -272,12 +270,12 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "delete.retention.ms", ConfigType.LONG, "86400000",
         "How long tombstones are kept in a compacted topic.",
-        at_least(0), (Synonym(_CLEANER + "delete.retention.ms"),), not_built=_NO_CLEANER,
+        at_least(0), (Synonym(_CLEANER + "delete.retention.ms"),),
     ),
     ConfigDef(
         "file.delete.delay.ms", ConfigType.LONG, "60000",
         "The time to wait before deleting a file from the filesystem.",
-        at_least(0), (Synonym(_LOG + "segment.delete.delay.ms"),), not_built=_DELETE_DELAY,
+        at_least(0), (Synonym(_LOG + "segment.delete.delay.ms"),),
     ),
     ConfigDef(
         "flush.messages", ConfigType.LONG, LONG_MAX,
@@ -319,7 +317,7 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "max.compaction.lag.ms", ConfigType.LONG, LONG_MAX,
         "The longest a message stays ineligible for compaction.",
-        at_least(1), (Synonym(_CLEANER + "max.compaction.lag.ms"),), not_built=_NO_CLEANER,
+        at_least(1), (Synonym(_CLEANER + "max.compaction.lag.ms"),),
     ),
     ConfigDef(
         MAX_MESSAGE_BYTES, ConfigType.INT, "1048588",
@@ -346,12 +344,12 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5",
         "The dirty share of a log that makes it eligible for cleaning.",
-        between(0, 1), (Synonym(_CLEANER + "min.cleanable.ratio"),), not_built=_NO_CLEANER,
+        between(0, 1), (Synonym(_CLEANER + "min.cleanable.ratio"),),
     ),
     ConfigDef(
         "min.compaction.lag.ms", ConfigType.LONG, "0",
         "The shortest time a message stays uncompacted.",
-        at_least(0), (Synonym(_CLEANER + "min.compaction.lag.ms"),), not_built=_NO_CLEANER,
+        at_least(0), (Synonym(_CLEANER + "min.compaction.lag.ms"),),
     ),
     ConfigDef(
         MIN_INSYNC_REPLICAS, ConfigType.INT, "1",
@@ -379,7 +377,7 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "retention.bytes", ConfigType.LONG, "-1",
         "The largest a partition grows before old segments are deleted (-1: no limit).",
-        None, (Synonym(_LOG + "retention.bytes"),), not_built=_NO_RETENTION,
+        None, (Synonym(_LOG + "retention.bytes"),),
     ),
     ConfigDef(
         "retention.ms", ConfigType.LONG, "604800000",
@@ -390,7 +388,6 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
             Synonym(_LOG + "retention.minutes", MINUTES_TO_MS),
             Synonym(_LOG + "retention.hours", HOURS_TO_MS),
         ),
-        not_built=_NO_RETENTION, honoured=frozenset({"-1"}),
     ),
     ConfigDef(
         SEGMENT_BYTES, ConfigType.INT, "1073741824",
@@ -407,14 +404,13 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "The random jitter subtracted from segment.ms.",
         at_least(0),
         (Synonym(_LOG + "roll.jitter.ms"), Synonym(_LOG + "roll.jitter.hours", HOURS_TO_MS)),
-        not_built=_NO_TIME_ROLL,
+        not_built=_NO_JITTER,
     ),
     ConfigDef(
         "segment.ms", ConfigType.LONG, "604800000",
         "The time after which the active segment is rolled.",
         at_least(1),
         (Synonym(_LOG + "roll.ms"), Synonym(_LOG + "roll.hours", HOURS_TO_MS)),
-        not_built=_NO_TIME_ROLL,
     ),
     ConfigDef(
         UNCLEAN_LEADER_ELECTION_ENABLE, ConfigType.BOOLEAN, "false",
@@ -529,7 +525,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     _broker(
         "log.retention.check.interval.ms", ConfigType.LONG, "300000",
         "How often logs are checked for segments to delete.", at_least(1),
-        not_built=_NO_RETENTION,
+    ),
+    _broker(
+        "log.cleaner.enable", ConfigType.BOOLEAN, "true",
+        "Run the log cleaner, which compacts topics with cleanup.policy=compact.",
+    ),
+    _broker(
+        "log.cleaner.backoff.ms", ConfigType.LONG, "15000",
+        "How long the log cleaner sleeps when no log needs cleaning.", at_least(0),
     ),
     _broker(
         "broker.session.timeout.ms", ConfigType.INT, "9000",

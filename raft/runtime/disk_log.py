@@ -747,35 +747,32 @@ class DiskLog:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         return doomed
 
-    def replace_segments(self, cleaned: Path, old: Sequence[Segment]) -> list[Segment]:
+    def replace_segments(self, cleaned: Segment, old: Sequence[Segment]) -> list[Segment]:
         """Swap a cleaned segment file in for `old` (consecutive segments, not the active one),
         crash-safely as Kafka's replaceSegments: the fsynced `.cleaned` file is renamed to
         `.swap`, the old segments to `.deleted`, then the swap file takes the first one's name
         (log recovery completes a swap cut short at any step). Returns the old segments for
         the caller to delete after file.delete.delay.ms."""
         self._check_usable()
-        first = self._segments.index(old[0])
-        if self._segments[first : first + len(old)] != list(old) or first + len(old) >= len(
-            self._segments
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
+        in_place = self._segments[first : first + len(old)]
+        if (
+            first < 0
+            or len(in_place) != len(old)
+            or any(a is not b for a, b in zip(in_place, old, strict=True))
+            or first + len(old) >= len(self._segments)
+            or cleaned.base_offset != old[0].base_offset
         ):
             raise ValueError(f"segments to replace in {self.directory} changed meanwhile")
-        base = old[0].base_offset
-        swap = self.directory / (segment_file_name(base) + SWAP_SUFFIX)
         with self._fail_on_storage_error(f"swap cleaned segment into {self.directory}"):
-            cleaned.replace(swap)
+            cleaned.rename_suffix(SWAP_SUFFIX)
             fsync_dir(self.directory)
             for segment in old:
                 segment.rename_suffix(DELETED_SUFFIX)
                 self._unflushed.discard(segment)
-            final = self.directory / segment_file_name(base)
-            swap.replace(final)
+            cleaned.rename_suffix("")
             fsync_dir(self.directory)
-            replacement, problem = self._segment_class.open(
-                final, base, -1, 0, allow_offset_gaps=True
-            )
-        if problem is not None:
-            raise StorageError(f"cleaned segment {final} does not read back: {problem}")
-        self._segments[first : first + len(old)] = [replacement]
+        self._segments[first : first + len(old)] = [cleaned]
         return list(old)
 
     # ---- lifecycle ----

@@ -1124,8 +1124,8 @@ def test_configs_kafka_does_not_know_or_minikraft_cannot_honour_are_refused(up: 
     refused = {
         "no.such.config": ("1", "Unknown topic config name: no.such.config"),
         "compression.type": ("zip", "Invalid value zip for configuration compression.type"),
-        "retention.ms": ("1000", "minikraft does not honour retention.ms=1000"),
-        "min.cleanable.dirty.ratio": ("0.1", "the log cleaner is not built"),
+        "segment.jitter.ms": ("1000", "minikraft does not honour segment.jitter.ms=1000"),
+        "remote.storage.enable": ("true", "tiered storage is not built"),
         "segment.bytes": ("1000", "Value must be at least 1048576"),
     }
     for key, (value, message) in refused.items():
@@ -1199,12 +1199,14 @@ def test_alter_configs_replaces_and_incremental_alter_configs_edits_a_topics_con
         )
         assert answer == {"topic": {name: "OK"}}
         refused = client.alter_configs(
-            [KafkaPythonResource(ConfigResourceType.TOPIC, name, configs={"segment.ms": "1000"})],
+            [KafkaPythonResource(
+                ConfigResourceType.TOPIC, name, configs={"segment.jitter.ms": "1000"}
+            )],
             incremental=False,
             raise_on_unknown=False,
         )
         assert "[Error 40]" in refused["topic"][name]
-        assert "time-based segment rolls are not built" in refused["topic"][name]
+        assert "segment.ms is honoured without a random jitter" in refused["topic"][name]
     finally:
         client.close()
 

@@ -56,15 +56,29 @@ def test_kafka_messages_for_unknown_names_and_bad_values() -> None:
 
 
 def test_a_config_minikraft_cannot_honour_is_refused_unless_it_is_what_the_broker_does() -> None:
-    reason = config_control.topic_config_error("retention.ms", "1000")
-    assert reason is not None and reason.startswith("minikraft does not honour retention.ms=1000")
-    assert config_control.topic_config_error("retention.ms", "-1") is None  # keep forever
-    assert config_control.topic_config_error("retention.ms", "604800000") is None  # the default
-    assert config_control.topic_config_error("min.compaction.lag.ms", "10") is not None
+    reason = config_control.topic_config_error("segment.jitter.ms", "1000")
+    assert reason is not None
+    assert reason.startswith("minikraft does not honour segment.jitter.ms=1000")
+    assert config_control.topic_config_error("segment.jitter.ms", "0") is None  # the default
     assert config_control.topic_config_error("remote.storage.enable", "true") is not None
-    assert config_control.broker_config_error("log.retention.hours", "-1") is None
-    refused = config_control.broker_config_error("log.retention.hours", "1")
+    refused = config_control.broker_config_error("log.roll.jitter.hours", "1")
     assert refused is not None and refused[0] is Errors.INVALID_CONFIG
+
+
+def test_retention_segment_ms_and_the_cleaners_configs_are_honoured_so_accepted() -> None:
+    # Issue 34: broker/runtime/log_manager.py honours these, so any valid value is accepted.
+    for name, value in {
+        "retention.ms": "1000",
+        "retention.bytes": "1048576",
+        "segment.ms": "500",
+        "file.delete.delay.ms": "0",
+        "delete.retention.ms": "0",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "10",
+        "max.compaction.lag.ms": "60000",
+    }.items():
+        assert config_control.topic_config_error(name, value) is None, name
+    assert config_control.broker_config_error("log.retention.hours", "1") is None
 
 
 def test_broker_levels_give_sources_in_kafkas_order() -> None:
