@@ -60,7 +60,7 @@ def test_kafka_configs_alters_and_describes_a_topic_with_sources_and_synonyms(up
         up,
         ("--describe", "--all", "--entity-type", "topics", "--entity-name", TOPIC),
         ("--alter", "--entity-type", "topics", "--entity-name", TOPIC,
-         "--add-config", "retention.bytes=1000"),
+         "--add-config", "segment.jitter.ms=1000"),
     )
     assert described.rc == 0, described.stderr
     assert f"All configs for topic {TOPIC} are:" in described.stdout
@@ -74,7 +74,7 @@ def test_kafka_configs_alters_and_describes_a_topic_with_sources_and_synonyms(up
     assert "DEFAULT_CONFIG:log.retention.hours=168" in entries["retention.ms"]
     assert entries["segment.ms"].startswith("604800000 ")
     assert refused.rc != 0
-    assert "minikraft does not honour retention.bytes=1000" in refused.stdout + refused.stderr
+    assert "minikraft does not honour segment.jitter.ms=1000" in refused.stdout + refused.stderr
 
 
 def test_kafka_configs_describes_a_broker_and_refuses_the_min_isr_changes_elr_forbids(
