@@ -22,10 +22,12 @@ from raft.core.record_batch import (
     TIMESTAMP_TYPE_FLAG,
     RecordBatch,
     encode_batch,
+    record_body_sizes,
     with_log_append_time,
 )
 
 NO_TIMESTAMP = -1
+DEFAULT_MAX_DECOMPRESSED_MESSAGE_BYTES = 2_147_483_639
 _CODECS = {
     "uncompressed": compression.NONE,
     "gzip": compression.GZIP,
@@ -49,6 +51,7 @@ class TopicWriteConfig:
     timestamp_before_max_ms: int = 2**63 - 1
     timestamp_after_max_ms: int = 3_600_000
     compacted: bool = False  # cleanup.policy names compact: keys required (record_validation)
+    max_decompressed_message_bytes: int = DEFAULT_MAX_DECOMPRESSED_MESSAGE_BYTES
 
     def rewrites(self, batch: RecordBatch) -> bool:
         """Whether the stored batch differs from the producer's (stored_batch)."""
@@ -77,6 +80,7 @@ class TopicWriteConfig:
             timestamp_before_max_ms=number(cd.MESSAGE_TIMESTAMP_BEFORE_MAX_MS),
             timestamp_after_max_ms=number(cd.MESSAGE_TIMESTAMP_AFTER_MAX_MS),
             compacted=is_compacted(values.get(cd.CLEANUP_POLICY)),
+            max_decompressed_message_bytes=number(cd.MAX_DECOMPRESSED_MESSAGE_BYTES),
         )
 
 
@@ -129,6 +133,28 @@ def check_timestamps(
 
 
 _TIMESTAMP = operator.attrgetter("timestamp_ms")
+
+
+def check_decompressed_sizes(
+    batch: RecordBatch, config: TopicWriteConfig, topic_partition: str
+) -> None:
+    """max.decompressed.message.bytes: a record of a compressed batch whose declared
+    (decompressed) size is over it is INVALID_RECORD; an uncompressed record is bounded by
+    max.message.bytes alone (Kafka 4.4)."""
+    limit = config.max_decompressed_message_bytes
+    if batch.compression == compression.NONE or limit >= DEFAULT_MAX_DECOMPRESSED_MESSAGE_BYTES:
+        return
+    errors = [
+        RecordError(
+            index,
+            f"Record {index} of a compressed batch is {size} bytes decompressed, over "
+            f"max.decompressed.message.bytes {limit} in topic partition {topic_partition}",
+        )
+        for index, size in enumerate(record_body_sizes(batch))
+        if size > limit
+    ]
+    if errors:
+        raise RecordValidationError(Errors.INVALID_RECORD, errors)
 
 
 def stored_batch(raw: bytes, batch: RecordBatch, config: TopicWriteConfig, now_ms: int) -> bytes:

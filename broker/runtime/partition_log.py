@@ -54,7 +54,12 @@ from broker.core.producer_state import (
     snapshot_file_name,
 )
 from broker.core.record_validation import RecordValidationError, keyless_record_errors
-from broker.core.topic_write_configs import TopicWriteConfig, check_timestamps, stored_batch
+from broker.core.topic_write_configs import (
+    TopicWriteConfig,
+    check_decompressed_sizes,
+    check_timestamps,
+    stored_batch,
+)
 from kafkawire.errors import Errors, KafkaError
 from raft.core.compression import UnsupportedCompressionError
 from raft.core.record_batch import (
@@ -569,6 +574,7 @@ class PartitionLog:
                 max_timestamp_ms = max(max_timestamp_ms, header.max_timestamp_ms)
                 count = header.last_offset - header.base_offset + 1
                 if write_config is not None:
+                    check_decompressed_sizes(batch, write_config, self.name)
                     check_timestamps(batch, write_config, now_ms, self.name)
                 if write_config is None or not write_config.rewrites(batch):
                     stamped.append(_stamp(raw_batches, position, next_offset, leader_epoch))

@@ -61,7 +61,7 @@ def broker_config_error(name: str, value: str | None) -> tuple[Errors, str] | No
     if definition is None:
         return Errors.INVALID_CONFIG, f"Unknown broker config name: {name}"
     if not definition.dynamic:
-        return Errors.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({name})"
+        return Errors.INVALID_REQUEST, f"Cannot update these configs dynamically: [{name}]"
     if value is None:
         return None  # a delete: back to the level below
     reason = definition.value_error(value)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import dropwhile
 
 
 # DescribeConfigsResponse.ConfigType ids.
@@ -62,6 +63,7 @@ COMPRESSION_GZIP_LEVEL = "compression.gzip.level"
 COMPRESSION_LZ4_LEVEL = "compression.lz4.level"
 COMPRESSION_ZSTD_LEVEL = "compression.zstd.level"
 MAX_MESSAGE_BYTES = "max.message.bytes"
+MAX_DECOMPRESSED_MESSAGE_BYTES = "max.decompressed.message.bytes"
 MESSAGE_TIMESTAMP_TYPE = "message.timestamp.type"
 MESSAGE_TIMESTAMP_BEFORE_MAX_MS = "message.timestamp.before.max.ms"
 MESSAGE_TIMESTAMP_AFTER_MAX_MS = "message.timestamp.after.max.ms"
@@ -101,10 +103,18 @@ class ConfigDef:
         if value is None:
             return f"Null value not supported for {self.name}"
         reason = _type_error(self.type, value)
-        if reason is None and self.check is not None:
-            reason = self.check(value)
         if reason is not None:
             return f"Invalid value {value} for configuration {self.name}: {reason}"
+        # A list is checked element by element, and Kafka names the bad element.
+        parts = (
+            [p.strip() for p in value.split(",") if p.strip()]
+            if self.type is ConfigType.LIST
+            else [value]
+        )
+        for part in parts if self.check is not None else ():
+            reason = self.check(part) if self.check is not None else None
+            if reason is not None:
+                return f"Invalid value {part} for configuration {self.name}: {reason}"
         if self.not_built is not None and not self.accepts_unbuilt(value):
             return (
                 f"minikraft does not honour {self.name}={value}: {self.not_built}; only "
@@ -180,17 +190,12 @@ def between(low: float, high: float) -> Check:
     return check
 
 
-def level(low: int, high: int, *also: int) -> Check:
-    """A compression level: within [low, high], or one of `also` (gzip's -1, zlib's default)."""
-
-    def check(value: str) -> str | None:
-        number = int(value)
-        if low <= number <= high or number in also:
-            return None
-        extra = "".join(f" or {a}" for a in also)
-        return f"Value must be between {low} and {high}{extra}"
-
-    return check
+def gzip_level(value: str) -> str | None:
+    """compression.gzip.level: 1-9, or -1 (Deflater's default), Kafka's message."""
+    number = int(value)
+    if 1 <= number <= 9 or number == -1:
+        return None
+    return "Value must be between 1 and 9 or equal to -1"
 
 
 def one_of(*allowed: str) -> Check:
@@ -255,22 +260,27 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef(
         COMPRESSION_GZIP_LEVEL, ConfigType.INT, "-1",
         "The compression level when compression.type is gzip.",
-        level(1, 9, -1), (Synonym(COMPRESSION_GZIP_LEVEL),),
+        gzip_level, (Synonym(COMPRESSION_GZIP_LEVEL),),
     ),
     ConfigDef(
         COMPRESSION_LZ4_LEVEL, ConfigType.INT, "9",
         "The compression level when compression.type is lz4.",
-        level(1, 17), (Synonym(COMPRESSION_LZ4_LEVEL),),
+        between(1, 17), (Synonym(COMPRESSION_LZ4_LEVEL),),
     ),
     ConfigDef(
         COMPRESSION_ZSTD_LEVEL, ConfigType.INT, "3",
         "The compression level when compression.type is zstd.",
-        level(-131072, 22), (Synonym(COMPRESSION_ZSTD_LEVEL),),
+        between(-131072, 22), (Synonym(COMPRESSION_ZSTD_LEVEL),),
     ),
     ConfigDef(
         "delete.retention.ms", ConfigType.LONG, "86400000",
         "How long tombstones are kept in a compacted topic.",
         at_least(0), (Synonym(_CLEANER + "delete.retention.ms"),),
+    ),
+    ConfigDef(
+        "errors.deadletterqueue.group.enable", ConfigType.BOOLEAN, "false",
+        "Whether groups may use this topic as their dead letter queue.",
+        not_built="dead letter queues are not built",
     ),
     ConfigDef(
         "file.delete.delay.ms", ConfigType.LONG, "60000",
@@ -320,6 +330,12 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         at_least(1), (Synonym(_CLEANER + "max.compaction.lag.ms"),),
     ),
     ConfigDef(
+        MAX_DECOMPRESSED_MESSAGE_BYTES, ConfigType.INT, "2147483639",
+        "The largest a record of a compressed batch may be once decompressed (INVALID_RECORD "
+        "beyond).",
+        at_least(0), (Synonym(MAX_DECOMPRESSED_MESSAGE_BYTES),),
+    ),
+    ConfigDef(
         MAX_MESSAGE_BYTES, ConfigType.INT, "1048588",
         "The largest record batch size the topic accepts (after compression).",
         at_least(0), (Synonym("message.max.bytes"),),
@@ -361,6 +377,16 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         PREALLOCATE, ConfigType.BOOLEAN, "false",
         "Extend a new segment file ahead of its appends.",
         None, (Synonym(_LOG + PREALLOCATE),),
+    ),
+    ConfigDef(
+        "remote.copy.lag.bytes", ConfigType.LONG, "-1",
+        "How many bytes a segment waits before it is copied to tiered storage.",
+        at_least(-1), (Synonym(_LOG + "remote.copy.lag.bytes"),), not_built=_NO_TIERED,
+    ),
+    ConfigDef(
+        "remote.copy.lag.ms", ConfigType.LONG, "0",
+        "How long a segment waits before it is copied to tiered storage.",
+        at_least(-1), (Synonym(_LOG + "remote.copy.lag.ms"),), not_built=_NO_TIERED,
     ),
     ConfigDef(
         "remote.log.copy.disable", ConfigType.BOOLEAN, "false",
@@ -478,10 +504,15 @@ def _synonym_defs() -> list[ConfigDef]:
                             ),
                         )
                     ),
-                    dynamic=True,
+                    # Kafka's DynamicLogConfig: the hours/minutes forms and the flush scheduler
+                    # are static.
+                    dynamic=not hours and synonym.name not in _STATIC_SYNONYMS,
                 )
             )
     return defs
+
+
+_STATIC_SYNONYMS = frozenset({_LOG + "flush.scheduler.interval.ms"})
 
 
 BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
@@ -607,24 +638,41 @@ def _convert(definition: ConfigDef, synonym_name: str, value: str | None) -> str
 
 
 def topic_config_values(topic_overrides: Mapping[str, str], levels: BrokerLevels) -> list[ConfigValue]:
-    """Every topic config with its effective value and source (Kafka's createTopicConfigEntry)."""
+    """Every topic config with its effective value and source (Kafka's createTopicConfigEntry).
+
+    The value: the topic's own, else the first synonym, in Kafka's order of names
+    (log.retention.ms, then .minutes, then .hours), that any broker level sets, else the first
+    with a default. The synonyms listed (and the source, the first of them) are Kafka's
+    configSynonyms of the primary broker name: its levels' entries from the first entry of that
+    name on, so retention.ms, whose log.retention.ms has no default, lists none."""
     rows = []
     for definition in TOPIC_CONFIG_DEFS:
-        synonyms = levels.synonyms_of(s.name for s in definition.synonyms)
+        names = [s.name for s in definition.synonyms]
+        found = levels.synonyms_of(names)
+        primary = names[:1]
+        listed = list(dropwhile(lambda row: row[0] not in primary, found))  # noqa: B023
+        value: str | None
         if definition.name in topic_overrides:
-            top: tuple[str, str | None, ConfigSource] = (
-                definition.name,
-                topic_overrides[definition.name],
-                ConfigSource.TOPIC_CONFIG,
-            )
-            synonyms = [top, *synonyms]
-        if synonyms:
-            name, value, source = synonyms[0]
-            effective = value if name == definition.name else _convert(definition, name, value)
+            value = topic_overrides[definition.name]
+            listed = [(definition.name, value, ConfigSource.TOPIC_CONFIG), *listed]
         else:
-            effective, source = definition.default, ConfigSource.DEFAULT_CONFIG
-        rows.append(ConfigValue(definition.name, effective, source, tuple(synonyms), definition))
+            value = _synonym_value(definition, found)
+        source = listed[0][2] if listed else ConfigSource.DEFAULT_CONFIG
+        rows.append(ConfigValue(definition.name, value, source, tuple(listed), definition))
     return rows
+
+
+def _synonym_value(
+    definition: ConfigDef, found: list[tuple[str, str | None, ConfigSource]]
+) -> str | None:
+    """The value the broker levels give a topic config: names in Kafka's order, set values
+    before defaults; the topic config's own default if no level has one."""
+    for defaults in (False, True):
+        for synonym in definition.synonyms:
+            for name, value, source in found:
+                if name == synonym.name and (source == ConfigSource.DEFAULT_CONFIG) == defaults:
+                    return _convert(definition, name, value)
+    return definition.default
 
 
 def effective_topic_configs(

@@ -80,6 +80,7 @@ __all__ = [
     "iter_segment_batches",
     "read_header",
     "rebase",
+    "record_body_sizes",
     "validate_batch",
     "validated_batch",
     "verify_batch",
@@ -635,6 +636,19 @@ def validated_batch(
     ):
         raise CorruptBatchError(position, "record offset deltas are not 0..n-1")
     return header, batch
+
+
+def record_body_sizes(batch: RecordBatch) -> list[int]:
+    """The length each record of `batch` declares (its body, after the length varint) in the
+    batch's uncompressed records section: a compressed batch's records once decompressed."""
+    section, _, _ = _encode_records(batch.records, batch.timestamp_ms)
+    sizes: list[int] = []
+    position = 0
+    while position < len(section):
+        length, position = _read_varint(section, position)
+        sizes.append(length)
+        position += length
+    return sizes
 
 
 def with_log_append_time(raw: bytes, append_time_ms: int) -> bytes:

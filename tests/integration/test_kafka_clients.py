@@ -1055,18 +1055,20 @@ DOZEN_CONFIGS = {
     "unclean.leader.election.enable": "false",
     "preallocate": "false",
 }
-# Every topic config of Kafka 4.x (LogConfig), as DescribeConfigs lists them.
+# Every topic config of Kafka 4.4 (LogConfig), as a Kafka 4.4 broker's DescribeConfigs lists them.
 KAFKA_TOPIC_CONFIGS = {
     "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
-    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages",
-    "flush.ms", "follower.replication.throttled.replicas", "index.interval.bytes",
+    "compression.zstd.level", "delete.retention.ms", "errors.deadletterqueue.group.enable",
+    "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes",
     "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
-    "max.compaction.lag.ms", "max.message.bytes", "message.timestamp.after.max.ms",
-    "message.timestamp.before.max.ms", "message.timestamp.type", "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "remote.log.copy.disable",
-    "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes", "retention.ms",
-    "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
-    "unclean.leader.election.enable",
+    "max.compaction.lag.ms", "max.decompressed.message.bytes", "max.message.bytes",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+    "message.timestamp.type", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
+    "min.insync.replicas", "preallocate", "remote.copy.lag.bytes", "remote.copy.lag.ms",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
+    "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes",
+    "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
 }
 
 
@@ -1110,10 +1112,13 @@ def test_a_topic_created_with_a_dozen_kafka_configs_reads_every_config_back_with
     assert entries["segment.ms"].value == "604800000"
     assert entries["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     assert entries["flush.messages"].value == "9223372036854775807"
-    synonyms = {s.name: s for s in entries["retention.ms"].synonyms.values()}
-    assert synonyms["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-    assert synonyms["log.retention.hours"].value == "168"
-    assert synonyms["log.retention.hours"].source == ConfigSource.DEFAULT_CONFIG.value
+    synonyms = {s.name: s for s in entries["cleanup.policy"].synonyms.values()}
+    assert synonyms["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert synonyms["log.cleanup.policy"].value == "delete"
+    assert synonyms["log.cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG.value
+    # Kafka lists a topic config's broker synonyms from its first name on: log.retention.ms has
+    # no default, so retention.ms lists its own value only (log.retention.hours=168 is not).
+    assert list(entries["retention.ms"].synonyms) == ["retention.ms"]
     other = _described(admin, ConfigResource(ResourceType.TOPIC, _plain_topic(admin)))
     assert other["compression.type"].value == "producer"
     assert other["compression.type"].source == ConfigSource.DEFAULT_CONFIG.value

@@ -9,6 +9,7 @@ import pytest
 from broker.core.topic_write_configs import (
     RecordValidationError,
     TopicWriteConfig,
+    check_decompressed_sizes,
     check_timestamps,
     stored_batch,
 )
@@ -53,6 +54,13 @@ def test_kafka_messages_for_unknown_names_and_bad_values() -> None:
         "Expected value to be either true or false"
     )
     assert config_control.topic_config_error("cleanup.policy", "compact, delete") is None
+    assert config_control.topic_config_error("cleanup.policy", "compact,foo") == (
+        "Invalid value foo for configuration cleanup.policy: String must be one of: compact, delete"
+    )
+    assert config_control.topic_config_error("compression.gzip.level", "12") == (
+        "Invalid value 12 for configuration compression.gzip.level: "
+        "Value must be between 1 and 9 or equal to -1"
+    )
 
 
 def test_a_config_minikraft_cannot_honour_is_refused_unless_it_is_what_the_broker_does() -> None:
@@ -61,8 +69,11 @@ def test_a_config_minikraft_cannot_honour_is_refused_unless_it_is_what_the_broke
     assert reason.startswith("minikraft does not honour segment.jitter.ms=1000")
     assert config_control.topic_config_error("segment.jitter.ms", "0") is None  # the default
     assert config_control.topic_config_error("remote.storage.enable", "true") is not None
-    refused = config_control.broker_config_error("log.roll.jitter.hours", "1")
+    refused = config_control.broker_config_error("log.roll.jitter.ms", "1")
     assert refused is not None and refused[0] is Errors.INVALID_CONFIG
+    # Kafka's DynamicLogConfig: the hours form is static.
+    static = config_control.broker_config_error("log.retention.hours", "-1")
+    assert static is not None and static[0] is Errors.INVALID_REQUEST
 
 
 def test_retention_segment_ms_and_the_cleaners_configs_are_honoured_so_accepted() -> None:
@@ -78,7 +89,7 @@ def test_retention_segment_ms_and_the_cleaners_configs_are_honoured_so_accepted(
         "max.compaction.lag.ms": "60000",
     }.items():
         assert config_control.topic_config_error(name, value) is None, name
-    assert config_control.broker_config_error("log.retention.hours", "1") is None
+    assert config_control.broker_config_error("log.retention.ms", "1") is None
 
 
 def test_broker_levels_give_sources_in_kafkas_order() -> None:
@@ -163,7 +174,7 @@ def test_broker_configs_static_unknown_and_dynamic() -> None:
         return result.response.responses[0].error_code, result.response.responses[0].error_message
 
     assert alter("", "num.partitions", "3") == (
-        Errors.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)"
+        Errors.INVALID_REQUEST, "Cannot update these configs dynamically: [num.partitions]"
     )
     assert alter("", "no.such.key", "1") == (
         Errors.INVALID_CONFIG, "Unknown broker config name: no.such.key"
@@ -229,3 +240,33 @@ def test_a_producer_may_not_mark_its_batch_log_append_time() -> None:
     check_timestamps(batch, TopicWriteConfig(), NOW_MS, "t-0")  # in range: accepted
     with pytest.raises(RecordValidationError):
         check_timestamps(batch, TopicWriteConfig(), NOW_MS - 2 * 3_600_000, "t-0")
+
+
+def test_synonyms_listed_as_kafka_lists_them() -> None:
+    # configSynonyms(...).dropWhile(name != primary): from the first entry of the primary broker
+    # name on; the value still comes from the first name any level sets (ms, minutes, hours).
+    levels = BrokerLevels({}, {"log.retention.hours": "2"}, {"log.retention.ms": "5000"}, {})
+    row = next(r for r in topic_config_values({}, levels) if r.name == "retention.ms")
+    assert row.value == "5000"
+    assert row.synonyms == (
+        ("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
+    assert row.source == ConfigSource.STATIC_BROKER_CONFIG
+    plain = next(r for r in topic_config_values({}, NO_LEVELS) if r.name == "retention.ms")
+    assert (plain.value, plain.source, plain.synonyms) == (
+        "604800000", ConfigSource.DEFAULT_CONFIG, ()
+    )
+
+
+def test_max_decompressed_message_bytes_bounds_records_of_compressed_batches() -> None:
+    records = [Record(b"k", b"x" * 4096), Record(b"k", b"x" * 64)]
+    config = TopicWriteConfig(max_decompressed_message_bytes=512)
+    compressed, _ = decode_batch(_batch(*records, codec=GZIP))
+    with pytest.raises(RecordValidationError) as caught:
+        check_decompressed_sizes(compressed, config, "t-0")
+    assert caught.value.error is Errors.INVALID_RECORD
+    assert [e.batch_index for e in caught.value.record_errors] == [0]
+    plain, _ = decode_batch(_batch(*records))  # uncompressed: max.message.bytes alone
+    check_decompressed_sizes(plain, config, "t-0")
+    check_decompressed_sizes(compressed, TopicWriteConfig(), "t-0")  # Kafka's default
