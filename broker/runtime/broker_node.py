@@ -40,6 +40,7 @@ from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from controller.core import messages as cm
+from controller.core.config_defs import MINIKRAFT_BROKER_DEFAULTS
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig, parse_listeners
 from kafkawire.errors import Errors, KafkaError
@@ -62,12 +63,8 @@ BROKER_DEFAULTS = {
     "replica.fetch.backoff.ms": "200",
     "message.max.bytes": "1048588",
     "controlled.shutdown.timeout.ms": "8000",
-    # On by default, unlike Kafka (which keeps it for Windows): on Linux it makes the per-produce
-    # fsync cheaper, as there is no file size to write back (raft.runtime.segment).
-    "log.preallocate": "true",
-    # minikraft's segment size (Kafka's is 1 GiB): a laptop cluster's logs roll and recover in
-    # small steps; a topic's segment.bytes overrides it.
-    "log.segment.bytes": str(8 * 1024 * 1024),
+    # log.preallocate on, log.segment.bytes 8 MiB (controller.core.config_defs says why).
+    **MINIKRAFT_BROKER_DEFAULTS,
     # Kafka's defaults: retention checks every 5 minutes, the cleaner wakes every 15 s.
     "log.retention.check.interval.ms": "300000",
     "log.cleaner.backoff.ms": "15000",

@@ -243,6 +243,17 @@ _FLUSH = (
 _LOG = "log."
 _CLEANER = "log.cleaner."
 
+# Broker defaults where minikraft's differ from Kafka's, in the table so that brokers and
+# controllers answer DescribeConfigs alike (the broker reads them: broker_node).
+MINIKRAFT_BROKER_DEFAULTS = {
+    # On by default, unlike Kafka (which keeps it for Windows): on Linux it makes the
+    # per-produce fsync cheaper, as there is no file size to write back (raft.runtime.segment).
+    _LOG + PREALLOCATE: "true",
+    # 8 MiB, not Kafka's 1 GiB: a laptop cluster's logs roll and recover in small steps; a
+    # topic's segment.bytes overrides it.
+    _LOG + SEGMENT_BYTES: str(8 * 1024 * 1024),
+}
+
 TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef(
         CLEANUP_POLICY, ConfigType.LIST, "delete",
@@ -476,6 +487,7 @@ def _synonym_defs() -> list[ConfigDef]:
         _LOG + "roll.jitter.ms": None,
         _LOG + "roll.jitter.hours": "0",
         _LOG + "flush.interval.ms": None,
+        **MINIKRAFT_BROKER_DEFAULTS,
     }
     defs = []
     for topic_def in TOPIC_CONFIG_DEFS:

@@ -116,6 +116,10 @@ def test_broker_levels_give_sources_in_kafkas_order() -> None:
     assert rows["preallocate"].value == "true"  # minikraft's node default
     assert rows["segment.ms"].value == "604800000"  # log.roll.hours=168
     assert effective_topic_configs({}, NO_LEVELS)["message.timestamp.after.max.ms"] == "3600000"
+    # minikraft's own broker defaults are the table's, so a controller (whose config file has
+    # no broker defaults) describes a topic as its brokers do.
+    plain = effective_topic_configs({}, NO_LEVELS)
+    assert (plain["segment.bytes"], plain["preallocate"]) == (str(8 * 1024 * 1024), "true")
 
 
 def _image() -> MetadataImage:
