@@ -36,6 +36,7 @@ PARTITION_LOG_SOURCE = "minikraft-partition-log"
 _BROKER_JOURNAL_NAME = re.compile(r"^broker-(\d+)\.journal$")
 _CONSUMER_JOURNAL_NAME = re.compile(r"^(?:.*-)?consumers\.journal$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+PARTITION_METADATA_FILE = "partition.metadata"  # Kafka's: `version: 0`, `topic_id: <base64>`
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 _NODE_DIR = re.compile(r"^(?:broker|controller)-(\d+)$")
 METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"
@@ -123,6 +124,9 @@ def names(columns: Sequence[tuple[str, str]]) -> tuple[str, ...]:
 class JournalFile:
     file: str
     node: int | None  # the broker id for a broker journal, None for an ack journal
+    # (topic name, topic id) of every live partition directory (partition.metadata): a broker
+    # journal's events of another id under a live name are of a deleted incarnation
+    live_topic_ids: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +149,12 @@ def discover_journals(root: str | Path) -> tuple[list[JournalFile], list[Journal
     """(broker event journals, ack journals) under every `journal/` directory below root."""
     brokers: list[JournalFile] = []
     acks: list[JournalFile] = []
+    live: frozenset[tuple[str, str]] | None = None
     for path in _journal_paths(root):
         match = _BROKER_JOURNAL_NAME.match(path.name)
         if match:
-            brokers.append(JournalFile(str(path), int(match.group(1))))
+            live = live_topic_ids(root) if live is None else live
+            brokers.append(JournalFile(str(path), int(match.group(1)), live))
         elif not _CONSUMER_JOURNAL_NAME.match(path.name):
             acks.append(JournalFile(str(path), None))
     return brokers, acks
@@ -176,6 +182,38 @@ def _node_id(partition_dir: Path) -> int:
         if match:
             return int(match.group(1))
     return -1
+
+
+def live_topic_ids(root: str | Path) -> frozenset[tuple[str, str]]:
+    """(topic, topic id) named by the partition.metadata of every live partition directory
+    below root (a deleted partition's `-delete` and a stray's `-stray` directories are not)."""
+    found = set()
+    for path in Path(root).rglob(PARTITION_METADATA_FILE):
+        match = _PARTITION_DIR.match(path.parent.name)
+        if match is None:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "topic_id" and value.strip():
+                found.add((match.group(1), value.strip()))
+    return frozenset(found)
+
+
+def incarnation(topic: str | None, topic_id: str | None,
+                live: dict[str, set[str]]) -> str | None:
+    """The audit's name of a journal event's topic: a deleted incarnation of a name that lives
+    on under another id gets `<topic>@<topic id>`, so the rules never merge a deleted topic's
+    partitions with those of the topic created again under its name (issue 38)."""
+    if topic is None or not topic_id:
+        return topic
+    ids = live.get(topic)
+    if not ids or topic_id in ids:
+        return topic
+    return f"{topic}@{topic_id}"
 
 
 def discover_partition_logs(root: str | Path) -> list[PartitionLogFile]:
@@ -238,13 +276,18 @@ def _int_list(value: Any) -> list[int] | None:
 
 
 def iter_journal_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
-    """One row per broker journal event, in JOURNAL_COLUMNS order."""
+    """One row per broker journal event, in JOURNAL_COLUMNS order (the topic as `incarnation`
+    names it)."""
+    live: dict[str, set[str]] = {}
+    for name, topic_id in spec.live_topic_ids:
+        live.setdefault(name, set()).add(topic_id)
     for position, e, reason in _iter_maps(spec.file):
         if e is None:
             yield (spec.file, spec.node, position) + (None,) * 18 + (True, reason)
             return
+        topic = incarnation(_str(e.get("topic")), _str(e.get("topic_id")), live)
         yield (spec.file, spec.node, position, _str(e.get("event")), _int(e.get("broker_id")),
-               _str(e.get("topic")), _int(e.get("partition")), _int(e.get("leader_epoch")),
+               topic, _int(e.get("partition")), _int(e.get("leader_epoch")),
                _int(e.get("ts")), _int(e.get("old")), _int(e.get("new")),
                _int(e.get("isr_size")), _int(e.get("min_isr")), _int_list(e.get("isr")),
                _str(e.get("role")), _int(e.get("leader_id")), _int(e.get("from_offset")),

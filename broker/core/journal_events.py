@@ -31,6 +31,8 @@ class HwmAdvanced:
     leader_epoch: int
     ts: int
     isr: tuple[int, ...] = ()
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class Truncated:
     leader_epoch: int
     high_watermark: int
     ts: int
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,8 @@ class IsrProposed:
     broker_epochs: tuple[int, ...]
     leader_recovery_state: int
     ts: int
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,8 @@ class IsrResult:
     partition_epoch: int
     leader_recovery_state: int
     ts: int
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +103,8 @@ class RecoveryStateChanged:
     new_state: int
     reason: str
     ts: int
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +120,8 @@ class ProduceAcked:
     leader_epoch: int
     high_watermark: int
     ts: int
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +140,8 @@ class RoleChanged:
     log_end_offset: int
     high_watermark: int
     ts: int
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
+    topic_id: str = ""
 
 
 JournalEvent = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 NO_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
@@ -16,6 +17,13 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 GET_REPLICA_LOG_INFO_MAX_PARTITIONS = 1000  # seed 004: then HasMoreData
 
+
+class TopicIdPartition(NamedTuple):
+    """Kafka's TopicIdPartition as the broker's key of a partition: a topic deleted and created
+    again under its name gets another id, so its partitions are other partitions."""
+
+    topic_id: uuid.UUID
+    partition: int
 
 
 # ---- Produce ----

@@ -215,8 +215,12 @@ class PartitionState:
         log_end_offset: int = 0,
         flushed_offset: int = 0,
         high_watermark: int = 0,
+        topic_id: str = "",
     ) -> None:
         self.topic = topic
+        # Journaled with every event (Kafka's base64 text), so the audit keeps a re-created
+        # topic's partitions apart from the deleted one's.
+        self.topic_id = topic_id
         self.partition = partition
         self.local_broker_id = local_broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -556,6 +560,7 @@ class PartitionState:
                 Truncated(
                     broker_id=self.local_broker_id,
                     topic=self.topic,
+                    topic_id=self.topic_id,
                     partition=self.partition,
                     from_offset=from_offset,
                     to_offset=to_offset,
@@ -721,6 +726,7 @@ class PartitionState:
             IsrProposed(
                 broker_id=self.local_broker_id,
                 topic=self.topic,
+                topic_id=self.topic_id,
                 partition=self.partition,
                 proposal_id=proposal.proposal_id,
                 kind=kind.value,
@@ -793,6 +799,7 @@ class PartitionState:
             HwmAdvanced(
                 broker_id=self.local_broker_id,
                 topic=self.topic,
+                topic_id=self.topic_id,
                 partition=self.partition,
                 old=old,
                 new=candidate,
@@ -904,6 +911,7 @@ class PartitionState:
                     ProduceAcked(
                         broker_id=self.local_broker_id,
                         topic=self.topic,
+                        topic_id=self.topic_id,
                         partition=self.partition,
                         base_offset=ack.base_offset,
                         last_offset=ack.last_offset,
@@ -941,6 +949,7 @@ class PartitionState:
         return RoleChanged(
             broker_id=self.local_broker_id,
             topic=self.topic,
+            topic_id=self.topic_id,
             partition=self.partition,
             role=role,
             leader_id=self._leader_id,
@@ -963,6 +972,7 @@ class PartitionState:
         return RecoveryStateChanged(
             broker_id=self.local_broker_id,
             topic=self.topic,
+            topic_id=self.topic_id,
             partition=self.partition,
             leader_epoch=self._leader_epoch,
             old_state=int(old),
@@ -977,6 +987,7 @@ class PartitionState:
         return IsrResult(
             broker_id=self.local_broker_id,
             topic=self.topic,
+            topic_id=self.topic_id,
             partition=self.partition,
             proposal_id=proposal.proposal_id,
             error=error.name,

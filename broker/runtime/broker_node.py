@@ -26,6 +26,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import Role
 from broker.runtime.clean_shutdown import (
     NO_BROKER_EPOCH,
@@ -68,6 +69,8 @@ BROKER_DEFAULTS = {
     # Kafka's defaults: retention checks every 5 minutes, the cleaner wakes every 15 s.
     "log.retention.check.interval.ms": "300000",
     "log.cleaner.backoff.ms": "15000",
+    # Kafka's default of file.delete.delay.ms: a deleted partition's `-delete` directory waits
+    "log.segment.delete.delay.ms": "60000",
 }
 JOURNAL_DIR_KEY = "minikraft.journal.dir"
 CONTROLLER_REQUEST_TIMEOUT_MS = 5000
@@ -122,6 +125,7 @@ class BrokerNode:
                 node_defaults={
                     k: v for k, v in config.props.items() if k not in config.given
                 },
+                file_delete_delay_ms=config.get_int("log.segment.delete.delay.ms"),
             ),
             self.journal,
             self._send_alter_partition,
@@ -144,7 +148,8 @@ class BrokerNode:
                 BrokerMetadataPublisher(self.replicas, self._update_fetcher),
             ]
         )
-        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
+        self.fetchers: dict[TopicIdPartition, ReplicaFetcher] = {}
+        self._strays_checked = False
         # Kafka's wire protocol on the broker's listener (clients and the other brokers).
         self.kafka_apis = KafkaApis(self)
         self.server = KafkaServer(
@@ -332,6 +337,14 @@ class BrokerNode:
         if response.is_fenced != self.fenced:
             log.info("Broker %s is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
         self.fenced = response.is_fenced
+        if response.is_caught_up and not self._strays_checked:
+            # Kafka looks for stray logs once the broker has caught up with the metadata log
+            # (LogManager.startup with isStrayKraftReplica): only then does a topic id missing
+            # from the image mean the topic is gone.
+            self._strays_checked = True
+            strays = self.replicas.remove_strays()
+            if strays:
+                log.warning("Broker %s moved %d stray logs aside", self.broker_id, strays)
 
     async def _controller_request(
         self, request: Any, timeout_ms: int = CONTROLLER_REQUEST_TIMEOUT_MS
@@ -413,7 +426,7 @@ class BrokerNode:
     # ---- metadata ----
 
     def _update_fetcher(self, hosted: HostedPartition) -> None:
-        key = (hosted.topic, hosted.partition)
+        key = hosted.key
         old = self.fetchers.pop(key, None)
         if old is not None:
             self._stopping_fetchers.add(asyncio.ensure_future(old.stop()))

@@ -236,7 +236,7 @@ class GroupCoordinator:
         return [p for p in sorted(topic.partitions) if self._leader_epoch(p) is not None]
 
     def _leader_epoch(self, partition: int) -> int | None:
-        hosted = self.broker.replicas.partitions.get((OFFSETS_TOPIC, partition))
+        hosted = self.broker.replicas.hosted_by_name(OFFSETS_TOPIC, partition)
         if hosted is None or hosted.state.role is not Role.LEADER:
             return None
         return hosted.state.leader_epoch
@@ -257,7 +257,7 @@ class GroupCoordinator:
 
     def _load(self, partition: int, leader_epoch: int) -> LoadedShard:
         """Replay the partition from its start to its log end: offsets and group metadata."""
-        hosted = self.broker.replicas.partitions[(OFFSETS_TOPIC, partition)]
+        hosted = self.broker.replicas.hosted(OFFSETS_TOPIC, partition)
         shard = GroupCoordinatorShard(self.group_config)
         plog = hosted.log
         offset, end = plog.log_start_offset, plog.log_end_offset

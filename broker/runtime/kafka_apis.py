@@ -320,7 +320,7 @@ class KafkaApis:
 
     def _log_start_offset(self, topic: str, partition: int) -> int:
         """The partition's log start offset (DeleteRecords moves it), for Produce answers."""
-        hosted = self.broker.replicas.partitions.get((topic, partition))
+        hosted = self.broker.replicas.hosted_by_name(topic, partition)
         return -1 if hosted is None else hosted.log.log_start_offset
 
     # ---- Fetch ----
@@ -390,11 +390,12 @@ class KafkaApis:
     async def _wait_for_change(
         self, wanted: Sequence[tuple[Any, Any, str | None]], timeout_s: float, *, follower: bool
     ) -> None:
-        partitions = self.broker.replicas.partitions
+        replicas = self.broker.replicas
         hosted = [
             found
             for _topic, partition, name in wanted
-            if name and (found := partitions.get((name, int(partition.partition)))) is not None
+            if name
+            and (found := replicas.hosted_by_name(name, int(partition.partition))) is not None
         ]
         await wait_for_change(hosted, timeout_s, follower=follower)
 
@@ -474,7 +475,7 @@ class KafkaApis:
         replicas.list_offsets(
             bm.ListOffsetsRequest(topic, partition, bm.LATEST_TIMESTAMP, current_leader_epoch)
         )
-        hosted = replicas.partitions[(topic, partition)]
+        hosted = replicas.hosted(topic, partition)
         return find_offset_by_timestamp(
             hosted.log, timestamp, hosted.state.high_watermark, hosted.state.leader_epoch
         )

@@ -141,6 +141,8 @@ class LogManager:
             if hosted.state.role is Role.NONE:
                 continue  # the topic is gone: its data stays as it is
             await hosted.commit.idle()  # no flush round in a thread holds the segments
+            if self.replicas.partitions.get(hosted.key) is not hosted:
+                continue  # deleted meanwhile: its directory is renamed `-delete`
             try:
                 deletion, removed = hosted.log.delete_old_segments(
                     hosted.state.high_watermark, now_ms()
@@ -271,6 +273,10 @@ class LogManager:
             _discard(job)
             return
         await hosted.commit.idle()
+        if self.replicas.partitions.get(hosted.key) is not hosted:
+            log.info("Partition %s: deleted while cleaning: round abandoned", plog.name)
+            _discard(job)
+            return
         current = plog.segments()
         for indexes, _cleaned in job.results:
             old = [job.segments[i] for i in indexes]

@@ -29,9 +29,11 @@ messages are unflushed, whatever the acks.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import struct
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,8 +75,9 @@ from raft.core.record_batch import (
     read_header,
     validated_batch,
 )
+from raft.core.replica_key import uuid_from_str, uuid_to_str
 from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
-from raft.runtime.fsutil import remove_stale_temp_files, storage_errors, write_atomic
+from raft.runtime.fsutil import fsync_dir, remove_stale_temp_files, storage_errors, write_atomic
 from raft.runtime.segment import Segment
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -85,6 +88,10 @@ CHECKPOINT_VERSION = 0
 _SCAN_CHUNK_BYTES = 1 << 20
 PRODUCER_SNAPSHOTS_RETAINED = 2
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+PARTITION_METADATA_FILE = "partition.metadata"
+PARTITION_METADATA_VERSION = 0
+DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
 
 _log = logging.getLogger("minikraft.broker")
 
@@ -95,6 +102,47 @@ class CheckpointError(ValueError):
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def _dir_name_with_suffix(topic: str, partition: int, suffix: str) -> str:
+    """Kafka's logDirNameWithSuffixCappedLength: `<topic>-<p>.<uuid hex><suffix>`, the topic
+    cut so the name stays within 255 bytes."""
+    full_suffix = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+    return topic[: max(0, 255 - len(full_suffix))] + full_suffix
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """Where a deleted topic's partition waits for file.delete.delay.ms (Kafka's -delete)."""
+    return _dir_name_with_suffix(topic, partition, DELETE_DIR_SUFFIX)
+
+
+def stray_dir_name(topic: str, partition: int) -> str:
+    """Where a stray log is moved aside, kept for an operator (Kafka's -stray)."""
+    return _dir_name_with_suffix(topic, partition, STRAY_DIR_SUFFIX)
+
+
+def read_partition_metadata(directory: Path) -> uuid.UUID | None:
+    """The topic id in `partition.metadata` (Kafka's PartitionMetadataFile: `version: 0` and
+    `topic_id: <base64>` lines); None if the file is missing or unreadable."""
+    path = directory / PARTITION_METADATA_FILE
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    try:
+        if int(fields.get("version", "-1").strip()) != PARTITION_METADATA_VERSION:
+            return None
+        return uuid_from_str(fields["topic_id"])
+    except (KeyError, ValueError):
+        return None
+
+
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
+    write_atomic(
+        directory / PARTITION_METADATA_FILE,
+        f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {uuid_to_str(topic_id)}\n".encode(),
+    )
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
@@ -278,6 +326,7 @@ class PartitionLog:
         preallocate: bool = False,
         recovery_point: int | None = None,
         log_start_offset: int | None = None,
+        topic_id: uuid.UUID | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         if flush_messages is not None and flush_messages < 1:
@@ -294,6 +343,11 @@ class PartitionLog:
         )
         # segment.ms and the rest of retention; the runtime sets the topic's (log_manager).
         self.retention = RetentionConfig()
+        # Kafka writes partition.metadata before the first append: which topic this log is of.
+        self.topic_id = read_partition_metadata(self.directory)
+        if topic_id is not None and self.topic_id is None:
+            write_partition_metadata(self.directory, topic_id)
+            self.topic_id = topic_id
         self._unflushed_messages = 0
         # DeleteRecords' start, checkpointed; never past the log end (recovery may cut a tail).
         self._start_offset = min(log_start_offset or 0, self._log.end_offset())
@@ -722,10 +776,21 @@ class PartitionLog:
             position += header.size
         return raw[:position]
 
-    def close(self) -> None:
-        if self._log.end_offset() > self.log_start_offset:
+    def close(self, *, take_snapshot: bool = True) -> None:
+        if take_snapshot and self._log.end_offset() > self.log_start_offset:
             self.take_producer_snapshot()  # a clean shutdown: the next open replays nothing
         self._log.close()
+
+    def rename_dir(self, name: str) -> Path:
+        """Move the partition directory to `name` in its log dir (Kafka's renameDir: the open
+        files stay valid; later path operations follow the new name). Returns the new path."""
+        target = self.directory.parent / name
+        with storage_errors(f"rename {self.directory} to {target}"):
+            os.rename(self.directory, target)
+            fsync_dir(target.parent)
+        self.directory = target
+        self._log.directory = target
+        return target
 
     def __enter__(self) -> PartitionLog:
         return self

@@ -138,6 +138,8 @@ class ReplicaFetcher:
         error = Errors.of(response.error_code)
         if error is not Errors.NONE:
             raise KafkaError(error, response.error_message)
+        if not self._current():
+            return  # stopped meanwhile: the partition may be gone and its log closed
         self._truncate_to(
             EpochEndOffset(response.leader_epoch, response.end_offset), "OffsetsForLeaderEpoch"
         )
@@ -146,8 +148,6 @@ class ReplicaFetcher:
         hosted = self.hosted
         plog = hosted.log
         topic_id = hosted.topic_id
-        if topic_id is None:
-            raise KafkaError(Errors.UNKNOWN_TOPIC_ID, f"no topic id yet for {hosted.topic}")
         answer = await self.client.request(
             address,
             fetch_request_to_kio(

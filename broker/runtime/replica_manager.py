@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -22,6 +23,7 @@ from pathlib import Path
 from broker.core import messages as bm
 from broker.core.leader_epoch_cache import diverging_epoch
 from broker.core.log_retention import RetentionConfig
+from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import (
     ACKS_ALL,
     IsrProposal,
@@ -35,9 +37,13 @@ from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterP
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.group_commit import GroupCommit
 from broker.runtime.partition_log import (
+    DELETE_DIR_SUFFIX,
     LogDirCheckpoints,
     PartitionLog,
+    delete_dir_name,
     parse_partition_dir_name,
+    read_partition_metadata,
+    stray_dir_name,
 )
 from controller.core.config_defs import (
     PREALLOCATE,
@@ -50,6 +56,7 @@ from controller.core.partition_registration import PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from kafkawire.errors import Errors, KafkaError
 from metadata.changes import MetadataChanges
+from raft.core.replica_key import uuid_to_str
 from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 from raft.runtime.parked_fetches import ParkedFetches, park
 
@@ -68,7 +75,7 @@ class HostedPartition:
     partition: int
     log: PartitionLog
     state: PartitionState
-    topic_id: uuid.UUID | None = None
+    topic_id: uuid.UUID
     registration: PartitionRegistration | None = None
     # Long-polling fetches parked on this partition (wait_for_change): consumers', and
     # followers' (a follower reads to the log end, a consumer to the HWM).
@@ -79,6 +86,10 @@ class HostedPartition:
 
     def __post_init__(self) -> None:
         self.commit = GroupCommit(self.log, in_thread=self.flush_in_thread)
+
+    @property
+    def key(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
 
     def notify(self) -> None:
         """Wake every long-polling fetch: new data, a truncation, a new leader or log start."""
@@ -133,6 +144,9 @@ class ReplicaSettings:
     # broker levels below a topic's own configs (controller.core.config_defs.BrokerLevels).
     static_configs: Mapping[str, str] = field(default_factory=dict)
     node_defaults: Mapping[str, str] = field(default_factory=dict)
+    # log.segment.delete.delay.ms (the broker default of file.delete.delay.ms): how long a
+    # deleted partition's `-delete` directory stays before it is removed
+    file_delete_delay_ms: int = 60_000
 
 
 class ReplicaManager:
@@ -150,7 +164,9 @@ class ReplicaManager:
         self.alter_partitions = AlterPartitionManager(
             settings.broker_id, broker_epoch, send_alter_partition
         )
-        self.partitions: dict[tuple[str, int], HostedPartition] = {}
+        # Kafka's TopicIdPartition: a topic deleted and created again under its name is
+        # another partition, with another log (issue 38).
+        self.partitions: dict[TopicIdPartition, HostedPartition] = {}
         self.image = MetadataImage()
         self._acks: dict[int, asyncio.Future[Errors]] = {}
         self._ack_ids = itertools.count(1)
@@ -164,7 +180,11 @@ class ReplicaManager:
     # ---- loading and closing ----
 
     def load_logs(self) -> int:
-        """Open every partition directory found in the log dirs (recovery cuts torn tails)."""
+        """Open every partition directory found in the log dirs (recovery cuts torn tails).
+        A deleted partition's `-delete` directory is removed after file.delete.delay.ms, as
+        Kafka's LogManager does at start-up; a `-stray` one is left for an operator; a log
+        without a topic id (partition.metadata) is moved aside as stray (Kafka's
+        isStrayKraftReplica: no data was appended to it)."""
         count = 0
         for log_dir, checkpoints in zip(self.settings.log_dirs, self._checkpoints, strict=True):
             recovery_points = checkpoints.read_recovery_points()
@@ -173,19 +193,32 @@ class ReplicaManager:
             if not log_dir.exists():
                 continue
             for child in sorted(log_dir.iterdir()):
+                if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
+                    self._spawn(self._remove_later(child))
+                    continue
                 parsed = parse_partition_dir_name(child.name) if child.is_dir() else None
                 if parsed is None:
                     continue
                 topic, partition = parsed
+                topic_id = read_partition_metadata(child)
+                if topic_id is None:
+                    target = child.parent / stray_dir_name(topic, partition)
+                    child.rename(target)
+                    log.warning(
+                        "Log %s has no topic id (partition.metadata): moved aside as stray to %s",
+                        child, target.name,
+                    )
+                    continue
                 hosted = self._open(
                     log_dir,
                     topic,
                     partition,
+                    topic_id,
                     recovery_points.get(parsed),
                     high_watermarks.get(parsed, 0),
                     log_start_offsets.get(parsed),
                 )
-                self.partitions[parsed] = hosted
+                self.partitions[hosted.key] = hosted
                 count += 1
         return count
 
@@ -194,6 +227,7 @@ class ReplicaManager:
         log_dir: Path,
         topic: str,
         partition: int,
+        topic_id: uuid.UUID,
         recovery_point: int | None,
         high_watermark: int,
         log_start_offset: int | None = None,
@@ -208,6 +242,7 @@ class ReplicaManager:
             preallocate=configs[PREALLOCATE] == "true",
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
+            topic_id=topic_id,
         )
         plog.retention = RetentionConfig.from_configs(configs)
         state = PartitionState(
@@ -218,9 +253,10 @@ class ReplicaManager:
             log_end_offset=plog.log_end_offset,
             flushed_offset=plog.flushed_offset,
             high_watermark=high_watermark,
+            topic_id=uuid_to_str(topic_id),
         )
         return HostedPartition(
-            topic, partition, plog, state, flush_in_thread=self.settings.flush_in_thread
+            topic, partition, plog, state, topic_id, flush_in_thread=self.settings.flush_in_thread
         )
 
     def write_checkpoints(self) -> None:
@@ -304,59 +340,57 @@ class ReplicaManager:
     # ---- metadata ----
 
     def apply_image(self, image: MetadataImage) -> list[HostedPartition]:
-        """Act on a whole new image (a loaded snapshot): every partition of the image, then stop
-        serving hosted partitions whose topic is gone. Returns partitions whose leadership
-        changed."""
-        self.image = image
+        """Act on a whole new image (a loaded snapshot). A topic the previous image had and
+        this one lacks was deleted (Kafka's TopicsDelta.finishSnapshot): its partitions are
+        deleted. A hosted log of a topic id neither image has only stops being served: the
+        image may be older than the log, as after a restart from a local snapshot, and
+        remove_strays decides once caught up. Then every partition of the image. Returns
+        partitions whose leadership changed."""
+        previous, self.image = self.image, image
         ts = now_ms()
         changed: list[HostedPartition] = []
-        seen: set[tuple[str, int]] = set()
+        for key, hosted in list(self.partitions.items()):
+            if key.topic_id in image.topics and key.partition in image.topics[key.topic_id].partitions:
+                continue
+            if key.topic_id in previous.topics and key.topic_id not in image.topics:
+                self._delete_partition(hosted, image, ts, changed)
+            else:
+                self._stop_if_serving(hosted, image, ts, changed)
         for topic in image.topics.values():
             for partition_id, registration in topic.partitions.items():
                 if self._apply_partition(image, topic, partition_id, registration, ts, changed):
-                    seen.add((topic.name, partition_id))
-        for key, hosted in self.partitions.items():
-            if key not in seen:
-                self._stop_if_serving(hosted, image, ts, changed)
-            else:
-                self._reconfigure_log(hosted)
+                    key = TopicIdPartition(topic.topic_id, partition_id)
+                    self._reconfigure_log(self.partitions[key])
         return changed
 
     def apply_delta(self, changes: MetadataChanges, image: MetadataImage) -> list[HostedPartition]:
         """Act on one committed change (Kafka's ReplicaManager.applyDelta), with work in
-        proportion to it: the partitions it names, the hosted partitions of the topics it
-        removes, and the broker view and min ISR (rule 9) of the hosted partitions whose
-        brokers or configs it moved. A loaded snapshot replaced everything: apply_image.
-        Returns partitions whose leadership changed."""
+        proportion to it: the partitions of the topics it removes first (stopped, their logs
+        deleted), then the partitions it names, and the broker view and min ISR (rule 9) of
+        the hosted partitions whose brokers or configs it moved. A loaded snapshot replaced
+        everything: apply_image. Returns partitions whose leadership changed."""
         if changes.full:
             return self.apply_image(image)
-        previous, self.image = self.image, image
+        self.image = image
         ts = now_ms()
         changed: list[HostedPartition] = []
-        applied: set[tuple[str, int]] = set()
+        if changes.removed_topics:
+            for key in [k for k in self.partitions if k.topic_id in changes.removed_topics]:
+                self._delete_partition(self.partitions[key], image, ts, changed)
+        applied: set[TopicIdPartition] = set()
         for topic_id, partition_id in sorted(changes.partitions):
             topic = image.topics.get(topic_id)
             registration = None if topic is None else topic.partitions.get(partition_id)
             if topic is None or registration is None:
                 continue  # created and removed within this change
             self._apply_partition(image, topic, partition_id, registration, ts, changed)
-            applied.add((topic.name, partition_id))
-        for topic_id in changes.removed_topics:
-            gone = previous.topics.get(topic_id)
-            if gone is None:
-                continue  # created and removed within this change: never applied
-            for partition_id in gone.partitions:
-                key = (gone.name, partition_id)
-                hosted = self.partitions.get(key)
-                # A topic re-created under the same name in this change was applied above.
-                if hosted is not None and key not in applied:
-                    self._stop_if_serving(hosted, image, ts, changed)
+            applied.add(TopicIdPartition(topic_id, partition_id))
         for hosted in self._metadata_dependents(changes, image):
             if changes.configs:
                 self._reconfigure_log(hosted)
-            if (hosted.topic, hosted.partition) in applied:
+            if hosted.key in applied:
                 continue
-            topic = image.topics_by_name.get(hosted.topic)
+            topic = image.topics.get(hosted.topic_id)
             if topic is not None and hosted.partition in topic.partitions:
                 min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
                 self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
@@ -381,8 +415,10 @@ class ReplicaManager:
         dependents: list[HostedPartition] = []
         for kind, name in changes.configs:
             topic = image.topics_by_name.get(name) if kind == CONFIG_RESOURCE_TOPIC else None
-            for partition_id in () if topic is None else topic.partitions:
-                hosted = self.partitions.get((name, partition_id))
+            if topic is None:
+                continue
+            for partition_id in topic.partitions:
+                hosted = self.partitions.get(TopicIdPartition(topic.topic_id, partition_id))
                 if hosted is not None:
                     dependents.append(hosted)
         return dependents
@@ -399,14 +435,16 @@ class ReplicaManager:
         """One partition of the image: open it if this broker became a replica, apply a new
         registration (appending to `changed` if its leadership moved), else refresh the broker
         view and min ISR. False if this broker neither hosts nor replicates it."""
-        key = (topic.name, partition_id)
+        key = TopicIdPartition(topic.topic_id, partition_id)
         hosted = self.partitions.get(key)
         if hosted is None and self.broker_id not in registration.replicas:
             return False
         if hosted is None:
-            hosted = self._open(self.settings.log_dirs[0], topic.name, partition_id, None, 0)
+            self._move_aside_same_name(topic.name, partition_id, image, ts, changed)
+            hosted = self._open(
+                self.settings.log_dirs[0], topic.name, partition_id, topic.topic_id, None, 0
+            )
             self.partitions[key] = hosted
-        hosted.topic_id = topic.topic_id
         min_isr = image.effective_min_isr(topic.topic_id, partition_id)
         if registration != hosted.registration:
             before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
@@ -420,10 +458,77 @@ class ReplicaManager:
             self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
         return True
 
+    def _move_aside_same_name(
+        self, topic: str, partition: int, image: MetadataImage, ts: int,
+        changed: list[HostedPartition],
+    ) -> None:
+        """A hosted log of another topic id holds the directory the new partition needs: the
+        image no longer has that id under this name (Kafka's findStrayReplicas: "this
+        partition now exists with topic ID ... not ..."), so it is a stray, moved aside."""
+        for hosted in list(self.partitions.values()):
+            if hosted.topic == topic and hosted.partition == partition:
+                self._remove_partition(hosted, image, ts, changed, stray=True)
+
+    def remove_strays(self) -> int:
+        """Once caught up with the metadata log (the first heartbeat answer that says so):
+        every hosted log whose topic id the image lacks, or whose replicas no longer name
+        this broker, is a stray (Kafka's LogManager.isStrayKraftReplica) and is moved aside
+        as `<topic>-<p>.<id>-stray`, kept for an operator as Kafka does. Returns how many."""
+        ts = now_ms()
+        changed: list[HostedPartition] = []
+        strays = []
+        for key, hosted in self.partitions.items():
+            registration = self.image.partition(key.topic_id, key.partition)
+            if registration is None or self.broker_id not in registration.replicas:
+                strays.append(hosted)
+        for hosted in strays:
+            self._remove_partition(hosted, self.image, ts, changed, stray=True)
+        return len(strays)
+
+    def _delete_partition(
+        self, hosted: HostedPartition, image: MetadataImage, ts: int,
+        changed: list[HostedPartition],
+    ) -> None:
+        """The topic was deleted: stop serving, forget the partition and delete its log
+        (Kafka's stopPartitions with delete and LogManager.asyncDelete)."""
+        self._remove_partition(hosted, image, ts, changed, stray=False)
+
+    def _remove_partition(
+        self, hosted: HostedPartition, image: MetadataImage, ts: int,
+        changed: list[HostedPartition], *, stray: bool,
+    ) -> None:
+        """Stop serving (pending acks fail, parked fetches wake, the fetcher stops through
+        `changed`), forget the partition, and rename its directory at once, so a partition
+        of the same name can be created in its place: `-delete` (removed after
+        file.delete.delay.ms) or `-stray` (kept). Its files are closed once its fsync in
+        flight is done."""
+        self._stop_if_serving(hosted, image, ts, changed)
+        self.partitions.pop(hosted.key, None)
+        name = (stray_dir_name if stray else delete_dir_name)(hosted.topic, hosted.partition)
+        path = hosted.log.rename_dir(name)
+        log.info(
+            "Partition %s-%d (topic id %s) %s: log moved to %s",
+            hosted.topic, hosted.partition, uuid_to_str(hosted.topic_id),
+            "is a stray" if stray else "deleted", path.name,
+        )
+        self._spawn(self._close_removed(hosted, None if stray else path))
+
+    async def _close_removed(self, hosted: HostedPartition, delete: Path | None) -> None:
+        await hosted.commit.idle()
+        hosted.log.close(take_snapshot=False)
+        if delete is not None:
+            await self._remove_later(delete)
+
+    async def _remove_later(self, path: Path) -> None:
+        """Kafka's LogManager.deleteLogs: a `-delete` directory goes after the delay."""
+        await asyncio.sleep(self.settings.file_delete_delay_ms / 1000)
+        await asyncio.to_thread(shutil.rmtree, path, True)
+        log.info("Deleted log %s", path)
+
     def _stop_if_serving(
         self, hosted: HostedPartition, image: MetadataImage, ts: int, changed: list[HostedPartition]
     ) -> None:
-        """The topic is gone: stop serving (the data stays on disk)."""
+        """The partition is gone from the image: stop serving (the data stays on disk)."""
         if hosted.state.role is Role.NONE:
             return
         stopped = PartitionRegistration(replicas=(), isr=(), leader_epoch=1 << 30)
@@ -472,8 +577,6 @@ class ReplicaManager:
     async def _alter_partition(self, hosted: HostedPartition, proposal: IsrProposal) -> None:
         """Submit one proposal to the AlterPartitionManager (batched with the broker's other
         ISR changes) and feed the outcome back (rule 18)."""
-        if hosted.topic_id is None:
-            return
         error, result = await self.alter_partitions.submit(
             hosted.topic_id, hosted.partition, proposal
         )
@@ -498,13 +601,22 @@ class ReplicaManager:
 
     # ---- lookups ----
 
-    def _hosted(self, topic: str, partition: int) -> HostedPartition:
+    def hosted_by_name(self, topic: str, partition: int) -> HostedPartition | None:
+        """The hosted partition of the topic now named `topic` in the image, if any."""
+        image_topic = self.image.topics_by_name.get(topic)
+        if image_topic is None:
+            return None
+        return self.partitions.get(TopicIdPartition(image_topic.topic_id, partition))
+
+    def hosted(self, topic: str, partition: int) -> HostedPartition:
+        """The partition named in a request: UNKNOWN_TOPIC_OR_PARTITION if the image lacks it,
+        NOT_LEADER_OR_FOLLOWER if this broker does not host it."""
         image_topic = self.image.topics_by_name.get(topic)
         if image_topic is None or partition not in image_topic.partitions:
             raise KafkaError(
                 Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic or partition {topic}-{partition}"
             )
-        hosted = self.partitions.get((topic, partition))
+        hosted = self.partitions.get(TopicIdPartition(image_topic.topic_id, partition))
         if hosted is None:
             raise KafkaError(
                 Errors.NOT_LEADER_OR_FOLLOWER,
@@ -516,7 +628,7 @@ class ReplicaManager:
 
     async def produce(self, request: bm.ProduceRequest) -> bm.ProduceResponse:
         try:
-            hosted = self._hosted(request.topic, request.partition)
+            hosted = self.hosted(request.topic, request.partition)
         except KafkaError as exc:
             return bm.ProduceResponse(int(exc.error), exc.message)
         state = hosted.state
@@ -630,7 +742,7 @@ class ReplicaManager:
         """`record_progress=False` for a re-read while the same request long-polls: a
         follower's position counts once per request (Kafka's updateFollowerFetchState)."""
         try:
-            hosted = self._hosted(request.topic, request.partition)
+            hosted = self.hosted(request.topic, request.partition)
         except KafkaError as exc:
             return bm.FetchResponse(int(exc.error), exc.message)
         deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
@@ -700,7 +812,7 @@ class ReplicaManager:
     # ---- ListOffsets / OffsetForLeaderEpoch ----
 
     def list_offsets(self, request: bm.ListOffsetsRequest) -> bm.ListOffsetsResponse:
-        hosted = self._hosted(request.topic, request.partition)
+        hosted = self.hosted(request.topic, request.partition)
         error = hosted.state.check_leader_request(request.current_leader_epoch)
         if error is not Errors.NONE:
             raise KafkaError(error, f"list offsets of {request.topic}-{request.partition}")
@@ -715,7 +827,7 @@ class ReplicaManager:
     def offset_for_leader_epoch(
         self, request: bm.OffsetForLeaderEpochRequest
     ) -> bm.OffsetForLeaderEpochResponse:
-        hosted = self._hosted(request.topic, request.partition)
+        hosted = self.hosted(request.topic, request.partition)
         error = hosted.state.check_leader_request(request.current_leader_epoch)
         if error is not Errors.NONE:
             raise KafkaError(error, f"offset for leader epoch of {request.topic}-{request.partition}")
@@ -731,7 +843,7 @@ class ReplicaManager:
         before answering; returns the new low watermark (the log start offset). Beyond the HWM
         is OFFSET_OUT_OF_RANGE; a RECOVERING partition refuses as other leader requests do
         (rule 21). Followers follow through Fetch's LogStartOffset."""
-        hosted = self._hosted(topic, partition)
+        hosted = self.hosted(topic, partition)
         error = hosted.state.check_leader_request()
         if error is not Errors.NONE:
             raise KafkaError(error, f"delete records of {topic}-{partition}")
@@ -759,9 +871,7 @@ class ReplicaManager:
     def replica_log_info(self, request: bm.GetReplicaLogInfoRequest) -> bm.GetReplicaLogInfoResponse:
         wanted: list[tuple[uuid.UUID, int]] = []
         if request.topic_partitions is None:
-            for hosted in self.partitions.values():
-                if hosted.topic_id is not None:
-                    wanted.append((hosted.topic_id, hosted.partition))
+            wanted.extend(self.partitions)
         else:
             for tp in request.topic_partitions:
                 wanted.extend((tp.topic_id, p) for p in tp.partitions)
@@ -783,7 +893,7 @@ class ReplicaManager:
         registration = None if topic is None else topic.partitions.get(partition)
         if topic is None or registration is None:
             return bm.PartitionLogInfo(partition, error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION))
-        hosted = self.partitions.get((topic.name, partition))
+        hosted = self.partitions.get(TopicIdPartition(topic_id, partition))
         if hosted is None:
             return bm.PartitionLogInfo(
                 partition,

@@ -6,15 +6,24 @@ records with Kafka's per-record errors.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cluster.launch.local_cluster import LocalCluster
+from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import Errors
 from raft.core.record_batch import iter_batches
-from tests.integration.test_broker_processes import bootstrap
+from tests.integration.conftest import minikraft
+from tests.integration.test_broker_processes import bootstrap, restart
 from tests.integration.test_broker_recovery_processes import start
 from tests.integration.test_kafka_clients import _produce_request
 from tests.integration.test_kafka_clients_recovering import _ask, _fetch_request
@@ -22,7 +31,7 @@ from tests.integration.test_kafka_clients_recovering import _ask, _fetch_request
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 SETTINGS = {
@@ -30,6 +39,8 @@ SETTINGS = {
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "300",
     "replica.lag.time.max.ms": "3000",
+    # A deleted partition's `-delete` directory goes after 2 s rather than Kafka's 60.
+    "log.segment.delete.delay.ms": "2000",
 }
 
 
@@ -197,3 +208,129 @@ def test_compacted_topic_refuses_keyless_records_with_record_errors(cluster: Loc
     finally:
         consumer.close()
     assert after == before == 1  # nothing of the refused batches was written
+
+
+# ---- item 1: a deleted topic's name can be used again (Kafka's TopicIdPartition) ----
+
+RECORDS = 60
+
+
+def _topic_id(c: LocalCluster, topic: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    described = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
+    # librdkafka prints it in standard base64; Kafka (and partition.metadata) in base64url.
+    return str(described.topic_id).replace("+", "-").replace("/", "_")
+
+
+def _delete(c: LocalCluster, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    for future in admin.delete_topics([topic], operation_timeout=30).values():
+        future.result(timeout=40)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "the deleted topic is still listed"
+        time.sleep(0.2)
+
+
+def _create_produce_consume(c: LocalCluster, topic: str, cycle: int) -> str:
+    """Create the name (again), produce acks=all with librdkafka, read everything back: only
+    this incarnation's records, from offset 0 of every partition. Returns the topic id."""
+    create(c, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    values = {p: [f"{cycle}-{p}-{i}".encode() for i in range(RECORDS)] for p in range(3)}
+    producer = Producer({"bootstrap.servers": bootstrap(c), "acks": "all"})
+    failed: list[Any] = []
+    for partition, batch in values.items():
+        for value in batch:
+            producer.produce(topic, value, key=value, partition=partition,
+                             on_delivery=lambda e, _m: failed.append(e) if e else None)
+    assert producer.flush(60) == 0
+    assert failed == [], failed[:3]
+    consumer = Consumer({"bootstrap.servers": bootstrap(c), "group.id": f"{topic}-{cycle}",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(3)}
+        deadline = time.monotonic() + 60
+        while sum(map(len, read.values())) < 3 * RECORDS:
+            assert time.monotonic() < deadline, {p: len(r) for p, r in read.items()}
+            message = consumer.poll(0.2)
+            if message is None or message.error():
+                continue
+            read[message.partition()].append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    for partition, batch in values.items():
+        assert read[partition] == list(enumerate(batch)), (cycle, partition)
+    return _topic_id(c, topic)
+
+
+def _partition_dirs(spec: Any, topic: str) -> dict[str, str | None]:
+    """A broker's directories of `topic`'s partitions and the topic id each names."""
+    from broker.runtime.partition_log import PARTITION_METADATA_FILE
+
+    out: dict[str, str | None] = {}
+    for directory in Path(spec.dir).rglob(f"{topic}-*"):
+        if directory.is_dir():
+            path = directory / PARTITION_METADATA_FILE
+            out[directory.name] = (
+                path.read_text().split("topic_id:")[1].strip() if path.exists() else None
+            )
+    return out
+
+
+def delete_and_recreate_cycles(c: LocalCluster, topic: str) -> None:
+    """delete -> create -> produce -> consume three times, then once with a broker killed -9
+    while the topic is deleted and restarted afterwards: every incarnation a new topic, and
+    every broker, the restarted one too, keeps only the last one's logs."""
+    ids = []
+    for cycle in range(3):
+        ids.append(_create_produce_consume(c, topic, cycle))
+        _delete(c, topic)
+    ids.append(_create_produce_consume(c, topic, 3))
+    down = c.brokers[1]
+    c.kill(down, signal.SIGKILL)
+    _delete(c, topic)
+    restart(c, down)
+    asyncio.run(wait_until_ready(c, 60))
+    ids.append(_create_produce_consume(c, topic, 4))
+    assert len(set(ids)) == 5
+    # The old logs go: renamed `-delete` and removed after log.segment.delete.delay.ms (2 s).
+    deadline = time.monotonic() + 30
+    while True:
+        dirs = {spec.name: _partition_dirs(spec, topic) for spec in c.brokers}
+        expected = {f"{topic}-{p}": ids[-1] for p in range(3)}
+        if all(found == expected for found in dirs.values()):
+            break
+        assert time.monotonic() < deadline, dirs
+        time.sleep(0.5)
+
+
+def test_a_deleted_topics_name_is_a_new_topic_again_and_again_even_for_a_broker_down_meanwhile(
+    cluster: LocalCluster,
+) -> None:
+    delete_and_recreate_cycles(cluster, "reborn")
+    # The audit's rules (the single-process baseline; the Spark audit below, `make test-slow`)
+    # over every log and journal: clean, each incarnation a partition of its own.
+    done = subprocess.run([sys.executable, "-m", "analytics.baseline", "--dir", str(cluster.dir)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    check_audit(json.loads(done.stdout))
+
+
+def check_audit(report: dict[str, Any]) -> None:
+    assert report["verdict"] == "clean", [
+        (r["rule"], r["violations"][:3]) for r in report["rules"] if r["violation_count"]]
+    rule22 = next(r for r in report["rules"] if r["rule"] == 22)
+    # 5 incarnations of 3 partitions, each its own partition to the audit, among the others.
+    assert rule22["notes"]["partitions"] >= 15 and rule22["checked"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_spark_audit_is_clean_after_delete_and_recreate_cycles_with_a_broker_killed(
+    cluster: LocalCluster,
+) -> None:
+    delete_and_recreate_cycles(cluster, "reborn-spark")
+    done = minikraft("audit", "--dir", str(cluster.dir), "--output", "json", timeout=1100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_audit(json.loads(done.stdout))

@@ -30,6 +30,7 @@ from broker.core.journal_events import HwmAdvanced, JournalEvent, RoleChanged, e
 from controller.core.records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from raft.core.control_records import LeaderChangeRecord, Voter, VotersRecord, bootstrap_snapshot
 from raft.core.record_batch import encode_batch
+from raft.core.replica_key import uuid_to_str
 from tests.spark.test_audit_rules import Log
 
 pytestmark = pytest.mark.spark
@@ -239,3 +240,55 @@ def test_torn_and_garbled_inputs_become_flagged_rows(tmp_path: Path) -> None:
     assert [r[5] for r in log_rows] == [0, 1, -1] and log_rows[-1][-2] is True
     result = run_baseline(root)  # still audits: the corrupt rows are skipped, not fatal
     assert {r.rule for r in result.rules} >= {20, 22, 23}
+
+
+def build_recreated_topic(root: Path) -> Path:
+    """`orders` deleted and created again under its name (issue 38). The deleted incarnation
+    (another topic id, its logs gone) reached leader epoch 5 on 101; in the new one 102 leads
+    at epoch 0 and its follower 101 holds an entry 102 does not have (rule 22). Merged by
+    name, 101's epoch 5 would make it the reference and hide the violation."""
+    write_metadata(root)
+    old_id = uuid_to_str(uuid.UUID(int=0xDEAD))
+    new_id = uuid_to_str(TOPIC_ID)
+    write_partition(root, 102, 0, [(0, "n-0")])
+    bad = write_partition(root, 101, 0, [(0, "n-0"), (0, "n-1")])
+    for broker in (101, 102):
+        (root / f"broker-{broker}" / "data" / f"{TOPIC}-0" / "partition.metadata").write_text(
+            f"version: 0\ntopic_id: {new_id}\n")
+
+    def role_of(broker: int, kind: str, leader: int, epoch: int, ts: int,
+                topic_id: str) -> RoleChanged:
+        return RoleChanged(broker, TOPIC, 0, kind, leader, epoch, epoch, (101, 102), 0, 0, 0,
+                           ts, topic_id=topic_id)
+
+    write_journals(root, {
+        101: [role_of(101, "leader", 101, 5, 1_000, old_id),
+              role_of(101, "follower", 102, 0, 3_000, new_id)],
+        102: [role_of(102, "follower", 101, 5, 1_000, old_id),
+              role_of(102, "leader", 102, 0, 3_000, new_id)],
+    }, [])
+    return bad
+
+
+def check_recreated(rules: dict[int | str, Any], bad: Path) -> None:
+    rule22 = rules[22]
+    assert rule22.violation_count == 1, rule22.violations
+    violation = rule22.violations[0]
+    assert (violation["partition"], violation["node"], violation["offset"]) == (f"{TOPIC}-0",
+                                                                               101, 1)
+    assert violation["file"] == str(bad)
+    # The deleted incarnation is a partition of its own (`orders@<id>`): its roles, no logs.
+    assert rule22.notes["partitions"] == 2
+
+
+def test_a_recreated_topic_is_not_merged_with_its_deleted_incarnation(tmp_path: Path) -> None:
+    bad = build_recreated_topic(tmp_path / "cluster")
+    check_recreated({r.rule: r for r in run_baseline(tmp_path / "cluster").rules}, bad)
+
+
+def test_spark_keeps_a_recreated_topic_apart_from_its_deleted_incarnation(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    bad = build_recreated_topic(tmp_path / "cluster")
+    result = run_audit(tmp_path / "cluster", spark=spark, report_dir=tmp_path / "report")
+    check_recreated({r.rule: r for r in result.rules}, bad)

@@ -157,7 +157,7 @@ async def test_delete_records_advances_the_log_start_offset_durably(tmp_path: Pa
     rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1), min_isr=1))
     for value in (b"a", b"b", b"c", b"d"):
         assert (await rm.produce(bm.ProduceRequest("t", 0, batch(value), acks=-1))).error_code == 0
-    assert rm.partitions[("t", 0)].state.high_watermark == 4
+    assert rm.hosted("t", 0).state.high_watermark == 4
     assert rm.delete_records("t", 0, 2) == 2
     assert rm.delete_records("t", 0, 1) == 2  # never backwards
     with pytest.raises(KafkaError) as beyond:
@@ -190,7 +190,7 @@ async def test_delete_records_on_a_follower_is_refused_and_it_follows_the_leader
 ) -> None:
     rm = manager(tmp_path, Controller())
     rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=2)))
-    hosted = rm.partitions[("t", 0)]
+    hosted = rm.hosted("t", 0)
     hosted.log.append_as_follower(encode_batch(0, 0, 0, [b"a", b"b", b"c"]))
     with pytest.raises(KafkaError) as refused:
         rm.delete_records("t", 0, 1)
@@ -209,7 +209,7 @@ async def test_periodic_checkpoint_writes_a_snapshot_in_a_thread(tmp_path: Path)
     await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
     await rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20))
     await rm.fetch(bm.FetchRequest("t", 0, 1, replica_id=2, replica_epoch=20))
-    hosted = rm.partitions[("t", 0)]
+    hosted = rm.hosted("t", 0)
     await hosted.commit.sync()
     checkpoints = LogDirCheckpoints(tmp_path)
     # The snapshot is taken on the loop: a produce racing the thread's write is not in it.
@@ -235,7 +235,7 @@ async def test_a_woken_fetch_reads_after_what_this_turn_appends(tmp_path: Path) 
     # reach the follower in one answer (replica_manager._TURNS_BEFORE_READ).
     rm = manager(tmp_path, Controller())
     rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
-    hosted = rm.partitions[("t", 0)]
+    hosted = rm.hosted("t", 0)
     seen: list[str] = []
 
     async def parked_fetch() -> list[str]:
@@ -259,7 +259,7 @@ async def test_acks_all_produces_of_one_turn_share_one_leader_fsync_and_one_foll
     # fetch, reading after it, carries both batches. The acks wait for the follower (rule 20).
     rm = manager(tmp_path, Controller())
     rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
-    hosted = rm.partitions[("t", 0)]
+    hosted = rm.hosted("t", 0)
     fetch = asyncio.ensure_future(
         rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20, max_wait_ms=5000))
     )
@@ -323,7 +323,7 @@ async def test_a_leader_append_wakes_followers_and_a_new_hwm_wakes_consumers_onl
     follower3 = parked_fetch(3, 1)  # reports offset 1 and parks
     await turns(1)
     await rm.fetch(bm.FetchRequest("t", 0, 1, replica_id=2, replica_epoch=20))  # HWM 0 -> 1
-    assert rm.partitions[("t", 0)].state.high_watermark == 1
+    assert rm.hosted("t", 0).state.high_watermark == 1
     assert (await asyncio.wait_for(produce, 1)).error_code == 0  # acked with the new HWM
     answer = await asyncio.wait_for(consumer, 1)
     assert [b.base_offset for b, _ in iter_batches(answer.records)] == [0]
@@ -331,3 +331,50 @@ async def test_a_leader_append_wakes_followers_and_a_new_hwm_wakes_consumers_onl
     assert not follower3.done() and reads[3] == 3  # the new HWM did not wake it
     await rm.close()
     follower3.cancel()
+
+
+def image_with_id(registration: PartitionRegistration, topic_id: uuid.UUID) -> MetadataImage:
+    """image() with topic `t` under another id: the name deleted and created again."""
+    base = image(registration)
+    topic = TopicImage("t", topic_id, MappingProxyType({0: registration}))
+    return MetadataImage(
+        brokers=base.brokers,
+        topics=MappingProxyType({topic_id: topic}),
+        topics_by_name=MappingProxyType({"t": topic}),
+        configs=base.configs,
+    )
+
+
+async def test_restart_deletes_delete_dirs_and_moves_stray_logs_aside(tmp_path: Path) -> None:
+    """Issue 38, Kafka's LogManager at start-up and once caught up: a `-delete` directory is
+    removed after file.delete.delay.ms, a log without partition.metadata and a log whose topic
+    id the image no longer has under its name are strays (`-stray`, kept), and the name's new
+    partition starts with an empty log of its own."""
+    leading = PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1)
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(leading, min_isr=1))
+    assert (await rm.produce(bm.ProduceRequest("t", 0, batch(b"old"), acks=-1))).error_code == 0
+    await rm.close()
+    (tmp_path / "gone-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    (tmp_path / "orphan-0").mkdir()  # no partition.metadata: no topic id
+
+    again = ReplicaManager(
+        ReplicaSettings(broker_id=1, log_dirs=[tmp_path], file_delete_delay_ms=0),
+        None, Controller(), lambda: 10,
+    )
+    assert again.load_logs() == 1
+    assert list(again.partitions) == [(TOPIC_ID, 0)]
+    new_id = uuid.UUID(int=8)
+    again.apply_image(image_with_id(leading, new_id))
+    recreated = again.hosted("t", 0)
+    assert recreated.topic_id == new_id and recreated.log.log_end_offset == 0
+    assert list(again.partitions) == [(new_id, 0)]
+    await asyncio.sleep(0.05)  # the delay (0 ms here) and the removal in a thread
+    names = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
+    strays = [n for n in names if n.endswith("-stray")]
+    assert sorted(n.split(".")[0] for n in strays) == ["orphan-0", "t-0"], names
+    assert sorted(set(names) - set(strays)) == ["t-0"], names  # the -delete one is gone
+    # Once caught up, a hosted log its image lacks is a stray too.
+    again.image = image_with_id(leading, uuid.UUID(int=9))
+    assert again.remove_strays() == 1 and not again.partitions
+    await again.close()

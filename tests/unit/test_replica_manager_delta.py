@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.core.messages import TopicIdPartition
 from broker.runtime.metadata_publisher import BrokerMetadataPublisher
+from broker.runtime.partition_log import read_partition_metadata
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from controller.core import messages as cm
 from controller.core.metadata_image import MIN_INSYNC_REPLICAS, MetadataImage
@@ -92,7 +94,7 @@ class _Cluster:
         self.loader.handle_commit([batch for batch, _ in iter_batches(raw)])
         self.offset += len(records)
 
-    def states(self, replicas: ReplicaManager) -> dict[tuple[str, int], tuple[object, ...]]:
+    def states(self, replicas: ReplicaManager) -> dict[TopicIdPartition, tuple[object, ...]]:
         return {
             key: (
                 h.state.role,
@@ -144,17 +146,17 @@ async def test_a_commit_touching_one_partition_leaves_the_others_alone(
 ) -> None:
     cluster = _Cluster(tmp_path)
     cluster.commit(_brokers() + _topics())
-    assert set(cluster.delta.partitions) == {("a", 0), ("a", 1), ("b", 0)}
+    assert set(cluster.delta.partitions) == {(A, 0), (A, 1), (B, 0)}
     untouched: list[str] = []
-    for key in (("a", 1), ("b", 0)):
-        _count_calls(monkeypatch, cluster.delta.partitions[key], untouched)
-    other_before = cluster.states(cluster.delta)[("b", 0)]
+    for key in ((A, 1), (B, 0)):
+        _count_calls(monkeypatch, cluster.delta.partitions[TopicIdPartition(*key)], untouched)
+    other_before = cluster.states(cluster.delta)[(B, 0)]
     # a-0's ISR shrinks: one partition in the delta.
     cluster.commit([PartitionChangeRecord(0, A, isr=(1, 2))])
     assert cluster.last_changes.partitions == {(A, 0)}
     assert untouched == []
-    assert cluster.delta.partitions[("a", 0)].state.committed_isr == (1, 2)
-    assert cluster.states(cluster.delta)[("b", 0)] == other_before
+    assert cluster.delta.hosted("a", 0).state.committed_isr == (1, 2)
+    assert cluster.states(cluster.delta)[(B, 0)] == other_before
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     # A new leader for a-0 moves its leadership, and only its.
     cluster.leadership_changes.clear()
@@ -173,12 +175,12 @@ async def test_broker_and_config_changes_reach_their_dependents_only(
     cluster.commit(_brokers() + _topics())
     of_a: list[str] = []
     of_b: list[str] = []
-    _count_calls(monkeypatch, cluster.delta.partitions[("a", 0)], of_a)
-    _count_calls(monkeypatch, cluster.delta.partitions[("b", 0)], of_b)
+    _count_calls(monkeypatch, cluster.delta.hosted("a", 0), of_a)
+    _count_calls(monkeypatch, cluster.delta.hosted("b", 0), of_b)
     # Topic a's min.insync.replicas: a's partitions see it (rule 9), b's are not asked.
     cluster.commit([ConfigRecord(CONFIG_RESOURCE_TOPIC, "a", MIN_INSYNC_REPLICAS, "2")])
     assert of_a == ["update_metadata"] and of_b == []
-    assert cluster.delta.partitions[("a", 0)].state.effective_min_isr == 2
+    assert cluster.delta.hosted("a", 0).state.effective_min_isr == 2
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     # A fenced broker changes the broker view of every hosted partition.
     cluster.commit([FenceBrokerRecord(3, 30)])
@@ -192,11 +194,14 @@ async def test_broker_and_config_changes_reach_their_dependents_only(
 async def test_removed_and_recreated_topics_match_the_whole_image_rescan(tmp_path: Path) -> None:
     cluster = _Cluster(tmp_path)
     cluster.commit(_brokers() + _topics())
+    cluster.delta.hosted("a", 0).log.append_as_follower(encode_batch(0, 1, 0, [b"x", b"y"]))
     cluster.leadership_changes.clear()
     cluster.commit([RemoveTopicRecord(B)])
     assert cluster.leadership_changes == [("b", 0)]
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
-    # Removed and re-created under the same name in one commit: applied, not stopped.
+    assert set(cluster.delta.partitions) == {(A, 0), (A, 1)}
+    # Removed and re-created under the same name in one commit: a new partition (issue 38),
+    # with a new, empty log; the old one's directory waits as `-delete`.
     c = uuid.UUID(int=3)
     cluster.commit(
         [
@@ -207,7 +212,14 @@ async def test_removed_and_recreated_topics_match_the_whole_image_rescan(tmp_pat
     )
     assert cluster.last_changes.removed_topics == {A}
     assert cluster.last_changes.partitions == {(c, 0)}
-    assert cluster.delta.partitions[("a", 0)].state.leader_id == 3
+    recreated = cluster.delta.hosted("a", 0)
+    assert recreated.state.leader_id == 3 and recreated.topic_id == c
+    assert recreated.log.log_end_offset == 0
+    assert read_partition_metadata(recreated.log.directory) == c
+    assert set(cluster.delta.partitions) == {(c, 0)}
+    names = sorted(p.name for p in (tmp_path / "delta").iterdir() if p.is_dir())
+    assert names[0] == "a-0" and len(names) == 4, names  # a-0, a-0.*-delete, a-1.*, b-0.*
+    assert all(n.endswith("-delete") for n in names[1:]), names
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     await cluster.delta.close()
     await cluster.whole.close()
