@@ -286,6 +286,7 @@ def test_a_recreated_topic_is_not_merged_with_its_deleted_incarnation(tmp_path: 
     check_recreated({r.rule: r for r in run_baseline(tmp_path / "cluster").rules}, bad)
 
 
+@pytest.mark.slow  # a whole run_audit; the baseline above reads the same rows (iter_journal_rows)
 def test_spark_keeps_a_recreated_topic_apart_from_its_deleted_incarnation(
     spark: SparkSession, tmp_path: Path
 ) -> None:
