@@ -11,6 +11,7 @@ from kio.static.primitive import i8
 from controller.core import messages as msg
 from controller.core import replication_control as rc
 from kafkawire import topic
+from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
 from metadata import kafka_describe
 from tests.unit.test_replication_control import alter, brokers, create, run, with_foo
@@ -132,6 +133,9 @@ def test_configs_and_describe_paths_refuse_an_invalid_name_before_looking_it_up(
             include_documentation=False,
         ),
         4,
+        NodeConfig.from_props(
+            {"node.id": "1", "listeners": "CONTROLLER://127.0.0.1:1", "metadata.log.dir": "/tmp/m"}
+        ),
     )
     assert [(r.error_code, r.error_message) for r in configs.results] == [
         (Errors.INVALID_TOPIC_EXCEPTION, BAD_MESSAGE),
