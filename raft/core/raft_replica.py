@@ -305,8 +305,8 @@ class RaftReplica:
         st.update_local(self._log.flushed_offset(), now_ms)
 
         def state_of(p: ReplicaProgress) -> ReplicaState:
-            if p.key == self._key:  # seed 003: -1 fetch time for the leader, now for caught-up
-                return ReplicaState(p.key.id, p.key.directory_id, self._log.end_offset(), -1,
+            if p.key == self._key:  # Kafka's RaftUtil.toReplicaState: now for the leader
+                return ReplicaState(p.key.id, p.key.directory_id, self._log.end_offset(), now_ms,
                                     now_ms)
             return ReplicaState(p.key.id, p.key.directory_id, p.log_end_offset, p.last_fetch_ms,
                                 p.last_caught_up_ms)
