@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from kio.static.primitive import i16, i32Timedelta
+from kio.static.primitive import i16, i32Timedelta, i64
 
 from kafkawire.api_keys import ApiKey
 from kafkawire.entities import has_field
@@ -66,11 +66,13 @@ BROKER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
         ApiKey.OFFSET_DELETE: VersionRange(0, 0),
         ApiKey.DELETE_RECORDS: VersionRange(0, 2),
+        ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),  # kafka-log-dirs
         ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
         # Forwarded to the controllers unchanged (the Raft leader answers).
         ApiKey.DESCRIBE_QUORUM: VersionRange(2, 2),
         ApiKey.ADD_RAFT_VOTER: VersionRange(0, 1),
         ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
+        ApiKey.UPDATE_FEATURES: VersionRange(0, 2),  # kafka-features upgrade|downgrade
         # The idempotent producer; no transactional APIs (transactions are out of scope).
         ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     }
@@ -90,6 +92,7 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
         ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+        ApiKey.UPDATE_FEATURES: VersionRange(0, 2),
         # The metadata quorum's Raft RPCs (raft/runtime/kafka_raft_apis.py): one version node
         # to node, the newest kio has with directory ids, PreVote and endpoints.
         ApiKey.FETCH: VersionRange(17, 17),
@@ -110,10 +113,25 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ApiFeatures:
+    """ApiVersions' feature fields (KIP-584, tagged, v3+): the levels this node's software
+    supports, the cluster's finalized levels, and their epoch (the metadata offset they are
+    read at; -1 unknown)."""
+
+    supported: Mapping[str, tuple[int, int]]
+    finalized: Mapping[str, int]
+    epoch: int
+
+
 def api_versions_response(
-    table: Mapping[ApiKey, VersionRange], version: int, error: Errors = Errors.NONE
+    table: Mapping[ApiKey, VersionRange],
+    version: int,
+    error: Errors = Errors.NONE,
+    features: ApiFeatures | None = None,
 ) -> Any:
-    """ApiVersionsResponse of `version` listing `table` (v0 with UNSUPPORTED_VERSION above ours)."""
+    """ApiVersionsResponse of `version` listing `table` (v0 with UNSUPPORTED_VERSION above ours),
+    with `features` where the version has them."""
     schema = response_schema(int(ApiKey.API_VERSIONS), version)
     api_version_cls = importlib.import_module(schema.__module__).ApiVersion
     entries = tuple(
@@ -125,4 +143,26 @@ def api_versions_response(
     fields: dict[str, Any] = {"error_code": error_code(error), "api_keys": entries}
     if has_field(schema, "throttle_time"):
         fields["throttle_time"] = i32Timedelta.parse(datetime.timedelta(0))
+    if features is not None and has_field(schema, "supported_features"):
+        fields.update(_feature_fields(schema, version, features))
     return schema(**fields)
+
+
+def _feature_fields(schema: type, version: int, features: ApiFeatures) -> dict[str, Any]:
+    module = importlib.import_module(schema.__module__)
+    return {
+        # Kafka: "in v0-v3, features with MinSupportedVersion = 0 are omitted" (old clients
+        # refuse a 0 minimum).
+        "supported_features": tuple(
+            module.SupportedFeatureKey(name=name, min_version=i16(low), max_version=i16(high))
+            for name, (low, high) in sorted(features.supported.items())
+            if version >= 4 or low > 0
+        ),
+        "finalized_features_epoch": i64(features.epoch),
+        "finalized_features": tuple(
+            module.FinalizedFeatureKey(
+                name=name, max_version_level=i16(level), min_version_level=i16(level)
+            )
+            for name, level in sorted(features.finalized.items())
+        ),
+    }

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kafkawire.api_keys import ApiKey
-from kafkawire.api_versions import VersionRange, api_versions_response
+from kafkawire.api_versions import ApiFeatures, VersionRange, api_versions_response
 from kafkawire.connection import KafkaRequestContext, KafkaService
 from kafkawire.messages import KafkaRequest
 
@@ -21,8 +21,13 @@ Handler = Callable[[Any, int, KafkaRequestContext], Awaitable[Any | None]]
 
 
 class KafkaRouter:
-    def __init__(self, table: Mapping[ApiKey, VersionRange]) -> None:
+    def __init__(
+        self,
+        table: Mapping[ApiKey, VersionRange],
+        features: Callable[[], ApiFeatures] | None = None,
+    ) -> None:
         self.table = table
+        self.features = features  # ApiVersions' finalized features, read at each request
         self._handlers: dict[int, Handler] = {int(ApiKey.API_VERSIONS): self._api_versions}
 
     def route(self, api_key: ApiKey, handler: Handler) -> None:
@@ -46,4 +51,5 @@ class KafkaRouter:
         return await self._handlers[header.api_key](request.body, header.api_version, ctx)
 
     async def _api_versions(self, _body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
-        return api_versions_response(self.table, version)
+        features = self.features() if self.features is not None else None
+        return api_versions_response(self.table, version, features=features)

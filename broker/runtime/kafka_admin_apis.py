@@ -1,7 +1,7 @@
 """The broker's admin APIs on Kafka's wire protocol, as a Kafka broker serves them.
 
 Writes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs,
-ElectLeaders) and
+ElectLeaders, UpdateFeatures) and
 the quorum APIs (DescribeQuorum, AddRaftVoter, RemoveRaftVoter) are FORWARDED: the client's kio
 request body goes unchanged, same version, to the active controller (the Raft leader this broker
 follows as an observer, else each bootstrap controller), whose answer is returned as is.
@@ -45,6 +45,7 @@ FORWARDED_API_KEYS = frozenset(
         ApiKey.DESCRIBE_QUORUM,
         ApiKey.ADD_RAFT_VOTER,
         ApiKey.REMOVE_RAFT_VOTER,
+        ApiKey.UPDATE_FEATURES,
     }
 )
 
@@ -113,6 +114,14 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
         return build(schema, throttle_time=NO_THROTTLE, responses=items)
     if api_key == ApiKey.ELECT_LEADERS:
         return elect_leaders_error(body, version, error, message)
+    if api_key == ApiKey.UPDATE_FEATURES and has_field(schema, "results"):
+        cls = item_type(schema, "results")  # v0-v1: the error for every feature too
+        items = tuple(
+            build(cls, feature=u.feature, error_code=error_code(error), error_message=text)
+            for u in body.feature_updates
+        )
+        return build(schema, throttle_time=NO_THROTTLE, error_code=error_code(error),
+                     error_message=text, results=items)
     # DescribeQuorum, AddRaftVoter, RemoveRaftVoter: a top-level error code.
     return build(
         schema,

@@ -22,6 +22,7 @@ from broker.runtime.broker_context import BrokerContext
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis
 from broker.runtime.kafka_group_apis import KafkaGroupApis
+from broker.runtime.kafka_log_dirs import describe_log_dirs
 from broker.runtime.kafka_replication import (
     fetch_partition_from_request,
     fetch_partition_to_kio,
@@ -31,6 +32,7 @@ from broker.runtime.kafka_replication import (
 from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import wait_for_change
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
+from controller.core import feature_control
 from controller.core.metadata_image import MetadataImage
 from kafkawire import get_replica_log_info as grli
 from kafkawire import topic as topic_names
@@ -84,6 +86,7 @@ class KafkaApis:
             **self.admin.handlers(),
             ApiKey.GET_REPLICA_LOG_INFO: self._get_replica_log_info,
             ApiKey.DELETE_RECORDS: self._delete_records,
+            ApiKey.DESCRIBE_LOG_DIRS: self._describe_log_dirs,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
         }
         self.producer_ids = ProducerIdManager(
@@ -113,7 +116,13 @@ class KafkaApis:
     # ---- ApiVersions ----
 
     async def _api_versions(self, _body: Any, version: int) -> Any:
-        return api_versions_response(BROKER_API_VERSIONS, version)
+        # KIP-584: the finalized features of this broker's image (kafka-features describe).
+        return api_versions_response(
+            BROKER_API_VERSIONS, version, features=feature_control.api_features(self._image)
+        )
+
+    async def _describe_log_dirs(self, body: Any, version: int) -> Any:
+        return describe_log_dirs(self.broker.replicas, body, version)
 
     # ---- Metadata ----
 

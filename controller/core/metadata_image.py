@@ -178,10 +178,9 @@ class MetadataDelta:
         elif isinstance(record, ConfigRecord):
             self._replay_config(record)
         elif isinstance(record, FeatureLevelRecord):
-            if record.feature_level == 0:
-                self._features.pop(record.name, None)
-            else:
-                self._features[record.name] = record.feature_level
+            # Level 0 is kept (Kafka drops it): a feature turned off stays off, rather than
+            # falling back to the node's default as a feature never written does (rule 10).
+            self._features[record.name] = record.feature_level
         elif isinstance(record, ProducerIdsRecord):
             # Kafka's ProducerIdControlManager.replay: the next block only moves forward.
             self._next_producer_id = max(self._next_producer_id, record.next_producer_id)

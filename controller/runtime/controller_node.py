@@ -19,10 +19,11 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.core import replication_control
+from controller.core import feature_control, replication_control
 from controller.core.records import NoOpRecord, encode_record
 from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
 from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
+from controller.runtime.kafka_feature_apis import route_feature_apis
 from controller.runtime.kafka_producer_id_apis import route_producer_id_apis
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
@@ -150,12 +151,15 @@ class ControllerNode:
         # The active controller's writes wait for their offset in the image (no polling).
         self.state.install_publishers([self.quorum_controller])
         # Kafka's protocol on the controller listener: each family routes its APIs here.
-        self.kafka_router = KafkaRouter(CONTROLLER_API_VERSIONS)
+        self.kafka_router = KafkaRouter(
+            CONTROLLER_API_VERSIONS, lambda: feature_control.api_features(self.state.image)
+        )
         KafkaRaftApis(
             config.node_id, self.raft.replica, self.raft.driver.handle_request
         ).route(self.kafka_router)
         ControllerKafkaAdminApis(self.quorum_controller).route(self.kafka_router)
         route_producer_id_apis(self.kafka_router, self.quorum_controller)
+        route_feature_apis(self.kafka_router, self.quorum_controller)
         route_broker_lifecycle(self.kafka_router, self.quorum_controller)
         self.max_frame_bytes = config.get_int("socket.request.max.bytes")
         self.server: KafkaServer | None = None  # built at start, once every family routed

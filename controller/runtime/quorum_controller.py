@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from controller.core import cluster_control, config_control, replication_control
+from controller.core import cluster_control, config_control, feature_control, replication_control
 from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
@@ -77,6 +77,10 @@ class QuorumController:
         self._clock_ms = clock_ms
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
         self.elr_default = config.get_bool("eligible.leader.replicas.enabled", default=True)
+        # The static min.insync.replicas: the cluster-level value written when ELR is turned on
+        # (Kafka's getStaticallyConfiguredMinInsyncReplicas); a garbled value stops the node.
+        config.props.setdefault("min.insync.replicas", "1")
+        self.static_min_isr = config.get_int("min.insync.replicas")
         # Rule 14: with the manager on, builders leave LastKnownLeader/unclean steps to it.
         self.recovery_manager_enabled = manager_enabled(config)
         self.describe_limit = int(
@@ -287,6 +291,11 @@ class QuorumController:
         # Everything committed by earlier leaders is below our own first commit (Raft), so once
         # this NoOp is replayed the image is complete.
         offset = await self._commit((NoOpRecord(),), f"activation in epoch {epoch}")
+        bootstrap = feature_control.bootstrap_records(
+            self.state.image, self.elr_default, self.static_min_isr
+        )
+        if bootstrap:  # a new cluster: Kafka's bootstrap metadata (finalized features)
+            offset = await self._commit(bootstrap, "bootstrap features")
         self.tracker.reset(list(self.state.image.brokers), self._clock_ms())
         self._ready_epoch = epoch
         log.info(
