@@ -18,6 +18,7 @@ import signal
 import struct
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,12 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
 def run(main_class: str, *args: str, stdin: str | None = None,
         timeout: float = 90) -> tools.ToolResult:
     return tools.run_tool(main_class, list(args), timeout=timeout, stdin=stdin)
+
+
+def at_once(*runs: tuple[Any, ...]) -> list[tools.ToolResult]:
+    """Independent tool runs side by side, (main class, *args) each: a JVM start is the cost."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return list(pool.map(lambda r: run(*r), runs))
 
 
 def ok(result: tools.ToolResult) -> str:
@@ -204,8 +211,14 @@ def test_topics_create_with_configs_describe_alter_delete(up: Up) -> None:
 
 def test_metadata_quorum_describe_status_and_replication(up: Up) -> None:
     status = quorum(up.cluster)
-    described = ok(run(tools.METADATA_QUORUM, "--bootstrap-server", up.bootstrap_server,
-                       "describe", "--status"))
+    before_ms = int(time.time() * 1000)
+    status_run, replication_run = at_once(
+        (tools.METADATA_QUORUM, "--bootstrap-server", up.bootstrap_server, "describe",
+         "--status"),
+        (tools.METADATA_QUORUM, "--bootstrap-controller", up.bootstrap_controller, "describe",
+         "--replication"),
+    )
+    described = ok(status_run)
     fields = {key: value.strip() for key, value in
               (line.split(":", 1) for line in described.splitlines() if ":" in line)}
     assert fields["ClusterId"] == up.cluster.cluster_id
@@ -221,9 +234,7 @@ def test_metadata_quorum_describe_status_and_replication(up: Up) -> None:
     observers = json.loads(fields["CurrentObservers"])
     assert {o["id"] for o in observers} == {b.node_id for b in up.cluster.brokers}
 
-    before_ms = int(time.time() * 1000)
-    table = parse_table(ok(run(tools.METADATA_QUORUM, "--bootstrap-controller",
-                               up.bootstrap_controller, "describe", "--replication")), "NodeId")
+    table = parse_table(ok(replication_run), "NodeId")
     by_status: dict[str, set[int]] = {}
     for row in table:
         by_status.setdefault(row["Status"], set()).add(int(row["NodeId"]))
@@ -338,11 +349,14 @@ def test_leader_election_unclean_then_preferred(up: Up) -> None:
     wait_partitions(up, topic, lambda rows: rows[0]["leader"] == preferred, 10)
     # Every partition already has its preferred leader: Kafka lists none (ELECTION_NOT_NEEDED
     # results are left out for --all-topic-partitions); the same partition by name says so.
-    assert ok(run(tools.LEADER_ELECTION, "--bootstrap-server", up.bootstrap_server,
-                  "--election-type", "PREFERRED", "--all-topic-partitions")) == ""
-    again = ok(run(tools.LEADER_ELECTION, "--bootstrap-server", up.bootstrap_server,
-                   "--election-type", "UNCLEAN", "--topic", topic, "--partition", "0"))
-    assert again.strip() == f"Valid replica already elected for partitions {topic}-0"
+    all_preferred, again = at_once(
+        (tools.LEADER_ELECTION, "--bootstrap-server", up.bootstrap_server,
+         "--election-type", "PREFERRED", "--all-topic-partitions"),
+        (tools.LEADER_ELECTION, "--bootstrap-server", up.bootstrap_server,
+         "--election-type", "UNCLEAN", "--topic", topic, "--partition", "0"),
+    )
+    assert ok(all_preferred) == ""
+    assert ok(again).strip() == f"Valid replica already elected for partitions {topic}-0"
 
 
 # -- console producer and consumer, consumer groups, get-offsets --------------------------------
@@ -366,14 +380,16 @@ def test_console_round_trip_consumer_groups_and_offsets(up: Up) -> None:
         "Offset:2\th3:\tk3\tv3",
     ]
 
-    offsets = ok(run(tools.GET_OFFSETS, "--bootstrap-server", up.bootstrap_server,
-                     "--topic-partitions", f"{topic}:0", "--time", "-1"))
-    assert offsets.split() == [f"{topic}:0:3"]
-
     CG = tools.CONSUMER_GROUPS
-    assert group in ok(run(CG, "--bootstrap-server", up.bootstrap_server, "--list")).split()
-    described = parse_table(ok(run(CG, "--bootstrap-server", up.bootstrap_server,
-                                   "--describe", "--group", group)), "GROUP")
+    offsets, listed, described_run = at_once(
+        (tools.GET_OFFSETS, "--bootstrap-server", up.bootstrap_server,
+         "--topic-partitions", f"{topic}:0", "--time", "-1"),
+        (CG, "--bootstrap-server", up.bootstrap_server, "--list"),
+        (CG, "--bootstrap-server", up.bootstrap_server, "--describe", "--group", group),
+    )
+    assert ok(offsets).split() == [f"{topic}:0:3"]
+    assert group in ok(listed).split()
+    described = parse_table(ok(described_run), "GROUP")
     assert [(r["TOPIC"], r["PARTITION"], r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"])
             for r in described] == [(topic, "0", "3", "3", "0")]
     reset = parse_table(ok(run(CG, "--bootstrap-server", up.bootstrap_server, "--reset-offsets",
