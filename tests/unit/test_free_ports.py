@@ -17,9 +17,10 @@ def test_ports_come_from_the_range_and_skip_a_port_in_use(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        # A port below the kernel's ephemeral range and the suite's (20000 up), so no client
+        # connection's source port or other test cluster sits among the 11 the test needs.
+        port = _bind_below_the_suites_ports(taken)
         taken.listen()
-        port = taken.getsockname()[1]
         low, high = port - 5, port + 5
         monkeypatch.setenv(PORT_RANGE_ENV, f"{low}-{high}")
         for _ in range(5):  # the pick is random: several draws
@@ -29,6 +30,16 @@ def test_ports_come_from_the_range_and_skip_a_port_in_use(
             assert port not in picked
         with pytest.raises(OSError, match=PORT_RANGE_ENV):
             free_ports(11)
+
+
+def _bind_below_the_suites_ports(sock: socket.socket) -> int:
+    for port in range(12005, 15000, 11):
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return port
+    raise AssertionError("no free port in 12005-14999")
 
 
 def test_the_suite_gives_this_process_a_range_below_the_ephemeral_ports() -> None:
