@@ -152,6 +152,39 @@ class NodeConfig:
             raise ConfigError("metadata.log.dir (or log.dirs) is required")
         for text in self.bootstrap_servers:
             parse_host_port(text)
+        self._validate_listeners()
+
+    def _validate_listeners(self) -> None:
+        """Kafka's listener rules (KafkaConfig.validateValues, SocketServerConfigs): names are
+        unique, advertised names are listener names and never the meta-address 0.0.0.0, every
+        listener has a security protocol when listener.security.protocol.map is given (minikraft
+        speaks PLAINTEXT only, so another protocol is refused rather than ignored), and
+        inter.broker.listener.name names one of the broker's listeners."""
+        names = [lst.name for lst in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners: each listener name must be unique, got {names}")
+        for lst in self.advertised_listeners:
+            if lst.name not in names:
+                raise ConfigError(
+                    "advertised.listeners listener names must be equal to or a subset of the ones "
+                    f"defined in listeners. Found {lst.name}; the valid options are {names}"
+                )
+            if lst.host == "0.0.0.0":
+                raise ConfigError("advertised.listeners cannot use the nonroutable meta-address "
+                                  "0.0.0.0. Use a routable IP address.")
+        protocols = self.security_protocols
+        if protocols is not None:
+            for name in [*names, *self.controller_listener_names]:
+                if name not in protocols:
+                    raise ConfigError(f"listener.security.protocol.map: no security protocol "
+                                      f"defined for listener {name}")
+        if "broker" in self.roles and self.get("inter.broker.listener.name"):
+            broker_names = [lst.name for lst in self.broker_listeners()]
+            if self.get("inter.broker.listener.name") not in broker_names:
+                raise ConfigError(
+                    "inter.broker.listener.name must be a listener name defined in "
+                    f"advertised.listeners. The valid options are {broker_names}"
+                )
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.props.get(key, default)
@@ -191,9 +224,53 @@ class NodeConfig:
         names = {n.strip() for n in self.props["controller.listener.names"].split(",")}
         return next((lst for lst in self.listeners if lst.name in names), None)
 
+    @property
+    def controller_listener_names(self) -> list[str]:
+        text = self.props.get("controller.listener.names", "")
+        return [n.strip() for n in text.split(",") if n.strip()]
+
+    def broker_listeners(self) -> list[Listener]:
+        """Every listener that is not a controller listener, in the order of `listeners`."""
+        names = set(self.controller_listener_names)
+        return [lst for lst in self.listeners if lst.name not in names]
+
     def broker_listener(self) -> Listener | None:
-        names = {n.strip() for n in self.props["controller.listener.names"].split(",")}
-        return next((lst for lst in self.listeners if lst.name not in names), None)
+        """The inter-broker listener: inter.broker.listener.name's, else one named PLAINTEXT
+        (Kafka's default, security.inter.broker.protocol=PLAINTEXT), else the first broker
+        listener. Replica fetchers reach the leader on this listener's endpoint."""
+        listeners = self.broker_listeners()
+        wanted = self.get("inter.broker.listener.name") or "PLAINTEXT"
+        return next((lst for lst in listeners if lst.name == wanted), None) or next(
+            iter(listeners), None
+        )
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        return parse_listeners(self.props.get("advertised.listeners", ""))
+
+    def advertised(self, listener: Listener) -> Listener:
+        """What others are told to connect to for this listener: its advertised.listeners entry,
+        else the listener itself (Kafka's effectiveAdvertisedListeners)."""
+        return next((a for a in self.advertised_listeners if a.name == listener.name), listener)
+
+    @property
+    def security_protocols(self) -> dict[str, str] | None:
+        """listener.security.protocol.map as {listener name: protocol}; None when not given.
+        A protocol other than PLAINTEXT is a ConfigError: minikraft has no TLS or SASL."""
+        text = self.props.get("listener.security.protocol.map")
+        if text is None:
+            return None
+        protocols: dict[str, str] = {}
+        for item in filter(None, (s.strip() for s in text.split(","))):
+            name, sep, protocol = item.partition(":")
+            if not sep or not name.strip():
+                raise ConfigError(f"listener.security.protocol.map: expected NAME:PROTOCOL, "
+                                  f"got {item!r}")
+            if protocol.strip().upper() != "PLAINTEXT":
+                raise ConfigError(f"listener.security.protocol.map: {name.strip()} uses "
+                                  f"{protocol.strip()}; minikraft speaks PLAINTEXT only")
+            protocols[name.strip()] = "PLAINTEXT"
+        return protocols
 
     @property
     def http_listener(self) -> tuple[str, int] | None:

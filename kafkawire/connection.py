@@ -44,6 +44,9 @@ class KafkaRequestContext:
     peer: tuple[str, int] | None
     client_id: str | None = None
     source_node_id: int | None = None  # the calling node, when its client id says node-<id>
+    # The listener the connection came in on (Kafka's request.context.listenerName): Metadata,
+    # DescribeCluster and FindCoordinator answer with the brokers' endpoints on that listener.
+    listener_name: str | None = None
 
 
 class KafkaService:
@@ -68,12 +71,13 @@ class KafkaConnection:
         max_frame_bytes: int,
         peer: tuple[str, int] | None,
         faults: FaultInjector | None = None,
+        listener_name: str | None = None,
     ) -> None:
         self._transport = transport
         self._faults = faults
         self._service = service
         self._decoder = FrameDecoder(max_frame_bytes)
-        self._ctx = KafkaRequestContext(peer)
+        self._ctx = KafkaRequestContext(peer, listener_name=listener_name)
         self._queue: asyncio.Queue[KafkaRequest | _Immediate] = asyncio.Queue()
         self._paused = False
         self._worker: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._serve())
@@ -139,7 +143,8 @@ class KafkaConnection:
                 continue
             header = item.header
             ctx = KafkaRequestContext(
-                self._ctx.peer, header.client_id, source_node_id_of(header.client_id)
+                self._ctx.peer, header.client_id, source_node_id_of(header.client_id),
+                self._ctx.listener_name,
             )
             faults = self._faults
             if faults is not None and ctx.source_node_id is not None:

@@ -40,6 +40,7 @@ class _Accepted(asyncio.Protocol):
             server.max_frame_bytes,
             (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None,
             server.faults,
+            server.listener_name,
         )
         server.accepted.add(self)
 
@@ -72,8 +73,10 @@ class KafkaServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         faults: FaultInjector | None = None,
         name: str = "node",
+        listener_name: str | None = None,
     ) -> None:
         self.host = host
+        self.listener_name = listener_name
         self.port = port
         self.service = service
         self.max_frame_bytes = max_frame_bytes

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from broker.runtime.replica_manager import ReplicaManager
 from kafkawire.config import Listener, NodeConfig
+from kafkawire.connection import KafkaRequestContext
 from kafkawire.create_topics import NewTopic
 from kafkawire.errors import Errors
 from kafkawire.faults import FaultInjector
@@ -53,3 +54,11 @@ class BrokerContext(Protocol):
 
     @property
     def kafka_apis(self) -> AdminApis: ...
+
+
+def listener_name(ctx: KafkaRequestContext, broker: BrokerContext) -> str:
+    """The listener a request came in on (Kafka's request.context.listenerName): Metadata,
+    DescribeCluster and FindCoordinator name brokers by their endpoints on it, so a client on
+    an EXTERNAL listener is sent to EXTERNAL addresses. A request with no listener (an
+    in-process call) gets the inter-broker listener."""
+    return ctx.listener_name or broker.listener.name

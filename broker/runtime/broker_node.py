@@ -43,7 +43,7 @@ from broker.runtime.replica_manager import HostedPartition, ReplicaManager, Repl
 from controller.core import messages as cm
 from controller.core.config_defs import MINIKRAFT_BROKER_DEFAULTS
 from kafkawire.client import KafkaClient, client_id_for_node
-from kafkawire.config import NodeConfig, parse_listeners
+from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
 from kafkawire.http_status import HttpStatusServer
@@ -91,7 +91,10 @@ class BrokerNode:
         listener = config.broker_listener()
         if listener is None:
             raise ValueError("a broker needs a listener that is not a controller listener")
+        # The inter-broker listener (replica fetchers use the leader's endpoint on it); clients
+        # may come in on any of `listeners` (docker compose: INTERNAL and EXTERNAL).
         self.listener = listener
+        self.listeners = config.broker_listeners()
         self.broker_id = config.node_id
         # Every data directory must be formatted for this cluster before the broker serves.
         # Seed 003: each names this node and the metadata directory's cluster, else no start.
@@ -150,16 +153,22 @@ class BrokerNode:
         )
         self.fetchers: dict[TopicIdPartition, ReplicaFetcher] = {}
         self._strays_checked = False
-        # Kafka's wire protocol on the broker's listener (clients and the other brokers).
+        # Kafka's wire protocol on each broker listener (clients and the other brokers); a
+        # request knows the listener it came in on (KafkaRequestContext.listener_name).
         self.kafka_apis = KafkaApis(self)
-        self.server = KafkaServer(
-            listener.host,
-            listener.port,
-            self.kafka_apis.service,
-            max_frame_bytes=config.get_int("socket.request.max.bytes"),
-            faults=self.faults,
-            name=f"Broker {config.node_id}",
-        )
+        self.servers = [
+            KafkaServer(
+                lst.host,
+                lst.port,
+                self.kafka_apis.service,
+                max_frame_bytes=config.get_int("socket.request.max.bytes"),
+                faults=self.faults,
+                name=f"Broker {config.node_id} {lst.name}",
+                listener_name=lst.name,
+            )
+            for lst in self.listeners
+        ]
+        self.server = next(s for s in self.servers if s.listener_name == listener.name)
         self.registry = CollectorRegistry()
         Gauge(
             "broker_metadata_offset", "applied metadata offset", registry=self.registry
@@ -202,11 +211,12 @@ class BrokerNode:
             "Broker %s loaded %d partition logs (previous broker epoch %d)",
             self.broker_id, loaded, self.previous_broker_epoch,
         )
-        await self.server.start()
+        for server in self.servers:
+            await server.start()
         log.info(
             "Broker %s listening on %s (cluster %s)",
             self.broker_id,
-            self.listener.address,
+            ", ".join(f"{lst.name}://{lst.address}" for lst in self.listeners),
             self.raft.cluster_id,
         )
         await self.raft.start()
@@ -234,7 +244,8 @@ class BrokerNode:
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()
-        await self.server.stop()
+        for server in self.servers:
+            await server.stop()
         if self.http is not None:
             await self.http.stop()
         await self.replicas.checkpoints_idle()  # a tick's write may still run in its thread
@@ -296,21 +307,15 @@ class BrokerNode:
     async def _register(self) -> None:
         if self.raft.replica.leader_id is None:
             return
-        # Clients learn host and port from Metadata: Kafka's advertised.listeners, else listeners.
-        advertised = next(
-            (
-                a
-                for a in parse_listeners(self.config.get("advertised.listeners") or "")
-                if a.name == self.listener.name
-            ),
-            self.listener,
-        )
+        # Clients learn host and port from Metadata: every listener's endpoint, as
+        # advertised.listeners gives it, else as listeners does (Kafka registers them all).
+        advertised = [self.config.advertised(lst) for lst in self.listeners]
         response = await self._controller_request(
             cm.BrokerRegistrationRequest(
                 self.broker_id,
                 self.raft.cluster_id,
                 self.incarnation_id,
-                [cm.BrokerListener(advertised.name, advertised.host, advertised.port)],
+                [cm.BrokerListener(a.name, a.host, a.port) for a in advertised],
                 log_dirs=[m.directory_id for m in self.log_dir_metas if m.directory_id],
                 previous_broker_epoch=self.previous_broker_epoch,
             )

@@ -170,7 +170,7 @@ class GroupCoordinator:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.offsets_partitions())
 
-    def find_coordinator(self, group_id: str) -> Coordinator:
+    def find_coordinator(self, group_id: str, listener: str | None = None) -> Coordinator:
         """The leader of the group's offsets partition; creates `__consumer_offsets` the first
         time (COORDINATOR_NOT_AVAILABLE meanwhile: clients retry)."""
         image = self.broker.metadata.image
@@ -184,7 +184,7 @@ class GroupCoordinator:
         broker = image.brokers.get(registration.leader)
         if broker is not None and not broker.fenced:
             for endpoint in broker.endpoints:
-                if endpoint.name == self.broker.listener.name:
+                if endpoint.name == (listener or self.broker.listener.name):
                     return Coordinator(registration.leader, endpoint.host, endpoint.port)
         raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, "the coordinator is not reachable")
 

@@ -200,7 +200,7 @@ class KafkaAdminApis:
         )
         return kafka_describe.describe_topic_partitions(self.broker.metadata.image, body, limit)
 
-    async def describe_cluster(self, body: Any, version: int) -> Any:
+    async def describe_cluster(self, body: Any, version: int, listener: str | None = None) -> Any:
         # KRaft brokers name a live broker as "controller": admin requests sent to it are
         # forwarded to the active controller.
         image = self.broker.metadata.image
@@ -210,7 +210,7 @@ class KafkaAdminApis:
             self.broker.broker_id,
             kafka_describe.live_brokers(
                 image,
-                self.broker.listener.name,
+                listener or self.broker.listener.name,
                 include_fenced=bool(getattr(body, "include_fenced_brokers", False)),
             ),
             fenced=kafka_describe.fenced_broker_ids(image),

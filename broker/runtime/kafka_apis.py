@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from broker.core import messages as bm
-from broker.runtime.broker_context import BrokerContext
+from broker.runtime.broker_context import BrokerContext, listener_name
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis
 from broker.runtime.kafka_group_apis import KafkaGroupApis
@@ -107,7 +107,16 @@ class KafkaApis:
         header = request.header
         if header.api_key in self.groups.handlers:
             return await self.groups.handle(request, ctx)
-        return await self._handlers[ApiKey(header.api_key)](request.body, header.api_version)
+        key = ApiKey(header.api_key)
+        if key is ApiKey.METADATA:
+            return await self._metadata(
+                request.body, header.api_version, listener_name(ctx, self.broker)
+            )
+        if key is ApiKey.DESCRIBE_CLUSTER:
+            return await self.admin.describe_cluster(
+                request.body, header.api_version, listener_name(ctx, self.broker)
+            )
+        return await self._handlers[key](request.body, header.api_version)
 
     @property
     def _image(self) -> MetadataImage:
@@ -126,7 +135,9 @@ class KafkaApis:
 
     # ---- Metadata ----
 
-    async def _metadata(self, body: Any, version: int) -> Any:
+    async def _metadata(self, body: Any, version: int, listener: str | None = None) -> Any:
+        """Brokers as reached on `listener`, the one the request came in on (Kafka's
+        getAliveBrokerNodes(request.context.listenerName)); None: the inter-broker listener."""
         schema = _response(ApiKey.METADATA, version)
         broker_cls = item_type(schema, "brokers")
         topic_cls = item_type(schema, "topics")
@@ -216,7 +227,9 @@ class KafkaApis:
             task.add_done_callback(self._background.discard)
         brokers = tuple(
             build(broker_cls, node_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in kafka_describe.live_brokers(self._image, self.broker.listener.name)
+            for b, host, port, rack in kafka_describe.live_brokers(
+                self._image, listener or self.broker.listener.name
+            )
         )
         return build(
             schema,

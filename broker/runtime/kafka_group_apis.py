@@ -15,7 +15,7 @@ from typing import Any
 
 from broker.core.classic_group import GroupState
 from broker.core.group_coordinator_shard import JoinRequest, JoinResult
-from broker.runtime.broker_context import BrokerContext
+from broker.runtime.broker_context import BrokerContext, listener_name
 from broker.runtime.group_coordinator import GroupCoordinator
 from kafkawire.api_keys import ApiKey
 from kafkawire.authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED
@@ -70,7 +70,7 @@ class KafkaGroupApis:
 
     # ---- FindCoordinator ----
 
-    async def _find_coordinator(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
+    async def _find_coordinator(self, body: Any, version: int, ctx: KafkaRequestContext) -> Any:
         schema = response_schema(int(ApiKey.FIND_COORDINATOR), version)
         key_type = int(getattr(body, "key_type", GROUP_KEY_TYPE))
         keys = list(body.coordinator_keys) if version >= 4 else [body.key]
@@ -88,7 +88,7 @@ class KafkaGroupApis:
                 error, message = Errors.INVALID_REQUEST, "only group coordinators (key type 0)"
             else:
                 try:
-                    found = self.coordinator.find_coordinator(key)
+                    found = self.coordinator.find_coordinator(key, listener_name(ctx, self.broker))
                     values = {"node_id": found.node_id, "host": found.host, "port": found.port}
                     error, message = Errors.NONE, ""
                 except KafkaError as exc:

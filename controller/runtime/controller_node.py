@@ -136,8 +136,12 @@ class ControllerNode:
         # the snapshot generator, every voter snapshotting its own committed state (rule 7),
         # and the quorum controller.
         self.state = MetadataLoader()
+        # Voters learn this controller's endpoint from Raft (BeginQuorumEpoch, DescribeQuorum):
+        # its advertised.listeners entry when given (a controller bound to 0.0.0.0 in a
+        # container advertises its service name), else its listener (KIP-853).
         self.raft = RaftManager(
-            config, faults=self.faults, listener=self.state, endpoint=listener.address
+            config, faults=self.faults, listener=self.state,
+            endpoint=config.advertised(listener).address,
         )
         self.state.install_publishers(
             [

@@ -42,3 +42,55 @@ def test_missing_node_id_and_bad_line() -> None:
 def test_env_uses_kafka_docker_convention() -> None:
     props = props_from_env({"KAFKA_NODE_ID": "2", "KAFKA_PROCESS_ROLES": "broker", "HOME": "/"})
     assert props == {"node.id": "2", "process.roles": "broker"}
+
+
+BROKER = {
+    "node.id": "101",
+    "process.roles": "broker",
+    "controller.quorum.bootstrap.servers": "controller-1:9093",
+    "log.dirs": "/tmp/b",
+    "listeners": "INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:9094",
+    "advertised.listeners": "INTERNAL://broker-1:9092,EXTERNAL://127.0.0.1:19092",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+}
+
+
+def test_broker_listeners_advertised_and_inter_broker() -> None:
+    config = NodeConfig.from_props(BROKER)
+    assert [lst.name for lst in config.broker_listeners()] == ["INTERNAL", "EXTERNAL"]
+    inter = config.broker_listener()
+    assert inter is not None and inter.address == "0.0.0.0:9092"
+    assert [config.advertised(lst).address for lst in config.broker_listeners()] == [
+        "broker-1:9092", "127.0.0.1:19092"
+    ]
+    # Without inter.broker.listener.name: Kafka's default PLAINTEXT, else the first listener.
+    plain = {
+        k: v for k, v in BROKER.items() if not k.startswith(("advertised", "inter", "listener."))
+    }
+    named = NodeConfig.from_props({**plain, "listeners": "A://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"})
+    assert named.broker_listener() == named.listeners[1]
+    first = NodeConfig.from_props(plain)
+    assert first.broker_listener() == first.listeners[0]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("inter.broker.listener.name", "OTHER",
+         "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
+        ("advertised.listeners", "INTERNAL://0.0.0.0:9092",
+         "cannot use the nonroutable meta-address 0.0.0.0"),
+        ("advertised.listeners", "OTHER://h:1",
+         "advertised.listeners listener names must be equal to or a subset"),
+        ("listener.security.protocol.map", "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT",
+         "no security protocol defined for listener EXTERNAL"),
+        ("listener.security.protocol.map",
+         "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:SSL", "PLAINTEXT only"),
+        ("listeners", "INTERNAL://0.0.0.0:9092,INTERNAL://0.0.0.0:9094", "must be unique"),
+    ],
+)
+def test_listener_settings_kafka_refuses_are_refused(key: str, value: str, message: str) -> None:
+    # Kafka's KafkaConfig.validateValues / SocketServerConfigs rules, with their messages.
+    with pytest.raises(ConfigError, match=message):
+        NodeConfig.from_props({**BROKER, key: value})
