@@ -4,7 +4,8 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 EXTRAS ?= dev,spark
 
-.PHONY: install test test-slow lint demo clean bench-deps interop-deps browser-deps system-deps kafka-deps
+.PHONY: install test test-slow lint demo clean bench-deps interop-deps browser-deps system-deps \
+	kafka-deps docker-engine
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,11 +59,18 @@ kafka-deps:
 
 # Everything the default suite can use from Debian in one step (CI runs it as root): kcat, headless
 # Chromium, the network-namespace tools of `up --network netns` (iproute2, nftables,
-# iptables), and Maven for `make kafka-deps`. Without them those tests skip with the reason;
-# nothing else needs them.
+# iptables), Maven for `make kafka-deps`, and Docker's engine with Compose v1 and debootstrap
+# for the compose tests. Without them those tests skip with the reason; nothing else needs them.
 system-deps:
 	apt-get update
-	apt-get install -y kcat chromium iproute2 nftables iptables maven
+	apt-get install -y kcat chromium iproute2 nftables iptables maven docker.io docker-compose \
+		debootstrap
+
+# A Docker engine for the compose tests: the running one, else (root) a private dockerd that
+# leaves the host's firewall alone, and the base image (python:3.11-slim, else a Debian
+# stand-in); cluster/launch/docker_engine.py. `--stop` stops the private dockerd.
+docker-engine:
+	$(PYTHON) -m cluster.launch.docker_engine
 
 clean:
 	rm -rf $(VENV) demo-cluster .pytest_cache .mypy_cache .ruff_cache

@@ -19,7 +19,7 @@ from cluster.chaos.netns_faults import (
     majorities_ring,
     one_way,
 )
-from cluster.chaos.scenarios import ChaosContext, Scenario, kill_broker, pause_broker
+from cluster.chaos.scenarios import ChaosContext, Scenario, kill_broker, partition, pause_broker
 
 NETEM_LOSS = Netem(loss_pct=10.0, delay_ms=50.0, jitter_ms=20.0)
 NETEM_PROFILES = {
@@ -143,6 +143,9 @@ async def netem_loss(ctx: ChaosContext) -> None:
 NEMESES: dict[str, Callable[[ChaosContext], Awaitable[None]]] = {
     "kill": kill_broker,  # one round: the deadline has passed for a round context
     "pause": pause_broker,
+    # One node (a broker or the active controller) cut off every other: the fault layer on
+    # loopback and netns, `docker network disconnect` on a compose cluster.
+    "disconnect": partition,
     "partition-random-node": partition_random_node_round,
     "partition-leader": partition_leader_round,
     "partition-random-halves": partition_halves_round,
@@ -152,7 +155,7 @@ NEMESES: dict[str, Callable[[ChaosContext], Awaitable[None]]] = {
     "netem": _netem_any_round,
     **{name: _netem_round(name) for name in NETEM_PROFILES},
 }
-PROCESS_NEMESES = frozenset({"kill", "pause"})
+PROCESS_NEMESES = frozenset({"kill", "pause", "disconnect"})  # any network (netns not needed)
 DEFAULT_NEMESES = ("kill", "pause", "partition-random-halves", "partition-leader", "netem")
 
 

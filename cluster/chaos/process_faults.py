@@ -3,8 +3,10 @@
 Every signal goes to the pid recorded in cluster.json, and only while that pid still runs the
 node's config (LocalCluster.kill / is_running): never a name match. Network cuts go through each
 node's fault layer (POST /v1/faults on its HTTP port) on loopback, through the kernel inside the
-node namespaces in netns mode (cluster/chaos/netns_faults.py). Every fault is recorded as an event with
-the time it happened, so the summary can line faults up with unavailability windows.
+node namespaces in netns mode (cluster/chaos/netns_faults.py). On a docker compose cluster the
+same faults go through the engine instead (cluster/chaos/compose_faults.py: docker kill, stop,
+pause, start, network disconnect). Every fault is recorded as an event with the time it
+happened, so the summary can line faults up with unavailability windows.
 """
 
 from __future__ import annotations
@@ -18,8 +20,16 @@ from typing import Any
 
 import aiohttp
 
+from cluster.chaos.compose_faults import ComposeNodes
 from cluster.chaos.netns_faults import NetnsFaults
-from cluster.launch.local_cluster import NETNS, LocalCluster, NodeSpec, is_running, send_signal
+from cluster.launch.local_cluster import (
+    COMPOSE,
+    NETNS,
+    LocalCluster,
+    NodeSpec,
+    is_running,
+    send_signal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +54,14 @@ class ProcessFaults:
     cut: set[str] = field(default_factory=set)  # nodes with fault-layer rules in force
     # netns mode: faults on the network itself (nftables, tc) inside the node namespaces.
     net: NetnsFaults | None = None
+    # compose: the containers, through the engine
+    compose: ComposeNodes | None = None
 
     def __post_init__(self) -> None:
         if self.cluster.network == NETNS and self.net is None:
             self.net = NetnsFaults(self.cluster, self.record)
+        if self.cluster.network == COMPOSE and self.compose is None:
+            self.compose = ComposeNodes(self.cluster)
 
     def record(self, action: str, spec: NodeSpec | None = None, **extra: Any) -> None:
         event = fault_event(action, spec, **extra)
@@ -62,7 +76,10 @@ class ProcessFaults:
             return
         self.record("kill", spec)
         assert spec.pid is not None
-        send_signal(spec.pid, signal.SIGKILL)
+        if self.compose is not None:
+            await asyncio.to_thread(self.compose.kill, spec)  # docker kill
+        else:
+            send_signal(spec.pid, signal.SIGKILL)
         await self.wait_exit(spec, 5.0)
 
     async def terminate(self, spec: NodeSpec) -> bool:
@@ -71,6 +88,11 @@ class ProcessFaults:
             return True
         self.record("terminate", spec)
         assert spec.pid is not None
+        if self.compose is not None:  # docker stop: SIGTERM, SIGKILL after the grace time
+            clean = await asyncio.to_thread(self.compose.stop, spec, SIGTERM_WAIT_S)
+            if not clean:
+                self.record("kill-after-terminate-timeout", spec)
+            return clean
         send_signal(spec.pid, signal.SIGTERM)
         if await self.wait_exit(spec, SIGTERM_WAIT_S):
             return True
@@ -92,20 +114,30 @@ class ProcessFaults:
         if spec.pid is None or not is_running(spec):
             return
         self.record("pause", spec)
-        send_signal(spec.pid, signal.SIGSTOP)
+        if self.compose is not None:
+            self.compose.pause(spec)  # docker pause: the cgroup freezer
+        else:
+            send_signal(spec.pid, signal.SIGSTOP)
         self.paused[spec.name] = spec.pid
 
     def resume(self, spec: NodeSpec) -> None:
         pid = self.paused.pop(spec.name, None)
         if pid is not None and pid == spec.pid and is_running(spec):
-            send_signal(pid, signal.SIGCONT)
+            if self.compose is not None:
+                self.compose.unpause(spec)
+            else:
+                send_signal(pid, signal.SIGCONT)
             self.record("resume", spec)
 
     def restart(self, spec: NodeSpec) -> int:
         """Start the node again with its own config and data (a stopped node only)."""
         if is_running(spec):
             return spec.pid or 0
-        pid = self.cluster.start_node(spec)
+        # compose: docker start, the container's own data and network
+        if self.compose is not None:
+            pid = self.compose.start(spec)
+        else:
+            pid = self.cluster.start_node(spec)
         self.cluster.write_cluster_file()
         self.record("restart", spec)
         return pid
@@ -125,6 +157,13 @@ class ProcessFaults:
     async def partition(self, spec: NodeSpec, peers: list[NodeSpec]) -> None:
         """Cut spec off from peers, both ways (each side drops the other)."""
         peer_ids = sorted(p.node_id for p in peers)
+        if self.compose is not None:
+            # A container is cut off its networks as a whole, from every peer at once.
+            networks = await asyncio.to_thread(self.compose.disconnect, spec)
+            self.record("partition", spec, peers=peer_ids, how="docker network disconnect",
+                        networks=networks)
+            self.cut.add(spec.name)
+            return
         self.record("partition", spec, peers=peer_ids)
         await self.set_faults(spec, {"partition": peer_ids})
         self.cut.add(spec.name)
@@ -136,6 +175,10 @@ class ProcessFaults:
         """Clear every fault-layer rule this run set; a node that cannot be reached is skipped
         (a restarted process starts with no rules)."""
         for spec in self.cluster.all_nodes():
+            if self.compose is not None and spec.name in self.cut:
+                # Reconnected even when it is down: a stopped container keeps its networks.
+                await asyncio.to_thread(self.compose.reconnect, spec)
+                continue
             if spec.name not in self.cut or not is_running(spec):
                 continue
             try:

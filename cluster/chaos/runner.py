@@ -43,7 +43,7 @@ from cluster.cli.admin_client import describe_quorum
 from cluster.cli.health_cmd import check_health
 from cluster.cli.produce_cmd import AckJournal
 from cluster.launch.committed_prefix import committed_entries
-from cluster.launch.local_cluster import NETNS, LocalCluster, is_running
+from cluster.launch.local_cluster import COMPOSE, NETNS, LocalCluster, is_running
 from cluster.launch.netns import network_faults_unavailable_reason
 from kafkawire.errors import KafkaError
 
@@ -64,8 +64,15 @@ def cuts_the_network(scenario: str, nemeses: list[str]) -> bool:
     return scenario in NETNS_SCENARIOS
 
 
+# Scenarios that run the node's own CLI on its properties file (storage format, the disk mode):
+# a compose node's configuration lives in its container's environment.
+LOCAL_ONLY_SCENARIOS = frozenset({"power-loss", "disk-replace-controller", "voter-churn"})
+
+
 def netns_only_problem(scenario: str, nemeses: list[str], network: str) -> str | None:
     """Why this scenario cannot run on this cluster's network (None when it can)."""
+    if network == COMPOSE and scenario in LOCAL_ONLY_SCENARIOS:
+        return f"scenario {scenario} needs a cluster started with `minikraft up`, not compose"
     if network == NETNS:
         return None
     if scenario == "nemesis":
@@ -73,7 +80,7 @@ def netns_only_problem(scenario: str, nemeses: list[str], network: str) -> str |
         if not nemeses or needs:
             return (
                 f"nemeses {needs or 'by default'} cut the network and need a cluster started "
-                f"with `minikraft up --network netns` (loopback: --nemesis kill,pause)"
+                f"with `minikraft up --network netns` (otherwise: --nemesis kill,pause,disconnect)"
             )
         return None
     if scenario in NETNS_SCENARIOS:

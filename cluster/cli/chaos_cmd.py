@@ -4,7 +4,11 @@ an acked acks=all write is lost without an unclean or designated election to att
 (rule 23), a scenario's own check fails, or the cluster did not recover in time.
 `--client confluent-kafka|aiokafka` runs real clients' producers, idempotent unless
 `--no-idempotence`; `--consumers N [--group G]` adds a consumer group of that client reading the
-topic (cluster/chaos/group_consumers.py), whose reads and commits are journaled for the audit."""
+topic (cluster/chaos/group_consumers.py), whose reads and commits are journaled for the audit.
+`--compose FILE [--project-name P]` runs against that docker compose project instead: --dir is its
+data directory (MINIKRAFT_DATA_DIR, ./compose-data by default), where the cluster.json describing
+its containers is written (cluster/launch/compose_project.py) and the faults go through the
+engine (docker kill, stop, pause, start, network disconnect)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,11 @@ from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
 from cluster.chaos.workload import CLIENTS, MINIKRAFT
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.output import stdout as console
+from cluster.launch.compose_project import (
+    ComposeProjectError,
+    describe_compose_cluster,
+    recorded_compose,
+)
 from cluster.launch.local_cluster import CLUSTER_FILE
 from kafkawire.errors import KafkaError
 
@@ -53,14 +62,29 @@ from kafkawire.errors import KafkaError
     help="members of a consumer group (of --client's library) reading the topic during the run",
 )
 @click.option("--group", default=None, help="the consumer group's id (default chaos-<run id>)")
+@click.option(
+    "--compose", "compose_file", default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="a docker compose project's file: break its containers (--dir: its data directory)",
+)
+@click.option(
+    "--project-name", default=None,
+    help="the compose project (default: COMPOSE_PROJECT_NAME, else the file's directory name)",
+)
 @output_option
 def chaos(
     directory: str, scenario: str | None, seed: int, duration_s: float,
     recovery_timeout_s: float, nemesis_list: str | None, client: str, no_idempotence: bool,
-    consumers: int, group: str | None, output: str,
+    consumers: int, group: str | None, compose_file: Path | None, project_name: str | None,
+    output: str,
 ) -> None:
     """Break the cluster under --dir on purpose and check that no acked write was lost."""
     root = Path(directory)
+    if compose_file is not None or recorded_compose(root) is not None:
+        try:
+            describe_compose_cluster(root, compose_file, project_name)
+        except (ComposeProjectError, OSError) as exc:
+            fail(f"compose project: {exc}", EXIT_USAGE)
     nemeses = [n.strip() for n in (nemesis_list or "").split(",") if n.strip()]
     if scenario is None:
         if not nemeses:

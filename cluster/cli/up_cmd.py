@@ -23,6 +23,7 @@ from cluster.launch.layout import (
 )
 from cluster.launch.local_cluster import (
     CLUSTER_FILE,
+    COMPOSE,
     LOOPBACK,
     NETNS,
     NETWORKS,
@@ -117,6 +118,8 @@ def up(
         fail(str(exc), EXIT_USAGE)
     if (root / CLUSTER_FILE).exists():
         cluster = LocalCluster.load(root)
+        if cluster.network == COMPOSE:
+            fail(f"{root} holds a docker compose cluster: docker compose up", EXIT_USAGE)
         if cluster.running():
             fail(
                 f"a cluster is already running under {root} (minikraft down --dir {root})",
@@ -229,6 +232,8 @@ def down(directory: str, output: str) -> None:
     if not (root / CLUSTER_FILE).exists():
         fail(f"no {CLUSTER_FILE} under {root}", EXIT_USAGE)
     cluster = LocalCluster.load(root)
+    if cluster.network == COMPOSE:
+        fail(f"{root} holds a docker compose cluster: docker compose down", EXIT_USAGE)
     running = [s.name for s in cluster.running()]
     killed = cluster.stop()
     left = [s.name for s in cluster.running()]

@@ -1,13 +1,12 @@
-"""docker-compose.yml without a Docker engine: parse it, check it, and run every service's exact
-command and environment as a local process.
+"""docker-compose.yml read without an engine: parse it (with Compose's `${VAR:-default}`
+interpolation) and check what an engine would only show at run time.
 
-Each container has its own network namespace and disk; local processes share 127.0.0.1 and one
-file system. So every `service-name:port` pair in a command, environment value or healthcheck is
-rewritten, consistently, to `127.0.0.1:<a free port>`, and every path under a volume's mount
-point to a directory of its own under the run's root (a volume two services mount maps to one
-directory, as in Docker). The image's ENTRYPOINT (from the Dockerfile) is the `minikraft` of the
-running interpreter. `depends_on: condition: service_healthy` waits on the service's own
-healthcheck command, run the same way. Processes are stopped by the pid this module started.
+`check_consistency` finds the mistakes that make a compose cluster fail after `up`: a node
+config the node itself refuses (NodeConfig, the same validation as at start), two nodes with one
+node id or one data directory, a quorum bootstrap or initial controller that is not a
+controller's advertised endpoint, an internal advertised name that is no service, an external
+one that is not the port published for that listener, a depends_on on something unknown. The
+file itself is run under a real engine by tests/integration/test_compose.py.
 """
 
 from __future__ import annotations
@@ -15,28 +14,28 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cluster.launch.local_cluster import free_ports
+from kafkawire.config import ConfigError, NodeConfig, parse_listeners
 
 _PRIVATE_IPV4 = re.compile(
     r"(?<![\d.])(10\.\d{1,3}|172\.(1[6-9]|2\d|3[01])|192\.168)\.\d{1,3}\.\d{1,3}(?![\d.])"
 )
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Compose's interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default}, $VAR.
+_VARIABLE = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|"
+                       r"([A-Za-z_][A-Za-z0-9_]*))")
+DATA_MOUNT = "/var/lib/minikraft"
 
 
 class ComposeError(ValueError):
-    """A compose file this module cannot run; the message names the service and key."""
+    """A compose file this module cannot read; the message names the service and key."""
 
 
 def parse_duration_s(text: str | int | float) -> float:
@@ -47,6 +46,28 @@ def parse_duration_s(text: str | int | float) -> float:
     if not parts or "".join(n + u for n, u in parts) != text.strip():
         raise ComposeError(f"not a duration: {text!r}")
     return sum(float(n) * _DURATION_S[u] for n, u in parts)
+
+
+def interpolate(value: Any, env: Mapping[str, str]) -> Any:
+    """Every string in value with Compose's variables substituted from env."""
+    if isinstance(value, str):
+        def sub(match: re.Match[str]) -> str:
+            if match.group(1):
+                return "$"
+            name = match.group(2) or match.group(5)
+            found = env.get(name)
+            if match.group(3) == ":-" and not found:
+                return match.group(4)
+            if match.group(3) == "-" and found is None:
+                return match.group(4)
+            return found or ""
+
+        return _VARIABLE.sub(sub, value)
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -70,7 +91,7 @@ class ComposeService:
     name: str
     command: list[str]
     environment: dict[str, str]
-    volumes: list[tuple[str, str]]  # (volume name, mount point)
+    volumes: list[tuple[str, str]]  # (source: a volume's name or a host path, mount point)
     ports: list[PortMapping]
     depends_on: dict[str, str]  # service -> condition
     healthcheck: Healthcheck | None
@@ -124,13 +145,18 @@ def _healthcheck(value: Any, where: str) -> Healthcheck | None:
 def _ports(value: Any, where: str) -> list[PortMapping]:
     mappings = []
     for item in value or []:
-        parts = str(item).split(":")
-        if len(parts) == 3:
-            mappings.append(PortMapping(parts[0], int(parts[1]), int(parts[2])))
-        elif len(parts) == 2:
-            mappings.append(PortMapping("0.0.0.0", int(parts[0]), int(parts[1])))
-        else:
-            raise ComposeError(f"{where}: expected [ip:]host_port:container_port, got {item!r}")
+        parts = str(item).split("/")[0].split(":")
+        try:
+            if len(parts) == 3:
+                mappings.append(PortMapping(parts[0], int(parts[1]), int(parts[2])))
+            elif len(parts) == 2:
+                mappings.append(PortMapping("0.0.0.0", int(parts[0]), int(parts[1])))
+            else:
+                raise ValueError(item)
+        except ValueError:
+            raise ComposeError(
+                f"{where}: expected [ip:]host_port:container_port, got {item!r}"
+            ) from None
     return mappings
 
 
@@ -139,7 +165,7 @@ def _volumes(value: Any, where: str) -> list[tuple[str, str]]:
     for item in value or []:
         source, sep, target = str(item).partition(":")
         if not sep:
-            raise ComposeError(f"{where}: expected volume:/path, got {item!r}")
+            raise ComposeError(f"{where}: expected source:/path, got {item!r}")
         volumes.append((source, target.split(":")[0]))
     return volumes
 
@@ -152,10 +178,12 @@ def _depends_on(value: Any) -> dict[str, str]:
     return {str(k): str((v or {}).get("condition", "service_started")) for k, v in value.items()}
 
 
-def load_compose(path: str | Path) -> ComposeFile:
+def load_compose(path: str | Path, env: Mapping[str, str] | None = None) -> ComposeFile:
+    """The file as Compose reads it, variables taken from env (default: os.environ)."""
     raw = yaml.safe_load(Path(path).read_text())
     if not isinstance(raw, dict) or not isinstance(raw.get("services"), dict):
         raise ComposeError(f"{path}: no services")
+    raw = interpolate(raw, os.environ if env is None else env)
     services = {}
     for name, body in raw["services"].items():
         where = f"services.{name}"
@@ -187,24 +215,24 @@ def dockerfile_entrypoint(path: str | Path) -> list[str]:
 # -- consistency --------------------------------------------------------------------------------
 
 
-def host_port_refs(text: str, hosts: set[str]) -> list[tuple[str, int]]:
-    """Every `host:port` in text whose host is one of hosts."""
-    return [(h, int(p)) for h, p in _host_port_pattern(hosts).findall(text)]
+def _node_config(svc: ComposeService) -> NodeConfig:
+    return NodeConfig.from_env(svc.environment)
 
 
-def _host_port_pattern(hosts: set[str]) -> re.Pattern[str]:
-    names = "|".join(sorted((re.escape(h) for h in hosts), key=len, reverse=True))
-    return re.compile(rf"(?<![\w.-])({names}):(\d+)")
+def _is_bind(source: str) -> bool:
+    return source.startswith(("/", "./", "../", "~"))
 
 
 def check_consistency(compose: ComposeFile) -> list[str]:
     """Problems a real engine would hit at start or at run time; empty when consistent."""
     problems: list[str] = []
     services = compose.services
-    hosts = {s.hostname for s in services.values()} | set(services)
+    hostnames = {s.hostname for s in services.values()} | set(services)
     published: dict[tuple[str, int], str] = {}
     node_ids: dict[str, str] = {}
-    listened: dict[tuple[str, int], str] = {}
+    data_sources: dict[str, str] = {}
+    controller_endpoints: set[str] = set()
+    configs: dict[str, NodeConfig] = {}
     for svc in services.values():
         for target, condition in svc.depends_on.items():
             if target not in services:
@@ -217,256 +245,77 @@ def check_consistency(compose: ComposeFile) -> list[str]:
                 problems.append(f"{svc.name}: host port {port.host_port} also published by "
                                 f"{published[key]}")
             published[key] = svc.name
-        for volume, _mount in svc.volumes:
-            if volume not in compose.volumes:
-                problems.append(f"{svc.name}: volume {volume} is not declared")
-        node_id = svc.environment.get("KAFKA_NODE_ID")
-        if node_id is not None:
-            if node_id in node_ids:
-                problems.append(f"{svc.name}: KAFKA_NODE_ID {node_id} also used by "
-                                f"{node_ids[node_id]}")
-            node_ids[node_id] = svc.name
-        for listener in svc.environment.get("KAFKA_LISTENERS", "").split(","):
-            for host, number in host_port_refs(listener, hosts):
-                if host != svc.hostname:
-                    problems.append(f"{svc.name}: listens on another service's name {host}")
-                listened[(host, number)] = svc.name
+        for source, mount in svc.volumes:
+            if not _is_bind(source) and source not in compose.volumes:
+                problems.append(f"{svc.name}: volume {source} is not declared")
+            if mount == DATA_MOUNT:
+                if source in data_sources:
+                    problems.append(f"{svc.name}: data directory {source} also used by "
+                                    f"{data_sources[source]}")
+                data_sources[source] = svc.name
         everything = " ".join([*svc.command, *svc.environment.values(),
                                *(svc.healthcheck.test if svc.healthcheck else [])])
         if _PRIVATE_IPV4.search(everything):
             problems.append(f"{svc.name}: a private-range IP address (use service names)")
-    for svc in services.values():
-        for text in svc.environment.get("KAFKA_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS", "").split(","):
-            refs = host_port_refs(text.strip(), hosts)
-            owner = listened.get(refs[0]) if refs else None
-            roles = services[owner].environment.get("KAFKA_PROCESS_ROLES", "") if owner else ""
-            if not refs or "controller" not in roles:
-                problems.append(f"{svc.name}: quorum bootstrap {text.strip()!r} is not a "
-                                "controller service's listener")
-        for ref in host_port_refs(svc.environment.get("KAFKA_INITIAL_CONTROLLERS", ""), hosts):
-            if ref not in listened:
-                problems.append(f"{svc.name}: initial controller {ref[0]}:{ref[1]} is no listener")
-        if svc.healthcheck is not None:
-            for ref in host_port_refs(" ".join(svc.healthcheck.test), hosts):
-                if ref not in listened:
-                    problems.append(f"{svc.name}: healthcheck names {ref[0]}:{ref[1]}, "
-                                    "which no service listens on")
+        if "KAFKA_NODE_ID" not in svc.environment:
+            continue
+        try:
+            config = configs[svc.name] = _node_config(svc)
+        except ConfigError as exc:
+            problems.append(f"{svc.name}: the node refuses its config: {exc}")
+            continue
+        node_id = str(config.node_id)
+        if node_id in node_ids:
+            problems.append(f"{svc.name}: KAFKA_NODE_ID {node_id} also used by "
+                            f"{node_ids[node_id]}")
+        node_ids[node_id] = svc.name
+        if DATA_MOUNT not in (m for _, m in svc.volumes):
+            problems.append(f"{svc.name}: nothing mounted at {DATA_MOUNT} (its data dies with "
+                            "the container)")
+        controller = config.controller_listener() if "controller" in config.roles else None
+        if controller is not None:
+            controller_endpoints.add(config.advertised(controller).address)
+    for name, config in configs.items():
+        svc = services[name]
+        problems += _check_advertised(svc, config, hostnames)
+        for address in config.bootstrap_servers:
+            if address not in controller_endpoints:
+                problems.append(f"{name}: quorum bootstrap {address!r} is not a controller's "
+                                "advertised listener")
+        initial = svc.environment.get("KAFKA_INITIAL_CONTROLLERS", "")
+        for entry in filter(None, initial.split(",")):
+            address = entry.partition("@")[2].rpartition(":")[0]
+            if address not in controller_endpoints:
+                problems.append(f"{name}: initial controller {address} is no controller's "
+                                "advertised listener")
     return problems
 
 
-def start_order(compose: ComposeFile) -> list[str]:
-    """Services with their dependencies first (ComposeError on a cycle)."""
-    order: list[str] = []
-    state: dict[str, str] = {}
-
-    def visit(name: str) -> None:
-        if state.get(name) == "done":
-            return
-        if state.get(name) == "visiting":
-            raise ComposeError(f"depends_on cycle through {name}")
-        state[name] = "visiting"
-        for dep in compose.services[name].depends_on:
-            visit(dep)
-        state[name] = "done"
-        order.append(name)
-
-    for name in compose.services:
-        visit(name)
-    return order
-
-
-# -- local processes ----------------------------------------------------------------------------
-
-
-class HostMap:
-    """service-name:port -> 127.0.0.1:<free port>, the same pair always to the same port."""
-
-    def __init__(self, hosts: set[str], host: str = "127.0.0.1") -> None:
-        self.host = host
-        self._pattern = _host_port_pattern(hosts)
-        self.addresses: dict[tuple[str, int], str] = {}
-
-    def reserve(self, pairs: list[tuple[str, int]]) -> None:
-        missing = sorted({p for p in pairs if p not in self.addresses})
-        taken = set(self.addresses.values())
-        while missing:
-            # A port released by an earlier call can come back from the OS: two services on one
-            # port would be one process refusing to start (CI saw it), so ask again.
-            for port in free_ports(len(missing), self.host):
-                address = f"{self.host}:{port}"
-                if address not in taken:
-                    taken.add(address)
-                    self.addresses[missing.pop(0)] = address
-
-    def rewrite(self, text: str) -> str:
-        def local(match: re.Match[str]) -> str:
-            pair = (match.group(1), int(match.group(2)))
-            self.reserve([pair])
-            return self.addresses[pair]
-
-        return self._pattern.sub(local, text)
-
-    def address(self, host: str, port: int) -> str:
-        self.reserve([(host, port)])
-        return self.addresses[(host, port)]
-
-
-def minikraft_argv() -> list[str]:
-    """The image's `minikraft` entry point as this interpreter runs it."""
-    script = Path(sys.executable).parent / "minikraft"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "cluster.cli.main"]
-
-
-@dataclass
-class LocalService:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    health_argv: list[str] | None
-    healthcheck: Healthcheck | None
-    depends_on: dict[str, str]
-    log_file: Path
-    proc: subprocess.Popen[bytes] | None = None
-    healthy: bool = False
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-def _base_env() -> dict[str, str]:
-    """What a container's process sees besides the service's environment: no KAFKA_* leaks in."""
-    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def localize(
-    compose: ComposeFile, root: Path, entrypoint: list[str], hosts: HostMap | None = None
-) -> tuple[list[LocalService], HostMap]:
-    """Each service's command, environment and healthcheck, rewritten for local processes."""
-    names = {s.hostname for s in compose.services.values()} | set(compose.services)
-    host_map = hosts or HostMap(names)
-    local_entry = minikraft_argv() if entrypoint == ["minikraft"] else entrypoint
-    result = []
-    for name in start_order(compose):
-        svc = compose.services[name]
-        mounts = sorted(svc.volumes, key=lambda v: len(v[1]), reverse=True)
-
-        def rewrite(text: str, mounts: list[tuple[str, str]] = mounts) -> str:
-            for volume, mount in mounts:
-                if text == mount or text.startswith(mount.rstrip("/") + "/"):
-                    text = str(root / "volumes" / volume) + text[len(mount.rstrip("/")) :]
-                    break
-            return host_map.rewrite(text)
-
-        def rewrite_list(text: str, rewrite: Callable[[str], str] = rewrite) -> str:
-            return ",".join(rewrite(part) for part in text.split(","))
-
-        env = {**_base_env(), **{k: rewrite_list(v) for k, v in svc.environment.items()}}
-        health = None
-        if svc.healthcheck is not None:
-            test = [rewrite(a) for a in svc.healthcheck.test]
-            health = minikraft_argv() + test[1:] if test[0] == "minikraft" else test
-        result.append(
-            LocalService(
-                name=name,
-                argv=local_entry + [rewrite(a) for a in svc.command],
-                env=env,
-                health_argv=health,
-                healthcheck=svc.healthcheck,
-                depends_on=dict(svc.depends_on),
-                log_file=root / "logs" / f"{name}.log",
-            )
-        )
-    return result, host_map
-
-
-class LocalComposeRun:
-    """`docker compose up` for localized services: start in dependency order, gate on
-    healthchecks, and stop every process by the pid it started."""
-
-    def __init__(self, services: list[LocalService], root: Path) -> None:
-        self.services = {s.name: s for s in services}
-        self.root = root
-
-    def start(self, name: str) -> int:
-        svc = self.services[name]
-        svc.log_file.parent.mkdir(parents=True, exist_ok=True)
-        (self.root / "volumes").mkdir(parents=True, exist_ok=True)
-        with open(svc.log_file, "ab") as out:
-            svc.proc = subprocess.Popen(
-                svc.argv, env=svc.env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root,
-            )
-        return svc.proc.pid
-
-    def check_health(self, name: str) -> bool:
-        svc = self.services[name]
-        if not svc.running():
-            svc.healthy = False
-            return False
-        if svc.health_argv is None:
-            svc.healthy = True
-            return True
-        timeout_s = svc.healthcheck.timeout_s if svc.healthcheck else 10.0
-        try:
-            done = subprocess.run(
-                svc.health_argv, env=svc.env, stdin=subprocess.DEVNULL, capture_output=True,
-                timeout=timeout_s, cwd=self.root,
-            )
-            svc.healthy = done.returncode == 0
-        except subprocess.TimeoutExpired:
-            svc.healthy = False
-        return svc.healthy
-
-    def _ready_to_start(self, svc: LocalService) -> bool:
-        for dep, condition in svc.depends_on.items():
-            target = self.services[dep]
-            if condition == "service_healthy" and not target.healthy:
-                return False
-            if not target.running():
-                return False
-        return True
-
-    def up(self, timeout_s: float, poll_s: float = 0.5) -> None:
-        """Start everything, each once its dependencies hold; return once all are healthy.
-        TimeoutError names what is not, and a process that exited is reported at once."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for svc in self.services.values():
-                if svc.proc is None and self._ready_to_start(svc):
-                    self.start(svc.name)
-            exited = [s.name for s in self.services.values()
-                      if s.proc is not None and s.proc.poll() is not None]
-            if exited:
-                raise RuntimeError(f"exited: {exited}; logs under {self.root / 'logs'}")
-            for svc in self.services.values():
-                if svc.proc is not None and not svc.healthy:
-                    self.check_health(svc.name)
-            if all(s.healthy for s in self.services.values()):
-                return
-            time.sleep(poll_s)
-        waiting = [s.name for s in self.services.values() if not s.healthy]
-        raise TimeoutError(f"not healthy after {timeout_s:.0f}s: {waiting}")
-
-    def stop(self, timeout_s: float = 10.0) -> list[str]:
-        """SIGTERM each started process by pid (dependents first), SIGKILL what is left."""
-        order = list(self.services.values())[::-1]
-        alive = [s for s in order if s.running()]
-        for svc in alive:
-            os.kill(svc.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
-        deadline = time.monotonic() + timeout_s
-        killed = []
-        for svc in alive:
-            assert svc.proc is not None
-            try:
-                svc.proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.kill(svc.proc.pid, signal.SIGKILL)
-                svc.proc.wait(5.0)
-                killed.append(svc.name)
-        return killed
+def _check_advertised(
+    svc: ComposeService, config: NodeConfig, hostnames: set[str]
+) -> list[str]:
+    """Each advertised endpoint is reachable where it is meant to be: a service name on the
+    compose network (its own), or 127.0.0.1 on the very port published for that listener."""
+    problems = []
+    listeners = {lst.name: lst for lst in config.listeners}
+    for lst in listeners.values():
+        advertised = config.advertised(lst)
+        if advertised.host in hostnames:
+            if advertised.host not in (svc.name, svc.hostname):
+                problems.append(f"{svc.name}: advertises another service's name "
+                                f"{advertised.host}")
+            elif advertised.port != lst.port:
+                problems.append(f"{svc.name}: advertises {advertised.address} but {lst.name} "
+                                f"listens on port {lst.port}")
+        elif advertised.host in ("127.0.0.1", "localhost"):
+            mapped = [p for p in svc.ports if p.host_port == advertised.port]
+            if not mapped or mapped[0].container_port != lst.port:
+                problems.append(f"{svc.name}: advertises {advertised.address} for {lst.name}, "
+                                f"which is not published to its port {lst.port}")
+        else:
+            problems.append(f"{svc.name}: advertises {advertised.address}, neither a service "
+                            "name nor a published port on 127.0.0.1")
+    for lst in parse_listeners(svc.environment.get("KAFKA_ADVERTISED_LISTENERS", "")):
+        if lst.name not in listeners:  # NodeConfig refuses it too; named here for the file
+            problems.append(f"{svc.name}: advertises {lst.name}, which it does not listen on")
+    return problems

@@ -38,6 +38,9 @@ CLUSTER_FILE = "cluster.json"
 LOOPBACK = "loopback"
 NETNS = "netns"
 NETWORKS = (LOOPBACK, NETNS)
+# A docker compose project's containers (cluster/launch/compose_project.py writes its
+# cluster.json; `minikraft up`/`down` leave it to `docker compose`).
+COMPOSE = "compose"
 
 
 @dataclass
@@ -137,6 +140,8 @@ class LocalCluster:
     host: str = "127.0.0.1"
     network: str = LOOPBACK  # LOOPBACK: every node on 127.0.0.1; NETNS: cluster/launch/netns.py
     netns_subnet: str | None = None
+    # COMPOSE: {"project", "file", "docker_host"} (cluster/chaos/compose_faults.py uses them).
+    compose: dict[str, str] | None = None
 
     # -- planning --------------------------------------------------------------------------
 
@@ -297,6 +302,8 @@ class LocalCluster:
             "specs": [asdict(s) for s in self.controllers + self.brokers],
             "network": self.network,
         }
+        if self.compose is not None:
+            data["compose"] = self.compose
         plan = self.netns
         if plan is not None:
             data["netns"] = {
@@ -321,6 +328,7 @@ class LocalCluster:
             [s for s in specs if s.role == "broker"],
             network=data.get("network", LOOPBACK),
             netns_subnet=netns.get("subnet"),
+            compose=data.get("compose"),
         )
 
     # -- network ---------------------------------------------------------------------------
