@@ -18,12 +18,14 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, process_start_time
 
 DOCKER_TIMEOUT_S = 60.0
+PAUSE_ATTEMPTS = 3
 
 
 class ComposeFaultError(RuntimeError):
@@ -35,6 +37,7 @@ class ComposeNodes:
     cluster: LocalCluster
     # node name -> {network: its aliases}, for the nodes disconnected now
     disconnected: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    stopped: set[str] = field(default_factory=set)  # paused by SIGSTOP (see pause)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -78,11 +81,28 @@ class ComposeNodes:
                           timeout_s=grace_s + DOCKER_TIMEOUT_S)
         return int((self.inspect(spec))["State"].get("ExitCode", -1)) == 0
 
-    def pause(self, spec: NodeSpec) -> None:
-        self.docker("pause", self.container(spec))
+    def pause(self, spec: NodeSpec) -> str:
+        """`docker pause`, retried; how the node was paused. When the freezer still cannot
+        freeze it (runc gives up on a process in uninterruptible sleep: seen under heavy disk
+        load, "unable to freeze"), SIGSTOP through the engine holds it the same way."""
+        failure = ""
+        for _attempt in range(PAUSE_ATTEMPTS):
+            try:
+                self.docker("pause", self.container(spec))
+                return "docker pause"
+            except ComposeFaultError as exc:
+                failure = str(exc).rpartition(": ")[2]
+                time.sleep(0.2)
+        self.docker("kill", "--signal", "STOP", self.container(spec))
+        self.stopped.add(spec.name)
+        return f"SIGSTOP (docker pause failed: {failure})"
 
     def unpause(self, spec: NodeSpec) -> None:
-        self.docker("unpause", self.container(spec))
+        if spec.name in self.stopped:
+            self.stopped.discard(spec.name)
+            self.docker("kill", "--signal", "CONT", self.container(spec))
+        else:
+            self.docker("unpause", self.container(spec))
 
     def start(self, spec: NodeSpec) -> int:
         self.docker("start", self.container(spec))

@@ -113,10 +113,11 @@ class ProcessFaults:
         """SIGSTOP: the process holds its sockets but answers nothing (a GC pause, a VM stall)."""
         if spec.pid is None or not is_running(spec):
             return
-        self.record("pause", spec)
         if self.compose is not None:
-            self.compose.pause(spec)  # docker pause: the cgroup freezer
+            # docker pause: the cgroup freezer (SIGSTOP when it cannot freeze the node)
+            self.record("pause", spec, how=self.compose.pause(spec))
         else:
+            self.record("pause", spec)
             send_signal(spec.pid, signal.SIGSTOP)
         self.paused[spec.name] = spec.pid
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from cluster.chaos.compose_faults import ComposeFaultError
 from cluster.chaos.group_consumers import group_client_problem
 from cluster.chaos.netns_faults import NetworkFaultError
 from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
@@ -108,7 +109,7 @@ def chaos(
         )
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE)
-    except (KafkaError, TimeoutError, NetworkFaultError) as exc:
+    except (KafkaError, TimeoutError, NetworkFaultError, ComposeFaultError) as exc:
         fail(f"chaos run failed: {exc}", EXIT_FAILED)
     if output == "json":
         emit_json(summary)
