@@ -106,6 +106,7 @@ class BrokerNode:
         self.fenced = True
         self.incarnation_id = uuid.uuid4()
         self.previous_broker_epoch = NO_BROKER_EPOCH
+        self.started_after_clean_shutdown = False
         # The broker's view of `__cluster_metadata`: the shared loader, with the snapshot
         # generator and this broker's publisher registered once the replica manager exists.
         self.metadata = MetadataLoader()
@@ -205,6 +206,8 @@ class BrokerNode:
         # Rule 12: read the epoch, load the logs, then remove the file, so a crash from now on
         # counts as unclean.
         self.previous_broker_epoch = previous_broker_epoch(self.config.log_dirs)
+        # What this start found (rule 12), for /v1/status: previous_broker_epoch is reset later.
+        self.started_after_clean_shutdown = self.previous_broker_epoch != NO_BROKER_EPOCH
         loaded = self.replicas.load_logs()
         remove_clean_shutdown(self.config.log_dirs)
         log.info(
@@ -474,6 +477,7 @@ class BrokerNode:
             "cluster_id": self.raft.cluster_id,
             "broker_epoch": self.broker_epoch,
             "fenced": self.fenced,
+            "started_after_clean_shutdown": self.started_after_clean_shutdown,
             "partitions": {
                 f"{h.topic}-{h.partition}": {
                     "role": h.state.role.value,

@@ -124,6 +124,8 @@ class ChaosWorkload:
         request_timeout_ms: int = 3000,
         client: str = MINIKRAFT,
         idempotence: bool = True,
+        acks: int = ACKS_ALL,
+        records_per_s: float = 0.0,
     ) -> None:
         if client not in CLIENTS:
             raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")
@@ -141,6 +143,10 @@ class ChaosWorkload:
         # never resends (idempotent by construction); the real clients as asked.
         self.idempotent = idempotence or client == MINIKRAFT
         self.idempotence = idempotence
+        # The console's workload (cluster/console) picks acks and a rate for minikraft's own
+        # producer; chaos keeps acks=all as fast as acks come (records_per_s 0).
+        self.acks = acks
+        self.records_per_s = records_per_s
         self.producers: list[ProducerStats] = []
 
     async def create_topic(self, timeout_s: float = 30.0) -> None:
@@ -246,7 +252,7 @@ class ChaosWorkload:
         journal.write(
             {"event": "send", "run_id": self.run_id, "producer_id": stats.producer_id,
              "seq": seq, "topic": self.topic, "partition": stats.partition,
-             "acks": ACKS_ALL, "value": value.decode(), "idempotent": self.idempotent,
+             "acks": self.acks, "value": value.decode(), "idempotent": self.idempotent,
              "ts": sent_ms}
         )
         stats.sent += 1
@@ -259,7 +265,7 @@ class ChaosWorkload:
         journal.write(
             {"event": "ack", "run_id": self.run_id, "producer_id": stats.producer_id,
              "seq": seq, "topic": self.topic, "partition": stats.partition,
-             "acks": ACKS_ALL, "error": error.name, "offset": offset,
+             "acks": self.acks, "error": error.name, "offset": offset,
              "leader_epoch": leader_epoch, "idempotent": self.idempotent, "ts": done_ms}
         )
         stats.outcome(sent_ms, done_ms, error)
@@ -279,6 +285,8 @@ class ChaosWorkload:
                                   ack.leader_epoch, sent_ms, now_ms())
                 if ack.error is not Errors.NONE:
                     await asyncio.sleep(0.1)
+                elif self.records_per_s > 0:
+                    await asyncio.sleep(self.partitions / self.records_per_s)
                 seq += 1
         finally:
             await client.close()
@@ -307,7 +315,7 @@ class ChaosWorkload:
                 continue
             try:
                 ack = await produce_batch(
-                    leaders, partition, batch, ACKS_ALL, self.request_timeout_ms
+                    leaders, partition, batch, self.acks, self.request_timeout_ms
                 )
             except KafkaError as exc:
                 # It may have been appended (a timeout, a connection lost mid-request): never
