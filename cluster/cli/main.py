@@ -41,6 +41,7 @@ _COMMANDS = {
     "consumer-groups": "cluster.cli.consumer_groups_cmd:consumer_groups",
     "health": "cluster.cli.health_cmd:health",
     "chaos": "cluster.cli.chaos_cmd:chaos",
+    "console": "cluster.cli.console_cmd:console",
 }
 
 

@@ -79,6 +79,11 @@ console = Console(stderr=True)
     help=f"{LOOPBACK} (default): every node on 127.0.0.1; {NETNS}: one network namespace "
     "(own address on a bridge) per node, root only",
 )
+@click.option("--console", "with_console", is_flag=True,
+              help="then serve `minikraft console` on 127.0.0.1 (--console-port) in the "
+              "foreground instead of streaming logs; Ctrl-C stops it (and the cluster, unless "
+              "--detach)")
+@click.option("--console-port", default=8070, show_default=True, type=click.IntRange(0, 65535))
 @output_option
 def up(
     directory: str,
@@ -94,6 +99,8 @@ def up(
     overrides: tuple[str, ...],
     node_sets: tuple[str, ...],
     network: str | None,
+    with_console: bool,
+    console_port: int,
     output: str,
 ) -> None:
     """Start a local cluster, each node its own process, and wait until it is ready."""
@@ -181,6 +188,16 @@ def up(
             f"[green]cluster {cluster.cluster_id} ready[/green]: leader controller {state.leader_id} "
             f"in epoch {state.leader_epoch}; bootstrap controller {cluster.bootstrap_controller}"
         )
+    if with_console:
+        from cluster.cli.console_cmd import run_console
+
+        try:
+            run_console(cluster.dir, "127.0.0.1", console_port, 1.0)
+        finally:
+            if not detach:
+                cluster.stop()
+                cluster.remove_network()
+        sys.exit(EXIT_OK)
     if detach:
         sys.exit(EXIT_OK)
     _follow_logs(cluster)

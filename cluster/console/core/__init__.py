@@ -1,0 +1,1 @@
+"""Pure console state: no asyncio, os, time, random or socket (ARCHITECTURE.md)."""

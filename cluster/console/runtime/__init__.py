@@ -1,0 +1,1 @@
+"""The console's asyncio shell: poller, actions, aiohttp server."""
