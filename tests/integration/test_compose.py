@@ -56,7 +56,7 @@ BROKERS = ["broker-1", "broker-2", "broker-3"]
 PORT_VARIABLES = [f"MINIKRAFT_CONTROLLER_{i}_PORT" for i in (1, 2, 3)] + [
     f"MINIKRAFT_BROKER_{i}_PORT" for i in (1, 2, 3)
 ]
-HEALTHY_TIMEOUT_S = 420.0  # cold start took 186 s at load average 32 on 2 cores
+HEALTHY_TIMEOUT_S = 600.0  # cold start took 353 s at load average 34 on 2 cores
 RECORDS = 2000
 IMAGE_MAX_BYTES = 300 * 1024 * 1024
 
