@@ -495,12 +495,18 @@ class KafkaApis:
             return OffsetAndTimestamp(answer.offset, -1, answer.leader_epoch)
         # Same leader checks as earliest/latest (rule 21: RECOVERING refuses), then a scan.
         replicas.list_offsets(
-            bm.ListOffsetsRequest(topic, partition, bm.LATEST_TIMESTAMP, current_leader_epoch)
+            bm.ListOffsetsRequest(topic, partition, bm.LATEST_TIMESTAMP, current_leader_epoch,
+                                  isolation_committed=False)
         )
         hosted = replicas.hosted(topic, partition)
-        return find_offset_by_timestamp(
+        found = find_offset_by_timestamp(
             hosted.log, timestamp, hosted.state.high_watermark, hosted.state.leader_epoch
         )
+        if found.offset < 0 and hosted.state.leader_epoch_start_offset > hosted.state.high_watermark:
+            # Kafka: nothing found below the HWM while it lags the epoch's start is
+            # OFFSET_NOT_AVAILABLE (the record may be there once the HWM catches up).
+            raise KafkaError(Errors.OFFSET_NOT_AVAILABLE, f"{topic}-{partition}: HWM lagging")
+        return found
 
     async def _offset_for_leader_epoch(self, body: Any, version: int) -> Any:
         schema = _response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)

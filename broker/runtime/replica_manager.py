@@ -820,6 +820,17 @@ class ReplicaManager:
             offset = hosted.log.log_start_offset
         elif request.isolation_committed:
             offset = hosted.state.high_watermark
+            # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose HWM is still below
+            # the start of its epoch (it cannot move while the ISR is below min ISR, rule 9)
+            # does not know the committed end yet; clients ask again.
+            epoch_start = hosted.state.leader_epoch_start_offset
+            if epoch_start > offset:
+                raise KafkaError(
+                    Errors.OFFSET_NOT_AVAILABLE,
+                    f"{request.topic}-{request.partition}: the high watermark ({offset}) is "
+                    f"lagging behind the start offset of leader epoch "
+                    f"{hosted.state.leader_epoch} ({epoch_start})",
+                )
         else:
             offset = hosted.log.log_end_offset
         return bm.ListOffsetsResponse(offset=offset, leader_epoch=hosted.state.leader_epoch)

@@ -43,10 +43,12 @@ NO_REPLICA = -1  # a consumer, not a follower
 ACKS_NONE = 0
 # Errors a data client refreshes metadata on and retries, as Kafka's clients do: the leader
 # moved, is being elected, or is RECOVERING (rule 21 answers NOT_LEADER_OR_FOLLOWER until the
-# recovery commits), or the leader has not replayed a just-created topic yet.
+# recovery commits), or the leader has not replayed a just-created topic yet, or a new leader's
+# high watermark has not reached the start of its epoch (ListOffsets' OFFSET_NOT_AVAILABLE).
 RETRIABLE_ERRORS = frozenset(
     {Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE, Errors.NETWORK_EXCEPTION,
-     Errors.UNKNOWN_LEADER_EPOCH, Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION}
+     Errors.UNKNOWN_LEADER_EPOCH, Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION,
+     Errors.OFFSET_NOT_AVAILABLE}
 )
 
 

@@ -19,6 +19,7 @@ from controller.core.controller_result import ControllerResult
 from controller.core.metadata_image import MetadataImage, TopicImage
 from controller.core.records import MetadataRecord
 from controller.core.replication_control import (
+    MAX_PARTITIONS_PER_REQUEST,
     assignment_error,
     new_partition,
     place_replicas,
@@ -46,6 +47,11 @@ def create_partitions(
 ) -> ControllerResult[list[CreatePartitionsResult]]:
     records: list[MetadataRecord] = []
     results: list[CreatePartitionsResult] = []
+    if _added(image, topics) > MAX_PARTITIONS_PER_REQUEST:  # Kafka's limit, before any check
+        return ControllerResult((), [
+            CreatePartitionsResult(t.name, Errors.POLICY_VIOLATION, TOO_MANY_ADDITIONAL)
+            for t in topics
+        ])
     names = [t.name for t in topics]
     brokers = usable_brokers(image)
     # Start where existing partitions left off, so new leaders spread like a new topic's.
@@ -80,6 +86,19 @@ def create_partitions(
         for offset, replicas in enumerate(new_replicas):
             records.append(new_partition(image, topic.topic_id, first + offset, replicas))
     return ControllerResult(tuple(records), results)
+
+
+TOO_MANY_ADDITIONAL = "Excessively large number of additional partitions per request."
+
+
+def _added(image: MetadataImage, topics: Sequence[CreatePartitionsTopic]) -> int:
+    """The partitions the request would add to existing topics (Kafka counts these only)."""
+    added = 0
+    for request in topics:
+        topic = image.topics_by_name.get(request.name)
+        if topic is not None and request.count > len(topic.partitions):
+            added += request.count - len(topic.partitions)
+    return added
 
 
 def _new_replicas(

@@ -45,6 +45,12 @@ from controller.core.unclean_recovery import Strategy, manual_election_required
 from kafkawire import topic as topic_names
 from kafkawire.errors import Errors
 
+# Kafka's ReplicationControlManager refuses a CreateTopics or CreatePartitions request that would
+# add more partitions than this in all (POLICY_VIOLATION, every topic of the request), before
+# any other check: one request must not write an unbounded batch of records.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
 
 def builder_for(
     image: MetadataImage, topic: TopicImage, partition_id: int, policy: ElectionPolicy
@@ -138,6 +144,15 @@ def create_topics(
 ) -> ControllerResult[msg.CreateTopicsResponse]:
     records: list[MetadataRecord] = []
     results: list[msg.CreatableTopicResult] = []
+    total = sum(len(t.assignments) if t.assignments else max(0, t.num_partitions)
+                for t in request.topics)
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        refused = [
+            msg.CreatableTopicResult(t.name, error_code=Errors.POLICY_VIOLATION,
+                                     error_message=TOO_MANY_PARTITIONS)
+            for t in request.topics
+        ]
+        return ControllerResult((), msg.CreateTopicsResponse(topics=refused))
     brokers = usable_brokers(image)
     names = [t.name for t in request.topics]
     duplicates = {n for n in names if names.count(n) > 1}
@@ -591,11 +606,14 @@ def _election_targets(
                 continue
             seen.add(key)
             if topic is None or partition_id not in topic.partitions:
+                # Kafka's words (ReplicationControlManager.electLeader), which its
+                # kafka-leader-election prints.
                 yield _ElectionTarget(
                     entry.topic,
                     partition_id,
                     error=Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                    message=f"{entry.topic}-{partition_id} does not exist",
+                    message=f"No such topic as {entry.topic}" if topic is None
+                    else f"No such partition as {entry.topic}-{partition_id}",
                 )
                 continue
             if designated is not None and index >= len(designated):

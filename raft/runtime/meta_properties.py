@@ -72,8 +72,13 @@ class FormattedDirectory:
 
 
 def random_uuid_str() -> str:
-    """A fresh UUID as Kafka prints it: 22 characters of unpadded base64url."""
-    return uuid_to_str(uuid.uuid4())
+    """A fresh UUID as Kafka prints it: 22 characters of unpadded base64url. Never one that
+    starts with '-' (Kafka's Uuid.randomUuid draws again): a cluster id given to a command line
+    as `--cluster-id -xyz...` would read as an option (Kafka's own kafka-storage fails so)."""
+    text = uuid_to_str(_new_directory_id())
+    while text.startswith("-"):
+        text = uuid_to_str(_new_directory_id())
+    return text
 
 
 def _new_directory_id() -> uuid.UUID:

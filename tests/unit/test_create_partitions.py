@@ -72,6 +72,18 @@ def test_kafkas_errors_and_nothing_written() -> None:
     assert twice.records == ()
 
 
+def test_adding_more_than_ten_thousand_partitions_is_a_policy_violation() -> None:
+    # Kafka counts the partitions added to existing topics only; an unknown topic adds none.
+    image = foo_on(count=3)
+    result = grow(image, CreatePartitionsTopic("foo", 10_002), CreatePartitionsTopic("nope", 5))
+    assert [(r.error, r.message) for r in result.response] == [
+        (Errors.POLICY_VIOLATION, "Excessively large number of additional partitions per request.")
+    ] * 2
+    assert result.records == ()
+    assert grow(image, CreatePartitionsTopic("foo", 10_001), validate_only=True).response[
+        0].error == Errors.NONE
+
+
 def test_too_few_usable_brokers_and_all_fenced_assignments_are_refused() -> None:
     short = foo_on(count=3, fenced=(3,))
     result = grow(short, CreatePartitionsTopic("foo", 2))

@@ -378,3 +378,28 @@ async def test_restart_deletes_delete_dirs_and_moves_stray_logs_aside(tmp_path: 
     again.image = image_with_id(leading, uuid.UUID(int=9))
     assert again.remove_strays() == 1 and not again.partitions
     await again.close()
+
+
+async def test_latest_offset_is_not_available_while_the_hwm_lags_the_new_epochs_start(
+    tmp_path: Path,
+) -> None:
+    """Kafka's Partition.fetchOffsetForTimestamp: a leader whose HWM is below the start offset
+    of its leader epoch answers a client's latest with OFFSET_NOT_AVAILABLE (the client asks
+    again); here it cannot catch up, the ISR (1) being below min ISR 2, as after an unclean
+    election. Earliest, and the log end for a replica's request, still answer."""
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1)))
+    for value in (b"a", b"b"):
+        assert (await rm.produce(bm.ProduceRequest("t", 0, batch(value), acks=1))).error_code == 0
+    latest = rm.list_offsets(bm.ListOffsetsRequest("t", 0, bm.LATEST_TIMESTAMP))
+    assert latest.offset == 0  # the same epoch began at 0: the HWM, held under min ISR
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1,
+                                               leader_epoch=1)))
+    with pytest.raises(KafkaError) as lagging:
+        rm.list_offsets(bm.ListOffsetsRequest("t", 0, bm.LATEST_TIMESTAMP))
+    assert lagging.value.error is Errors.OFFSET_NOT_AVAILABLE
+    assert rm.list_offsets(bm.ListOffsetsRequest("t", 0, bm.EARLIEST_TIMESTAMP)).offset == 0
+    log_end = rm.list_offsets(
+        bm.ListOffsetsRequest("t", 0, bm.LATEST_TIMESTAMP, isolation_committed=False))
+    assert log_end.offset == 2
+    await rm.close()

@@ -165,6 +165,21 @@ def test_duplicate_topic_in_one_request_is_invalid() -> None:
     assert result.records == ()
 
 
+def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation() -> None:
+    # Kafka's ReplicationControlManager.validateTotalNumberOfPartitions: counted over the whole
+    # request (two topics of 6,000 each), every topic refused, nothing written; 10,000 is fine.
+    image = brokers(3)
+    request = msg.CreateTopicsRequest(
+        [msg.CreatableTopic("a", 6000, 1), msg.CreatableTopic("b", 6000, 1)])
+    result = rc.create_topics(image, request, ids().__next__)
+    assert [t.error_code for t in result.response.topics] == [Errors.POLICY_VIOLATION] * 2
+    assert {t.error_message for t in result.response.topics} == {
+        "Excessively large number of partitions per request."}
+    assert result.records == ()
+    at_limit = msg.CreateTopicsRequest([msg.CreatableTopic("a", 10_000, 1)], validate_only=True)
+    assert rc.create_topics(image, at_limit, ids().__next__).response.topics[0].error_code == 0
+
+
 # -- DeleteTopics ----------------------------------------------------------------------------
 
 

@@ -153,6 +153,12 @@ def test_random_uuid_str_is_kafka_form() -> None:
     assert random_uuid_str() != text
 
 
+def test_random_uuid_str_never_starts_with_a_dash() -> None:
+    # One in 64 base64url ids starts with '-'; Kafka's Uuid.randomUuid draws again, since
+    # `--cluster-id -x...` reads as an option to kafka-storage (and to `minikraft storage`).
+    assert not any(random_uuid_str().startswith("-") for _ in range(2000))
+
+
 # ---- storage format / info ----
 
 def test_format_writes_fresh_ids_partition_dir_and_bootstrap_checkpoint(tmp_path: Path) -> None:
