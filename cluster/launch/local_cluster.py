@@ -260,16 +260,23 @@ class LocalCluster:
 
     # -- format and write ------------------------------------------------------------------
 
-    def format(self) -> None:
+    def bootstrap_voters(self, standalone: bool = False) -> list[NodeSpec]:
+        """The controllers a fresh quorum starts with: all of them (`storage format
+        --initial-controllers`), or with standalone the first alone (`--standalone`; the others
+        are formatted `--no-initial-controllers` and join by add-controller, KIP-853)."""
+        return self.controllers[:1] if standalone else list(self.controllers)
+
+    def format(self, standalone: bool = False) -> None:
         """Write configs, and format what is not formatted yet (a restart keeps its data)."""
         (self.dir / "config").mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         directory_ids = {c.node_id: uuid.uuid4() for c in self.controllers}
+        first = self.bootstrap_voters(standalone)
         voters = [
-            Voter(c.node_id, directory_ids[c.node_id], {"CONTROLLER": c.address})
-            for c in self.controllers
+            Voter(c.node_id, directory_ids[c.node_id], {"CONTROLLER": c.address}) for c in first
         ]
         bootstrap = bootstrap_snapshot(voters)
+        bootstrapped = {c.node_id for c in first}
         for spec in self.controllers + self.brokers:
             props = self.node_properties(spec)
             Path(spec.config).write_text(render_properties(props))
@@ -279,15 +286,15 @@ class LocalCluster:
                 spec.directory_id = uuid_to_str(existing.directory_id)
                 continue
             log_dirs = [Path(p) for p in props.get("log.dirs", "").split(",") if p]
-            is_controller = spec.role == "controller"
+            is_voter = spec.role == "controller" and spec.node_id in bootstrapped
             format_directories(
                 spec.node_id,
                 self.cluster_id,
                 log_dirs,
                 metadata_dir,
-                metadata_directory_id=directory_ids[spec.node_id] if is_controller else None,
+                metadata_directory_id=directory_ids[spec.node_id] if is_voter else None,
                 ignore_formatted=True,
-                bootstrap_voters_raw_batches=bootstrap if is_controller else None,
+                bootstrap_voters_raw_batches=bootstrap if is_voter else None,
             )
             meta = read_meta_properties(metadata_dir)
             spec.directory_id = uuid_to_str(meta.directory_id) if meta else None
@@ -404,26 +411,34 @@ class LocalCluster:
 
     def stop(self, timeout_s: float = 10.0) -> list[str]:
         """SIGTERM every node (clean shutdown), SIGKILL what is left after timeout_s."""
-        alive = [s for s in self.controllers + self.brokers if is_running(s)]
         # Brokers first, then controllers, as Kafka's shutdown order.
-        for spec in sorted(alive, key=lambda s: s.role != "broker"):
-            send_signal(spec.pid, signal.SIGTERM)  # type: ignore[arg-type]
-        deadline = time.monotonic() + timeout_s
-        for spec in alive:
-            wait_exit(spec.pid, max(0.0, deadline - time.monotonic()))  # type: ignore[arg-type]
-        killed = []
-        for spec in alive:
-            if is_running(spec):
-                send_signal(spec.pid, signal.SIGKILL)  # type: ignore[arg-type]
-                wait_exit(spec.pid, 5.0)  # type: ignore[arg-type]
-                killed.append(spec.name)
-        return killed
+        return terminate(
+            sorted(self.controllers + self.brokers, key=lambda s: s.role != "broker"), timeout_s
+        )
 
     def running(self) -> list[NodeSpec]:
         return [s for s in self.controllers + self.brokers if is_running(s)]
 
     def all_nodes(self) -> list[NodeSpec]:
         return self.controllers + self.brokers
+
+
+def terminate(specs: list[NodeSpec], timeout_s: float) -> list[str]:
+    """SIGTERM those of specs still running, in order; SIGKILL any left after timeout_s.
+    The names of the killed ones."""
+    alive = [s for s in specs if is_running(s)]
+    for spec in alive:
+        send_signal(spec.pid, signal.SIGTERM)  # type: ignore[arg-type]
+    deadline = time.monotonic() + timeout_s
+    for spec in alive:
+        wait_exit(spec.pid, max(0.0, deadline - time.monotonic()))  # type: ignore[arg-type]
+    killed = []
+    for spec in alive:
+        if is_running(spec):
+            send_signal(spec.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            wait_exit(spec.pid, 5.0)  # type: ignore[arg-type]
+            killed.append(spec.name)
+    return killed
 
 
 def _cmdline(pid: int) -> str:
