@@ -107,12 +107,23 @@ class AlterPartitionManager:
             return lambda _key: (Errors.UNKNOWN_SERVER_ERROR, None)
         error = Errors.of(response.error_code)
         if error is not Errors.NONE:
+            log.info("AlterPartition for %d partitions: %s", len(batch), error.name)
             return lambda _key: (error, None)
         results = {
             (topic.topic_id, part.partition_index): _result(part)
             for topic in response.topics
             for part in topic.partitions
         }
+        if len(batch) > 1:
+            # One line per request; each partition's own line is at DEBUG (issue 35).
+            errors: dict[str, int] = {}
+            for result in results.values():
+                errors[result.error.name] = errors.get(result.error.name, 0) + 1
+            log.info(
+                "AlterPartition for %d partitions: %s",
+                len(batch),
+                ", ".join(f"{count} {name}" for name, count in sorted(errors.items())),
+            )
 
         def outcome(key: _Key) -> AlterPartitionOutcome:
             result = results.get(key)

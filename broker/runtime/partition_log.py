@@ -328,7 +328,11 @@ class PartitionLog:
         log_start_offset: int | None = None,
         topic_id: uuid.UUID | None = None,
         logger: logging.Logger | None = None,
+        lazy: bool = False,
     ) -> None:
+        """`lazy`: a new log creates its segment file, and checkpoints its first leader
+        epoch, at its first append: a broker opening 10,000 new partitions pays no fsync and
+        holds no descriptor for them until they get data (issue 35)."""
         if flush_messages is not None and flush_messages < 1:
             raise ValueError(f"flush.messages must be positive, got {flush_messages}")
         self.topic = topic
@@ -339,7 +343,7 @@ class PartitionLog:
         self._logger = logger or _log
         self._log = DiskLog(
             self.directory, segment_bytes=segment_bytes, logger=self._logger,
-            preallocate=preallocate, allow_offset_gaps=True,
+            preallocate=preallocate, allow_offset_gaps=True, lazy=lazy,
         )
         # segment.ms and the rest of retention; the runtime sets the topic's (log_manager).
         self.retention = RetentionConfig()
@@ -348,6 +352,8 @@ class PartitionLog:
         if topic_id is not None and self.topic_id is None:
             write_partition_metadata(self.directory, topic_id)
             self.topic_id = topic_id
+        # A new empty log's first epoch is checkpointed with its first append (issue 35).
+        self._epoch_checkpoint_deferred = False
         self._unflushed_messages = 0
         # DeleteRecords' start, checkpointed; never past the log end (recovery may cut a tail).
         self._start_offset = min(log_start_offset or 0, self._log.end_offset())
@@ -455,12 +461,15 @@ class PartitionLog:
             (self.directory / snapshot_file_name(old)).unlink(missing_ok=True)
 
     def _after_append(self) -> None:
+        if self._epoch_checkpoint_deferred:
+            self._write_epoch_checkpoint()
         count = self._log.segment_count()
         if count != self._segment_count:
             self._segment_count = count
             self.take_producer_snapshot()
 
     def _write_epoch_checkpoint(self) -> None:
+        self._epoch_checkpoint_deferred = False
         write_leader_epoch_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries())
 
     # ---- views ----
@@ -567,7 +576,12 @@ class PartitionLog:
         """A new leader's epoch starts at its log end (checkpointed before it serves, rule 21)."""
         changed = self.epoch_cache.assign(epoch, start_offset)
         if changed:
-            self._write_epoch_checkpoint()
+            if self._log.unwritten and not self.epoch_checkpoint_path.exists():
+                # An empty lazy log: nothing on disk the epoch could describe yet; a crash
+                # before the first append loses nothing (the epoch is assigned again).
+                self._epoch_checkpoint_deferred = True
+            else:
+                self._write_epoch_checkpoint()
         return changed
 
     def advance_log_start_offset(self, offset: int) -> bool:

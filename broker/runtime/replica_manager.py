@@ -16,7 +16,7 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +64,8 @@ log = logging.getLogger("minikraft.broker")
 
 # DeleteRecords' offset -1: delete up to the high watermark (Kafka's DeleteRecordsRequest).
 DELETE_TO_HIGH_WATERMARK = -1
+# Partitions a metadata change applies between two yields of the *_steps generators (issue 35).
+APPLY_SLICE_PARTITIONS = 50
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -176,6 +178,8 @@ class ReplicaManager:
         self._written_log_starts: dict[Path, dict[tuple[str, int], int]] = {}
         self._write_configs: dict[str, TopicWriteConfig] = {}
         self._write_configs_image: MetadataImage | None = None
+        self._topic_configs: dict[str, dict[str, str | None]] = {}
+        self._topic_configs_image: MetadataImage | None = None
 
     # ---- loading and closing ----
 
@@ -243,6 +247,7 @@ class ReplicaManager:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             topic_id=topic_id,
+            lazy=True,  # issue 35: no file, fsync or descriptor until the first append
         )
         plog.retention = RetentionConfig.from_configs(configs)
         state = PartitionState(
@@ -346,22 +351,37 @@ class ReplicaManager:
         image may be older than the log, as after a restart from a local snapshot, and
         remove_strays decides once caught up. Then every partition of the image. Returns
         partitions whose leadership changed."""
+        changed: list[HostedPartition] = []
+        for _ in self.apply_image_steps(image, changed):
+            pass
+        return changed
+
+    def apply_image_steps(
+        self, image: MetadataImage, changed: list[HostedPartition]
+    ) -> Iterator[None]:
+        """apply_image, yielding every APPLY_SLICE_PARTITIONS partitions (issue 35)."""
         previous, self.image = self.image, image
         ts = now_ms()
-        changed: list[HostedPartition] = []
-        for key, hosted in list(self.partitions.items()):
+        for count, (key, hosted) in enumerate(list(self.partitions.items()), 1):
+            if count % APPLY_SLICE_PARTITIONS == 0:
+                yield
+                ts = now_ms()
             if key.topic_id in image.topics and key.partition in image.topics[key.topic_id].partitions:
                 continue
             if key.topic_id in previous.topics and key.topic_id not in image.topics:
                 self._delete_partition(hosted, image, ts, changed)
             else:
                 self._stop_if_serving(hosted, image, ts, changed)
+        count = 0
         for topic in image.topics.values():
             for partition_id, registration in topic.partitions.items():
                 if self._apply_partition(image, topic, partition_id, registration, ts, changed):
                     key = TopicIdPartition(topic.topic_id, partition_id)
                     self._reconfigure_log(self.partitions[key])
-        return changed
+                count += 1
+                if count % APPLY_SLICE_PARTITIONS == 0:
+                    yield
+                    ts = now_ms()
 
     def apply_delta(self, changes: MetadataChanges, image: MetadataImage) -> list[HostedPartition]:
         """Act on one committed change (Kafka's ReplicaManager.applyDelta), with work in
@@ -369,32 +389,47 @@ class ReplicaManager:
         deleted), then the partitions it names, and the broker view and min ISR (rule 9) of
         the hosted partitions whose brokers or configs it moved. A loaded snapshot replaced
         everything: apply_image. Returns partitions whose leadership changed."""
+        changed: list[HostedPartition] = []
+        for _ in self.apply_delta_steps(changes, image, changed):
+            pass
+        return changed
+
+    def apply_delta_steps(
+        self, changes: MetadataChanges, image: MetadataImage, changed: list[HostedPartition]
+    ) -> Iterator[None]:
+        """apply_delta, yielding every APPLY_SLICE_PARTITIONS partitions so the broker's loop
+        serves fetches and heartbeats while it opens 10,000 new partitions (issue 35)."""
         if changes.full:
-            return self.apply_image(image)
+            yield from self.apply_image_steps(image, changed)
+            return
         self.image = image
         ts = now_ms()
-        changed: list[HostedPartition] = []
         if changes.removed_topics:
             for key in [k for k in self.partitions if k.topic_id in changes.removed_topics]:
                 self._delete_partition(self.partitions[key], image, ts, changed)
         applied: set[TopicIdPartition] = set()
-        for topic_id, partition_id in sorted(changes.partitions):
+        for count, (topic_id, partition_id) in enumerate(sorted(changes.partitions), 1):
             topic = image.topics.get(topic_id)
             registration = None if topic is None else topic.partitions.get(partition_id)
             if topic is None or registration is None:
                 continue  # created and removed within this change
             self._apply_partition(image, topic, partition_id, registration, ts, changed)
             applied.add(TopicIdPartition(topic_id, partition_id))
-        for hosted in self._metadata_dependents(changes, image):
+            if count % APPLY_SLICE_PARTITIONS == 0:
+                yield
+                ts = now_ms()
+        for count, hosted in enumerate(self._metadata_dependents(changes, image), 1):
             if changes.configs:
                 self._reconfigure_log(hosted)
+            if count % APPLY_SLICE_PARTITIONS == 0:
+                yield
+                ts = now_ms()
             if hosted.key in applied:
                 continue
             topic = image.topics.get(hosted.topic_id)
             if topic is not None and hosted.partition in topic.partitions:
                 min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
                 self.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
-        return changed
 
     def _reconfigure_log(self, hosted: HostedPartition) -> None:
         configs = self.topic_configs(hosted.topic)
@@ -580,7 +615,7 @@ class ReplicaManager:
         error, result = await self.alter_partitions.submit(
             hosted.topic_id, hosted.partition, proposal
         )
-        log.info(
+        log.debug(
             "AlterPartition %s for %s-%d (isr %s): %s",
             proposal.kind.value, hosted.topic, hosted.partition, list(proposal.isr),
             (result.error if result is not None else error).name,
@@ -704,7 +739,17 @@ class ReplicaManager:
 
     def topic_configs(self, topic: str) -> dict[str, str | None]:
         """The topic's effective configs on this broker: its own, then this broker's and the
-        cluster's dynamic ones, the config file, the defaults (config_defs)."""
+        cluster's dynamic ones, the config file, the defaults (config_defs). Cached per topic
+        until the metadata moves: opening a topic's 10,000 partitions asks 10,000 times."""
+        if self._topic_configs_image is not self.image:
+            self._topic_configs = {}
+            self._topic_configs_image = self.image
+        found = self._topic_configs.get(topic)
+        if found is None:
+            found = self._topic_configs[topic] = self._compute_topic_configs(topic)
+        return dict(found)
+
+    def _compute_topic_configs(self, topic: str) -> dict[str, str | None]:
         image = self.image
         levels = BrokerLevels(
             per_broker=image.configs.get((CONFIG_RESOURCE_BROKER, str(self.broker_id)), {}),

@@ -259,9 +259,9 @@ def _fail(expected: str, value: Any) -> CorruptRecordError:
 
 
 def _decode_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if type(value) is not int:  # exactly int: a bool (an int subclass) is not one here
         raise _fail("int", value)
-    return value
+    return value  # type: ignore[no-any-return]
 
 
 def _decode_bool(value: Any) -> bool:
@@ -276,10 +276,23 @@ def _decode_str(value: Any) -> str:
     return value
 
 
+# Decoded ids by their bytes: a 10,000-partition topic names one topic id (and a few directory
+# ids) in every record, and uuid.UUID() is a third of a record's decode (issue 35). Bounded.
+_UUID_CACHE: dict[bytes, uuid.UUID] = {}
+_UUID_CACHE_MAX = 4096
+
+
 def _decode_uuid(value: Any) -> uuid.UUID:
+    cached = _UUID_CACHE.get(value) if type(value) is bytes else None
+    if cached is not None:
+        return cached
     if not isinstance(value, bytes) or len(value) != 16:
         raise _fail("16-byte uuid", value)
-    return uuid.UUID(bytes=value)
+    decoded = uuid.UUID(bytes=value)
+    if len(_UUID_CACHE) >= _UUID_CACHE_MAX:
+        _UUID_CACHE.clear()
+    _UUID_CACHE[value] = decoded
+    return decoded
 
 
 def _decode_endpoint(value: Any) -> Endpoint:
@@ -311,7 +324,7 @@ def _decoder_for(hint: Any) -> _Decoder:
         def decode_tuple(value: Any) -> tuple[Any, ...]:
             if not isinstance(value, list):
                 raise _fail("list", value)
-            return tuple(item_decode(item) for item in value)
+            return tuple(map(item_decode, value))
 
         return decode_tuple
     return _SCALARS[hint]
@@ -341,6 +354,13 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
 _FIELD_SPECS: Mapping[int, tuple[_FieldSpec, ...]] = {
     type_id: _specs(cls) for type_id, cls in RECORD_TYPES.items()
 }
+_RECORD_CLASSES = frozenset(RECORD_TYPES.values())
+# The field names each (type id, version) carries: decode_record checks a record against them.
+_KNOWN_FIELDS: Mapping[tuple[int, int], frozenset[str]] = {
+    (type_id, version): frozenset(spec.name for spec in specs if spec.since <= version)
+    for type_id, specs in _FIELD_SPECS.items()
+    for version in range(RECORD_TYPES[type_id].VERSION + 1)
+}
 
 
 def _to_wire(value: Any) -> Any:
@@ -366,7 +386,7 @@ def _to_json(value: Any) -> Any:
 def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
     """msgpack `[type_id, version, {field: value}]`; an older version drops newer fields."""
     cls = type(record)
-    if cls not in RECORD_TYPES.values():
+    if cls not in _RECORD_CLASSES:
         raise UnknownRecordError(f"not a metadata record: {cls.__name__}")
     use_version = cls.VERSION if version is None else version
     if not 0 <= use_version <= cls.VERSION:
@@ -396,9 +416,9 @@ def decode_record(value: bytes) -> MetadataRecord:
     if not 0 <= version <= cls.VERSION:
         raise UnknownRecordError(f"{cls.__name__} version {version} is not supported")
     specs = _FIELD_SPECS[type_id]
-    known = {spec.name for spec in specs if spec.since <= version}
-    extra = set(data) - known
-    if extra:
+    known = _KNOWN_FIELDS[(type_id, version)]
+    if not known.issuperset(data):
+        extra = set(data) - known
         raise CorruptRecordError(f"{cls.__name__} v{version} has unknown fields {sorted(extra)}")
     kwargs: dict[str, Any] = {}
     for spec in specs:

@@ -114,6 +114,7 @@ class DiskLog:
         disk_mode: str | None = None,
         preallocate: bool = False,
         allow_offset_gaps: bool = False,
+        lazy: bool = False,
     ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
@@ -137,6 +138,10 @@ class DiskLog:
         self._flushed_offset = 0
         self._failure: StorageError | None = None
         self._closed = False
+        # lazy: a new, empty log creates its first segment file at its first append, and its
+        # directory is fsync'd with that append's flush (issue 35: a broker creating 10,000
+        # partition logs paid two fsyncs and a descriptor for each).
+        self._lazy = lazy and self._segment_class is Segment
         self._open()
 
     # ---- opening and recovery ----
@@ -158,7 +163,7 @@ class DiskLog:
         latest = self.latest_snapshot_id()
         if not self._segments:
             base_offset = latest.end_offset if latest is not None else 0
-            self._segments.append(self._create_segment(base_offset))
+            self._segments.append(self._create_segment(base_offset, lazy=self._lazy))
             self._directory_dirty = True
         self._rebuild_epoch_cache()
         if latest is not None and self._snapshot_ahead_of_log(latest):
@@ -180,7 +185,7 @@ class DiskLog:
             )
         for segment in self._segments:
             segment.flush()
-        if self._directory_dirty:
+        if self._directory_dirty and not self._segments[-1].pending_create:
             fsync_dir(self.directory)
             self._directory_dirty = False
         self._flushed_offset = self.end_offset()
@@ -527,7 +532,9 @@ class DiskLog:
             if not self._epochs or entry.epoch > self._epochs[-1][0]:
                 self._epochs.append((entry.epoch, entry.base_offset))
 
-    def _create_segment(self, base_offset: int) -> Segment:
+    def _create_segment(self, base_offset: int, *, lazy: bool = False) -> Segment:
+        if lazy:
+            return Segment.create(self.directory, base_offset, self._preallocate_bytes, lazy=True)
         return self._segment_class.create(self.directory, base_offset, self._preallocate_bytes)
 
     def _roll(self) -> Segment:
@@ -602,6 +609,8 @@ class DiskLog:
             return
         if not self._unflushed and not self._directory_dirty and self._flushed_offset >= target:
             return  # nothing appended since the last fsync
+        if self._segments[-1].pending_create and len(self._segments) == 1:
+            return  # a lazy log not written yet: no file, the directory waits for the first
         pending, self._unflushed = self._unflushed, set()
         pending.add(self._segments[-1])
         directory_dirty, self._directory_dirty = self._directory_dirty, False
@@ -776,6 +785,11 @@ class DiskLog:
         return list(old)
 
     # ---- lifecycle ----
+
+    @property
+    def unwritten(self) -> bool:
+        """A lazy log whose first segment file is not created yet (nothing appended)."""
+        return len(self._segments) == 1 and self._segments[0].pending_create
 
     def segment_count(self) -> int:
         return len(self._segments)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -53,7 +53,11 @@ def now_ms() -> int:
 
 
 class RaftListener(Protocol):
-    """What the state machine on top (the controller, a broker's image) hears from Raft."""
+    """What the state machine on top (the controller, a broker's image) hears from Raft.
+
+    A listener may also offer `commit_steps(batches)` and `load_snapshot_steps(end_offset,
+    batches)`, generators doing the same work in slices: the driver then gives the event loop
+    back between slices (issue 35)."""
 
     def handle_commit(self, batches: Sequence[RecordBatch]) -> None: ...
 
@@ -110,6 +114,10 @@ class RaftDriver:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = False
         self._applied_offset = 0
+        # Committed records reach the listener from one applier task, never from inside the
+        # handling of a Raft request or response: a 10,000-record batch replays in slices while
+        # fetches, votes and heartbeats are served between them (issue 35).
+        self._apply_wakeup = asyncio.Event()
         self._last_leader: tuple[int | None, int] = (None, -1)
         self._last_progress: tuple[int, int, int] = (-1, -1, -1)
         # The high watermark last answered to each observer (the brokers): an observer's empty
@@ -130,6 +138,7 @@ class RaftDriver:
         self._load_state_machine()
         self._spawn(self._tick_loop())
         self._spawn(self._append_loop())
+        self._spawn(self._apply_loop(), name="raft-apply")
         self._apply(self.replica.tick(now_ms()))
 
     async def stop(self, resign: bool = True) -> None:
@@ -262,19 +271,28 @@ class RaftDriver:
             and response.snapshot_end_offset < 0
         )
 
-    async def append(self, records: Sequence[bytes]) -> int:
+    async def append(self, records: Sequence[bytes], *, atomic: bool = True) -> int:
         """Queue records for the leader's next batch; returns the last offset once appended
-        and flushed locally (not yet committed: see wait_for_commit)."""
+        and flushed locally (not yet committed: see wait_for_commit). `atomic`: all in one
+        batch; else split in batches of at most MAX_APPEND_BATCH_RECORDS (Kafka's controller
+        splits a non-atomic result at MAX_RECORDS_PER_BATCH)."""
         if self.replica.role != "Leader":
             raise KafkaError(Errors.NOT_CONTROLLER, self._leader_hint())
+        if not atomic and len(records) > MAX_APPEND_BATCH_RECORDS:
+            offset = -1
+            for start in range(0, len(records), MAX_APPEND_BATCH_RECORDS):
+                offset = await self.append(records[start : start + MAX_APPEND_BATCH_RECORDS])
+            return offset
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._appends.append(_PendingAppend(list(records), future))
         self._append_wakeup.set()
         return await future
 
-    async def append_and_commit(self, records: Sequence[bytes], timeout_ms: int) -> int:
+    async def append_and_commit(
+        self, records: Sequence[bytes], timeout_ms: int, *, atomic: bool = True
+    ) -> int:
         start = time.monotonic()
-        offset = await self.append(records)
+        offset = await self.append(records, atomic=atomic)
         await self.wait_for_commit(offset, timeout_ms)
         self.last_commit_latency_ms = (time.monotonic() - start) * 1000
         return offset
@@ -423,17 +441,11 @@ class RaftDriver:
 
     def _deliver_committed(self) -> None:
         snapshot_id = self.log.latest_snapshot_id()
-        if snapshot_id is not None and snapshot_id.end_offset > self._applied_offset:
-            # A snapshot fetched from the leader replaced the log below it (FetchSnapshot).
-            self._load_state_machine()
         high_watermark = self.replica.high_watermark
-        if high_watermark > self._applied_offset:
-            batches = list(self.log.read_committed(self._applied_offset, high_watermark))
-            if batches:
-                if self.listener is not None:
-                    self.listener.handle_commit(batches)
-                # Whole batches only: a batch the HWM cuts is delivered once it is all committed.
-                self._applied_offset = batches[-1].next_offset
+        if high_watermark > self._applied_offset or (
+            snapshot_id is not None and snapshot_id.end_offset > self._applied_offset
+        ):
+            self._apply_wakeup.set()
         if self._commit_waiters:
             remaining = []
             for waiter in self._commit_waiters:
@@ -464,14 +476,57 @@ class RaftDriver:
                 item.future.set_exception(KafkaError(error, message))
         self._appends = []
 
+    async def _apply_loop(self) -> None:
+        while self._running:
+            await self._apply_wakeup.wait()
+            self._apply_wakeup.clear()
+            await self._apply_committed()
+
+    async def _apply_committed(self) -> None:
+        """Hand the listener what committed since the last call, a slice at a time."""
+        snapshot_id = self.log.latest_snapshot_id()
+        if snapshot_id is not None and snapshot_id.end_offset > self._applied_offset:
+            # A snapshot fetched from the leader replaced the log below it (FetchSnapshot).
+            await self._run_steps(self._load_snapshot_steps())
+        high_watermark = self.replica.high_watermark
+        if high_watermark <= self._applied_offset:
+            return
+        batches = list(self.log.read_committed(self._applied_offset, high_watermark))
+        if not batches:
+            return
+        # Whole batches only: a batch the HWM cuts is delivered once it is all committed.
+        next_offset = batches[-1].next_offset
+        if self.listener is not None:
+            steps = getattr(self.listener, "commit_steps", None)
+            if steps is not None:
+                await self._run_steps(steps(batches))
+            else:
+                self.listener.handle_commit(batches)
+        self._applied_offset = max(self._applied_offset, next_offset)
+        if self.replica.high_watermark > self._applied_offset:
+            self._apply_wakeup.set()
+
+    @staticmethod
+    async def _run_steps(steps: Iterator[None]) -> None:
+        for _ in steps:
+            await asyncio.sleep(0)
+
     def _load_state_machine(self) -> None:
-        """Feed the listener the latest snapshot, then the committed log is delivered as the HWM
-        becomes known again (a restarted node learns it from the leader)."""
+        """Feed the listener the latest snapshot at start, in one go; the committed log is then
+        delivered as the HWM becomes known again (a restarted node learns it from the leader)."""
+        for _ in self._load_snapshot_steps():
+            pass
+
+    def _load_snapshot_steps(self) -> Iterator[None]:
         snapshot_id = self.log.latest_snapshot_id()
         if snapshot_id is not None and self.listener is not None:
             data, _size = self.log.read_snapshot(snapshot_id, 0, 1 << 62)
             batches = [batch for batch, _ in iter_batches(data)]
-            self.listener.handle_load_snapshot(snapshot_id.end_offset, batches)
+            steps = getattr(self.listener, "load_snapshot_steps", None)
+            if steps is not None:
+                yield from steps(snapshot_id.end_offset, batches)
+            else:
+                self.listener.handle_load_snapshot(snapshot_id.end_offset, batches)
         self._applied_offset = snapshot_id.end_offset if snapshot_id is not None else 0
 
     @property

@@ -20,6 +20,7 @@ import contextlib
 import os
 import re
 import struct
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -84,17 +85,33 @@ class Segment:
         self._largest_timestamp_ms = -1
         self._timestamps_read = 0
         self._first_timestamp_ms: int | None = None
+        # A lazily created segment: no file (and no file descriptor) until its first write.
+        self.pending_create = False
+        self._created_ms = 0
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, preallocate_bytes: int = 0) -> Segment:
-        """A new, empty segment file (an existing empty file of that name is reused)."""
+    def create(
+        cls, directory: Path, base_offset: int, preallocate_bytes: int = 0, *, lazy: bool = False
+    ) -> Segment:
+        """A new, empty segment file (an existing empty file of that name is reused). `lazy`:
+        the file is created by the first append, so a broker hosting 100,000 empty partitions
+        holds no descriptor for them (issue 35; the process's open-file limit is far lower)."""
         path = directory / segment_file_name(base_offset)
+        if lazy:
+            segment = cls(path, base_offset, -1, [], preallocate_bytes)
+            segment.pending_create = True
+            segment._created_ms = int(time.time() * 1000)
+            return segment
+        return cls(path, base_offset, cls._create_file(path), [], preallocate_bytes)
+
+    @staticmethod
+    def _create_file(path: Path) -> int:
         with storage_errors(f"create segment {path}"):
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             if os.fstat(fd).st_size:
                 os.close(fd)
                 raise FileExistsError(f"segment {path} already exists and is not empty")
-        return cls(path, base_offset, fd, [], preallocate_bytes)
+        return fd
 
     @classmethod
     def open(
@@ -188,6 +205,8 @@ class Segment:
         return self._first_timestamp_ms
 
     def last_modified_ms(self) -> int:
+        if self.pending_create:
+            return self._created_ms  # a lazy segment: when it was made, as a new file's mtime
         with storage_errors(f"stat segment {self.path}"):
             return int(os.stat(self.path).st_mtime * 1000)
 
@@ -206,6 +225,9 @@ class Segment:
     def append(self, raw: bytes, entries: list[BatchEntry]) -> None:
         """Write already-validated batches; on a failed write the file is cut back so no torn
         bytes sit where the next batch goes."""
+        if self.pending_create:
+            self._fd = self._create_file(self.path)
+            self.pending_create = False
         size_before = self.size_bytes
         try:
             self._write_at(raw, size_before)
@@ -240,6 +262,8 @@ class Segment:
                 self.allocated_bytes = self.size_bytes
 
     def read(self, position: int, size: int) -> bytes:
+        if self.pending_create and size == 0:
+            return b""
         try:
             data = os.pread(self._fd, size, position)
         except OSError as exc:
@@ -259,6 +283,8 @@ class Segment:
 
     def truncate_to_position(self, position: int) -> None:
         """Cut the file at a byte position (recovery of a torn or corrupt tail) and fsync it."""
+        if self.pending_create and position == 0:
+            return  # no file yet: nothing to cut
         with storage_errors(f"truncate segment {self.path}"):
             os.ftruncate(self._fd, position)
             self.allocated_bytes = position
@@ -266,7 +292,9 @@ class Segment:
 
     def flush(self) -> None:
         if self._fd < 0:
-            return  # deleted (retention, the cleaner's swap) while a flush round held it
+            # Deleted (retention, the cleaner's swap) while a flush round held it, or a lazy
+            # segment with nothing written: no file to make durable.
+            return
         try:
             os.fsync(self._fd)
         except OSError as exc:

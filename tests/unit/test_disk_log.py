@@ -414,3 +414,27 @@ def test_measure_append_and_flush_of_one_small_batch(tmp_path: Path) -> None:
     print(f"\nDiskLog append+flush of one 2-record batch: {elapsed_ms:.3f} ms per round")
     assert log.flushed_offset() == 2 * rounds
     log.close()
+
+
+def test_a_lazy_new_log_has_no_segment_file_until_its_first_append(tmp_path: Path) -> None:
+    # Issue 35: a broker opening 10,000 new partitions pays no fsync and holds no descriptor.
+    directory = tmp_path / "lazy"
+    log = DiskLog(directory, lazy=True)
+    assert log.unwritten and segment_files(directory) == []
+    assert log.read(0, 1024) == b"" and log.end_offset() == 0
+    log.flush()
+    assert segment_files(directory) == []
+    fill(log, 2)
+    log.flush()
+    assert not log.unwritten and segment_files(directory) == ["00000000000000000000.log"]
+    log.close()
+    reopened = DiskLog(directory, lazy=True)
+    assert reopened.end_offset() == 6 and offsets_of(reopened.read(0, 1 << 20)) == [(0, 2), (3, 5)]
+    reopened.close()
+    # Reopened before any append: still nothing on disk, and it works as a log.
+    empty = DiskLog(tmp_path / "empty", lazy=True)
+    empty.close()
+    again = DiskLog(tmp_path / "empty", lazy=True)
+    fill(again, 1)
+    assert again.end_offset() == 3
+    again.close()

@@ -22,7 +22,7 @@ from controller.core.records import (
     encode_record,
 )
 from metadata.changes import MetadataChanges
-from metadata.loader import MetadataLoader, Provenance
+from metadata.loader import REPLAY_SLICE_RECORDS, MetadataLoader, Provenance
 from metadata.snapshot_generator import SnapshotGenerator
 from raft.core.record_batch import RecordBatch, encode_batch, iter_batches
 
@@ -121,3 +121,43 @@ def test_a_refused_snapshot_keeps_counting() -> None:
     loader.handle_commit(batches(1, 1, [TopicRecord("u", uuid.UUID(int=10))]))
     assert [end for end, _ in emit.snapshots] == [1, 2]
     assert generator.records_since_snapshot == 2
+
+
+def test_a_big_commit_replays_in_slices_and_is_published_whole() -> None:
+    # Issue 35: the runtime gives its loop back at every yield; nothing sees a partial commit.
+    loader = MetadataLoader()
+    seen: list[int] = []
+
+    class Recorder:
+        name = "Recorder"
+
+        def on_metadata_update(self, changes, image, manifest):  # type: ignore[no-untyped-def]
+            seen.append(len(image.topics[T].partitions))
+
+    loader.install_publishers([Recorder()])
+    count = 3 * REPLAY_SLICE_RECORDS
+    records: list[MetadataRecord] = [TopicRecord("t", T)]
+    records += [PartitionRecord(p, T, replicas=(1,), isr=(1,), leader=1) for p in range(count)]
+    steps = loader.commit_steps(batches(0, 1, records))
+    yields = 0
+    for _ in steps:
+        yields += 1
+        assert loader.image.topics == {} and seen == []  # the old image until the end
+    assert yields == 3
+    assert seen == [count] and loader.committed_offset == count + 1
+    assert len(loader.image.topics_by_name["t"].partitions) == count
+
+
+def test_an_image_is_not_changed_by_later_replays_on_its_delta() -> None:
+    # The delta copies a topic's partitions once and freezes them in image(): a replay after
+    # image() must copy again, never write into the image already handed out.
+    delta = MetadataDelta()
+    delta.replay(TopicRecord("t", T), 0)
+    delta.replay(PartitionRecord(0, T, replicas=(1,), isr=(1,), leader=1), 1)
+    first = delta.image()
+    delta.replay(PartitionRecord(1, T, replicas=(1,), isr=(1,), leader=1), 2)
+    delta.replay(PartitionChangeRecord(0, T, isr=()), 3)
+    second = delta.image()
+    assert sorted(first.topics[T].partitions) == [0] and first.topics[T].partitions[0].isr == (1,)
+    assert sorted(second.topics[T].partitions) == [0, 1]
+    assert second.topics[T].partitions[0].isr == () and second.topics_by_name["t"] is second.topics[T]
