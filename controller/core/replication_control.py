@@ -778,6 +778,13 @@ class ChangeSummary:
     message: str
 
 
+def election_label(kind: ElectionKind) -> str:
+    """The `election` word summarize_change gives a change of this kind, without the image."""
+    if kind in _ELECTION_WORDS:
+        return _ELECTION_WORDS[kind][0]
+    return "offline" if kind is ElectionKind.NO_LEADER else ""
+
+
 def summarize_change(image: MetadataImage, change: PartitionChange) -> ChangeSummary | None:
     """Describe `change` against the image it was computed from (None for an unknown partition
     or an empty change); the election words follow the builder's ElectionKind."""

@@ -219,7 +219,9 @@ class ControllerKafkaAdminApis:
         validate_only = bool(body.validate_only)
         try:
             results = await self.controller.write(
-                lambda image: create_partitions(image, topics, validate_only), "CreatePartitions"
+                lambda image: create_partitions(image, topics, validate_only),
+                "CreatePartitions",
+                user_op=True,
             )
             rows = [(r.name, r.error, r.message) for r in results]
         except KafkaError as exc:

@@ -59,6 +59,29 @@ CONTROLLER_API_KEYS = frozenset(
     }
 )
 WRITE_TIMEOUT_MS = 10_000
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP (= MAX_RECORDS_PER_BATCH): an operation a
+# user asked for (create/delete topics, create partitions, configs, elections) may write at most
+# this many records; a bigger one fails whole with Kafka's PolicyViolationException message
+# (EventHandlerExceptionInfo's BoundedListTooLongException case). A topic of 10,000 partitions
+# is 10,001 records: Kafka refuses it too.
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
+# More partition changes than this in one write: one INFO summary, the per-partition lines at
+# DEBUG (issue 35: thousands of INFO lines a minute held the controller's loop).
+LOG_DETAIL_LIMIT = 20
+# A write's decision runs on a worker thread once the image has this many partitions, its
+# records are encoded there from this many (issue 35).
+OFFLOAD_PARTITIONS = 5_000
+OFFLOAD_RECORDS = 1_000
+_SUMMARY_KINDS = {
+    "": "ISR/ELR changes",
+    "ISR": "elections from ISR",
+    "ELR": "elections from ELR",
+    "unclean": "unclean elections",
+    "offline": "partitions left without a leader",
+}
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -180,10 +203,13 @@ class QuorumController:
             return await self._write(
                 lambda image: replication_control.create_topics(image, request, uuid.uuid4),
                 "CreateTopics",
+                user_op=True,
             )
         if api_key == ApiKey.DELETE_TOPICS:
             return await self._write(
-                lambda image: replication_control.delete_topics(image, request), "DeleteTopics"
+                lambda image: replication_control.delete_topics(image, request),
+                "DeleteTopics",
+                user_op=True,
             )
         if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
             return await self._write(
@@ -191,6 +217,7 @@ class QuorumController:
                     image, request, self.election_policy(image)
                 ),
                 "IncrementalAlterConfigs",
+                user_op=True,
             )
         if api_key == ApiKey.ALTER_CONFIGS:
             return await self._write(
@@ -198,6 +225,7 @@ class QuorumController:
                     image, request, self.election_policy(image)
                 ),
                 "AlterConfigs",
+                user_op=True,
             )
         if api_key == ApiKey.ALTER_PARTITION:
             return await self._write(
@@ -211,6 +239,7 @@ class QuorumController:
                 image, request, self.election_policy(image)
             ),
             "ElectLeaders",
+            user_op=True,
         )
 
     async def _register_broker(
@@ -257,24 +286,63 @@ class QuorumController:
             image, self.elr_default, self.recovery_manager_enabled, self.config.node_id
         )
 
-    async def write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:
-        return await self._write(compute, what)
+    async def write(
+        self,
+        compute: Callable[[MetadataImage], ControllerResult[R]],
+        what: str,
+        *,
+        user_op: bool = False,
+    ) -> R:
+        return await self._write(compute, what, user_op=user_op)
 
-    async def _write(self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str) -> R:
-        response, _, _ = await self._write_result(compute, what)
+    async def _write(
+        self,
+        compute: Callable[[MetadataImage], ControllerResult[R]],
+        what: str,
+        *,
+        user_op: bool = False,
+    ) -> R:
+        response, _, _ = await self._write_result(compute, what, user_op=user_op)
         return response
 
     async def _write_result(
-        self, compute: Callable[[MetadataImage], ControllerResult[R]], what: str
+        self,
+        compute: Callable[[MetadataImage], ControllerResult[R]],
+        what: str,
+        *,
+        user_op: bool = False,
     ) -> tuple[R, MetadataImage, bool]:
         async with self._lock:
             await self._ensure_active()
             before = self.state.image
-            result = compute(before)
+            result = await self._compute(compute, before)
+            if user_op and len(result.records) > MAX_RECORDS_PER_USER_OP:
+                log.info(
+                    "Refused %s: %s records, more than %s for one operation",
+                    what,
+                    len(result.records),
+                    MAX_RECORDS_PER_USER_OP,
+                )
+                raise KafkaError(Errors.POLICY_VIOLATION, EXCESSIVE_BATCH_MESSAGE)
             if result.records:
-                await self._commit(result.records, what)
+                # A user operation is one batch (at most MAX_RECORDS_PER_USER_OP records); what
+                # the controller decides for itself (fencing a broker of 30,000 partitions) may
+                # span batches, as Kafka's non-atomic ControllerResult does.
+                await self._commit(result.records, what, atomic=user_op)
                 self._log_changes(before, result, what)
             return result.response, self.state.image, bool(result.records)
+
+    @staticmethod
+    async def _compute(
+        compute: Callable[[MetadataImage], ControllerResult[R]], image: MetadataImage
+    ) -> ControllerResult[R]:
+        """Run a write's decision. On a big image it runs on a worker thread: fencing a broker
+        of 30,000 partitions is seconds of pure Python, and the loop must go on answering Raft
+        fetches and votes meanwhile (issue 35; the GIL hands the loop its turn every few ms).
+        Safe: the image is immutable and the single-writer lock is held."""
+        if sum(len(t.partitions) for t in image.topics.values()) < OFFLOAD_PARTITIONS:
+            return compute(image)
+        return await asyncio.to_thread(compute, image)
 
     async def _ensure_active(self) -> None:
         """Refuse on a standby; on the first write of a new epoch, catch the image up."""
@@ -308,10 +376,17 @@ class QuorumController:
             len(self.state.image.topics),
         )
 
-    async def _commit(self, records: tuple[MetadataRecord, ...], what: str) -> int:
-        encoded = [encode_record(r) for r in records]
+    async def _commit(
+        self, records: tuple[MetadataRecord, ...], what: str, *, atomic: bool = True
+    ) -> int:
+        if len(records) >= OFFLOAD_RECORDS:
+            encoded = await asyncio.to_thread(lambda: [encode_record(r) for r in records])
+        else:
+            encoded = [encode_record(r) for r in records]
         try:
-            offset = await self.raft.driver.append_and_commit(encoded, WRITE_TIMEOUT_MS)
+            offset = await self.raft.driver.append_and_commit(
+                encoded, WRITE_TIMEOUT_MS, atomic=atomic
+            )
             await self._wait_applied(offset)
         except BaseException:
             # The records may still commit later: re-sync before the next write.
@@ -360,16 +435,33 @@ class QuorumController:
         for record in result.records:
             if isinstance(record, BrokerRegistrationChangeRecord):
                 self._log_broker_change(record, why)
+        many = len(result.changes) > LOG_DETAIL_LIMIT
+        # Per-partition sentences cost a merge each: only built when they are logged.
+        sentences = not many or log.isEnabledFor(logging.DEBUG)
+        kinds: dict[str, int] = {}
         for change in result.changes:
-            # The builder's ElectionKind, carried with the result (not re-derived from states).
-            summary = replication_control.summarize_change(before, change)
-            if summary is None:
+            if change.record is None:
                 continue
-            if summary.election == "ELR":
+            # The builder's ElectionKind, carried with the result (not re-derived from states).
+            election = replication_control.election_label(change.election)
+            if sentences:
+                summary = replication_control.summarize_change(before, change)
+                if summary is None:
+                    continue
+                (log.debug if many else log.info)("%s", summary.message)
+            if election == "ELR":
                 self.elections_from_elr += 1
-            elif summary.election == "unclean":
+            elif election == "unclean":
                 self.unclean_elections += 1
-            log.info("%s", summary.message)
+            kind = _SUMMARY_KINDS.get(election, election)
+            kinds[kind] = kinds.get(kind, 0) + 1
+        if len(result.changes) > LOG_DETAIL_LIMIT:
+            log.info(
+                "%s: %s partition changes (%s)",
+                why,
+                len(result.changes),
+                ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
+            )
 
     @staticmethod
     def _log_broker_change(record: BrokerRegistrationChangeRecord, why: str) -> None:

@@ -199,6 +199,30 @@ def test_create_topics_validate_only_exists_and_manual_assignment(up: Up) -> Non
     assert "placed" not in admin.list_topics(timeout=10).topics
 
 
+def test_an_operation_of_more_than_ten_thousand_records_is_refused_as_kafka_refuses_it(
+    up: Up,
+) -> None:
+    # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP (10,000): a topic of 10,000 partitions
+    # is 10,001 records (TopicRecord + PartitionRecords), refused whole with Kafka's
+    # PolicyViolationException message; 10,000 new partitions of a topic likewise (issue 35).
+    admin = _admin(up)
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        _create(admin, NewTopic("too-big", 10_000, 1))
+    assert info.value.args[0].name() == "POLICY_VIOLATION"
+    assert info.value.args[0].str() == "Unable to perform excessively large batch operation."
+    assert "too-big" not in admin.list_topics(timeout=10).topics
+
+    _create(admin, NewTopic("grown", 1, 1))
+    futures = admin.create_partitions([NewPartitions("grown", 10_002)], operation_timeout=20)
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        futures["grown"].result(timeout=30)
+    assert info.value.args[0].name() == "POLICY_VIOLATION"
+    # The controller serves on: a request within the limit is answered.
+    for future in admin.create_partitions([NewPartitions("grown", 3)]).values():
+        future.result(timeout=30)
+    _wait_leaders(admin, "grown", 3)
+
+
 def test_get_replica_log_info_on_kafkas_protocol(up: Up) -> None:
     """The one custom message (api key 10000, minikraft's extension block): a broker's log end
     and epochs per hosted partition."""
