@@ -11,10 +11,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kafkawire.faults import FaultInjector
+from kafkawire.loop_lag import LoopLagMonitor
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -39,8 +40,20 @@ class HttpStatusServer:
         self._faults = faults
         self._runner: web.AppRunner | None = None
         self._extra_routes = extra_routes or []
+        # Every node serves its event-loop lag (issue 35): this server is the one piece each
+        # node process has, so the monitor lives with it.
+        self.loop_lag = LoopLagMonitor()
+        Gauge(
+            "event_loop_lag_max_ms", "event-loop lag, max over the last minute (ms)",
+            registry=registry,
+        ).set_function(lambda: self.loop_lag.lag().max_ms)
+        Gauge(
+            "event_loop_lag_p99_ms", "event-loop lag, p99 over the last minute (ms)",
+            registry=registry,
+        ).set_function(lambda: self.loop_lag.lag().p99_ms)
 
     async def start(self) -> int:
+        self.loop_lag.start()
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/health", self._health_handler)
@@ -59,6 +72,7 @@ class HttpStatusServer:
         return self.port
 
     async def stop(self) -> None:
+        await self.loop_lag.stop()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -71,7 +85,12 @@ class HttpStatusServer:
         return web.json_response(body, status=200 if healthy else 503)
 
     async def _status_handler(self, _request: web.Request) -> web.Response:
-        return web.json_response(self._status(), dumps=lambda o: json.dumps(o, default=str))
+        lag = self.loop_lag.lag()
+        status = {
+            **self._status(),
+            "event_loop_lag": {"max_ms": round(lag.max_ms, 1), "p99_ms": round(lag.p99_ms, 1)},
+        }
+        return web.json_response(status, dumps=lambda o: json.dumps(o, default=str))
 
     async def _faults_get(self, _request: web.Request) -> web.Response:
         if self._faults is None:

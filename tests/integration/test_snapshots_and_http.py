@@ -93,3 +93,7 @@ def test_metrics_health_and_status_over_http(cluster3: LocalCluster) -> None:
         body = json.loads(response.read())
     assert body["role"] == "Leader"
     assert body["high_watermark"] > 0
+    # Issue 35: every node's event-loop lag, max and p99 over the last minute.
+    lag = body["event_loop_lag"]
+    assert 0 <= lag["p99_ms"] <= lag["max_ms"] < 60_000
+    assert "event_loop_lag_p99_ms" in metrics and "event_loop_lag_max_ms" in metrics
