@@ -1,4 +1,4 @@
-"""`minikraft bench raft|produce|failover|audit [--compare PEER] [--output json]` (CLI.md).
+"""`minikraft bench raft|produce|failover|audit|scale [--compare PEER] [--output json]` (CLI.md).
 
 Peers run in the same run as minikraft with matched settings (BENCHMARKS.md): raft with etcd
 (fsync every commit) or PySyncObj (no fsync, minikraft then runs with minikraft.raft.fsync=false),
@@ -21,11 +21,12 @@ PEERS = {
     "failover": (None, "etcd"),
     "produce": (None, "nats"),
     "audit": (None,),
+    "scale": (None,),
 }
 
 
 @click.command()
-@click.argument("which", type=click.Choice(["raft", "produce", "failover", "audit"]))
+@click.argument("which", type=click.Choice(["raft", "produce", "failover", "audit", "scale"]))
 @click.option("--compare", type=click.Choice(["etcd", "pysyncobj", "nats"]), default=None)
 @click.option("--quick", is_flag=True, help="a short run (smoke test), not for quoting")
 @click.option("--records", type=click.IntRange(min=1), default=None,
@@ -36,9 +37,14 @@ PEERS = {
               show_default=True,
               help="failover only: netns cuts the leader off with a network partition in its "
               "own namespace (root) instead of kill -9")
+@click.option("--partitions", type=click.IntRange(min=1), default=None,
+              help="scale only: partitions to create, RF 3 (default 100,000)")
+@click.option("--topics", type=click.IntRange(min=1), default=None,
+              help="scale only: topics they are spread over (default 10)")
 @output_option
 def bench(which: str, compare: str | None, quick: bool, records: int | None,
-          directory: Path | None, network: str, output: str) -> None:
+          directory: Path | None, network: str, partitions: int | None, topics: int | None,
+          output: str) -> None:
     """Run a bounded benchmark on localhost and print its figures."""
     if network == "netns" and which != "failover":
         fail("--network netns applies to bench failover only", EXIT_USAGE)
@@ -47,6 +53,8 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
         fail(f"bench {which} compares with {allowed}, not {compare}", EXIT_USAGE)
     if which != "audit" and (records is not None or directory is not None):
         fail("--records and --dir apply to bench audit only", EXIT_USAGE)
+    if which != "scale" and (partitions is not None or topics is not None):
+        fail("--partitions and --topics apply to bench scale only", EXIT_USAGE)
     from cluster.bench.peers.procs import PeerMissing
     from cluster.bench.report import print_report
 
@@ -57,7 +65,7 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
             report = run_netns_failover_bench(cuts=3 if quick else 20, compare=compare)
             title = f"bench failover ({report['kills']} partitions isolating the leader, netns)"
         else:
-            report, title = _run(which, compare, quick, records, directory)
+            report, title = _run(which, compare, quick, records, directory, partitions, topics)
     except PeerMissing as exc:
         fail(str(exc), EXIT_USAGE)
     except KafkaError as exc:  # CLI.md: one line with the Kafka error name, never a traceback
@@ -73,7 +81,18 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
 
 
 def _run(which: str, compare: str | None, quick: bool, records: int | None = None,
-         directory: Path | None = None) -> tuple[dict[str, Any], str]:
+         directory: Path | None = None, partitions: int | None = None,
+         topics: int | None = None) -> tuple[dict[str, Any], str]:
+    if which == "scale":
+        from cluster.bench.scale_bench import run_scale_bench
+
+        report = run_scale_bench(
+            partitions=partitions or 100_000, topics=topics or 10, quick=quick
+        )
+        return report, (
+            f"bench scale ({report['partitions']:,} partitions in {report['topics']} topics, "
+            "RF 3, 3 controllers + 3 brokers)"
+        )
     if which == "raft":
         from cluster.bench.raft_bench import run_raft_bench
 
