@@ -6,7 +6,7 @@ standbys and brokers too; the voter set goes in each snapshot (rule 7): Raft's c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from controller.core.image_records import image_records
 from controller.core.metadata_image import MetadataImage
@@ -17,6 +17,9 @@ from metadata.loader import LoaderManifest, Provenance
 # emit(end_offset, encoded records) -> whether a snapshot was written (False: one already
 # covers end_offset, e.g. fetched from the leader).
 SnapshotEmitter = Callable[[int, Sequence[bytes]], bool]
+# Records encoded between two yields of publish_steps (issue 35: a snapshot of 100,000
+# partitions is 100,000 records; the image is immutable, so encoding it in slices is safe).
+ENCODE_SLICE_RECORDS = 500
 
 
 class SnapshotGenerator:
@@ -30,16 +33,35 @@ class SnapshotGenerator:
     def on_metadata_update(
         self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
+        for _ in self.publish_steps(changes, image, manifest):
+            pass
+
+    def publish_steps(
+        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+    ) -> Iterator[None]:
         if manifest.provenance is Provenance.SNAPSHOT:
             self.records_since_snapshot = 0
             return
         self.records_since_snapshot += manifest.records
-        self.maybe_snapshot(image, manifest.end_offset)
+        yield from self._snapshot_steps(image, manifest.end_offset, [])
 
     def maybe_snapshot(self, image: MetadataImage, end_offset: int) -> bool:
+        taken: list[bool] = []
+        for _ in self._snapshot_steps(image, end_offset, taken):
+            pass
+        return bool(taken)
+
+    def _snapshot_steps(
+        self, image: MetadataImage, end_offset: int, taken: list[bool]
+    ) -> Iterator[None]:
         if self.records_since_snapshot < self.interval_records:
-            return False
-        if not self._emit(end_offset, [encode_record(r) for r in image_records(image)]):
-            return False
+            return
+        encoded: list[bytes] = []
+        for record in image_records(image):
+            encoded.append(encode_record(record))
+            if len(encoded) % ENCODE_SLICE_RECORDS == 0:
+                yield
+        if not self._emit(end_offset, encoded):
+            return
         self.records_since_snapshot = 0
-        return True
+        taken.append(True)
