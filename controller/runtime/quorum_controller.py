@@ -315,7 +315,7 @@ class QuorumController:
         async with self._lock:
             await self._ensure_active()
             before = self.state.image
-            result = await self._compute(compute, before)
+            result = await self._compute(compute, before, user_op)
             if user_op and len(result.records) > MAX_RECORDS_PER_USER_OP:
                 log.info(
                     "Refused %s: %s records, more than %s for one operation",
@@ -334,13 +334,17 @@ class QuorumController:
 
     @staticmethod
     async def _compute(
-        compute: Callable[[MetadataImage], ControllerResult[R]], image: MetadataImage
+        compute: Callable[[MetadataImage], ControllerResult[R]],
+        image: MetadataImage,
+        user_op: bool,
     ) -> ControllerResult[R]:
-        """Run a write's decision. On a big image it runs on a worker thread: fencing a broker
-        of 30,000 partitions is seconds of pure Python, and the loop must go on answering Raft
-        fetches and votes meanwhile (issue 35; the GIL hands the loop its turn every few ms).
-        Safe: the image is immutable and the single-writer lock is held."""
-        if sum(len(t.partitions) for t in image.topics.values()) < OFFLOAD_PARTITIONS:
+        """Run a write's decision. A user operation (up to 10,000 records: a CreateTopics of
+        5,000 partitions) and any decision on a big image run on a worker thread: fencing a
+        broker of 30,000 partitions is seconds of pure Python, and the loop must go on
+        answering Raft fetches and votes meanwhile (issue 35; the GIL hands the loop its turn
+        every few ms). Safe: the image is immutable and the single-writer lock is held."""
+        partitions = sum(len(t.partitions) for t in image.topics.values())
+        if not user_op and partitions < OFFLOAD_PARTITIONS:
             return compute(image)
         return await asyncio.to_thread(compute, image)
 
