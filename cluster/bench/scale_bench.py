@@ -245,6 +245,7 @@ def _failovers(cluster: LocalCluster, admin: _Admin, kills: int) -> list[float]:
                 break
         times_s.append(time.monotonic() - started)
         cluster.start_node(leader)
+        cluster.write_cluster_file()  # `minikraft down` stops the pid it finds there
         # The victim back and caught up before the next kill, so every kill starts from a
         # full quorum.
         _wait_for(lambda: _caught_up(cluster), 120, "the quorum caught up")
@@ -263,6 +264,7 @@ def _broker_restart(cluster: LocalCluster, admin: _Admin, prefix: str) -> float:
     victim = cluster.brokers[-1]
     cluster.kill(victim)
     cluster.start_node(victim)
+    cluster.write_cluster_file()
     started = time.monotonic()
 
     def back() -> bool:
