@@ -241,7 +241,8 @@ def agree_with_describe(env: Env, topic: str, columns: list[str], what: str,
         time.sleep(0.3)
 
 
-def run_guided(env: Env, name: str, compare: dict[int, list[str]] | None = None) -> list[dict[str, Any]]:
+def run_guided(env: Env, name: str, compare: dict[int, list[str]] | None = None,
+               topic_rows: bool = True) -> list[dict[str, Any]]:
     """Start a guided scenario on the page and click "run next step" step by step; after each,
     the page's row of the scenario's topic is checked against `topics describe` for the
     columns named in `compare` (by step). A screenshot per step."""
@@ -261,6 +262,10 @@ def run_guided(env: Env, name: str, compare: dict[int, list[str]] | None = None)
         detail = b.js(f"window.minikraftConsole.scenario.status[{index}].detail")
         assert state == "ok", f"{name} step {index}: {detail}"
         topic = b.js("window.minikraftConsole.scenario.roles.topic")
+        if not topic_rows:  # a scenario on the quorum: no partition of its own
+            results.append({"step": index, "row": None})
+            shot(env, f"{name}-step{index + 1}")
+            continue
         if index == 0:
             filter_topic(env, topic)
             b.js(f"document.querySelector('.prow[data-key=\"{topic}-0\"]').click()")
@@ -288,6 +293,59 @@ def test_elr_guided_scenario_shows_elr_and_last_known_elr(env: Env) -> None:
     restarted = results[4]["row"]
     assert ids(restarted["elr"]) == [b] and ids(restarted["last_known_elr"]) == [leader]
     assert int(results[5]["row"]["leader"]) == b
+
+
+def heal(env: Env) -> None:
+    """The page's "heal everything": every stopped node restarted, all three brokers unfenced."""
+    env.browser.js("document.getElementById('heal').click()")
+    env.browser.wait_js("[...document.querySelectorAll('#brokers tbody tr')].filter(tr => "
+                        "tr.querySelector('.state-running') && tr.textContent.includes('unfenced'))"
+                        ".length === 3", 60, poll_s=0.2)
+
+
+def test_broker_epoch_guided_scenario(env: Env) -> None:
+    """KIP-903: the restarted follower registers again (a new RegisterBrokerRecord in the page's
+    log) and is back in the ISR under that new, higher broker epoch."""
+    results = run_guided(env, "broker-epoch", {2: ["isr"]})
+    roles = env.browser.js("window.minikraftConsole.scenario.roles")
+    a = roles["a"]
+    assert a in ids(results[-1]["row"]["isr"])
+    # The page's stream is filtered to the scenario's topic; the unfiltered log, as the page's
+    # server sends it to a new subscriber:
+    registrations = env.browser.js(f"""fetch('/api/state').then(r => r.json()).then(m =>
+        m.log.filter(e => e.type === 'RegisterBrokerRecord' && e.data.BrokerId === {a})
+        .map(e => e.data.BrokerEpoch >= 0 ? e.data.BrokerEpoch : e.offset))""")
+    epoch = env.browser.js(f"window.minikraftConsole.brokers.find(b => b.id === {a}).epoch")
+    assert len(registrations) >= 2 and epoch == registrations[-1] > registrations[-2], (
+        registrations, epoch)
+
+
+def test_unclean_election_guided_scenario_goes_recovering_then_recovered(env: Env) -> None:
+    """KIP-704: an UNCLEAN election of a replica outside the ISR: RECOVERING in the log, then
+    RECOVERED on the page and in `topics describe`."""
+    results = run_guided(env, "unclean-election", {5: ["leader", "leader_recovery_state"]})
+    roles = env.browser.js("window.minikraftConsole.scenario.roles")
+    assert int(results[-1]["row"]["leader"]) == roles["a"]
+    assert results[-1]["row"]["leader_recovery_state"] == "RECOVERED"
+    heal(env)
+
+
+def test_controller_disk_guided_scenario_replaces_the_voter_key(env: Env) -> None:
+    """KIP-856 / seed 003: the standby's voter key keeps its id with a new directory id; the
+    page's voters are what `metadata-quorum describe --status` lists."""
+    run_guided(env, "controller-disk", topic_rows=False)
+    roles = env.browser.js("window.minikraftConsole.scenario.roles")
+    status = minikraft("metadata-quorum", "--bootstrap-controller",
+                       env.cluster.bootstrap_controller, "describe", "--status",
+                       "--output", "json")
+    assert status.returncode == 0, status.stderr
+    keys = sorted((v["id"], v["directory_id"]) for v in json.loads(status.stdout)["current_voters"])
+    assert len(keys) == 3 and (roles["victim"], roles["old_dir"]) not in keys
+    assert [k[0] for k in keys].count(roles["victim"]) == 1
+    voters = env.browser.wait_js("document.getElementById('voter-keys').textContent", 10)
+    assert all(f"({i}, {d})" in voters for i, d in keys), (voters, keys)
+    assert voters.count("(") == 3
+    heal(env)
 
 
 def test_unclean_recovery_guided_scenario_ends_recovered(env: Env) -> None:

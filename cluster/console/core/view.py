@@ -138,8 +138,8 @@ class RowFilter:
         return True
 
     def matches_entry(self, entry: dict[str, Any]) -> bool:
-        """A log entry: records of partitions follow the topic/partition filter; records with no
-        partition (brokers, voters, features) show when no partition is asked for."""
+        """A log entry: with a topic or partition filter, only that topic's records (its
+        TopicRecord, configs, partitions); without one, every record."""
         if self.partition is not None and entry.get("partition") != self.partition:
             return False
         return not self.topic or self._topic_ok(entry.get("topic"))
