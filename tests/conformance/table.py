@@ -131,6 +131,28 @@ ROWS: list[Row] = [
           "rc 1: PolicyViolationException: Excessively large number of partitions per request."),
     _same(INVALID, "kafka-leader-election on an unknown topic",
           "rc 1: UnknownTopicOrPartitionException: No such topic as no-such-topic"),
+    # -- quorum reconfiguration (KIP-853) ----------------------------------------------------
+    _same(QUORUM, "formatted: 1 --standalone, 2 and 3 --no-initial-controllers",
+          "leader 1, voters 1, observers 2,3,101"),
+    _same(QUORUM, "AddRaftVoter 2", "OK"),
+    _same(QUORUM, "after adding 2", "voters 1,2, observers 3,101"),
+    _same(QUORUM, "AddRaftVoter 3", "OK"),
+    _same(QUORUM, "after adding 3", "voters 1,2,3, observers 101"),
+    _same(QUORUM, "AddRaftVoter 3 again", "DUPLICATE_VOTER"),
+    _same(QUORUM, "RemoveRaftVoter 2 with a wrong directory id", "VOTER_NOT_FOUND"),
+    _same(QUORUM, "the wiped follower, restarted: an observer / still a voter (its old key)",
+          "True / True"),
+    Row(QUORUM, "AddRaftVoter the new disk before removing the old key", "DUPLICATE_VOTER", "OK",
+        OPEN, "Kafka 4.4.0's AddVoterHandler refuses an id that already votes, whatever its "
+        "directory id; minikraft adds the new key beside the old one (seed 003's "
+        "add-then-remove order, tests/integration/test_seed003_replacement_processes.py)"),
+    _same(QUORUM, "RemoveRaftVoter the old key", "OK"),
+    Row(QUORUM, "AddRaftVoter the new disk", "OK", "DUPLICATE_VOTER", OPEN,
+        "follows from the row above: minikraft's new key already votes"),
+    _same(QUORUM, "after the replacement", "voters 1,2,3, the new disk votes: True"),
+    _same(QUORUM, "RemoveRaftVoter the leader", "OK"),
+    _same(QUORUM, "after removing the leader: voters, a new leader among them",
+          "2 voters, True"),
     # -- minikraft's extensions, as a client sees them --------------------------------------
     Row(EXTENSIONS, "ApiVersions: ElectLeaders versions", "0-2", "0-3", EXTENSION,
         "ElectLeaders v3 carries DESIGNATED elections (KAFKA-20098), which the unclean-recovery "
@@ -178,6 +200,15 @@ def check(scenario: str, observed: dict[str, dict[str, str]], record: bool = Tru
     if record:
         _write_observed(scenario, kafka, mk)
     return problems
+
+
+def assert_table(observed: dict[str, dict[str, dict[str, str]]]) -> None:
+    """observed: engine -> scenario -> observations; every scenario checked against ROWS."""
+    problems = []
+    for scenario in observed["kafka"]:
+        problems += check(
+            scenario, {e: observed[e].get(scenario, {}) for e in ("kafka", "minikraft")})
+    assert not problems, "\n".join(problems)
 
 
 def _write_observed(scenario: str, kafka: dict[str, str], mk: dict[str, str]) -> None:

@@ -29,8 +29,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from cluster.apache_kafka import tools
 from cluster.cli.bootstrap import new_client
 from kafkawire.api_keys import ApiKey
-from tests.conformance import table
 from tests.conformance.harness import Observed, Pair, Target, cluster_pair, ids, run_beside
+from tests.conformance.table import assert_table
 
 # A Kafka cluster starts in 30-70 s on two shared cores and a broker restarts in 10-30 s.
 pytestmark = [
@@ -47,15 +47,6 @@ ELR, HWM, MIN_ISR, UNCLEAN = "elr-system-test", "hwm-under-min-isr", "min-isr-ch
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     yield from cluster_pair(Path(tmp_path_factory.mktemp("beside")))
-
-
-def assert_table(observed: dict[str, dict[str, Observed]]) -> None:
-    """observed: engine -> scenario -> observations."""
-    problems = []
-    for scenario in observed["kafka"]:
-        problems += table.check(
-            scenario, {e: observed[e].get(scenario, {}) for e in ("kafka", "minikraft")})
-    assert not problems, "\n".join(problems)
 
 
 def state(row: dict[str, Any]) -> str:
