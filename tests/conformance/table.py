@@ -143,11 +143,11 @@ ROWS: list[Row] = [
     _same(QUORUM, "the wiped follower, restarted: an observer / still a voter (its old key)",
           "True / True"),
     Row(QUORUM, "AddRaftVoter the new disk before removing the old key", "DUPLICATE_VOTER", "OK",
-        OPEN, "Kafka 4.4.0's AddVoterHandler refuses an id that already votes, whatever its "
+        DELIBERATE, "Kafka 4.4.0's AddVoterHandler refuses an id that already votes, whatever its "
         "directory id; minikraft adds the new key beside the old one (seed 003's "
-        "add-then-remove order, tests/integration/test_seed003_replacement_processes.py)"),
+        "add-then-remove order, INVARIANTS rule 5, tests/integration/test_seed003_replacement_processes.py)"),
     _same(QUORUM, "RemoveRaftVoter the old key", "OK"),
-    Row(QUORUM, "AddRaftVoter the new disk", "OK", "DUPLICATE_VOTER", OPEN,
+    Row(QUORUM, "AddRaftVoter the new disk", "OK", "DUPLICATE_VOTER", DELIBERATE,
         "follows from the row above: minikraft's new key already votes"),
     _same(QUORUM, "after the replacement", "voters 1,2,3, the new disk votes: True"),
     _same(QUORUM, "RemoveRaftVoter the leader", "OK"),
@@ -163,7 +163,7 @@ ROWS: list[Row] = [
     Row(EXTENSIONS, "kafka-configs: cluster-wide unclean.recovery.manager.enabled=true",
         "rc 0: Completed updating default config for brokers in the cluster.",
         "rc 1: ExecutionException: org.apache.kafka.common.errors.InvalidConfigurationException:"
-        " Unknown broker config name: unclean.recovery.manager.enabled", OPEN,
+        " Unknown broker config name: unclean.recovery.manager.enabled", DELIBERATE,
         "Kafka 4.4.0 takes the KIP-966 recovery manager's switch as a dynamic cluster config "
         "(it has no recovery manager to switch); minikraft's manager is real and reads it from "
         "the active controller's properties only, so it refuses the dynamic config rather than "
