@@ -40,6 +40,7 @@ from analytics.broker_rules import (
     rule_22_replicas,
     rule_22_result,
     rule_23_acked,
+    rule_24_log_start,
     stage_broker_inputs,
 )
 from analytics.chaos_events import read_chaos_faults
@@ -292,6 +293,7 @@ def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_record
         rules.append(rule_22_result(replicas))
         metadata = staged_records.read(spark)
         rules.append(rule_23_acked(inputs, replicas, recovering_partitions(metadata, journal)))
+        rules.append(rule_24_log_start(inputs))
         rules += group_rules(inputs, replicas)
         replicas.unpersist()
         points = hwm_timelines(journal)

@@ -28,6 +28,7 @@ from analytics.broker_inputs import (
     ACK_COLUMNS,
     CONSUMER_COLUMNS,
     JOURNAL_COLUMNS,
+    LOG_BOUND_COLUMNS,
     PARTITION_LOG_COLUMNS,
     JournalFile,
     discover_consumer_journals,
@@ -38,6 +39,7 @@ from analytics.broker_inputs import (
     iter_journal_rows,
     iter_partition_log_rows,
     names,
+    read_log_bounds,
 )
 from analytics.datasource import (
     BATCH_COLUMNS,
@@ -299,7 +301,13 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     journal_names, ack_names, log_names = (names(JOURNAL_COLUMNS), names(ACK_COLUMNS),
                                            names(PARTITION_LOG_COLUMNS))
     checked20, bad20 = 0, []
+    highest_hwm: dict[tuple[str, int], int] = {}
     roles: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    bounds = [dict(zip(names(LOG_BOUND_COLUMNS), row, strict=True))
+              for row in read_log_bounds(directory)]
+    bounds_of: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for bound in bounds:
+        bounds_of[(bound["topic"], bound["partition"])].append(bound)
     for journal in broker_journals:
         for raw in iter_journal_rows(journal):
             row = dict(zip(journal_names, raw, strict=True))
@@ -308,6 +316,8 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
             key = (row["topic"], row["partition"])
             if row["event"] == "HwmAdvanced":
                 checked20 += 1
+                if row["new"] is not None:
+                    highest_hwm[key] = max(row["new"], highest_hwm.get(key, row["new"]))
                 if dr.hwm_violation(row["event"], row["old"], row["new"], row["isr_size"],
                                     row["min_isr"]):
                     bad20.append({**row, "message": dr.hwm_message(row), "node": row["broker_id"],
@@ -322,10 +332,15 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
         for raw in iter_partition_log_rows(log_file):
             row = dict(zip(log_names, raw, strict=True))
             entries[(row["topic"], row["partition"])].append(row)
+    # Rules 24/25: below any replica's log start or cleaner checkpoint replicas differ by design.
+    compared: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for key, rows in entries.items():
+        floor = dr.removal_floor(bounds_of.get(key, []))
+        compared[key] = [r for r in rows if r["corrupt"] or r["offset"] >= floor]
     checked22, bad22, unchecked = 0, [], 0
     reference: dict[tuple[str, int], int] = {}
     for key in sorted(set(entries) | set(roles), key=str):
-        for out in dr.check_partition_replicas(entries.get(key, []), roles.get(key, [])):
+        for out in dr.check_partition_replicas(compared.get(key, []), roles.get(key, [])):
             if out["kind"] == dr.REFERENCE:
                 reference[key] = out["node"]
             elif out["kind"] == dr.CHECKED:
@@ -349,12 +364,18 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     bad23: list[dict[str, Any]] = []
     attributed: list[dict[str, Any]] = []
     duplicates_counted = 0
+    removed_count = 0
     for (topic, partition, write_key), row in acked.items():
         count = in_leader_log.get((topic, partition, write_key), 0)
-        outcome = dr.classify_acked(count, (topic, partition) in recovering, row["idempotent"])
+        ref = next((b for b in bounds_of.get((topic, partition), [])
+                    if b["node"] == reference.get((topic, partition))), {})
+        removed = dr.removed_below(row["offset"], ref.get("log_start"), ref.get("cleaned_to"))
+        outcome = dr.classify_acked(count, (topic, partition) in recovering, row["idempotent"],
+                                    removed)
         if outcome == dr.DUPLICATED_COUNTED:
             duplicates_counted += 1
-        if outcome in (dr.PRESENT, dr.DUPLICATED_COUNTED):
+        removed_count += outcome == dr.REMOVED
+        if outcome in (dr.PRESENT, dr.DUPLICATED_COUNTED, dr.REMOVED):
             continue
         item = {"topic": topic, "partition": f"{topic}-{partition}", "partition_id": partition,
                 "key": write_key, "offset": row["offset"], "leader_epoch": row["leader_epoch"],
@@ -370,12 +391,25 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     rule22.notes = {"unchecked_replicas": unchecked, "partitions": len(reference)}
     rule23 = rule_result(23, len(acked), bad23)
     rule23.attributed, rule23.attributed_count = attributed[:MAX_EVIDENCE], len(attributed)
-    rule23.notes = {"duplicates_counted": duplicates_counted}
+    rule23.notes = {"duplicates_counted": duplicates_counted,
+                    "removed_by_retention_or_compaction": removed_count}
+    checked24, bad24 = 0, []
+    for bound in bounds:
+        highest = highest_hwm.get((bound["topic"], bound["partition"]))
+        if bound["log_start"] is None or highest is None:
+            continue
+        checked24 += 1
+        if dr.log_start_violation(bound["log_start"], highest):
+            item = {**bound, "highest_hwm": highest, "offset": bound["log_start"],
+                    "partition_id": bound["partition"]}
+            item["message"] = dr.log_start_message(item)
+            item["partition"] = f"{bound['topic']}-{bound['partition']}"
+            bad24.append(item)
     consumer_journals = discover_consumer_journals(directory)
     files = {"broker_journals": len(broker_journals), "ack_journals": len(ack_journals),
              "partition_log_segments": len(log_files),
              "consumer_journals": len(consumer_journals)}
-    return [rule_result(20, checked20, bad20), rule22, rule23,
+    return [rule_result(20, checked20, bad20), rule22, rule23, rule_result(24, checked24, bad24),
             *_group_rules(consumer_journals, entries, reference)], files
 
 

@@ -216,6 +216,48 @@ def incarnation(topic: str | None, topic_id: str | None,
     return f"{topic}@{topic_id}"
 
 
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+LOG_BOUND_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("node", "INT"),
+    ("topic", "STRING"),
+    ("partition", "INT"),
+    ("log_start", "BIGINT"),
+    ("cleaned_to", "BIGINT"),
+)
+
+
+def _checkpoint_offsets(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's `topic partition offset` checkpoint lines; {} for a missing or garbled file."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    found: dict[tuple[str, int], int] = {}
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
+            found[(parts[0], int(parts[1]))] = int(parts[2])
+    return found
+
+
+def read_log_bounds(root: str | Path) -> list[tuple[Any, ...]]:
+    """(node, topic, partition, log_start, cleaned_to) per replica with either checkpoint, in
+    LOG_BOUND_COLUMNS order: where retention or DeleteRecords moved the log start (rule 24) and
+    how far the log cleaner compacted (rule 25; null for a partition never cleaned)."""
+    rows: dict[tuple[int, str, int], list[int | None]] = {}
+    for path in sorted(Path(root).rglob(LOG_START_CHECKPOINT)):
+        node = _node_id(path.parent / "x")
+        for (topic, partition), offset in _checkpoint_offsets(path).items():
+            rows.setdefault((node, topic, partition), [None, None])[0] = offset
+    for path in sorted(Path(root).rglob(CLEANER_CHECKPOINT)):
+        node = _node_id(path.parent / "x")
+        for (topic, partition), offset in _checkpoint_offsets(path).items():
+            rows.setdefault((node, topic, partition), [None, None])[1] = offset
+    return [(node, topic, partition, start, cleaned)
+            for (node, topic, partition), (start, cleaned) in sorted(rows.items())]
+
+
 def discover_partition_logs(root: str | Path) -> list[PartitionLogFile]:
     """Every data partition segment `<topic>-<partition>/<offset>.log` below root."""
     out: list[PartitionLogFile] = []

@@ -21,7 +21,9 @@ from analytics.broker_inputs import (
     ACK_COLUMNS,
     CONSUMER_COLUMNS,
     JOURNAL_COLUMNS,
+    LOG_BOUND_COLUMNS,
     PARTITION_LOG_COLUMNS,
+    ddl,
     discover_consumer_journals,
     discover_journals,
     discover_partition_logs,
@@ -29,6 +31,7 @@ from analytics.broker_inputs import (
     iter_consumer_rows,
     iter_journal_rows,
     iter_partition_log_rows,
+    read_log_bounds,
 )
 from analytics.rules import MAX_EVIDENCE, RuleResult, good_rows, rule_result
 from analytics.spark_session import cogroup_in_arrow
@@ -51,6 +54,7 @@ class BrokerInputs:
     logs: DataFrame
     files: dict[str, int]
     consumers: DataFrame
+    bounds: DataFrame  # LOG_BOUND_COLUMNS: log start and cleaner checkpoints (rules 24, 25)
 
 
 def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
@@ -65,7 +69,8 @@ def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerIn
         stager.submit("partition_logs", logs, iter_partition_log_rows, PARTITION_LOG_COLUMNS),
         {"broker_journals": len(brokers), "ack_journals": len(acks),
          "partition_log_segments": len(logs), "consumer_journals": len(consumers)},
-        stager.submit("consumer_journals", consumers, iter_consumer_rows, CONSUMER_COLUMNS))
+        stager.submit("consumer_journals", consumers, iter_consumer_rows, CONSUMER_COLUMNS),
+        read_log_bounds(directory))
 
 
 @dataclass
@@ -75,10 +80,12 @@ class StagedBrokerInputs:
     logs: Table
     files: dict[str, int]
     consumers: Table
+    bounds: list[tuple[Any, ...]]
 
     def read(self, spark: SparkSession) -> BrokerInputs:
         return BrokerInputs(self.journal.read(spark), self.acks.read(spark),
-                            self.logs.read(spark), self.files, self.consumers.read(spark))
+                            self.logs.read(spark), self.files, self.consumers.read(spark),
+                            spark.createDataFrame(self.bounds, ddl(LOG_BOUND_COLUMNS)))
 
 
 def _evidence(bad: DataFrame, count: int, order: list[str]) -> list[dict[str, Any]]:
@@ -130,19 +137,27 @@ def _arrow_schema(schema_ddl: str) -> Any:
 def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
     """Rule 22 per data partition (analytics.data_rules.check_partition_replicas); its reference
     rows name each partition's final leader, which rule 23 reads. The caller persists it."""
-    entries = inputs.logs.select("node", "file", "topic", "partition", "offset", "leader_epoch",
-                                 "key", "corrupt")
+    # Rules 24/25: below any replica's log start or cleaner checkpoint, replicas differ by
+    # design (analytics.data_rules.removal_floor).
+    floors = inputs.bounds.groupBy("topic", "partition").agg(F.max(F.greatest(
+        F.coalesce(F.col("log_start"), F.lit(0)), F.coalesce(F.col("cleaned_to"), F.lit(0))
+    )).alias("floor"))
+    entries = (inputs.logs.join(F.broadcast(floors), ["topic", "partition"], "left")
+               .filter(F.col("corrupt") | (F.col("offset") >= F.coalesce(F.col("floor"),
+                                                                          F.lit(0))))
+               .select("node", "file", "topic", "partition", "offset", "leader_epoch", "key",
+                       "corrupt"))
     roles = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "RoleChanged")).select(
         "event", "broker_id", "topic", "partition", "role", "leader_epoch", "ts")
     return cogroup_in_arrow(entries, roles, ["topic", "partition"], _rule_22_group, R22_SCHEMA)
 
 
 def no_broker_inputs() -> list[RuleResult]:
-    """Rules 20, 22, 23 when there is no journal and no partition log (a metadata-only audit):
+    """Rules 20, 22, 23, 24 when there is no journal and no partition log (a metadata-only audit):
     what the Spark path reports on empty inputs, without the Spark jobs that would say so."""
     rule22 = rule_result(22, 0, [])
     rule22.notes = {"unchecked_replicas": 0, "partitions": 0}
-    return [rule_result(20, 0, []), rule22, rule_result(23, 0, [])]
+    return [rule_result(20, 0, []), rule22, rule_result(23, 0, []), rule_result(24, 0, [])]
 
 
 def rule_22_result(out: DataFrame) -> RuleResult:
@@ -194,14 +209,21 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     counts = (inputs.logs.filter(~F.col("corrupt") & (F.col("offset") >= 0))
               .join(F.broadcast(reference), ["topic", "partition", "node"])
               .groupBy("topic", "partition", "key").agg(F.count(F.lit(1)).alias("count")))
+    reference_bounds = reference.join(inputs.bounds, ["topic", "partition", "node"]).select(
+        "topic", "partition", "log_start", "cleaned_to")
     joined = (acked.join(counts, ["topic", "partition", "key"], "left")
               .join(F.broadcast(recovering.withColumn("recovered", F.lit(True))),
-                    ["topic", "partition"], "left"))
+                    ["topic", "partition"], "left")
+              .join(F.broadcast(reference_bounds), ["topic", "partition"], "left"))
     # analytics.data_rules.classify_acked as a column: an idempotent producer's duplicate (or
     # one whose journal does not say: null) is a violation, a missing write on a partition that
     # went RECOVERING is attributed.
     count_in_log = F.coalesce(F.col("count"), F.lit(0))
-    outcome = (F.when(count_in_log == 1, dr.PRESENT)
+    # analytics.data_rules.removed_below: retention or the cleaner took it (rules 24, 25).
+    removed = (F.col("offset") < F.coalesce(F.col("log_start"), F.lit(-1))) | (
+        F.col("offset") < F.coalesce(F.col("cleaned_to"), F.lit(-1)))
+    outcome = (F.when((count_in_log == 0) & F.coalesce(removed, F.lit(False)), dr.REMOVED)
+               .when(count_in_log == 1, dr.PRESENT)
                .when(count_in_log > 1, F.when(F.col("idempotent") == F.lit(False),
                                               dr.DUPLICATED_COUNTED).otherwise(dr.DUPLICATED))
                .when(F.coalesce(F.col("recovered"), F.lit(False)), dr.ATTRIBUTED)
@@ -222,8 +244,27 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     result = rule_result(23, sum(tallies.values()), violations, count)
     result.attributed = attributed
     result.attributed_count = tallies.get(dr.ATTRIBUTED, 0)
-    result.notes = {"duplicates_counted": tallies.get(dr.DUPLICATED_COUNTED, 0)}
+    result.notes = {"duplicates_counted": tallies.get(dr.DUPLICATED_COUNTED, 0),
+                    "removed_by_retention_or_compaction": tallies.get(dr.REMOVED, 0)}
     return result
+
+
+def rule_24_log_start(inputs: BrokerInputs) -> RuleResult:
+    """Rule 24: no replica's log start offset (retention, DeleteRecords) is past the highest
+    HWM any leader of its partition journaled (analytics.data_rules.log_start_violation)."""
+    highest = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")) \
+        .groupBy("topic", "partition").agg(F.max("new").alias("highest_hwm"))
+    starts = inputs.bounds.filter(F.col("log_start").isNotNull()).join(
+        highest, ["topic", "partition"])
+    bad = starts.filter(F.col("log_start") > F.col("highest_hwm"))
+    checked, count = starts.count(), bad.count()
+    violations = _evidence(bad, count, ["topic", "partition", "node"])
+    for v in violations:
+        v["message"] = dr.log_start_message(v)
+        v["partition_id"] = v["partition"]
+        v["partition"] = f"{v['topic']}-{v['partition']}"
+        v["offset"] = v["log_start"]
+    return rule_result(24, checked, violations, count)
 
 
 def _group_partition(entries: Any, events: Any) -> Any:

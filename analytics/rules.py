@@ -50,6 +50,7 @@ RULE_NAMES: dict[int, str] = {
     20: "HWM advances only while the committed ISR >= min ISR (journals)",
     22: "no follower keeps entries the final leader does not have",
     23: "every acked acks=all write is in the final log exactly once, or attributed",
+    24: "no replica's log start offset passes the partition's high watermark",
 }
 PARTITION_RULES = (8, 10, 11, 13, 19)
 

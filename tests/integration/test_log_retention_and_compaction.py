@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from analytics import data_rules as dr
 from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
 from raft.core.record_batch import iter_segment_batches
@@ -84,7 +85,10 @@ def _create(admin: AdminClient, topic: NewTopic) -> None:
 
 
 def _produce(
-    bootstrap: str | Producer, topic: str, records: list[tuple[bytes, bytes | None]]
+    bootstrap: str | Producer,
+    topic: str,
+    records: list[tuple[bytes, bytes | None]],
+    acked: list[tuple[bytes, int]] | None = None,
 ) -> list[int]:
     producer = (
         Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
@@ -96,6 +100,8 @@ def _produce(
     def on_delivery(err: object, msg: Any) -> None:
         assert err is None, err
         offsets.append(int(msg.offset()))
+        if acked is not None:
+            acked.append((msg.key(), int(msg.offset())))
 
     for key, value in records:
         producer.produce(topic, value, key, partition=0, on_delivery=on_delivery)
@@ -267,8 +273,10 @@ def _compact_and_check(
     }))
     waves = 5
     size = (len(records) + waves - 1) // waves
+    acked: list[tuple[bytes, int]] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     for start in range(0, len(records), size):
-        _produce(bootstrap, topic, records[start : start + size])
+        _produce(producer, topic, records[start : start + size], acked)
         time.sleep(0.25)
     # A last record past segment.ms rolls the segment: everything before it is cleanable.
     _produce(bootstrap, topic, [(b"sentinel", b"end")])
@@ -293,6 +301,10 @@ def _compact_and_check(
         assert set(expected) - set(seen) <= {k for k, v in expected.items() if v is None}
         for directory in dirs.values():
             rows = _records_on_disk(directory)
+            # Rule 25 as the audit states it: every acked key's latest write is still held.
+            held = [(key, offset) for offset, key, _value in rows if key is not None]
+            deleted = [(k, o) for k, o in acked if expected.get(k) is None]
+            assert dr.compaction_violations(acked, held, tombstones=deleted) == [], directory
             keys = [key for _offset, key, _value in rows]
             if len(keys) != len(set(keys)):
                 return False
@@ -402,3 +414,49 @@ def test_consumer_offsets_shrinks_once_compacted(up: tuple[LocalCluster, str]) -
         assert committed[0].offset == 1
     finally:
         consumer.close()
+
+
+def _disk_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
+
+
+@pytest.mark.slow
+def test_disk_stays_bounded_in_a_five_minute_produce_loop(up: tuple[LocalCluster, str]) -> None:
+    """retention.ms=5000 with 1 s segments: whatever is produced for 5 minutes, each replica
+    holds about retention.ms + a check interval + file.delete.delay.ms of data."""
+    cluster, bootstrap = up
+    topic = "bounded"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    _create(admin, NewTopic(topic, 1, 3, config={
+        "min.insync.replicas": "2", "retention.ms": "5000", "segment.ms": "1000",
+        "file.delete.delay.ms": "1000",
+    }))
+    dirs = _partition_dirs(cluster, topic)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    value = b"x" * 1000
+    duration_s = 300.0
+    started = time.monotonic()
+    produced_bytes = 0
+    peak: dict[int, int] = dict.fromkeys(dirs, 0)
+    next_sample = started + 10  # after the first retention window fills
+    window_bytes = 0.0
+    while time.monotonic() - started < duration_s:
+        for _ in range(200):  # about 200 KB per round, bounded by the flush below
+            producer.produce(topic, value, b"k", partition=0)
+        assert producer.flush(30) == 0
+        produced_bytes += 200 * len(value)
+        time.sleep(0.1)
+        now = time.monotonic()
+        if now >= next_sample:
+            rate = produced_bytes / (now - started)
+            window_bytes = rate * (5.0 + CHECK_INTERVAL_MS / 1000 + 1.0 + 1.0)
+            for node, directory in dirs.items():
+                peak[node] = max(peak[node], _disk_bytes(directory))
+            next_sample = now + 2
+    elapsed = time.monotonic() - started
+    print(f"produced {produced_bytes / 1e6:.0f} MB in {elapsed:.0f}s; peak per replica "
+          f"{ {n: round(b / 1e6, 1) for n, b in peak.items()} } MB; window {window_bytes / 1e6:.1f} MB")
+    assert produced_bytes > 10 * window_bytes  # the loop wrote far more than is kept
+    for node, most in peak.items():
+        # Batches carry overhead beyond the values; twice the window is the bound.
+        assert most < 2 * window_bytes + (2 << 20), (node, most, window_bytes)

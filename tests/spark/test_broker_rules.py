@@ -182,7 +182,7 @@ def check(rules: dict[int | str, Any], files: dict[str, Path]) -> None:
     assert rule23.attributed[0]["key"] == "p-30"
     assert rule23.attributed[0]["partition"] == f"{TOPIC}-3"
     # p-20's producer did not say (judged idempotent: a violation); q-22's said it is not.
-    assert rule23.notes == {"duplicates_counted": 1}
+    assert rule23.notes == {"duplicates_counted": 1, "removed_by_retention_or_compaction": 0}
     monotonic = rules[COMMITS_MONOTONIC]
     assert (monotonic.checked, monotonic.violation_count) == (3, 1)
     back = monotonic.violations[0]
