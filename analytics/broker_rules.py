@@ -54,7 +54,9 @@ class BrokerInputs:
     logs: DataFrame
     files: dict[str, int]
     consumers: DataFrame
-    bounds: DataFrame  # LOG_BOUND_COLUMNS: log start and cleaner checkpoints (rules 24, 25)
+    # LOG_BOUND_COLUMNS: log start and cleaner checkpoints (rules 24, 25); None if no replica
+    # wrote either (no join then)
+    bounds: DataFrame | None
 
 
 def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
@@ -85,7 +87,8 @@ class StagedBrokerInputs:
     def read(self, spark: SparkSession) -> BrokerInputs:
         return BrokerInputs(self.journal.read(spark), self.acks.read(spark),
                             self.logs.read(spark), self.files, self.consumers.read(spark),
-                            spark.createDataFrame(self.bounds, ddl(LOG_BOUND_COLUMNS)))
+                            spark.createDataFrame(self.bounds, ddl(LOG_BOUND_COLUMNS))
+                            if self.bounds else None)
 
 
 def _evidence(bad: DataFrame, count: int, order: list[str]) -> list[dict[str, Any]]:
@@ -139,14 +142,16 @@ def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
     rows name each partition's final leader, which rule 23 reads. The caller persists it."""
     # Rules 24/25: below any replica's log start or cleaner checkpoint, replicas differ by
     # design (analytics.data_rules.removal_floor).
-    floors = inputs.bounds.groupBy("topic", "partition").agg(F.max(F.greatest(
-        F.coalesce(F.col("log_start"), F.lit(0)), F.coalesce(F.col("cleaned_to"), F.lit(0))
-    )).alias("floor"))
-    entries = (inputs.logs.join(F.broadcast(floors), ["topic", "partition"], "left")
-               .filter(F.col("corrupt") | (F.col("offset") >= F.coalesce(F.col("floor"),
-                                                                          F.lit(0))))
-               .select("node", "file", "topic", "partition", "offset", "leader_epoch", "key",
-                       "corrupt"))
+    entries = inputs.logs
+    if inputs.bounds is not None:
+        floors = inputs.bounds.groupBy("topic", "partition").agg(F.max(F.greatest(
+            F.coalesce(F.col("log_start"), F.lit(0)), F.coalesce(F.col("cleaned_to"), F.lit(0))
+        )).alias("floor"))
+        entries = (entries.join(F.broadcast(floors), ["topic", "partition"], "left")
+                   .filter(F.col("corrupt") | (F.col("offset") >= F.coalesce(F.col("floor"),
+                                                                              F.lit(0)))))
+    entries = entries.select("node", "file", "topic", "partition", "offset", "leader_epoch",
+                             "key", "corrupt")
     roles = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "RoleChanged")).select(
         "event", "broker_id", "topic", "partition", "role", "leader_epoch", "ts")
     return cogroup_in_arrow(entries, roles, ["topic", "partition"], _rule_22_group, R22_SCHEMA)
@@ -209,12 +214,16 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     counts = (inputs.logs.filter(~F.col("corrupt") & (F.col("offset") >= 0))
               .join(F.broadcast(reference), ["topic", "partition", "node"])
               .groupBy("topic", "partition", "key").agg(F.count(F.lit(1)).alias("count")))
-    reference_bounds = reference.join(inputs.bounds, ["topic", "partition", "node"]).select(
-        "topic", "partition", "log_start", "cleaned_to")
     joined = (acked.join(counts, ["topic", "partition", "key"], "left")
               .join(F.broadcast(recovering.withColumn("recovered", F.lit(True))),
-                    ["topic", "partition"], "left")
-              .join(F.broadcast(reference_bounds), ["topic", "partition"], "left"))
+                    ["topic", "partition"], "left"))
+    if inputs.bounds is not None:
+        reference_bounds = reference.join(inputs.bounds, ["topic", "partition", "node"]).select(
+            "topic", "partition", "log_start", "cleaned_to")
+        joined = joined.join(F.broadcast(reference_bounds), ["topic", "partition"], "left")
+    else:
+        joined = joined.withColumn("log_start", F.lit(None).cast("bigint")).withColumn(
+            "cleaned_to", F.lit(None).cast("bigint"))
     # analytics.data_rules.classify_acked as a column: an idempotent producer's duplicate (or
     # one whose journal does not say: null) is a violation, a missing write on a partition that
     # went RECOVERING is attributed.
@@ -252,12 +261,17 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
 def rule_24_log_start(inputs: BrokerInputs) -> RuleResult:
     """Rule 24: no replica's log start offset (retention, DeleteRecords) is past the highest
     HWM any leader of its partition journaled (analytics.data_rules.log_start_violation)."""
+    if inputs.bounds is None:
+        return rule_result(24, 0, [])
     highest = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")) \
         .groupBy("topic", "partition").agg(F.max("new").alias("highest_hwm"))
     starts = inputs.bounds.filter(F.col("log_start").isNotNull()).join(
         highest, ["topic", "partition"])
-    bad = starts.filter(F.col("log_start") > F.col("highest_hwm"))
-    checked, count = starts.count(), bad.count()
+    past = F.col("log_start") > F.col("highest_hwm")
+    row = starts.agg(F.count(F.lit(1)).alias("checked"),
+                     F.sum(past.cast("int")).alias("bad")).collect()[0]
+    checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
+    bad = starts.filter(past)
     violations = _evidence(bad, count, ["topic", "partition", "node"])
     for v in violations:
         v["message"] = dr.log_start_message(v)
