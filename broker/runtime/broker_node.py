@@ -244,8 +244,12 @@ class BrokerNode:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.log_manager.close()
-        for fetcher in list(self.fetchers.values()):
-            await fetcher.stop()
+        # All at once, as Kafka's ReplicaFetcherManager.shutdown: each stop awaits its task and
+        # its connection, and a broker following thousands of partitions has as many (issue 35:
+        # `minikraft down` SIGKILLed such brokers after its 10 s timeout).
+        await asyncio.gather(
+            *(fetcher.stop() for fetcher in self.fetchers.values()), return_exceptions=True
+        )
         self.fetchers.clear()
         for server in self.servers:
             await server.stop()
