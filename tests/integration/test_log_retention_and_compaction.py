@@ -421,6 +421,7 @@ def _disk_bytes(directory: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(480)  # the loop runs 300 s, after a cluster start
 def test_disk_stays_bounded_in_a_five_minute_produce_loop(up: tuple[LocalCluster, str]) -> None:
     """retention.ms=5000 with 1 s segments: whatever is produced for 5 minutes, each replica
     holds about retention.ms + a check interval + file.delete.delay.ms of data."""
