@@ -16,12 +16,14 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 install: $(VENV)/.installed-$(EXTRAS)
 
 # Two pytest workers (pytest-xdist): most integration tests spend their time waiting on
-# timeouts, so two overlap well on two cores. A file's tests share a worker, and every Spark test
-# the one worker with the JVM (tests/conftest.py). TEST_WORKERS=0 runs in one process.
+# timeouts, so two overlap well on two cores. A file's tests share a worker (--dist loadfile), so
+# a module-scoped cluster starts once and its tests run in order. (--dist loadgroup with
+# xdist_group markers no longer grouped anything under pytest 9.2 + xdist 3.8: a module's tests
+# ran on both workers, each starting its own cluster.) TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
 test: install
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 	$(VENV)/bin/ruff check kafkawire cluster controller broker raft metadata analytics tests
 	$(VENV)/bin/mypy
 

@@ -30,11 +30,3 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     fork_server.disable()
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Under pytest-xdist's loadgroup: a file's tests stay on one worker (module-scoped clusters
-    # start once), and every Spark test shares one worker and so one JVM (the session fixture).
-    for item in items:
-        path = item.path.as_posix()
-        group = "spark" if "/tests/spark/" in path else path
-        item.add_marker(pytest.mark.xdist_group(group))
