@@ -202,7 +202,13 @@ def test_topics_create_with_configs_describe_alter_delete(up: Up) -> None:
     deleted = ok(run(tools.TOPICS, "--bootstrap-server", up.bootstrap_server, "--delete",
                      "--topic", topic))
     assert deleted == ""
+    # The tool returns once the active controller committed the deletion; the controller that
+    # answers the describe may be a standby whose committed image learns it a fetch later.
+    deadline = time.monotonic() + 10
     gone = asyncio.run(describe_all(up.bootstrap_controller, [topic]))
+    while [t.error_code for t in gone] != [3] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        gone = asyncio.run(describe_all(up.bootstrap_controller, [topic]))
     assert [t.error_code for t in gone] == [3]  # UNKNOWN_TOPIC_OR_PARTITION
 
 
