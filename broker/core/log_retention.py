@@ -15,7 +15,7 @@ always have at least one segment").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from broker.core.record_validation import COMPACT
@@ -105,12 +105,11 @@ def _deletable(
     return count
 
 
-class _Predicate:
-    def __call__(self, segment: SegmentView, index: int) -> bool:  # pragma: no cover - protocol
-        raise NotImplementedError
+# Whether a deletion pass takes this segment (the oldest first; the pass stops at the first no).
+_Predicate = Callable[[SegmentView, int], bool]
 
 
-class _BelowLogStart(_Predicate):
+class _BelowLogStart:
     def __init__(self, segments: Sequence[SegmentView], log_start_offset: int) -> None:
         self._segments = segments
         self._log_start_offset = log_start_offset
@@ -120,7 +119,7 @@ class _BelowLogStart(_Predicate):
         return following is not None and following.base_offset <= self._log_start_offset
 
 
-class _OverSize(_Predicate):
+class _OverSize:
     def __init__(self, excess_bytes: int) -> None:
         self._excess = excess_bytes
 
@@ -131,7 +130,7 @@ class _OverSize(_Predicate):
         return True
 
 
-class _Expired(_Predicate):
+class _Expired:
     def __init__(self, now_ms: int, retention_ms: int) -> None:
         self._now_ms = now_ms
         self._retention_ms = retention_ms
