@@ -28,7 +28,10 @@ async def wait_until_ready(
             if s.pid is not None and not _alive(cluster, s.name)
         ]
         if dead:
-            raise TimeoutError(f"{', '.join(dead)} exited during start-up")
+            raise TimeoutError(
+                f"{', '.join(dead)} exited during start-up"
+                + "".join(log_tail(cluster.node(name).log_file) for name in dead)
+            )
         try:
             status = await describe_quorum(cluster.bootstrap_controller, timeout_ms=1000)
             if status.leader_id is not None and len(status.voters) == len(cluster.controllers):
@@ -44,6 +47,22 @@ async def wait_until_ready(
             progress(f"waiting for the quorum: {last_error}")
         await asyncio.sleep(0.2)
     raise TimeoutError(f"after {timeout_s:.0f}s: {last_error}")
+
+
+def log_tail(log_file: str, lines: int = 15, max_bytes: int = 16384) -> str:
+    """The last lines of a node's log, indented under a heading, for an error that says a node
+    died: the log directory is often gone by the time anyone reads the error (a test's tmp dir,
+    a CI machine), so the reason must travel in the message itself."""
+    try:
+        with open(log_file, "rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - max_bytes))
+            tail = log.read().decode(errors="replace").splitlines()[-lines:]
+    except OSError as exc:
+        return f"\n  ({log_file}: {exc.strerror})"
+    if not tail:
+        return f"\n  ({log_file} is empty)"
+    return f"\n  last lines of {log_file}:\n" + "\n".join(f"    {line}" for line in tail)
 
 
 def _alive(cluster: LocalCluster, name: str) -> bool:
@@ -81,7 +100,9 @@ async def wait_node_ready(cluster: LocalCluster, name: str, timeout_s: float) ->
     try:
         while time.monotonic() < deadline:
             if not _alive(cluster, spec.name):
-                raise TimeoutError(f"{spec.name} exited during start-up")
+                raise TimeoutError(
+                    f"{spec.name} exited during start-up" + log_tail(spec.log_file)
+                )
             try:
                 if spec.role == "broker":
                     response = await metadata(client, [spec.address], [], 1000)
