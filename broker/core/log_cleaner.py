@@ -9,7 +9,12 @@ reads the segments in a worker thread, feeds their batches here, writes what com
   segment whose largest timestamp is younger than min.compaction.lag.ms. A log is cleaned when
   its dirty share of bytes exceeds min.cleanable.dirty.ratio, or when a dirty segment waited
   longer than max.compaction.lag.ms.
-- The offset map: the last offset of every key in the dirty part.
+- The offset map: the last offset of every key in the dirty part, as far as it holds. Kafka's
+  SkimpyOffsetMap takes `log.cleaner.dedupe.buffer.size` bytes at 24 bytes an entry (an MD5 hash
+  and an offset) and is filled to `load factor` (0.9) of its slots; once full, the round cleans
+  only up to the last batch mapped whole, and the rest of the dirty part is the next round's
+  (Kafka's Cleaner.buildOffsetMapForSegment). Keys here are compared whole, not by hash, but the
+  map holds no more entries than Kafka's would.
 - Each batch of the segments up to the map's end (clean_batch): a record stays if it is past the
   map, or it is its key's latest, and it has a value or is a tombstone whose batch's delete
   horizon (KIP-534: set to now + delete.retention.ms the first time the cleaner keeps it) has
@@ -25,6 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from broker.core.log_retention import SegmentView
+from controller.core.config_defs import (
+    DEDUPE_BUFFER_LOAD_FACTOR,
+    DEDUPE_BUFFER_MAX,
+    OFFSET_MAP_BYTES_PER_ENTRY,
+)
 from raft.core.record_batch import (
     RecordBatch,
     delete_horizon_ms,
@@ -156,26 +166,56 @@ def _next_base(segments: Sequence[SegmentView], index: int) -> int:
     return segments[index + 1].base_offset if index + 1 < len(segments) else 2**63 - 1
 
 
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
+
+
+def offset_map_capacity(
+    dedupe_buffer_size: int, load_factor: float = DEDUPE_BUFFER_LOAD_FACTOR
+) -> int:
+    """How many keys one round may map (Kafka's maxDesiredMapSize = slots * load factor, with
+    one cleaner thread holding the whole buffer, at most 2 GiB as a Java array)."""
+    slots = min(dedupe_buffer_size, DEDUPE_BUFFER_MAX) // OFFSET_MAP_BYTES_PER_ENTRY
+    return int(slots * load_factor)
+
+
 class OffsetMap:
     """Key -> the last offset it was written at in the dirty part (Kafka's SkimpyOffsetMap, here
-    exact: keys are compared whole, not by hash)."""
+    exact: keys are compared whole, not by hash), holding at most `max_entries` keys."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_entries: int | None = None) -> None:
         self._offsets: dict[bytes, int] = {}
+        self.max_entries = max_entries
         self.latest_offset = NO_OFFSET
 
-    def add_batch(self, batch: RecordBatch, upto_offset: int) -> None:
-        """Index the batch's keyed records below upto_offset."""
+    def add_batch(self, batch: RecordBatch, upto_offset: int, start_offset: int = 0) -> bool:
+        """Index the batch's keyed records in [start_offset, upto_offset); True when the map
+        was full before the batch was mapped whole (Kafka's buildOffsetMapForSegment: the
+        check comes before every keyed put, and a batch cut short does not move the latest
+        offset, so this round cleans only up to the batches mapped whole)."""
         if batch.is_control:
-            return
+            return False
         offsets = self._offsets
+        cap = self.max_entries
         for index, record in enumerate(batch.records):
             offset = batch.offset_of(index)
             if offset >= upto_offset:
                 break
-            if record.key is not None:
+            if record.key is not None and offset >= start_offset:
+                if cap is not None and len(offsets) >= cap:
+                    return True
                 offsets[record.key] = offset
-            self.latest_offset = max(self.latest_offset, offset)
+        if batch.last_offset >= start_offset:
+            self.latest_offset = max(self.latest_offset, min(batch.last_offset, upto_offset - 1))
+        return False
+
+    def segment_mapped(self, next_segment_start_offset: int) -> None:
+        """A segment mapped whole: the latest offset jumps over any offset gap to the next
+        segment (Kafka's updateLatestOffset(nextSegmentStartOffset - 1))."""
+        self.latest_offset = max(self.latest_offset, next_segment_start_offset - 1)
+
+    @property
+    def full(self) -> bool:
+        return self.max_entries is not None and len(self._offsets) >= self.max_entries
 
     def get(self, key: bytes) -> int:
         return self._offsets.get(key, NO_OFFSET)
@@ -259,11 +299,20 @@ def group_segments(
     return groups
 
 
-def build_offset_map(batches: Iterable[RecordBatch], first_dirty: int, upto_offset: int) -> OffsetMap:
-    """The offset map over the batches of [first_dirty, upto_offset)."""
-    offset_map = OffsetMap()
-    for batch in batches:
-        if batch.last_offset < first_dirty:
-            continue
-        offset_map.add_batch(batch, upto_offset)
+def build_offset_map(
+    segments: Iterable[tuple[int, Iterable[RecordBatch]]],
+    first_dirty: int,
+    upto_offset: int,
+    max_entries: int | None = None,
+) -> OffsetMap:
+    """The offset map over [first_dirty, upto_offset) (Kafka's buildOffsetMap): `segments` are
+    (next segment's start offset, its batches) in order; it stops where the map fills."""
+    offset_map = OffsetMap(max_entries)
+    for next_start, batches in segments:
+        for batch in batches:
+            if batch.last_offset < first_dirty:
+                continue
+            if offset_map.add_batch(batch, upto_offset, first_dirty):
+                return offset_map
+        offset_map.segment_mapped(min(next_start, upto_offset))
     return offset_map

@@ -36,7 +36,7 @@ from broker.runtime.clean_shutdown import (
 )
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.kafka_apis import KafkaApis
-from broker.runtime.log_manager import LogManager, LogManagerSettings
+from broker.runtime.log_manager import LogManager, cleaner_settings
 from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
@@ -137,7 +137,8 @@ class BrokerNode:
         )
         self.log_manager = LogManager(
             self.replicas,
-            LogManagerSettings(
+            cleaner_settings(
+                config.get,
                 retention_check_interval_ms=config.get_int("log.retention.check.interval.ms"),
                 cleaner_enable=config.get_bool("log.cleaner.enable", True),
                 cleaner_backoff_ms=config.get_int("log.cleaner.backoff.ms"),

@@ -16,6 +16,13 @@ segments, building the offset map, filtering the batches and writing and fsyncin
 still the ones cleaned (a truncation or retention meanwhile abandons the round). The first dirty
 offset of each partition is kept in `cleaner-offset-checkpoint` per log directory (Kafka's
 file and format).
+
+As in Kafka's LogCleaner, the offset map holds at most what `log.cleaner.dedupe.buffer.size`
+gives (broker/core/log_cleaner.offset_map_capacity): a round whose map fills cleans up to there
+and moves the checkpoint there, and the next round goes on. Every read and write of the cleaner
+goes through one Throttler (`log.cleaner.io.max.bytes.per.second`, broker/core/throttler): the
+worker thread sleeps, never the event loop. Both are dynamic broker configs, as in Kafka (read at
+the start of each round: the broker's own, the cluster default, the config file, the default).
 """
 
 from __future__ import annotations
@@ -24,29 +31,40 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.core.log_cleaner import (
+    DEFAULT_DEDUPE_BUFFER_SIZE,
     CleanableRange,
     CleanerConfig,
-    OffsetMap,
+    build_offset_map,
     clean_batch,
     cleanable_range,
     group_segments,
+    offset_map_capacity,
 )
 from broker.core.log_retention import SegmentView
 from broker.core.partition_state import Role
+from broker.core.throttler import UNLIMITED, Throttler
 from broker.runtime.partition_log import read_offset_checkpoint, write_offset_checkpoint
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, now_ms
-from raft.core.record_batch import decode_batch
+from controller.core.config_defs import BROKER_CONFIGS, BrokerLevels
+from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE
+from controller.core.records import CONFIG_RESOURCE_BROKER
+from kafkawire.config import ConfigError
+from raft.core.record_batch import RecordBatch, decode_batch
 from raft.runtime.fsutil import fsync_dir, storage_errors
 from raft.runtime.segment import CLEANED_SUFFIX, Segment, segment_file_name
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 DEFAULT_CLEANER_BACKOFF_MS = 15_000
+DEDUPE_BUFFER_SIZE = "log.cleaner.dedupe.buffer.size"
+IO_MAX_BYTES_PER_SECOND = "log.cleaner.io.max.bytes.per.second"
 
 log = logging.getLogger("minikraft.broker")
 
@@ -58,6 +76,64 @@ class LogManagerSettings:
     retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = DEFAULT_CLEANER_BACKOFF_MS
+    # static (config file) values; a dynamic broker config overrides them per round
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE
+    io_max_bytes_per_second: float = UNLIMITED
+
+
+def cleaner_settings(
+    get: Callable[[str], str | None], *, retention_check_interval_ms: int, cleaner_enable: bool,
+    cleaner_backoff_ms: int,
+) -> LogManagerSettings:
+    """The settings from a node's config file, the cleaner's two limits checked against the
+    config table as a dynamic change would be (a bad value stops the node with the reason)."""
+    values: dict[str, str] = {}
+    for name in (DEDUPE_BUFFER_SIZE, IO_MAX_BYTES_PER_SECOND):
+        text = get(name)
+        if text is None:
+            continue
+        reason = BROKER_CONFIGS[name].value_error(text)
+        if reason is not None:
+            raise ConfigError(reason)
+        values[name] = text.strip()
+    return LogManagerSettings(
+        retention_check_interval_ms=retention_check_interval_ms,
+        cleaner_enable=cleaner_enable,
+        cleaner_backoff_ms=cleaner_backoff_ms,
+        dedupe_buffer_size=int(values.get(DEDUPE_BUFFER_SIZE, DEFAULT_DEDUPE_BUFFER_SIZE)),
+        io_max_bytes_per_second=float(values.get(IO_MAX_BYTES_PER_SECOND, UNLIMITED)),
+    )
+
+
+class CleanerAborted(Exception):
+    """The broker is closing: a throttled worker thread stops instead of sleeping on."""
+
+
+class CleanerIo:
+    """The cleaner's one Throttler, called from the worker thread (Kafka's throttler is shared
+    by its cleaner threads too, hence the lock); sleeps on an event that close() sets."""
+
+    def __init__(self, rate: float) -> None:
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.throttler = Throttler(rate, time.monotonic_ns())
+
+    def set_rate(self, rate: float) -> None:
+        self.throttler.desired_rate_per_s = rate
+
+    def done(self, nbytes: int) -> None:
+        """`nbytes` read or written: sleep as long as the rate asks (Kafka's maybeThrottle)."""
+        with self._lock:
+            sleep_ms = self.throttler.observe(nbytes, time.monotonic_ns())
+            if sleep_ms > 0:
+                if self._stopping.wait(sleep_ms / 1000):
+                    raise CleanerAborted
+                self.throttler.period_restarted(time.monotonic_ns())
+        if self._stopping.is_set():
+            raise CleanerAborted
+
+    def stop(self) -> None:
+        self._stopping.set()
 
 
 @dataclass(slots=True)
@@ -73,6 +149,8 @@ class _CleanJob:
     config: CleanerConfig
     now_ms: int
     producer_last_offsets: dict[int, int]
+    io: CleanerIo
+    map_capacity: int | None = None  # keys the offset map may hold; None: no cap
     # filled in by the thread: (indexes of the segments replaced, cleaned file, segment)
     results: list[tuple[list[int], Segment]] = field(default_factory=list)
     end_offset: int = 0
@@ -96,6 +174,7 @@ class LogManager:
         self._cleaner_checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
         self.segments_deleted = 0  # metrics and tests
         self.cleanings = 0
+        self.io = CleanerIo(settings.io_max_bytes_per_second)
 
     # ---- lifecycle ----
 
@@ -112,6 +191,7 @@ class LogManager:
             self._tasks.append(asyncio.ensure_future(self._cleaner_loop()))
 
     async def close(self) -> None:
+        self.io.stop()  # a throttled worker thread stops sleeping and gives the round up
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -195,6 +275,29 @@ class LogManager:
             if not cleaned:
                 await asyncio.sleep(backoff_s)
 
+    def _broker_config(self, name: str) -> str | None:
+        """A broker config's value now: this broker's dynamic one, the cluster default, the
+        config file, the default (controller.core.config_defs.BrokerLevels)."""
+        image = self.replicas.image
+        settings = self.replicas.settings
+        levels = BrokerLevels(
+            per_broker=image.configs.get((CONFIG_RESOURCE_BROKER, str(settings.broker_id)), {}),
+            cluster=image.configs.get((CONFIG_RESOURCE_BROKER, CLUSTER_DEFAULT_RESOURCE), {}),
+            static=settings.static_configs,
+            node_defaults=settings.node_defaults,
+        )
+        found = levels.synonyms_of([name])
+        return found[0][1] if found else None
+
+    def _round_limits(self) -> int:
+        """The offset map's capacity for this round; sets the throttle's rate too (Kafka's
+        LogCleaner.reconfigure: both are dynamic)."""
+        size_text = self._broker_config(DEDUPE_BUFFER_SIZE)
+        rate_text = self._broker_config(IO_MAX_BYTES_PER_SECOND)
+        size = int(size_text) if size_text else self.settings.dedupe_buffer_size
+        self.io.set_rate(float(rate_text) if rate_text else self.settings.io_max_bytes_per_second)
+        return offset_map_capacity(size)
+
     def _checkpoint_of(self, hosted: HostedPartition) -> int | None:
         log_dir = hosted.log.directory.parent
         return self._cleaner_checkpoints.get(log_dir, {}).get((hosted.topic, hosted.partition))
@@ -244,12 +347,12 @@ class LogManager:
         if best is None:
             return False
         _score, hosted, rng, config = best
-        await self.clean(hosted, rng, config, now)
-        return True
+        return await self.clean(hosted, rng, config, now)
 
     async def clean(
         self, hosted: HostedPartition, rng: CleanableRange, config: CleanerConfig, now: int
-    ) -> None:
+    ) -> bool:
+        """One round over `rng` of the partition; whether it moved the first dirty offset."""
         plog = hosted.log
         segments = plog.segments()[:-1]
         job = _CleanJob(
@@ -261,6 +364,8 @@ class LogManager:
             config=config,
             now_ms=now,
             producer_last_offsets=plog.producer_state.last_data_offsets(),
+            io=self.io,
+            map_capacity=self._round_limits(),
         )
         log.info(
             "Partition %s: cleaning offsets %d..%d (dirty ratio %.2f)",
@@ -268,15 +373,28 @@ class LogManager:
         )
         try:
             await asyncio.to_thread(_run_clean_job, job)
+        except CleanerAborted:
+            _discard(job)
+            return False
         except (OSError, ValueError) as exc:
             log.warning("Partition %s: cleaning abandoned: %s", plog.name, exc)
             _discard(job)
-            return
+            return False
+        if job.end_offset <= rng.first_dirty_offset:
+            # Kafka's cleaner would map nothing again and again; here the round says why and
+            # the cleaner backs off.
+            log.warning(
+                "Partition %s: the offset map (%s keys, log.cleaner.dedupe.buffer.size) fills"
+                " before the batch at offset %d is mapped: nothing cleaned",
+                plog.name, job.map_capacity, rng.first_dirty_offset,
+            )
+            _discard(job)
+            return False
         await hosted.commit.idle()
         if self.replicas.partitions.get(hosted.key) is not hosted:
             log.info("Partition %s: deleted while cleaning: round abandoned", plog.name)
             _discard(job)
-            return
+            return False
         current = plog.segments()
         for indexes, _cleaned in job.results:
             old = [job.segments[i] for i in indexes]
@@ -287,7 +405,7 @@ class LogManager:
             if not unchanged:
                 log.info("Partition %s: segments changed while cleaning: round abandoned", plog.name)
                 _discard(job)
-                return
+                return False
         removed: list[Segment] = []
         for indexes, cleaned in job.results:
             old = [job.segments[i] for i in indexes]
@@ -300,6 +418,7 @@ class LogManager:
             " offset now %d", plog.name, len(removed), len(job.results), job.records_kept,
             job.records_read, job.end_offset,
         )
+        return True
 
 
 def _discard(job: _CleanJob) -> None:
@@ -309,9 +428,15 @@ def _discard(job: _CleanJob) -> None:
     job.results = []
 
 
-def _batches_of(segment: Segment, entries: list[tuple[int, int, int]]) -> list[tuple[bytes, int]]:
-    """(raw batch, last offset) of the segment's batches as they were when the job started."""
-    return [(segment.read(position, size), last) for position, size, last in entries]
+def _batches_of(
+    segment: Segment, entries: list[tuple[int, int, int]], io: CleanerIo
+) -> Iterator[tuple[bytes, int]]:
+    """(raw batch, last offset) of the segment's batches as they were when the job started,
+    each read counted by the throttle (Kafka's maybeThrottle after each read)."""
+    for position, size, last in entries:
+        raw = segment.read(position, size)
+        io.done(len(raw))
+        yield raw, last
 
 
 def _run_clean_job(job: _CleanJob) -> None:
@@ -319,16 +444,20 @@ def _run_clean_job(job: _CleanJob) -> None:
     file, fsynced and indexed (Kafka's Cleaner.doClean)."""
     rng = job.range
     first_dirty, upper = rng.first_dirty_offset, rng.first_uncleanable_offset
-    offset_map = OffsetMap()
-    for segment, entries in zip(job.segments, job.entries, strict=True):
-        if segment.base_offset >= upper:
-            break
-        for raw, last in _batches_of(segment, entries):
-            if last < first_dirty:
-                continue
-            batch, _size = decode_batch(raw)
-            offset_map.add_batch(batch, upper)
-    job.end_offset = offset_map.latest_offset + 1 if offset_map.latest_offset >= 0 else upper
+    closed = [s for s in job.segments if s.base_offset < upper]
+
+    def dirty_segments() -> Iterator[tuple[int, Iterator[RecordBatch]]]:
+        for index, segment in enumerate(closed):
+            next_start = closed[index + 1].base_offset if index + 1 < len(closed) else upper
+            # Kafka starts a segment's read at the first dirty offset's position.
+            dirty = [e for e in job.entries[index] if e[2] >= first_dirty]
+            batches = _batches_of(segment, dirty, job.io)
+            yield next_start, (decode_batch(raw)[0] for raw, _last in batches)
+
+    # Batches are read (and throttled) only as far as the map holds.
+    offset_map = build_offset_map(dirty_segments(), first_dirty, upper, job.map_capacity)
+    # Cleaned up to the last batch mapped whole; a round whose map filled leaves the rest dirty.
+    job.end_offset = max(first_dirty, offset_map.latest_offset + 1)
     groups = group_segments(job.views, job.end_offset, job.config.segment_bytes)
     directory = job.hosted.log.directory
     for indexes in groups:
@@ -336,7 +465,7 @@ def _run_clean_job(job: _CleanJob) -> None:
         path = directory / (segment_file_name(base) + CLEANED_SUFFIX)
         chunks: list[bytes] = []
         for index in indexes:
-            for raw, _last in _batches_of(job.segments[index], job.entries[index]):
+            for raw, _last in _batches_of(job.segments[index], job.entries[index], job.io):
                 batch, _size = decode_batch(raw)
                 job.records_read += len(batch.records)
                 kept, count = clean_batch(
@@ -358,6 +487,7 @@ def _run_clean_job(job: _CleanJob) -> None:
                 view = memoryview(data)
                 while view:
                     written = os.write(fd, view)
+                    job.io.done(written)
                     view = view[written:]
                 os.fsync(fd)
             finally:

@@ -190,6 +190,31 @@ def between(low: float, high: float) -> Check:
     return check
 
 
+# The log cleaner's offset map (Kafka's SkimpyOffsetMap): an MD5 hash and an offset per slot,
+# filled to the load factor (log.cleaner.io.buffer.load.factor's default); one cleaner thread
+# holds the whole log.cleaner.dedupe.buffer.size (broker/core/log_cleaner.py).
+OFFSET_MAP_BYTES_PER_ENTRY = 24
+DEDUPE_BUFFER_LOAD_FACTOR = 0.9
+DEDUPE_BUFFER_MAX = 2**31 - 1  # a Java array: Kafka uses at most 2 GiB per cleaner thread
+
+
+def dedupe_buffer_size(value: str) -> str | None:
+    """Kafka's Cleaner require(): an offset map that cannot hold one key never makes progress
+    (Kafka fails the cleaner thread; here the value is refused)."""
+    slots = min(int(value), DEDUPE_BUFFER_MAX) // OFFSET_MAP_BYTES_PER_ENTRY
+    if slots * DEDUPE_BUFFER_LOAD_FACTOR > 1:
+        return None
+    return (
+        "offset map is too small to fit in even a single message, so log cleaning will never "
+        "make progress. You can increase log.cleaner.dedupe.buffer.size or decrease "
+        "log.cleaner.threads"
+    )
+
+
+def positive(value: str) -> str | None:
+    return None if float(value) > 0 else "Value must be greater than 0"
+
+
 def gzip_level(value: str) -> str | None:
     """compression.gzip.level: 1-9, or -1 (Deflater's default), Kafka's message."""
     number = int(value)
@@ -576,6 +601,17 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     _broker(
         "log.cleaner.backoff.ms", ConfigType.LONG, "15000",
         "How long the log cleaner sleeps when no log needs cleaning.", at_least(0),
+    ),
+    _broker(
+        "log.cleaner.dedupe.buffer.size", ConfigType.LONG, str(128 * 1024 * 1024),
+        "The memory of the log cleaner's offset map: at 24 bytes a key, filled to 0.9, it "
+        "bounds the keys one cleaning round maps; the rest of the dirty log is cleaned in the "
+        "next rounds.", dedupe_buffer_size, dynamic=True,
+    ),
+    _broker(
+        "log.cleaner.io.max.bytes.per.second", ConfigType.DOUBLE, "1.7976931348623157E308",
+        "The log cleaner is throttled so that the sum of its read and write i/o stays below "
+        "this value on average.", positive, dynamic=True,
     ),
     _broker(
         "broker.session.timeout.ms", ConfigType.INT, "9000",

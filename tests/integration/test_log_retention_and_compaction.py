@@ -7,7 +7,10 @@
   it at the new start (rule 24);
 - a compacted topic with tombstones ends with one record per key on every replica, the latest
   value of every live key (rule 25), read correctly by a consumer while the cleaner runs;
-- `__consumer_offsets` (cleanup.policy=compact) shrinks once its segments roll.
+- `__consumer_offsets` (cleanup.policy=compact) shrinks once its segments roll;
+- a dynamic `log.cleaner.dedupe.buffer.size` too small for the dirty keys makes the cleaner
+  work in several rounds (Kafka's LogCleaner cleans as far as its offset map holds), and it still
+  ends with one record per key.
 
 The 100,000-record compaction and a 5-minute produce loop under retention are `slow`.
 """
@@ -42,6 +45,7 @@ from confluent_kafka.admin import (  # noqa: E402
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourceType,
 )
@@ -261,6 +265,7 @@ def _compact_and_check(
     topic: str,
     records: list[tuple[bytes, bytes | None]],
     timeout_s: float,
+    producer_config: dict[str, Any] | None = None,
 ) -> float:
     """Produce `records` to a fresh compacted topic in waves, roll with a sentinel, then wait
     until every replica holds one record per key (tombstones at most once) with the latest
@@ -274,7 +279,8 @@ def _compact_and_check(
     waves = 5
     size = (len(records) + waves - 1) // waves
     acked: list[tuple[bytes, int]] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         **(producer_config or {})})
     for start in range(0, len(records), size):
         _produce(producer, topic, records[start : start + size], acked)
         time.sleep(0.25)
@@ -357,6 +363,51 @@ def test_compaction_keeps_the_latest_value_of_every_key_on_every_replica(
     cluster, bootstrap = up
     took = _compact_and_check(cluster, bootstrap, "compacted", _keyed(5_000, 100, 10), 60)
     print(f"5,000 records over 100 keys compacted on every replica in {took:.1f}s")
+
+
+def test_a_small_dedupe_buffer_compacts_in_several_rounds_to_one_record_per_key(
+    up: tuple[LocalCluster, str],
+) -> None:
+    """log.cleaner.dedupe.buffer.size as a per-broker dynamic config (Kafka's LogCleaner
+    reconfigures it): 24 bytes a key at 0.9 load, 6,000 bytes map 225 of the 300 keys, so each
+    round cleans only up to where the map filled and the next one goes on."""
+    cluster, bootstrap = up
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    key = "log.cleaner.dedupe.buffer.size"
+
+    def alter(broker_id: int, op: Any, value: str) -> None:
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id), incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=op)])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+
+    # A map that cannot hold one key is refused with the reason Kafka's cleaner fails with.
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        alter(cluster.brokers[0].node_id, AlterConfigOpType.SET, "47")
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "offset map is too small" in refused.value.args[0].str()
+    topic = "compacted-small-map"
+    logs = {b.node_id: Path(b.log_file) for b in cluster.brokers}
+    already = {i: path.read_text().count(f"Partition {topic}-0: cleaned") for i, path in logs.items()}
+    for broker in cluster.brokers:
+        alter(broker.node_id, AlterConfigOpType.SET, "6000")
+    try:
+        described = admin.describe_configs(
+            [ConfigResource(ResourceType.BROKER, str(cluster.brokers[0].node_id))]
+        )
+        entry = next(iter(described.values())).result(timeout=30)[key]
+        assert (entry.value, entry.source) == ("6000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        # Batches of at most 50 records: a round always maps whole batches (the map is
+        # checked before every key), so each fits.
+        took = _compact_and_check(cluster, bootstrap, topic, _keyed(3_000, 300, 10), 90,
+                                  producer_config={"batch.num.messages": 50})
+        rounds = {i: path.read_text().count(f"Partition {topic}-0: cleaned") - already[i]
+                  for i, path in logs.items()}
+        print(f"3,000 records over 300 keys, a 225-key map: {rounds} rounds, {took:.1f}s")
+        assert all(count >= 2 for count in rounds.values()), rounds
+    finally:
+        for broker in cluster.brokers:
+            alter(broker.node_id, AlterConfigOpType.DELETE, "")
 
 
 @pytest.mark.slow

@@ -15,7 +15,8 @@ from broker.core.log_cleaner import (
     group_segments,
 )
 from broker.core.log_retention import RetentionConfig, SegmentView
-from broker.runtime.log_manager import _CleanJob, _run_clean_job
+from broker.core.throttler import UNLIMITED
+from broker.runtime.log_manager import CleanerIo, _CleanJob, _run_clean_job
 from broker.runtime.partition_log import PartitionLog
 from raft.core.record_batch import (
     DELETE_HORIZON_FLAG,
@@ -167,7 +168,7 @@ def test_a_cleaning_round_compacts_swaps_and_survives_a_reopen(tmp_path: Path) -
         segments=segments[:-1],
         entries=[[(e.position, e.size, e.last_offset) for e in s.entries] for s in segments[:-1]],
         views=log.segment_views()[:-1], range=rng, config=config, now_ms=NOW + 10_000,
-        producer_last_offsets={},
+        producer_last_offsets={}, io=CleanerIo(UNLIMITED),
     )
     asyncio.run(asyncio.to_thread(_run_clean_job, job))
     assert job.end_offset == 41
