@@ -13,8 +13,8 @@ partition's role state: a follower cannot hold leader data by construction, and 
 starts from fresh remote replica states (Kafka's Partition keeps them only while leader).
 
 Rules: 17 (expand only with the fetched broker epoch matching the image), 18 (revert on
-INELIGIBLE_REPLICA / FENCED_LEADER_EPOCH, no blind retry), 20 (HWM over the maximal ISR, only
-while the committed ISR >= min ISR), 21 (RECOVERING refuses requests until RECOVERED commits).
+INELIGIBLE_REPLICA / FENCED_LEADER_EPOCH, no blind retry), 20 (the HWM: broker.core.high_watermark
+decides where it may go), 21 (RECOVERING refuses requests until RECOVERED commits).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, cast
 
+from broker.core.high_watermark import leader_counted_offset, next_high_watermark
 from broker.core.journal_events import (
     HwmAdvanced,
     IsrProposed,
@@ -235,6 +236,9 @@ class PartitionState:
         self._brokers: BrokerView = _NoBrokers()
         self._log_end_offset = log_end_offset
         self._flushed_offset = min(flushed_offset, log_end_offset)
+        # The end of the last append the broker fsyncs before answering it: it counts toward
+        # the HWM only once flushed (rule 20, broker.core.high_watermark).
+        self._flush_first_to = 0
         # A checkpointed HWM past the recovered log end is capped (the tail was lost).
         self._high_watermark = max(0, min(high_watermark, log_end_offset))
         # Across leaderships, so a late answer never matches a newer proposal.
@@ -532,12 +536,17 @@ class PartitionState:
     # ---- local log ----
 
     def update_local_log(
-        self, log_end_offset: int, flushed_offset: int, now_ms: int
+        self, log_end_offset: int, flushed_offset: int, now_ms: int, *, flush_first: bool = False
     ) -> PartitionReady:
-        """After an append or a flush on this broker's log."""
+        """After an append or a flush on this broker's log. `flush_first`: the append just made
+        is one the broker fsyncs before answering (acks=all, log.flush.interval.messages), so
+        it counts toward the HWM only once `flushed_offset` covers it (rule 20)."""
         out = _Builder()
         self._log_end_offset = log_end_offset
         self._flushed_offset = min(flushed_offset, log_end_offset)
+        if flush_first:
+            self._flush_first_to = log_end_offset
+        self._flush_first_to = min(self._flush_first_to, log_end_offset)
         if self._leader is not None:
             self._maybe_propose_recovered(now_ms, out)
             self._maybe_advance_hwm(now_ms, out)
@@ -551,6 +560,7 @@ class PartitionState:
         out = _Builder()
         self._log_end_offset = to_offset
         self._flushed_offset = min(flushed_offset, to_offset)
+        self._flush_first_to = min(self._flush_first_to, to_offset)
         if to_offset < self._high_watermark:
             # Only an unclean election can take committed data away; the audit attributes it.
             reason = f"{reason}; below high watermark {self._high_watermark}"
@@ -778,20 +788,24 @@ class PartitionState:
         return (kind, self._leader_epoch, self._partition_epoch, view)
 
     def _maybe_advance_hwm(self, now_ms: int, out: _Builder) -> None:
-        """Rule 20: HWM = min log end over the maximal ISR, only while committed ISR >= min ISR,
-        and never backwards."""
+        """Rule 20, as broker.core.high_watermark decides it (never while RECOVERING, rule 21)."""
         leader = self._leader
         if leader is None or self.is_recovering:
             return
-        if len(self._committed_isr) < self._min_isr:
-            return
-        candidate = self._log_end_offset
-        for replica in self.maximal_isr:
-            if replica == self.local_broker_id:
-                continue
-            progress = leader.progress.get(replica)
-            candidate = min(candidate, UNKNOWN_OFFSET if progress is None else progress.log_end_offset)
-        if candidate <= self._high_watermark:
+        followers = (
+            UNKNOWN_OFFSET if progress is None else progress.log_end_offset
+            for progress in (
+                leader.progress.get(r) for r in self.maximal_isr if r != self.local_broker_id
+            )
+        )
+        candidate = next_high_watermark(
+            self._high_watermark,
+            len(self._committed_isr),
+            self._min_isr,
+            leader_counted_offset(self._log_end_offset, self._flushed_offset, self._flush_first_to),
+            followers,
+        )
+        if candidate is None:
             return
         old = self._high_watermark
         self._high_watermark = candidate

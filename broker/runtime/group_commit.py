@@ -1,5 +1,6 @@
 """Group commit for one partition log: `sync()` returns once everything appended before the call
-is on disk (rule 20: the core counts only `flushed_offset`) (issue 17).
+is on disk (issue 17). The append waiting for it counts toward the HWM only once flushed
+(rule 20, decided by the core: broker.core.high_watermark).
 
 Where the fsync runs is the broker's choice (`minikraft.log.flush.in.thread`):
 - on the event loop (default). A leader's produce asks for a grouped sync: it lets one loop turn

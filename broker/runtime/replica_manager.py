@@ -111,7 +111,8 @@ class HostedPartition:
 
 
 # Loop turns a woken fetch lets pass before it reads the log: produces already read from their
-# sockets in this turn append first, so one answer carries them all. Measured (BENCHMARKS.md,
+# sockets in this turn append first, so one answer carries them all. Batching only: what counts
+# toward the HWM is the core's (broker.core.high_watermark), whenever the follower reads. Measured (BENCHMARKS.md,
 # session 5): reading at once made followers fetch smaller batches more often than the msgpack
 # tree did (strace: 2.3x its log reads, 1.4x its fsyncs per record); two turns took back about
 # 15% of the brokers' CPU per one-record acks=all produce. A leader's grouped fsync runs one
@@ -570,9 +571,13 @@ class ReplicaManager:
         self.apply_ready(hosted, hosted.state.apply_registration(stopped, 1, image, ts))
         changed.append(hosted)
 
-    def _sync_log(self, hosted: HostedPartition, ts: int) -> None:
+    def _sync_log(self, hosted: HostedPartition, ts: int, *, flush_first: bool = False) -> None:
+        plog = hosted.log
         self.apply_ready(
-            hosted, hosted.state.update_local_log(hosted.log.log_end_offset, hosted.log.flushed_offset, ts)
+            hosted,
+            hosted.state.update_local_log(
+                plog.log_end_offset, plog.flushed_offset, ts, flush_first=flush_first
+            ),
         )
 
     # ---- acting on the core's answers ----
@@ -698,11 +703,13 @@ class ReplicaManager:
         except KafkaError as exc:
             return self._produce_error(hosted, exc.error, exc.message)
         ts = now_ms()
-        self._sync_log(hosted, ts)
-        # Rule 20 counts only flushed offsets toward the HWM, so a follower could fetch the
-        # batch before the leader's fsync; it reads after the grouped fsync (_TURNS_BEFORE_READ).
+        flush_first = hosted.log.flush_due(request.acks)
+        # Until it is flushed, the core does not count this append toward the HWM (rule 20).
+        self._sync_log(hosted, ts, flush_first=flush_first)
+        # A woken follower reads after the grouped fsync (_TURNS_BEFORE_READ) so that one answer
+        # carries the whole group: a matter of batching, not of rule 20.
         hosted.notify_appended()
-        if hosted.log.flush_due(request.acks):
+        if flush_first:
             await hosted.commit.sync(group=True)
             ts = now_ms()
             self._sync_log(hosted, ts)

@@ -16,7 +16,8 @@ the log survives whole (the OS kept the page cache): losing an unflushed tail is
 Checked from the cores' outputs after every input (INVARIANTS numbers):
 - 17: an ISR expansion names the new member with the broker epoch the leader's image has for it
   (our followers always send theirs), and the member is unfenced there;
-- 20: a leader's HWM never goes back and never passes its log end; an HwmAdvanced event comes
+- 20: a leader's HWM never goes back and never passes its log end, nor its flushed offset
+  while an acks=all append is not flushed; an HwmAdvanced event comes
   only with the committed ISR >= min ISR, and (for the current leader) every maximal-ISR member's
   log holds the leader's entries below the new HWM; a completed acks=all produce is below the
   HWM and (current leader) on at least min ISR replicas' logs;
@@ -95,6 +96,8 @@ class BrokerSim(ControllerSim):
         self.acked_entries: dict[int, int] = {}
         self.unclean_epoch = -1
         self.broker_hwm: dict[tuple[int, int, int], int] = {}  # (broker, inc, epoch) -> HWM
+        # broker -> end of its last acks=all append: under the HWM only once flushed (rule 20)
+        self.flush_first: dict[int, int] = {}
         # What the run did, for the test to assert it was not vacuous.
         self.produced = 0
         self.acked = 0
@@ -180,6 +183,8 @@ class BrokerSim(ControllerSim):
         """A new process: a new core from the log and the last HWM (its checkpoint)."""
         old = broker.state
         broker.incarnation += 1
+        # A new process counts its whole log (raft.runtime.disk_log opens with flushed = end).
+        self.flush_first.pop(broker.broker_id, None)
         broker.registration = None
         broker.state = None
         if old is not None:
@@ -235,10 +240,10 @@ class BrokerSim(ControllerSim):
         else:
             self._handle(broker, state.update_metadata(min_isr, image, self.now_ms))
 
-    def _sync_log(self, broker: SimBroker) -> None:
+    def _sync_log(self, broker: SimBroker, *, flush_first: bool = False) -> None:
         if broker.state is not None:
             self._handle(broker, broker.state.update_local_log(
-                broker.log.end_offset, broker.log.flushed, self.now_ms))
+                broker.log.end_offset, broker.log.flushed, self.now_ms, flush_first=flush_first))
 
     def _produce(self, broker: SimBroker) -> None:
         state = broker.state
@@ -254,8 +259,11 @@ class BrokerSim(ControllerSim):
         for _ in range(self.data.randint(1, 3)):
             broker.log.append(state.leader_epoch)
         self.produced += 1
-        self._sync_log(broker)
+        # acks=all is fsync'd before it counts (the runtime's flush_due); the fsync comes later,
+        # at a flush step of its own, so followers may fetch the records first.
+        self._sync_log(broker, flush_first=acks == ACKS_ALL)
         if acks == ACKS_ALL:
+            self.flush_first[broker.broker_id] = broker.log.end_offset
             ack_id = self.next_ack
             self.next_ack += 1
             last = broker.log.end_offset - 1
@@ -281,6 +289,8 @@ class BrokerSim(ControllerSim):
         if state.truncation_pending:
             before = follower.log.end_offset
             truncate_against(follower.log, leader.log, state.high_watermark)
+            self.flush_first[follower.broker_id] = min(
+                self.flush_first.get(follower.broker_id, 0), follower.log.end_offset)
             self._handle(follower, state.on_truncated(
                 before, follower.log.end_offset, follower.log.flushed, "sim", self.now_ms))
         if not leader.log.holds(follower.log, follower.log.end_offset):
@@ -343,6 +353,10 @@ class BrokerSim(ControllerSim):
             self.fail(f"rule 21: broker {broker.broker_id} advanced the HWM while RECOVERING")
         if event.isr_size < event.min_isr or event.new <= event.old:
             self.fail(f"rule 20: broker {broker.broker_id} {event}")
+        unflushed = self.flush_first.get(broker.broker_id, 0)
+        if broker.log.flushed < unflushed and event.new > broker.log.flushed:
+            self.fail(f"rule 20: HWM {event.new} on leader {broker.broker_id} past its flushed "
+                      f"offset {broker.log.flushed} under an acks=all append to {unflushed}")
         if not current:
             return  # a deposed leader's view of its followers is stale: Kafka's too
         for member in state.committed_isr:  # within the maximal ISR the HWM is computed on

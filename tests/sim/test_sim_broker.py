@@ -81,3 +81,15 @@ def test_broker_sim_catches_an_expansion_without_the_broker_epoch(
 
     monkeypatch.setattr(PartitionState, "_isr_eligible", lambda self, progress: True)
     assert "rule 17" in _first_failure(range(CI_SEEDS))
+
+
+def test_broker_sim_catches_a_hwm_past_the_leaders_unflushed_acks_all_append(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leader counting its whole log end, flushed or not, is caught (rule 20)."""
+    from broker.core import partition_state
+
+    monkeypatch.setattr(
+        partition_state, "leader_counted_offset", lambda end, flushed, flush_first_to: end
+    )
+    assert "flushed offset" in _first_failure(range(CI_SEEDS))
