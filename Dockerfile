@@ -15,12 +15,13 @@ WORKDIR /src
 COPY pyproject.toml ./
 RUN python -m venv /opt/minikraft \
     && touch README.md \
-    && for p in kafkawire metadata raft controller broker cluster analytics; do \
+    && for p in kafkawire storage metadata raft controller broker cluster analytics; do \
          mkdir -p "$p" && touch "$p/__init__.py"; done \
     && /opt/minikraft/bin/pip install . \
     && /opt/minikraft/bin/pip uninstall -y -q minikraft
 COPY README.md ./
 COPY kafkawire ./kafkawire
+COPY storage ./storage
 COPY metadata ./metadata
 COPY raft ./raft
 COPY controller ./controller

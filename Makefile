@@ -24,14 +24,14 @@ TEST_WORKERS ?= 2
 
 test: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
-	$(VENV)/bin/ruff check kafkawire cluster controller broker raft metadata analytics tests
+	$(VENV)/bin/ruff check kafkawire storage cluster controller broker raft metadata analytics tests
 	$(VENV)/bin/mypy
 
 test-slow: install
 	$(PY) -m pytest -m slow
 
 lint: install
-	$(VENV)/bin/ruff check kafkawire cluster controller broker raft metadata analytics tests
+	$(VENV)/bin/ruff check kafkawire storage cluster controller broker raft metadata analytics tests
 	$(VENV)/bin/mypy
 
 demo: install

@@ -10,7 +10,7 @@ column order below (shared by the Spark DataSources and analytics.baseline):
 - ack journals (any other `journal/*.journal`): the producer's `send` and `ack` entries, each
   saying whether its producer is idempotent (absent in older journals: read as null);
 - partition data logs `<log.dir>/<topic>-<partition>/<offset>.log`: the one batch format
-  (raft.core.record_batch); a record's key for rule 23 is its value up to the first ':'
+  (storage.core.record_batch); a record's key for rule 23 is its value up to the first ':'
   (`<producer>-<seq>`).
 A torn or garbled entry or batch becomes one row flagged corrupt with its byte position and the
 file's reading stops there; nothing here raises on bad input.
@@ -26,7 +26,7 @@ from typing import Any
 
 import msgpack
 
-from raft.core.record_batch import CorruptBatchError, iter_segment_batches
+from storage.core.record_batch import CorruptBatchError, iter_segment_batches
 
 JOURNAL_DIR_NAME = "journal"
 BROKER_JOURNAL_SOURCE = "minikraft-broker-journal"

@@ -56,8 +56,8 @@ from raft.core.control_records import (
     control_version,
     decode_control,
 )
-from raft.core.record_batch import Record, RecordBatch, decode_batch
 from raft.core.replica_key import uuid_to_str
+from storage.core.record_batch import Record, RecordBatch, decode_batch
 
 DATA_SOURCE_NAME = "minikraft-metadata"
 BATCH_SOURCE_NAME = "minikraft-metadata-batches"

@@ -44,8 +44,8 @@ from raft.core.control_records import (
     encode_control,
     snapshot_batches,
 )
-from raft.core.record_batch import Record, encode_batch
 from raft.core.replica_key import ReplicaKey, uuid_to_str
+from storage.core.record_batch import Record, encode_batch
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"

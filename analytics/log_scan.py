@@ -9,7 +9,7 @@ is always corruption: snapshots are written to a temporary file and renamed (nev
 Zeros from a batch boundary to the end of a file are free space a preallocating broker
 (`log.preallocate`) had not written yet: neither damage nor data.
 
-Only raft.core.record_batch reads the bytes (verify_batch, read_header); this module decides
+Only storage.core.record_batch reads the bytes (verify_batch, read_header); this module decides
 what a failure means and where reading resumes.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from raft.core.record_batch import (
+from storage.core.record_batch import (
     BatchHeader,
     CorruptBatchError,
     is_free_tail,

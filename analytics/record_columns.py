@@ -2,7 +2,7 @@
 of its replay source (analytics.audit), the same table analytics.datasource.iter_file_rows
 gives row by row (a test compares them), at a fraction of the per-record Python work.
 
-Per batch, the record framing is parsed once (raft.core.record_batch.decode_batch) and the
+Per batch, the record framing is parsed once (storage.core.record_batch.decode_batch) and the
 batch-level columns (position, epoch, timestamp, control flag) are repeated, not set per row.
 Per record, a partition record's msgpack map gives one tuple (analytics.datasource.
 partition_values: one C unpack and a few dict lookups); the columns are those tuples
@@ -33,7 +33,7 @@ from analytics.datasource import (
 )
 from analytics.log_scan import CORRUPT, Damage, walk_batches
 from analytics.staging import ARROW_BATCH_ROWS, arrow_schema, to_arrow
-from raft.core.record_batch import decode_batch
+from storage.core.record_batch import decode_batch
 
 _IDENTITY = tuple(COL[c] for c in ("node", "role", "directory_id", "file", "kind",
                                    "snapshot_end_offset"))

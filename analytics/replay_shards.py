@@ -60,7 +60,7 @@ from analytics.log_replay import (
 from analytics.log_scan import CORRUPT, Damage, walk_batches
 from analytics.record_columns import Chunk
 from analytics.staging import ARROW_BATCH_ROWS, ParquetFile, arrow_schema
-from raft.core.record_batch import decode_batch
+from storage.core.record_batch import decode_batch
 
 TIMELINE_PARTITIONS = 12  # partitions whose timeline the report draws
 TIMELINE_POINTS = 2000  # the last points of a partition kept for the report's timeline

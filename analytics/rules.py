@@ -139,7 +139,7 @@ def rule_1_one_leader_per_epoch(df: DataFrame) -> RuleResult:
 
 def rule_2_committed_prefix(batches: DataFrame) -> RuleResult:
     """Rule 2 (Raft's log matching), batch by batch: followers store the leader's batches as
-    they are (raft/runtime/disk_log.append_as_follower), so two replicas holding a batch at the
+    they are (storage/runtime/disk_log.append_as_follower), so two replicas holding a batch at the
     same base offset hold the same bytes exactly when its last offset, epoch and CRC agree; no
     record is decoded. The same base offset and epoch with other content is a violation, and
     two logs that agree at a batch agree at every batch below it. A divergent tail past the

@@ -17,7 +17,7 @@ from typing import Protocol
 from controller.core.metadata_image import MetadataDelta, MetadataImage
 from controller.core.records import decode_record
 from metadata.changes import MetadataChanges
-from raft.core.record_batch import RecordBatch
+from storage.core.record_batch import RecordBatch
 
 log = logging.getLogger("minikraft.metadata")
 

@@ -35,7 +35,7 @@ from controller.core.config_defs import (
     DEDUPE_BUFFER_MAX,
     OFFSET_MAP_BYTES_PER_ENTRY,
 )
-from raft.core.record_batch import (
+from storage.core.record_batch import (
     RecordBatch,
     delete_horizon_ms,
     empty_batch_header,

@@ -33,7 +33,7 @@ class TopicIdPartition(NamedTuple):
 class ProduceRequest:
     topic: str
     partition: int
-    records: bytes  # one or more record batches (raft.core.record_batch format)
+    records: bytes  # one or more record batches (storage.core.record_batch format)
     acks: int = -1
     timeout_ms: int = 30000
 

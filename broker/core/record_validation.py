@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import Record
+from storage.core.record_batch import Record
 
 CLEANUP_POLICY = "cleanup.policy"
 LOG_CLEANUP_POLICY = "log.cleanup.policy"  # the broker default

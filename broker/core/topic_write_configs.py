@@ -2,7 +2,7 @@
 the parts driven by LogConfig): `max.message.bytes`, `message.timestamp.type`,
 `message.timestamp.before.max.ms` / `after.max.ms`, and `compression.type` (with its levels).
 
-Kept apart from the checks every batch gets (raft.core.record_batch.validate_batch: magic, CRC,
+Kept apart from the checks every batch gets (storage.core.record_batch.validate_batch: magic, CRC,
 offsets) and from the key check of compacted topics (broker.core.record_validation, whose
 RecordValidationError carries the per-record errors of both). Pure: the runtime passes the
 effective configs (controller.core.config_defs) and the clock in.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from broker.core.record_validation import RecordError, RecordValidationError, is_compacted
 from controller.core import config_defs as cd
 from kafkawire.errors import Errors
-from raft.core import compression
-from raft.core.record_batch import (
+from storage.core import compression
+from storage.core.record_batch import (
     TIMESTAMP_TYPE_FLAG,
     RecordBatch,
     encode_batch,

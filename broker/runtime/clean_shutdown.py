@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from raft.runtime.fsutil import fsync_dir, storage_errors, write_atomic
+from storage.runtime.fsutil import fsync_dir, storage_errors, write_atomic
 
 CLEAN_SHUTDOWN_FILE_NAME = ".kafka_cleanshutdown"
 CLEAN_SHUTDOWN_VERSION = 0

@@ -19,7 +19,7 @@ from typing import Any
 import msgpack
 
 from broker.core.journal_events import JournalEvent, encode_event, event_from_dict
-from raft.runtime.fsutil import fsync_dir, storage_errors, write_all
+from storage.runtime.fsutil import fsync_dir, storage_errors, write_all
 
 _log = logging.getLogger("minikraft.broker")
 

@@ -44,7 +44,7 @@ from kafkawire.group_coordinator_records import (
     encode_key,
     encode_value,
 )
-from raft.core.record_batch import Record, encode_batch, iter_batches
+from storage.core.record_batch import Record, encode_batch, iter_batches
 
 log = logging.getLogger("minikraft.broker.groups")
 

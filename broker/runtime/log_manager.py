@@ -56,9 +56,9 @@ from controller.core.config_defs import BROKER_CONFIGS, BrokerLevels
 from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE
 from controller.core.records import CONFIG_RESOURCE_BROKER
 from kafkawire.config import ConfigError
-from raft.core.record_batch import RecordBatch, decode_batch
-from raft.runtime.fsutil import fsync_dir, storage_errors
-from raft.runtime.segment import CLEANED_SUFFIX, Segment, segment_file_name
+from storage.core.record_batch import RecordBatch, decode_batch
+from storage.runtime.fsutil import fsync_dir, storage_errors
+from storage.runtime.segment import CLEANED_SUFFIX, Segment, segment_file_name
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000

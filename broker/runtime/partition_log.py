@@ -63,8 +63,9 @@ from broker.core.topic_write_configs import (
     stored_batch,
 )
 from kafkawire.errors import Errors, KafkaError
-from raft.core.compression import UnsupportedCompressionError
-from raft.core.record_batch import (
+from raft.core.replica_key import uuid_from_str, uuid_to_str
+from storage.core.compression import UnsupportedCompressionError
+from storage.core.record_batch import (
     HEADER_SIZE,
     MAX_BATCH_SIZE_BYTES,
     BatchHeader,
@@ -75,10 +76,9 @@ from raft.core.record_batch import (
     read_header,
     validated_batch,
 )
-from raft.core.replica_key import uuid_from_str, uuid_to_str
-from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
-from raft.runtime.fsutil import fsync_dir, remove_stale_temp_files, storage_errors, write_atomic
-from raft.runtime.segment import Segment
+from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
+from storage.runtime.fsutil import fsync_dir, remove_stale_temp_files, storage_errors, write_atomic
+from storage.runtime.segment import Segment
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

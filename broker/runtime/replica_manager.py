@@ -57,8 +57,8 @@ from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPI
 from kafkawire.errors import Errors, KafkaError
 from metadata.changes import MetadataChanges
 from raft.core.replica_key import uuid_to_str
-from raft.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 from raft.runtime.parked_fetches import ParkedFetches, park
+from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 
 log = logging.getLogger("minikraft.broker")
 
@@ -141,7 +141,7 @@ class ReplicaSettings:
     alter_partition_backoff_ms: int = 100
     # minikraft.log.flush.in.thread: fsync in a worker thread instead of on the loop (group_commit)
     flush_in_thread: bool = False
-    # log.preallocate: extend segments ahead of the appends (raft.runtime.segment)
+    # log.preallocate: extend segments ahead of the appends (storage.runtime.segment)
     preallocate: bool = False
     # The node's config file (STATIC_BROKER_CONFIG) and its other, default, properties: the
     # broker levels below a topic's own configs (controller.core.config_defs.BrokerLevels).

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.runtime.partition_log import PartitionLog
-from raft.core.record_batch import decode_batch, read_header
+from storage.core.record_batch import decode_batch, read_header
 
 MAX_TIMESTAMP = -3  # ListOffsets' "the record with the largest timestamp" (KIP-734)
 _SCAN_CHUNK_BYTES = 1 << 20

@@ -27,7 +27,7 @@ def log_length(directory: Path) -> int:
     """The longest controller log's end offset, read from batch headers of each node's last
     segment (what `generate --records N` wrote, about N)."""
     from analytics.datasource import KIND_SEGMENT, discover_files
-    from raft.core.record_batch import CorruptBatchError, read_header
+    from storage.core.record_batch import CorruptBatchError, read_header
 
     last_segment: dict[int, str] = {}
     for spec in discover_files(directory):

@@ -33,7 +33,7 @@ from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import Record, encode_batch
+from storage.core.record_batch import Record, encode_batch
 
 BENCH_TOPIC = "bench-produce"
 ACKS_ALL = -1

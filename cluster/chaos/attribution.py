@@ -4,7 +4,7 @@ election, and at which offset.
 A partition had such an election iff a committed PartitionChangeRecord (or PartitionRecord, for a
 snapshot-free log that recreates it) set its leader_recovery_state to RECOVERING: that is what the
 controller writes for an unclean election and for a DESIGNATED one (rule 21). The controllers'
-segments are read read-only (raft/runtime/log_reader.py, safe on a running node); "committed"
+segments are read read-only (storage/runtime/log_reader.py, safe on a running node); "committed"
 means below the high watermark the quorum reports, and only entries at least `since_offset` count,
 so one chaos run never borrows another's excuse. Logs of every controller are merged: they agree
 below the high watermark (rule 2), and a controller whose disk was replaced only lacks a prefix.
@@ -26,7 +26,7 @@ from controller.core.records import (
     UnknownRecordError,
     decode_record,
 )
-from raft.runtime.log_reader import read_batches
+from storage.runtime.log_reader import read_batches
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 

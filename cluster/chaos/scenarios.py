@@ -30,7 +30,7 @@ from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import read_meta_properties
-from raft.runtime.power_loss import DISK_MODE_KEY, POWER_LOSS_SIM
+from storage.runtime.power_loss import DISK_MODE_KEY, POWER_LOSS_SIM
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000
 ONE_ROUND_S = 0.05

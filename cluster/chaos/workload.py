@@ -39,7 +39,7 @@ from cluster.cli.broker_client import (
 from cluster.cli.consume_cmd import consume_records
 from cluster.cli.produce_cmd import AckJournal, record_value
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import Record, encode_batch
+from storage.core.record_batch import Record, encode_batch
 
 ACKS_ALL = -1
 # --client: minikraft's own producer, or librdkafka's (confluent-kafka) or aiokafka's (the dev

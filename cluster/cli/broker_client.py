@@ -1,7 +1,7 @@
 """What the data tools (`produce`, `consume`, the chaos workload, `bench produce`) share: a
 Kafka client of the brokers, Metadata from whichever bootstrap broker answers, partition leader
 lookup, and one Produce / Fetch / ListOffsets per partition in kio entities, records as Kafka
-record batch v2 (raft.core.record_batch). After the Kafka producer's and consumer's metadata
+record batch v2 (storage.core.record_batch). After the Kafka producer's and consumer's metadata
 handling: a retriable error refreshes metadata and the caller retries.
 """
 
@@ -31,7 +31,7 @@ from kafkawire.client import KafkaClient
 from kafkawire.create_topics import NewTopic
 from kafkawire.create_topics import create_topics_request as build_create_topics
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import Record, iter_batches
+from storage.core.record_batch import Record, iter_batches
 
 REQUEST_TIMEOUT_MS = 10_000
 METADATA_TIMEOUT_MS = 3000

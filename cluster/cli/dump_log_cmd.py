@@ -21,15 +21,15 @@ from controller.core.records import (
     decode_record,
     record_to_json,
 )
-from raft.core.compression import CODEC_NAMES
 from raft.core.control_records import control_version, decode_control
-from raft.core.record_batch import (
+from raft.core.replica_key import uuid_to_str
+from storage.core.compression import CODEC_NAMES
+from storage.core.record_batch import (
     TIMESTAMP_TYPE_FLAG,
     CorruptBatchError,
     Record,
     iter_segment_batches,
 )
-from raft.core.replica_key import uuid_to_str
 
 
 def _jsonable(value: Any) -> Any:

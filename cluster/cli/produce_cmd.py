@@ -27,7 +27,7 @@ from cluster.cli.broker_client import (
 )
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import Record, encode_batch
+from storage.core.record_batch import Record, encode_batch
 
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 MAX_ATTEMPTS = 3

@@ -13,8 +13,8 @@ from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, emit_json, emit_table, f
 from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
-from raft.runtime.fsutil import StorageError
 from raft.runtime.meta_properties import read_meta_properties
+from storage.runtime.fsutil import StorageError
 
 TIMEOUT_MS_OPTION = click.option(
     "--timeout-ms",

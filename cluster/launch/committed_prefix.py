@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.launch.local_cluster import LocalCluster
-from raft.runtime.log_reader import read_batches
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
+from storage.runtime.log_reader import read_batches
 
 
 @dataclass

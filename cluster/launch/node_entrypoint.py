@@ -21,7 +21,7 @@ from kafkawire.config import ConfigError, NodeConfig, parse_host_port
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str
 from raft.runtime.meta_properties import FormattedDirectory, format_directories
-from raft.runtime.power_loss import DISK_MODE_KEY, set_default_disk_mode
+from storage.runtime.power_loss import DISK_MODE_KEY, set_default_disk_mode
 
 CLUSTER_ID_ENV = "CLUSTER_ID"
 INITIAL_CONTROLLERS_KEY = "initial.controllers"
@@ -32,7 +32,7 @@ def load_node_config(
     config_path: str | Path | None, environ: Mapping[str, str] | None = None
 ) -> NodeConfig:
     """The properties file when given, else the KAFKA_* environment (ConfigError if unusable).
-    Also sets this process's disk mode (`minikraft.disk.mode`, raft/runtime/power_loss.py)."""
+    Also sets this process's disk mode (`minikraft.disk.mode`, storage/runtime/power_loss.py)."""
     if config_path is not None:
         config = NodeConfig.from_file(config_path)
     else:

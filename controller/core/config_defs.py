@@ -272,7 +272,7 @@ _CLEANER = "log.cleaner."
 # controllers answer DescribeConfigs alike (the broker reads them: broker_node).
 MINIKRAFT_BROKER_DEFAULTS = {
     # On by default, unlike Kafka (which keeps it for Windows): on Linux it makes the
-    # per-produce fsync cheaper, as there is no file size to write back (raft.runtime.segment).
+    # per-produce fsync cheaper, as there is no file size to write back (storage.runtime.segment).
     _LOG + PREALLOCATE: "true",
     # 8 MiB, not Kafka's 1 GiB: a laptop cluster's logs roll and recover in small steps; a
     # topic's segment.bytes overrides it.

@@ -35,8 +35,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i64, u16
 
 from raft.core.kraft_version_schema import KRaftVersionRecord as KafkaKRaftVersionRecord
-from raft.core.record_batch import Record, decode_batch, encode_batch
 from raft.core.replica_key import ZERO_UUID, ReplicaKey
+from storage.core.record_batch import Record, decode_batch, encode_batch
 
 LEADER_CHANGE = 2
 SNAPSHOT_HEADER = 3

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raft.core.record_batch import Record, decode_batch, encode_batch, read_header, verify_batch
-from raft.core.replicated_log import OffsetAndEpoch, SnapshotId
+from storage.core.offset_and_epoch import OffsetAndEpoch, SnapshotId
+from storage.core.record_batch import Record, decode_batch, encode_batch, read_header, verify_batch
 
 
 @dataclass(frozen=True, slots=True)

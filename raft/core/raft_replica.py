@@ -53,10 +53,11 @@ from raft.core.quorum_state import (
     ResignedState,
     UnattachedState,
 )
-from raft.core.record_batch import decode_batch, read_header
 from raft.core.replica_key import ZERO_UUID, ReplicaKey
-from raft.core.replicated_log import OffsetAndEpoch, ReplicatedLog, SnapshotId
+from raft.core.replicated_log import ReplicatedLog
 from raft.core.voter_set import VoterSet, VoterSetHistory
+from storage.core.offset_and_epoch import OffsetAndEpoch, SnapshotId
+from storage.core.record_batch import decode_batch, read_header
 
 _SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 _NO_DEADLINE_MS = 1 << 62

@@ -5,28 +5,17 @@ durable: only the runtime calls `flush()` (fsync), after which it tells the core
 offset. The leader counts only its flushed offset toward the high watermark, a follower flushes
 before its next Fetch, so an acknowledged entry is on disk (INVARIANTS rule 2).
 
-Implementations: raft/runtime/disk_log.DiskLog (segments, CRC32C, fsync) and
+Implementations: storage/runtime/disk_log.DiskLog (segments, CRC32C, fsync) and
 raft/core/memory_log.MemoryLog (the simulator's disk: unflushed entries are lost on crash).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
-from raft.core.record_batch import Record
-
-
-class OffsetAndEpoch(NamedTuple):
-    offset: int
-    epoch: int
-
-
-class SnapshotId(NamedTuple):
-    """A snapshot holds everything below end_offset; epoch is that of entry end_offset - 1."""
-
-    end_offset: int
-    epoch: int
+from storage.core.offset_and_epoch import OffsetAndEpoch, SnapshotId
+from storage.core.record_batch import Record
 
 
 class ReplicatedLog(Protocol):

@@ -24,8 +24,8 @@ from typing import Any
 
 from kafkawire.errors import Errors
 from raft.core.replica_key import ZERO_UUID, uuid_from_str, uuid_to_str
-from raft.runtime.fsutil import StorageError, storage_errors, write_atomic
-from raft.runtime.snapshot_file import BOOTSTRAP_SNAPSHOT_ID, write_snapshot
+from storage.runtime.fsutil import StorageError, storage_errors, write_atomic
+from storage.runtime.snapshot_file import BOOTSTRAP_SNAPSHOT_ID, write_snapshot
 
 META_PROPERTIES_FILE_NAME = "meta.properties"
 METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from raft.core.quorum_state import ElectionState
 from raft.core.replica_key import ZERO_UUID, ReplicaKey, uuid_from_str, uuid_to_str
-from raft.runtime.fsutil import StorageError, storage_errors, write_atomic
+from storage.runtime.fsutil import StorageError, storage_errors, write_atomic
 
 QUORUM_STATE_FILE_NAME = "quorum-state"
 DATA_VERSION = 1

@@ -29,8 +29,6 @@ from raft.core.messages import (
     RemoveRaftVoterRequest,
 )
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
-from raft.core.record_batch import RecordBatch, iter_batches
-from raft.runtime.disk_log import DiskLog
 from raft.runtime.kafka_raft_apis import (
     DEFAULT_LISTENER,
     request_to_kafka,
@@ -38,6 +36,8 @@ from raft.runtime.kafka_raft_apis import (
 )
 from raft.runtime.parked_fetches import ParkedFetches, park
 from raft.runtime.quorum_state_file import ElectionStateFile
+from storage.core.record_batch import RecordBatch, iter_batches
+from storage.runtime.disk_log import DiskLog
 
 log = logging.getLogger("minikraft.raft")
 

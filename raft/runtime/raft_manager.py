@@ -14,10 +14,10 @@ from kafkawire.config import NodeConfig
 from kafkawire.faults import FaultInjector
 from raft.core.raft_replica import RaftConfig, RaftReplica
 from raft.core.replica_key import uuid_to_str
-from raft.runtime.disk_log import DiskLog
 from raft.runtime.meta_properties import MetaProperties, ensure_storage_identity
 from raft.runtime.quorum_state_file import ElectionStateFile
 from raft.runtime.raft_driver import RaftDriver, RaftListener, now_ms
+from storage.runtime.disk_log import DiskLog
 
 log = logging.getLogger("minikraft.raft")
 

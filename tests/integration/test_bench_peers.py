@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cluster.bench.report import make_report, markdown_table, row, speedup, write_svg_chart
-from raft.runtime.disk_log import DiskLog
+from storage.runtime.disk_log import DiskLog
 from tests.integration.conftest import minikraft
 
 ROW_KEYS = {"metric", "unit", "better", "minikraft", "peer", "ratio"}

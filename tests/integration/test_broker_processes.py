@@ -25,8 +25,8 @@ from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors
-from raft.core.record_batch import encode_batch
 from raft.core.replica_key import uuid_from_str
+from storage.core.record_batch import encode_batch
 from tests.integration.conftest import describe, minikraft, wait_describe
 from tests.integration.fake_broker import follower_fetch
 

@@ -30,8 +30,8 @@ from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import encode_batch, iter_segment_batches
 from raft.core.replica_key import uuid_from_str
+from storage.core.record_batch import encode_batch, iter_segment_batches
 from tests.integration.conftest import minikraft
 from tests.integration.fake_broker import follower_fetch
 from tests.integration.test_broker_processes import (

@@ -28,7 +28,7 @@ from kafkawire.client import KafkaClient
 from kafkawire.entities import item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import request_schema
-from raft.core.record_batch import encode_batch
+from storage.core.record_batch import encode_batch
 from tests.integration.conftest import minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")

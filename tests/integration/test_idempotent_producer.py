@@ -21,7 +21,7 @@ from kafkawire.api_versions import BROKER_API_VERSIONS
 from kafkawire.entities import build
 from kafkawire.errors import Errors
 from kafkawire.messages import decode_response, encode_request
-from raft.core.record_batch import Record, encode_batch
+from storage.core.record_batch import Record, encode_batch
 from tests.integration.test_kafka_clients import (
     BASE_TS_MS,
     Up,

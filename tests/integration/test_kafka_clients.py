@@ -1026,7 +1026,7 @@ def _produce_error(address: str, topic: str, records: bytes) -> int:
 
 
 def test_produce_validates_batches_and_acks_0_gets_no_response(up: Up) -> None:
-    from raft.core.record_batch import Record, encode_batch
+    from storage.core.record_batch import Record, encode_batch
 
     admin = _admin(up)
     _create(admin, NewTopic("validated", 1, 3))
@@ -1325,7 +1325,7 @@ def test_broker_describe_configs_lists_its_configs_with_their_sources(up: Up) ->
 
 def _stored_batches(up: Up, topic: str) -> list[Any]:
     """Every batch of `topic`-0 in the segments of every broker that hosts it."""
-    from raft.core.record_batch import iter_segment_batches
+    from storage.core.record_batch import iter_segment_batches
 
     batches = []
     for broker in up.cluster.brokers:
@@ -1337,7 +1337,7 @@ def _stored_batches(up: Up, topic: str) -> list[Any]:
 def test_a_gzip_log_append_time_topic_stores_gzip_and_consumers_see_the_append_time(
     up: Up,
 ) -> None:
-    from raft.core.compression import GZIP
+    from storage.core.compression import GZIP
 
     admin = _admin(up)
     if CONFIGS_TOPIC not in admin.list_topics(timeout=10).topics:
@@ -1436,7 +1436,7 @@ def test_a_gzip_log_append_time_topic_stores_gzip_and_consumers_see_the_append_t
 
 
 def test_timestamps_out_of_range_get_invalid_timestamp_with_kafkas_record_errors(up: Up) -> None:
-    from raft.core.record_batch import Record, encode_batch
+    from storage.core.record_batch import Record, encode_batch
 
     admin = _admin(up)
     name = "configs-timestamps"
@@ -1473,7 +1473,7 @@ def test_timestamps_out_of_range_get_invalid_timestamp_with_kafkas_record_errors
 def test_segment_bytes_and_preallocate_are_per_topic(up: Up) -> None:
     import os
 
-    from raft.core.record_batch import iter_segment_batches
+    from storage.core.record_batch import iter_segment_batches
 
     admin = _admin(up)
     name = "configs-segments"

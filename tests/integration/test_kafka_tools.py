@@ -28,8 +28,8 @@ import pytest
 from cluster.apache_kafka import tools
 from cluster.cli.topics_cmd import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
-from raft.core.record_batch import iter_segment_batches
 from raft.core.replica_key import ReplicaKey, uuid_to_str
+from storage.core.record_batch import iter_segment_batches
 from tests.integration.conftest import minikraft, quorum, wait_for
 from tests.integration.membership_helpers import (
     directory_id,

@@ -28,8 +28,8 @@ import pytest
 from analytics import data_rules as dr
 from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
-from raft.core.record_batch import iter_segment_batches
-from raft.runtime.segment import SEGMENT_SUFFIX, parse_segment_file_name
+from storage.core.record_batch import iter_segment_batches
+from storage.runtime.segment import SEGMENT_SUFFIX, parse_segment_file_name
 from tests.integration.conftest import minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")

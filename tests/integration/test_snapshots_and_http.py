@@ -12,7 +12,7 @@ from pathlib import Path
 from cluster.launch.local_cluster import LocalCluster
 from raft.core.control_records import snapshot_voters
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
-from raft.runtime.snapshot_file import list_snapshots, snapshot_path
+from storage.runtime.snapshot_file import list_snapshots, snapshot_path
 from tests.integration.conftest import start_cluster, wait_for
 
 FAST_SNAPSHOTS = {

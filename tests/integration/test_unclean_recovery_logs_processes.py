@@ -34,8 +34,8 @@ from cluster.launch.readiness import wait_until_ready
 from controller.core.partition_registration import LeaderRecoveryState
 from controller.core.records import PartitionChangeRecord, decode_record
 from raft.core.replica_key import uuid_from_str
-from raft.runtime.log_reader import read_batches
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
+from storage.runtime.log_reader import read_batches
 from tests.integration.conftest import describe, minikraft, quorum, wait_describe
 
 BASE = {

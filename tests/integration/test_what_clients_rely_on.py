@@ -21,7 +21,7 @@ import pytest
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import Errors
-from raft.core.record_batch import iter_batches
+from storage.core.record_batch import iter_batches
 from tests.integration.conftest import minikraft
 from tests.integration.test_broker_processes import bootstrap, restart
 from tests.integration.test_broker_recovery_processes import start
@@ -166,7 +166,7 @@ def _drain(consumer: Consumer, expected: int) -> list[tuple[int, int]]:
 
 
 def test_compacted_topic_refuses_keyless_records_with_record_errors(cluster: LocalCluster) -> None:
-    from raft.core.record_batch import Record, encode_batch
+    from storage.core.record_batch import Record, encode_batch
 
     create(cluster, NewTopic("compacted", 1, 3, config={"cleanup.policy": "compact"}))
     errors: list[Any] = []

@@ -183,7 +183,7 @@ class BrokerSim(ControllerSim):
         """A new process: a new core from the log and the last HWM (its checkpoint)."""
         old = broker.state
         broker.incarnation += 1
-        # A new process counts its whole log (raft.runtime.disk_log opens with flushed = end).
+        # A new process counts its whole log (storage.runtime.disk_log opens with flushed = end).
         self.flush_first.pop(broker.broker_id, None)
         broker.registration = None
         broker.state = None

@@ -35,7 +35,7 @@ from raft.core.messages import (
 from raft.core.quorum_state import ElectionState
 from raft.core.raft_replica import Outbound, RaftConfig, RaftReplica, RaftResult
 from raft.core.replica_key import ReplicaKey
-from raft.core.replicated_log import SnapshotId
+from storage.core.offset_and_epoch import SnapshotId
 
 _NEVER = 1 << 62
 

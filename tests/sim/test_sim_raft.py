@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from raft.core.raft_replica import RaftConfig
-from raft.core.record_batch import encode_batch
+from storage.core.record_batch import encode_batch
 from tests.sim.cluster_sim import (
     FAILOVER,
     ClusterSim,

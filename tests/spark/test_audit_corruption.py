@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from analytics.audit import run_audit
 from analytics.baseline import run_baseline
 from controller.core.records import NoOpRecord, PartitionChangeRecord
-from raft.core.record_batch import encode_batch, read_header
+from storage.core.record_batch import encode_batch, read_header
 from tests.spark.test_audit_rules import TOPIC_ID, Log, partition_log, write_cluster
 
 pytestmark = pytest.mark.spark

@@ -36,8 +36,8 @@ from raft.core.control_records import (
     bootstrap_snapshot,
     encode_control,
 )
-from raft.core.record_batch import encode_batch
 from raft.core.replica_key import ZERO_UUID, uuid_to_str
+from storage.core.record_batch import encode_batch
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from analytics.datasource import COLUMN_NAMES, FileSpec, discover_files, iter_file_rows
 from analytics.generate import generate_cluster_dir
-from raft.core.record_batch import read_header
+from storage.core.record_batch import read_header
 
 pytestmark = pytest.mark.spark
 
@@ -126,7 +126,7 @@ def test_partition_record_with_wrongly_typed_field_is_a_corrupt_row(
 
     from analytics.generate import NodeLog, partition_dir, write_node
     from controller.core.records import NoOpRecord, PartitionChangeRecord, encode_record
-    from raft.core.record_batch import encode_batch
+    from storage.core.record_batch import encode_batch
 
     topic = bytes(range(16))
     bad = msgpack.packb([PartitionChangeRecord.TYPE_ID, 1,

@@ -14,7 +14,7 @@ from cluster.chaos.attribution import (
     scan_recovering_elections,
 )
 from controller.core.records import PartitionChangeRecord, TopicRecord, encode_record
-from raft.runtime.disk_log import DiskLog
+from storage.runtime.disk_log import DiskLog
 
 TOPIC_ID = uuid.uuid4()
 

@@ -27,7 +27,7 @@ from controller.core.records import (
     encode_record,
 )
 from raft.core.control_records import KRaftVersionRecord, Voter, VotersRecord, encode_control
-from raft.core.record_batch import Record, RecordBatch, decode_batch, encode_batch
+from storage.core.record_batch import Record, RecordBatch, decode_batch, encode_batch
 
 TOPIC_ID = uuid.UUID(int=7)
 

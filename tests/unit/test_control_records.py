@@ -26,8 +26,8 @@ from raft.core.control_records import (
     snapshot_data_records,
     snapshot_voters,
 )
-from raft.core.record_batch import Record, iter_batches
 from raft.core.replica_key import ZERO_UUID, ReplicaKey
+from storage.core.record_batch import Record, iter_batches
 
 D1 = uuid.UUID(int=1)
 D2 = uuid.UUID(int=2)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from raft.core.record_batch import CorruptBatchError, encode_batch, iter_batches
-from raft.core.replicated_log import OffsetAndEpoch, ReplicatedLog, SnapshotId
-from raft.runtime.disk_log import DiskLog
-from raft.runtime.fsutil import StorageError
-from raft.runtime.snapshot_file import snapshot_path
+from raft.core.replicated_log import ReplicatedLog
+from storage.core.offset_and_epoch import OffsetAndEpoch, SnapshotId
+from storage.core.record_batch import CorruptBatchError, encode_batch, iter_batches
+from storage.runtime.disk_log import DiskLog
+from storage.runtime.fsutil import StorageError
+from storage.runtime.snapshot_file import snapshot_path
 
 SMALL_SEGMENT_BYTES = 400
 

@@ -13,7 +13,7 @@ import pytest
 
 from broker.runtime.group_commit import GroupCommit
 from broker.runtime.partition_log import PartitionLog
-from raft.core.record_batch import encode_batch
+from storage.core.record_batch import encode_batch
 
 
 def _batch(value: bytes) -> bytes:

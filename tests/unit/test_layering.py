@@ -15,11 +15,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN_IN_CORE = {"asyncio", "os", "time", "random", "socket", "aiohttp", "uvloop", "subprocess"}
 # package -> top-level packages of ours it must not import
-_OURS = {"cluster", "raft", "controller", "metadata", "broker", "analytics"}
+_OURS = {"cluster", "storage", "raft", "controller", "metadata", "broker", "analytics"}
 _NODE_RUNTIMES = {"raft.runtime", "controller.runtime", "broker.runtime"}
 LAYERS = {
     # The foundation (the wire layer) imports nothing of ours.
     "kafkawire": _OURS,
+    # Storage (record batches, segments, the segmented log) sits on the wire layer, under raft
+    # and the broker's partitions, as Kafka's storage module does.
+    "storage": _OURS - {"storage"},
     # The node packages import the foundation and the ones below them, never the tools.
     "raft": {"controller", "metadata", "broker", "cluster", "analytics"},
     "controller": {"broker", "cluster", "analytics"},
@@ -36,9 +39,10 @@ LAYERS = {
 # Runtime package -> the runtime packages it may import: none, but Raft's runtime (the
 # metadata log, its storage helpers), which both node kinds embed.
 RUNTIME_MAY_IMPORT = {
-    "raft.runtime": set(),
-    "controller.runtime": {"raft.runtime"},
-    "broker.runtime": {"raft.runtime"},
+    "storage.runtime": set(),
+    "raft.runtime": {"storage.runtime"},
+    "controller.runtime": {"raft.runtime", "storage.runtime"},
+    "broker.runtime": {"raft.runtime", "storage.runtime"},
 }
 
 

@@ -18,7 +18,7 @@ from broker.core.log_retention import RetentionConfig, SegmentView
 from broker.core.throttler import UNLIMITED
 from broker.runtime.log_manager import CleanerIo, _CleanJob, _run_clean_job
 from broker.runtime.partition_log import PartitionLog
-from raft.core.record_batch import (
+from storage.core.record_batch import (
     DELETE_HORIZON_FLAG,
     Record,
     decode_batch,

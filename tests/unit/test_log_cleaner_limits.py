@@ -27,7 +27,7 @@ from broker.runtime.log_manager import (
 from broker.runtime.partition_log import PartitionLog, read_offset_checkpoint
 from controller.core import config_control
 from kafkawire.config import ConfigError
-from raft.core.record_batch import Record, decode_batch, encode_batch, iter_segment_batches
+from storage.core.record_batch import Record, decode_batch, encode_batch, iter_segment_batches
 
 NOW = 1_000_000
 KEYS = 40

@@ -13,8 +13,8 @@ from broker.core.log_retention import (
     should_roll_by_time,
 )
 from broker.runtime.partition_log import PartitionLog
-from raft.core.record_batch import Record, encode_batch
-from raft.runtime.segment import CLEANED_SUFFIX, SWAP_SUFFIX, segment_file_name
+from storage.core.record_batch import Record, encode_batch
+from storage.runtime.segment import CLEANED_SUFFIX, SWAP_SUFFIX, segment_file_name
 
 NOW = 1_000_000
 

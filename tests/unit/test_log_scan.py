@@ -4,7 +4,7 @@ batch of a log is a torn tail; reading resumes at the next valid batch either wa
 from __future__ import annotations
 
 from analytics.log_scan import CORRUPT, TORN, Damage, walk_batches
-from raft.core.record_batch import BatchHeader, encode_batch
+from storage.core.record_batch import BatchHeader, encode_batch
 
 
 def _log(batches: int = 5) -> tuple[bytes, list[int]]:

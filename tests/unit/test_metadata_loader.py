@@ -24,7 +24,7 @@ from controller.core.records import (
 from metadata.changes import MetadataChanges
 from metadata.loader import REPLAY_SLICE_RECORDS, MetadataLoader, Provenance
 from metadata.snapshot_generator import SnapshotGenerator
-from raft.core.record_batch import RecordBatch, encode_batch, iter_batches
+from storage.core.record_batch import RecordBatch, encode_batch, iter_batches
 
 T = uuid.UUID(int=9)
 

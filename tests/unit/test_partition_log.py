@@ -21,7 +21,7 @@ from broker.runtime.partition_log import (
     write_offset_checkpoint,
 )
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import Record, encode_batch, iter_batches
+from storage.core.record_batch import Record, encode_batch, iter_batches
 
 
 def batch(values: list[bytes], epoch: int = 0, base_offset: int = 0) -> bytes:

@@ -1,4 +1,4 @@
-"""`minikraft.disk.mode=power-loss-sim` (raft/runtime/power_loss.py): a kill -9 loses exactly the
+"""`minikraft.disk.mode=power-loss-sim` (storage/runtime/power_loss.py): a kill -9 loses exactly the
 appends no fsync covered; the node reads its own unflushed appends as usual; a clean close keeps
 them; truncation inside the held tail never touches the file (rule 2)."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from cluster.launch.node_entrypoint import load_node_config
 from kafkawire.config import ConfigError, render_properties
-from raft.core.record_batch import decode_batch
-from raft.runtime import power_loss
-from raft.runtime.disk_log import DiskLog
-from raft.runtime.power_loss import POWER_LOSS_SIM, HeldSegment, check_disk_mode
+from storage.core.record_batch import decode_batch
+from storage.runtime import power_loss
+from storage.runtime.disk_log import DiskLog
+from storage.runtime.power_loss import POWER_LOSS_SIM, HeldSegment, check_disk_mode
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def test_kill_9_loses_exactly_what_was_not_fsynced(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os, signal
-        from raft.runtime.disk_log import DiskLog
+        from storage.runtime.disk_log import DiskLog
         log = DiskLog({str(tmp_path)!r}, disk_mode="power-loss-sim", segment_bytes=300)
         for i in range(6):
             log.append_as_leader([b"synced-%d" % i], 1, 0)

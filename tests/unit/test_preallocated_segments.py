@@ -1,4 +1,4 @@
-"""`log.preallocate` (raft/runtime/segment.py): a segment is extended ahead of its appends; the
+"""`log.preallocate` (storage/runtime/segment.py): a segment is extended ahead of its appends; the
 zeros past its last batch are free space to the log itself on reopen, to the tools and to the
 audit, never damage; a torn batch inside that space is still a torn tail (rule 2); a rolled or
 closed segment gives the space back."""
@@ -20,10 +20,10 @@ from analytics.broker_inputs import PartitionLogFile, iter_partition_log_rows
 from analytics.log_scan import TORN, Damage, walk_batches
 from cluster.cli.dump_log_cmd import dump_file
 from kafkawire.config import ConfigError, NodeConfig
-from raft.core.record_batch import encode_batch, is_free_tail, iter_segment_batches
-from raft.runtime.disk_log import PREALLOCATE_STEP_BYTES, DiskLog
-from raft.runtime.log_reader import SegmentProblem, read_batches
-from raft.runtime.power_loss import POWER_LOSS_SIM
+from storage.core.record_batch import encode_batch, is_free_tail, iter_segment_batches
+from storage.runtime.disk_log import PREALLOCATE_STEP_BYTES, DiskLog
+from storage.runtime.log_reader import SegmentProblem, read_batches
+from storage.runtime.power_loss import POWER_LOSS_SIM
 
 REPO = Path(__file__).resolve().parents[2]
 FIRST = "00000000000000000000.log"
@@ -44,7 +44,7 @@ def killed_writer(directory: Path, body: str) -> None:
     script = textwrap.dedent(
         f"""
         import os, signal
-        from raft.runtime.disk_log import DiskLog
+        from storage.runtime.disk_log import DiskLog
         log = DiskLog({str(directory)!r}, preallocate=True)
         """
     ) + textwrap.dedent(body) + "\nos.kill(os.getpid(), signal.SIGKILL)\n"
@@ -167,7 +167,7 @@ def test_power_loss_sim_loses_the_unflushed_appends_with_preallocation(tmp_path:
     script = textwrap.dedent(
         f"""
         import os, signal
-        from raft.runtime.disk_log import DiskLog
+        from storage.runtime.disk_log import DiskLog
         log = DiskLog({str(tmp_path)!r}, disk_mode={POWER_LOSS_SIM!r}, segment_bytes=300,
                       preallocate=True)
         for i in range(6):

@@ -21,7 +21,7 @@ from broker.core.producer_state import (
 )
 from broker.runtime.partition_log import PartitionLog
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import encode_batch, iter_batches
+from storage.core.record_batch import encode_batch, iter_batches
 
 PID = 4000
 

@@ -39,9 +39,9 @@ from raft.core.messages import (
 )
 from raft.core.quorum_state import ElectionState
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftConfig, RaftReplica, RaftResult
-from raft.core.record_batch import decode_batch
 from raft.core.replica_key import ReplicaKey
-from raft.core.replicated_log import SnapshotId
+from storage.core.offset_and_epoch import SnapshotId
+from storage.core.record_batch import decode_batch
 
 DIRS = {i: uuid.UUID(int=1000 + i) for i in range(1, 6)}
 T = TypeVar("T")

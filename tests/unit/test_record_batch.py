@@ -17,8 +17,8 @@ from kio.records.schema import Record as KioRecord
 from kio.records.writers import write_new_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
-from raft.core.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, UnsupportedCompressionError
-from raft.core.record_batch import (
+from storage.core.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, UnsupportedCompressionError
+from storage.core.record_batch import (
     HEADER_SIZE,
     CorruptBatchError,
     MessageTooLargeError,

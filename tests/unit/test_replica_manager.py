@@ -25,7 +25,7 @@ from controller.core.metadata_image import (
 from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from controller.core.records import CONFIG_RESOURCE_TOPIC
 from kafkawire.errors import Errors, KafkaError
-from raft.core.record_batch import encode_batch, iter_batches
+from storage.core.record_batch import encode_batch, iter_batches
 
 TOPIC_ID = uuid.UUID(int=7)
 

@@ -33,7 +33,7 @@ from controller.core.records import (
 from kafkawire.errors import Errors
 from metadata.changes import MetadataChanges
 from metadata.loader import LoaderManifest, MetadataLoader
-from raft.core.record_batch import encode_batch, iter_batches
+from storage.core.record_batch import encode_batch, iter_batches
 
 A = uuid.UUID(int=1)
 B = uuid.UUID(int=2)

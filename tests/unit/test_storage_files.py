@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from kafkawire.errors import Errors
-from raft.core.record_batch import CorruptBatchError, encode_batch
 from raft.core.replica_key import ZERO_UUID, ReplicaKey, uuid_from_str, uuid_to_str
-from raft.runtime.fsutil import StorageError, storage_errors, write_atomic
 from raft.runtime.meta_properties import (
     AlreadyFormattedError,
     InconsistentClusterIdError,
@@ -28,7 +26,9 @@ from raft.runtime.meta_properties import (
     write_meta_properties,
 )
 from raft.runtime.quorum_state_file import ElectionStateFile, QuorumStateData
-from raft.runtime.snapshot_file import list_snapshots, load_snapshot, parse_snapshot_file_name
+from storage.core.record_batch import CorruptBatchError, encode_batch
+from storage.runtime.fsutil import StorageError, storage_errors, write_atomic
+from storage.runtime.snapshot_file import list_snapshots, load_snapshot, parse_snapshot_file_name
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 
@@ -269,7 +269,7 @@ def test_list_snapshots_skips_a_snapshot_deleted_while_listing(
 ) -> None:
     """Another process's snapshot cleanup may delete a file between the directory listing and
     its read (CI saw FileNotFoundError from a test polling a live controller's directory)."""
-    from raft.core.record_batch import encode_batch
+    from storage.core.record_batch import encode_batch
 
     kept = tmp_path / "00000000000000000000-0000000000.checkpoint"
     gone = tmp_path / "00000000000000000010-0000000001.checkpoint"

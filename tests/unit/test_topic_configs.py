@@ -26,8 +26,8 @@ from controller.core.config_defs import (
 from controller.core.metadata_image import MetadataDelta, MetadataImage
 from controller.core.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, TopicRecord
 from kafkawire.errors import Errors
-from raft.core.compression import GZIP, NONE, ZSTD
-from raft.core.record_batch import Record, decode_batch, encode_batch
+from storage.core.compression import GZIP, NONE, ZSTD
+from storage.core.record_batch import Record, decode_batch, encode_batch
 
 NOW_MS = 1_800_000_000_000
 NO_LEVELS = BrokerLevels({}, {}, {}, {})

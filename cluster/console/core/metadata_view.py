@@ -42,8 +42,8 @@ from raft.core.control_records import (
     VotersRecord,
     decode_control,
 )
-from raft.core.record_batch import RecordBatch
 from raft.core.replica_key import uuid_to_str
+from storage.core.record_batch import RecordBatch
 
 LOG_ENTRIES_KEPT = 5000
 PartitionKey = tuple[uuid.UUID, int]

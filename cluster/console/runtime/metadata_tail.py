@@ -1,7 +1,7 @@
 """Follow the committed metadata log on disk, read-only, a few new bytes per tick.
 
 The audit and chaos read a controller's `__cluster_metadata-0` segments with
-raft/runtime/log_reader.py (never writing, safe on a running node); the console does the same
+storage/runtime/log_reader.py (never writing, safe on a running node); the console does the same
 but keeps its place (segment, byte position) so a tick reads only what was appended since the
 last one: the nodes pay nothing for it. Only batches wholly below the quorum's high watermark
 are applied (committed, so identical on every controller, INVARIANTS rule 2): a follower's
@@ -16,9 +16,9 @@ import logging
 from pathlib import Path
 
 from cluster.console.core.metadata_view import LogEntry, MetadataView
-from raft.core.record_batch import CorruptBatchError, RecordBatch, batch_size_at, decode_batch
-from raft.runtime.log_reader import segment_files
-from raft.runtime.snapshot_file import iter_snapshot_batches, list_snapshots
+from storage.core.record_batch import CorruptBatchError, RecordBatch, batch_size_at, decode_batch
+from storage.runtime.log_reader import segment_files
+from storage.runtime.snapshot_file import iter_snapshot_batches, list_snapshots
 
 log = logging.getLogger(__name__)
 

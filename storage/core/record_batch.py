@@ -11,7 +11,7 @@ Batch header (big-endian, 61 bytes):
 `batchLength` counts the bytes after itself; the CRC32C covers attributes..end, so a broker
 assigns offsets by rewriting baseOffset (`rebase`) and keeps what the producer sent (INVARIANTS
 rule 1: stored bytes are served as written). Attributes: bits 0-2 compression (the records
-section is compressed as a whole, see raft.core.compression), bit 3 timestamp type, bit 4
+section is compressed as a whole, see storage.core.compression), bit 3 timestamp type, bit 4
 transactional, bit 5 control, bit 6 delete horizon. Each record:
 
     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from raft.core.compression import (
+from storage.core.compression import (
     CODEC_MASK,
     NONE,
     UnsupportedCompressionError,

@@ -9,7 +9,7 @@ Preallocation (Kafka's `log.preallocate`): the file is extended ahead of the app
 by ftruncate, in steps of `preallocate_bytes`. An fsync then has no file size to write back on
 most appends, which is what makes it cheaper (BENCHMARKS.md, session 13: 87-99 us against
 127-138 us p50 for 1 KiB appends on this VM). The zeros past the last batch are free space to
-every reader (raft.core.record_batch.is_free_tail); the segment trims them when it is rolled or
+every reader (storage.core.record_batch.is_free_tail); the segment trims them when it is rolled or
 closed, and opening it trims what a killed process left.
 """
 
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from raft.core.record_batch import CorruptBatchError, is_free_tail, verify_batch
-from raft.runtime.fsutil import pwrite_all, raise_storage_error, storage_errors
+from storage.core.record_batch import CorruptBatchError, is_free_tail, verify_batch
+from storage.runtime.fsutil import pwrite_all, raise_storage_error, storage_errors
 
 SEGMENT_SUFFIX = ".log"
 # Kafka's suffixes for a segment on its way out or in (LogFileUtils): `.deleted` waits

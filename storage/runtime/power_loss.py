@@ -18,8 +18,8 @@ import os
 import threading
 from pathlib import Path
 
-from raft.runtime.fsutil import storage_errors
-from raft.runtime.segment import BatchEntry, Segment
+from storage.runtime.fsutil import storage_errors
+from storage.runtime.segment import BatchEntry, Segment
 
 DISK_MODE_KEY = "minikraft.disk.mode"
 NORMAL = "normal"

@@ -14,9 +14,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from raft.core.record_batch import CorruptBatchError, RecordBatch, iter_batches
-from raft.core.replicated_log import SnapshotId
-from raft.runtime.fsutil import storage_errors, write_atomic
+from storage.core.offset_and_epoch import SnapshotId
+from storage.core.record_batch import CorruptBatchError, RecordBatch, iter_batches
+from storage.runtime.fsutil import storage_errors, write_atomic
 
 SNAPSHOT_SUFFIX = ".checkpoint"
 BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from raft.core.record_batch import CorruptBatchError, RecordBatch, iter_segment_batches
+from storage.core.record_batch import CorruptBatchError, RecordBatch, iter_segment_batches
 
 
 @dataclass(frozen=True)

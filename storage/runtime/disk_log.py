@@ -9,7 +9,7 @@ file, byte position and reason. Everything that survives recovery is fsync'd and
 flushed.
 
 Disk mode (`disk_mode`, default the process-wide `minikraft.disk.mode`): "power-loss-sim" keeps
-unflushed appends in the process (raft/runtime/power_loss.py), so kill -9 loses exactly what no
+unflushed appends in the process (storage/runtime/power_loss.py), so kill -9 loses exactly what no
 fsync covered; the chaos scenario `power-loss` relies on it (rules 2 and 23).
 
 Log start offset: `start_offset()` is the first segment's base offset, raised to the latest
@@ -29,7 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
-from raft.core.record_batch import (
+from storage.core.offset_and_epoch import OffsetAndEpoch, SnapshotId
+from storage.core.record_batch import (
     LENGTH_PREFIX_SIZE,
     BatchHeader,
     CorruptBatchError,
@@ -41,21 +42,20 @@ from raft.core.record_batch import (
     read_header,
     verify_batch,
 )
-from raft.core.replicated_log import OffsetAndEpoch, SnapshotId
-from raft.runtime.fsutil import (
+from storage.runtime.fsutil import (
     StorageError,
     fsync_dir,
     remove_stale_temp_files,
     storage_error_from,
     storage_errors,
 )
-from raft.runtime.power_loss import (
+from storage.runtime.power_loss import (
     POWER_LOSS_SIM,
     HeldSegment,
     check_disk_mode,
     default_disk_mode,
 )
-from raft.runtime.segment import (
+from storage.runtime.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     SEGMENT_SUFFIX,
@@ -65,7 +65,7 @@ from raft.runtime.segment import (
     parse_segment_file_name,
     segment_file_name,
 )
-from raft.runtime.snapshot_file import (
+from storage.runtime.snapshot_file import (
     SNAPSHOT_SUFFIX,
     delete_snapshot,
     list_snapshots,
@@ -120,7 +120,7 @@ class DiskLog:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
-        # log.preallocate: extend the active segment ahead of its appends (raft.runtime.segment)
+        # log.preallocate: extend the active segment ahead of its appends (storage.runtime.segment)
         # in steps no larger than a segment.
         self._preallocate_bytes = min(PREALLOCATE_STEP_BYTES, segment_bytes) if preallocate else 0
         self._logger = logger or _log
