@@ -29,7 +29,7 @@ from typing import Any
 import msgpack
 
 from analytics.log_scan import CORRUPT, Damage, walk_batches
-from controller.core.records import (
+from metadata.records import (
     BROKER_FLAG_UNCHANGED,
     LAST_KNOWN_LEADER_UNCHANGED,
     LEADER_RECOVERY_STATE_UNCHANGED,
@@ -344,7 +344,7 @@ def partition_values(value: bytes) -> tuple[Any, ...] | None:
     """(record type, version, topic id, then the _COLUMNS_FULL values) of a PartitionRecord /
     PartitionChangeRecord straight from its msgpack map, the bulk of a metadata log; None for
     anything else or anything unexpected, which then goes through decode_record, the one
-    definition of the format (controller.core). Value types are checked where the values
+    definition of the format (metadata.records). Value types are checked where the values
     become Arrow columns (analytics.staging.to_arrow, analytics.record_columns): a value that
     does not fit its column makes that row corrupt there."""
     unpacked = unpack_partition(value)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from controller.core.invariants import effective_min_isr
 from controller.core.partition_change import PartitionChangeBuilder
-from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import (
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
@@ -240,7 +240,7 @@ class LogBuilder:
 
     def recover(self, key: tuple[uuid.UUID, int]) -> None:
         """KIP-704: the leader of a RECOVERING partition reports RECOVERED."""
-        from controller.core.partition_registration import LeaderRecoveryState
+        from metadata.partition_registration import LeaderRecoveryState
 
         reg = self.partitions[key]
         if reg.leader_recovery_state == LeaderRecoveryState.RECOVERING and reg.leader != NO_LEADER:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from analytics.datasource import PARTITION_VALUE_NAMES
-from controller.core.config_control import ELR_FEATURE
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
@@ -32,9 +31,10 @@ from controller.core.invariants import (
     check_recovering_isr,
     effective_min_isr,
 )
-from controller.core.metadata_image import DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC_REPLICAS
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import (
+from metadata.features import ELR_VERSION
+from metadata.metadata_image import DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC_REPLICAS
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     LAST_KNOWN_LEADER_UNCHANGED,
@@ -166,7 +166,7 @@ class LogReplay:
                 self._topic_min[resource] = configured
             elif resource_type == CONFIG_RESOURCE_BROKER and resource == "":
                 self._cluster_min = configured
-        elif record_type == "FeatureLevelRecord" and name == ELR_FEATURE and value is not None:
+        elif record_type == "FeatureLevelRecord" and name == ELR_VERSION and value is not None:
             self._elr_enabled = int(value) >= 1
 
     def _min_isr(self, topic_id: str, replicas: int) -> int:

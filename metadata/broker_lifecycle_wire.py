@@ -32,6 +32,7 @@ from kio.schema.broker_registration.v4 import response as registration_resp
 from kio.static.primitive import i8, i16, i32, i64, u16
 
 from controller.core import messages as cm
+from kafkawire import constants
 from kafkawire.api_keys import ApiKey
 from kafkawire.entities import NO_THROTTLE
 from kafkawire.errors import Errors, KafkaError
@@ -184,7 +185,7 @@ def alter_partition_request_from_kio(body: Any) -> cm.AlterPartitionRequest:
         broker_epoch=int(body.broker_epoch),
         topics=[
             cm.AlterPartitionTopicData(
-                topic_id=topic.topic_id or cm.ZERO_UUID,
+                topic_id=topic.topic_id or constants.ZERO_UUID,
                 partitions=[
                     cm.AlterPartitionPartitionData(
                         partition_index=int(p.partition_index),
@@ -236,7 +237,7 @@ def alter_partition_response_from_kio(body: Any) -> cm.AlterPartitionResponse:
         error_code=int(body.error_code),
         topics=[
             cm.AlterPartitionTopicResult(
-                topic_id=topic.topic_id or cm.ZERO_UUID,
+                topic_id=topic.topic_id or constants.ZERO_UUID,
                 partitions=[
                     cm.AlterPartitionPartitionResult(
                         partition_index=int(p.partition_index),

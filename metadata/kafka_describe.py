@@ -2,8 +2,8 @@
 controllers alike (Kafka answers DescribeConfigs, DescribeTopicPartitions and DescribeCluster on
 the node asked, never forwarded): kio request in, kio response of the same version out.
 
-DescribeTopicPartitions goes through replication_control.describe_topic_partitions (seed 001's
-paging, capped by `max.request.partition.size.limit`), so both node kinds page the same way.
+DescribeTopicPartitions pages as seed 001 says, capped by `max.request.partition.size.limit`,
+here for both node kinds.
 """
 
 from __future__ import annotations
@@ -11,18 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from controller.core import messages as msg
-from controller.core import replication_control
-from controller.core.config_defs import (
-    BrokerLevels,
-    ConfigSource,
-    ConfigType,
-    ConfigValue,
-    broker_config_values,
-    topic_config_values,
-)
-from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage
-from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from kafkawire import topic as topic_names
 from kafkawire.api_keys import ApiKey
 from kafkawire.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from kafkawire.config import NodeConfig
@@ -30,7 +19,19 @@ from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code, response_schema
 from kafkawire.topic import invalid_topic_reason
+from metadata.config_defs import (
+    BrokerLevels,
+    ConfigSource,
+    ConfigType,
+    ConfigValue,
+    broker_config_values,
+    topic_config_values,
+)
+from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage
+from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: the topic id of a topic not found
+DESCRIBE_PARTITIONS_DEFAULT_LIMIT = 2000  # seed 001: max.request.partition.size.limit
 ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2  # KIP-919: DescribeCluster to controllers lists controllers
 
@@ -89,64 +90,103 @@ def describe_cluster(
 
 def describe_topic_partitions(image: MetadataImage, body: Any, server_limit: int) -> Any:
     """DescribeTopicPartitions v0 with minikraft's tagged additions (partition epoch,
-    LastKnownLeader, LeaderRecoveryState, the topic's min.insync.replicas)."""
-    cursor = body.cursor
-    result = replication_control.describe_topic_partitions(
-        image,
-        msg.DescribeTopicPartitionsRequest(
-            [str(t.name) for t in body.topics],
-            int(body.response_partition_limit),
-            None
-            if cursor is None
-            else msg.Cursor(str(cursor.topic_name), int(cursor.partition_index)),
-        ),
-        server_limit,
-    ).response
+    LastKnownLeader, LeaderRecoveryState, the topic's min.insync.replicas). Seed 001's
+    pagination: topics by name, partitions by index, at most the smaller of the request's and
+    the server's limit (`max.request.partition.size.limit`); the cursor names the first
+    partition not sent. A read: both node kinds answer from their committed image."""
     schema = response_schema(int(ApiKey.DESCRIBE_TOPIC_PARTITIONS), 0)
     topic_cls = item_type(schema, "topics")
     partition_cls = item_type(topic_cls, "partitions")
     cursor_cls = item_type(schema, "next_cursor")
-    topics = tuple(
-        build(
-            topic_cls,
-            error_code=error_code(t.error_code),
-            name=t.name,
-            topic_id=t.topic_id if t.error_code == 0 else uuid.UUID(int=0),
-            is_internal=t.is_internal,
-            # Kafka fills it for every topic answered, unasked (no authorizer: all of them).
-            topic_authorized_operations=TOPIC_OPERATIONS,
-            min_insync_replicas=t.min_insync_replicas,
-            partitions=tuple(
+    limit = int(body.response_partition_limit)
+    limit = server_limit if limit <= 0 else min(limit, server_limit)
+    asked = [str(t.name) for t in body.topics]
+    names = sorted(set(asked)) if asked else sorted(image.topics_by_name)
+    cursor = body.cursor
+    topics: list[Any] = []
+    count = 0
+    next_cursor: tuple[str, int] | None = None
+    for name in names:
+        if cursor is not None and name < cursor.topic_name:
+            continue
+        if count >= limit:
+            next_cursor = (name, 0)
+            break
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            # Kafka's KRaftMetadataCache: a name no topic could have is INVALID_TOPIC_EXCEPTION.
+            error = (
+                Errors.UNKNOWN_TOPIC_OR_PARTITION
+                if topic_names.is_valid(name)
+                else Errors.INVALID_TOPIC_EXCEPTION
+            )
+            topics.append(_described_topic(topic_cls, name, error, ZERO_UUID, -1, ()))
+            continue
+        start = int(cursor.partition_index) if cursor is not None and name == cursor.topic_name else 0
+        partitions = []
+        for partition_id in sorted(p for p in topic.partitions if p >= start):
+            if count >= limit:
+                next_cursor = (name, partition_id)
+                break
+            reg = topic.partitions[partition_id]
+            partitions.append(
                 build(
                     partition_cls,
-                    error_code=error_code(p.error_code),
-                    partition_index=p.partition_index,
-                    leader_id=p.leader_id,
-                    leader_epoch=p.leader_epoch,
-                    replica_nodes=tuple(p.replica_nodes),
-                    isr_nodes=tuple(p.isr_nodes),
-                    eligible_leader_replicas=tuple(p.eligible_leader_replicas or ()),
-                    last_known_elr=tuple(p.last_known_elr or ()),
-                    offline_replicas=tuple(p.offline_replicas),
-                    partition_epoch=p.partition_epoch,
-                    last_known_leader=p.last_known_leader,
-                    leader_recovery_state=p.leader_recovery_state,
+                    error_code=error_code(Errors.NONE),
+                    partition_index=partition_id,
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=reg.replicas,
+                    isr_nodes=reg.isr,
+                    eligible_leader_replicas=reg.elr,
+                    last_known_elr=reg.last_known_elr,
+                    offline_replicas=tuple(r for r in reg.replicas if image.is_fenced(r)),
+                    partition_epoch=reg.partition_epoch,
+                    last_known_leader=reg.last_known_leader,
+                    leader_recovery_state=int(reg.leader_recovery_state),
                 )
-                for p in t.partitions
-            ),
+            )
+            count += 1
+        topics.append(
+            _described_topic(
+                topic_cls,
+                name,
+                Errors.NONE,
+                topic.topic_id,
+                image.topic_min_insync_replicas(name),
+                tuple(partitions),
+            )
         )
-        for t in result.topics
-    )
-    next_cursor = result.next_cursor
+        if next_cursor is not None:
+            break
     return build(
         schema,
         throttle_time=NO_THROTTLE,
-        topics=topics,
+        topics=tuple(topics),
         next_cursor=None
         if next_cursor is None
-        else cursor_cls(
-            topic_name=next_cursor.topic_name, partition_index=next_cursor.partition_index
-        ),  # type: ignore[call-arg]
+        else cursor_cls(topic_name=next_cursor[0], partition_index=next_cursor[1]),  # type: ignore[call-arg]
+    )
+
+
+def _described_topic(
+    topic_cls: type,
+    name: str,
+    error: Errors,
+    topic_id: uuid.UUID,
+    min_insync_replicas: int,
+    partitions: tuple[Any, ...],
+) -> Any:
+    return build(
+        topic_cls,
+        error_code=error_code(error),
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        # Kafka fills it for every topic answered, unasked (no authorizer: all of them).
+        topic_authorized_operations=TOPIC_OPERATIONS,
+        min_insync_replicas=min_insync_replicas,
+        partitions=partitions,
     )
 
 
@@ -166,7 +206,7 @@ def describe_configs(image: MetadataImage, body: Any, version: int, node: NodeCo
     """Kafka's ConfigHelper.describeConfigs on the node asked: every config of a topic, or of
     this node (a broker id other than its own is INVALID_REQUEST, as in Kafka), or the
     cluster-level dynamic configs (resource name ""), with sources, synonyms when asked,
-    documentation when asked, types and the read-only flag, all from controller.core.config_defs."""
+    documentation when asked, types and the read-only flag, all from metadata.config_defs."""
     schema = response_schema(int(ApiKey.DESCRIBE_CONFIGS), version)
     result_cls = item_type(schema, "results")
     entry_cls = item_type(result_cls, "configs")

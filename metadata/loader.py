@@ -1,8 +1,8 @@
 """MetadataLoader: the one state machine over `__cluster_metadata` on every node, after Kafka's
 MetadataLoader. Raft hands it committed batches and loaded snapshots (it is the RaftListener);
 it replays them into the MetadataImage through MetadataDelta (STYLE.md: replay is the only way
-state changes), notes what moved (MetadataChanges), and hands `(changes, image, manifest)` to
-each registered MetadataPublisher in order: the snapshot generator on every node, the broker's
+state changes; the delta also notes what moved), and hands `(delta, image, manifest)` to each
+registered MetadataPublisher in order: the snapshot generator on every node, the broker's
 publisher on brokers. Controllers read `image` when they build a write; brokers act on the
 delta. Pure: the runtime that owns Raft calls it on the event loop."""
 
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from controller.core.metadata_image import MetadataDelta, MetadataImage
-from controller.core.records import decode_record
-from metadata.changes import MetadataChanges
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.records import decode_record
 from storage.core.record_batch import RecordBatch
 
 log = logging.getLogger("minikraft.metadata")
@@ -49,7 +48,7 @@ class MetadataPublisher(Protocol):
     def name(self) -> str: ...
 
     def on_metadata_update(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None: ...
 
 
@@ -58,43 +57,24 @@ class SlicedPublisher(Protocol):
     on_metadata_update would, yielding between slices so the runtime can serve in between."""
 
     def publish_steps(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> Iterator[None]: ...
 
 
-def replay_steps(
-    image: MetadataImage,
-    batches: Sequence[RecordBatch],
-    changes: MetadataChanges,
-    out: list[MetadataImage],
-) -> Iterator[None]:
-    """Replay the data records of committed batches (control records are Raft's own), noting
-    what each touches in `changes`; yields every REPLAY_SLICE_RECORDS records and appends the
-    new image to `out` at the end. Nothing sees a partly replayed commit: the delta is private
-    until the end (a commit is applied atomically, as Kafka's loader publishes whole batches)."""
-    delta = MetadataDelta(image)
+def replay_steps(delta: MetadataDelta, batches: Sequence[RecordBatch]) -> Iterator[None]:
+    """Replay the data records of committed batches into `delta` (control records are Raft's
+    own); yields every REPLAY_SLICE_RECORDS records. Nothing sees a partly replayed commit: the
+    delta is private until the caller takes its image (a commit is applied atomically, as
+    Kafka's loader publishes whole batches)."""
     count = 0
     for batch in batches:
         if batch.is_control:
             continue
         for index, raw in enumerate(batch.records):
-            record = decode_record(raw.value or b"")
-            changes.note(record)
-            delta.replay(record, batch.offset_of(index))
+            delta.replay(decode_record(raw.value or b""), batch.offset_of(index))
             count += 1
             if count % REPLAY_SLICE_RECORDS == 0:
                 yield
-    out.append(delta.image())
-
-
-def replay_batches(
-    image: MetadataImage, batches: Sequence[RecordBatch], changes: MetadataChanges
-) -> MetadataImage:
-    """replay_steps in one go."""
-    out: list[MetadataImage] = []
-    for _ in replay_steps(image, batches, changes, out):
-        pass
-    return out[0]
 
 
 class MetadataLoader:
@@ -123,25 +103,24 @@ class MetadataLoader:
 
     def commit_steps(self, batches: Sequence[RecordBatch]) -> Iterator[None]:
         """handle_commit in slices (the RaftDriver's applier runs it, yielding its loop)."""
-        changes = MetadataChanges()
-        out: list[MetadataImage] = []
-        yield from replay_steps(self.image, batches, changes, out)
-        self.image = out[0]
+        delta = MetadataDelta(self.image)
+        yield from replay_steps(delta, batches)
+        self.image = delta.image()
         for batch in batches:
             self.committed_offset = batch.next_offset
             self.committed_epoch = batch.leader_epoch
         manifest = LoaderManifest(
-            Provenance.LOG, self.committed_offset, self.committed_epoch, changes.records
+            Provenance.LOG, self.committed_offset, self.committed_epoch, delta.records
         )
-        if changes.records >= 1000:
+        if delta.records >= 1000:
             log.info(
                 "Replayed %s metadata records up to offset %s (%s partitions, %s new topics)",
-                changes.records,
+                delta.records,
                 self.committed_offset,
-                len(changes.partitions),
-                len(changes.created_topics),
+                len(delta.partitions),
+                len(delta.created_topics),
             )
-        yield from self._publish_steps(changes, manifest)
+        yield from self._publish_steps(delta, manifest)
 
     def handle_load_snapshot(
         self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
@@ -153,23 +132,23 @@ class MetadataLoader:
         self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
     ) -> Iterator[None]:
         """handle_load_snapshot in slices."""
-        counted = MetadataChanges()
-        out: list[MetadataImage] = []
-        yield from replay_steps(MetadataImage(), batches, counted, out)
-        self.image = out[0]
+        # The whole image is replaced: publishers rescan everything (full).
+        delta = MetadataDelta(MetadataImage(), full=True)
+        yield from replay_steps(delta, batches)
+        self.image = delta.image()
         self.committed_offset = snapshot_end_offset
         epoch = batches[-1].leader_epoch if batches else self.committed_epoch
         self.committed_epoch = epoch
         log.info(
             "Loaded metadata snapshot ending at offset %s (%s records, %s topics)",
             snapshot_end_offset,
-            counted.records,
+            delta.records,
             len(self.image.topics),
         )
         manifest = LoaderManifest(
-            Provenance.SNAPSHOT, snapshot_end_offset, epoch, counted.records
+            Provenance.SNAPSHOT, snapshot_end_offset, epoch, delta.records
         )
-        yield from self._publish_steps(MetadataChanges.whole_image(counted.records), manifest)
+        yield from self._publish_steps(delta, manifest)
 
     def handle_leader_change(
         self, leader_id: int | None, epoch: int, is_local_leader: bool
@@ -178,13 +157,11 @@ class MetadataLoader:
         self.epoch = epoch
         self.is_active = is_local_leader
 
-    def _publish_steps(
-        self, changes: MetadataChanges, manifest: LoaderManifest
-    ) -> Iterator[None]:
+    def _publish_steps(self, delta: MetadataDelta, manifest: LoaderManifest) -> Iterator[None]:
         image = self.image
         for publisher in self._publishers:
             steps = getattr(publisher, "publish_steps", None)
             if steps is not None:
-                yield from steps(changes, image, manifest)
+                yield from steps(delta, image, manifest)
             else:
-                publisher.on_metadata_update(changes, image, manifest)
+                publisher.on_metadata_update(delta, image, manifest)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from controller.core.image_records import image_records
-from controller.core.metadata_image import MetadataImage
-from controller.core.records import encode_record
-from metadata.changes import MetadataChanges
+from metadata.image_records import image_records
 from metadata.loader import LoaderManifest, Provenance
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.records import encode_record
 
 # emit(end_offset, encoded records) -> whether a snapshot was written (False: one already
 # covers end_offset, e.g. fetched from the leader).
@@ -31,13 +30,13 @@ class SnapshotGenerator:
         self._emit = emit
 
     def on_metadata_update(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
-        for _ in self.publish_steps(changes, image, manifest):
+        for _ in self.publish_steps(delta, image, manifest):
             pass
 
     def publish_steps(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> Iterator[None]:
         if manifest.provenance is Provenance.SNAPSHOT:
             self.records_since_snapshot = 0

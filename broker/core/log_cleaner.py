@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from broker.core.log_retention import SegmentView
-from controller.core.config_defs import (
+from metadata.config_defs import (
     DEDUPE_BUFFER_LOAD_FACTOR,
     DEDUPE_BUFFER_MAX,
     OFFSET_MAP_BYTES_PER_ENTRY,

@@ -40,8 +40,8 @@ from controller.core.alter_partition import (
     AlterPartitionPartitionResult,
     BrokerState,
 )
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from kafkawire.errors import Errors
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 
 ACKS_ALL = -1
 VALID_ACKS = frozenset({0, 1, ACKS_ALL})
@@ -63,7 +63,7 @@ _RETRY_ERRORS = frozenset(
 
 
 class BrokerView(Protocol):
-    """What the leader needs of its metadata image (controller.core MetadataImage fits)."""
+    """What the leader needs of its metadata image (metadata.MetadataImage fits)."""
 
     def broker_epoch(self, broker_id: int) -> int | None: ...
 

@@ -5,7 +5,7 @@ the parts driven by LogConfig): `max.message.bytes`, `message.timestamp.type`,
 Kept apart from the checks every batch gets (storage.core.record_batch.validate_batch: magic, CRC,
 offsets) and from the key check of compacted topics (broker.core.record_validation, whose
 RecordValidationError carries the per-record errors of both). Pure: the runtime passes the
-effective configs (controller.core.config_defs) and the clock in.
+effective configs (metadata.config_defs) and the clock in.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.core.record_validation import RecordError, RecordValidationError, is_compacted
-from controller.core import config_defs as cd
 from kafkawire.errors import Errors
+from metadata import config_defs as cd
 from storage.core import compression
 from storage.core.record_batch import (
     TIMESTAMP_TYPE_FLAG,

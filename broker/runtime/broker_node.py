@@ -41,7 +41,6 @@ from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from controller.core import messages as cm
-from controller.core.config_defs import MINIKRAFT_BROKER_DEFAULTS
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
@@ -50,6 +49,7 @@ from kafkawire.http_status import HttpStatusServer
 from kafkawire.loop import serve_until_signalled
 from kafkawire.server import KafkaServer
 from metadata.broker_lifecycle_wire import lifecycle_request_to_kio, lifecycle_response_from_kio
+from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS
 from metadata.loader import MetadataLoader
 from metadata.snapshot_generator import SnapshotGenerator
 from raft.core.replica_key import uuid_to_str
@@ -64,7 +64,7 @@ BROKER_DEFAULTS = {
     "replica.fetch.backoff.ms": "200",
     "message.max.bytes": "1048588",
     "controlled.shutdown.timeout.ms": "8000",
-    # log.preallocate on, log.segment.bytes 8 MiB (controller.core.config_defs says why).
+    # log.preallocate on, log.segment.bytes 8 MiB (metadata.config_defs says why).
     **MINIKRAFT_BROKER_DEFAULTS,
     # Kafka's defaults: retention checks every 5 minutes, the cleaner wakes every 15 s.
     "log.retention.check.interval.ms": "300000",

@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from broker.runtime.broker_context import BrokerContext
-from controller.core import messages as cm
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.create_topics import NewTopic, create_topics_request
@@ -31,6 +30,7 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.forwarding import Candidate, request_active
 from kafkawire.messages import error_code, response_schema
 from metadata import kafka_describe
+from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 
 FORWARD_TIMEOUT_MS = 30_000
 DESCRIBE_PARTITIONS_LIMIT_KEY = "max.request.partition.size.limit"
@@ -196,7 +196,7 @@ class KafkaAdminApis:
     async def describe_topic_partitions(self, body: Any, _version: int) -> Any:
         limit = int(
             self.broker.config.get(DESCRIBE_PARTITIONS_LIMIT_KEY)
-            or cm.DESCRIBE_PARTITIONS_DEFAULT_LIMIT
+            or DESCRIBE_PARTITIONS_DEFAULT_LIMIT
         )
         return kafka_describe.describe_topic_partitions(self.broker.metadata.image, body, limit)
 

@@ -32,8 +32,6 @@ from broker.runtime.kafka_replication import (
 from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.replica_manager import wait_for_change
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
-from controller.core import feature_control
-from controller.core.metadata_image import MetadataImage
 from kafkawire import get_replica_log_info as grli
 from kafkawire import topic as topic_names
 from kafkawire.api_keys import ApiKey
@@ -44,7 +42,8 @@ from kafkawire.create_topics import NewTopic
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
-from metadata import kafka_describe
+from metadata import features, kafka_describe
+from metadata.metadata_image import MetadataImage
 
 log = logging.getLogger("minikraft.broker.kafka")
 
@@ -127,7 +126,7 @@ class KafkaApis:
     async def _api_versions(self, _body: Any, version: int) -> Any:
         # KIP-584: the finalized features of this broker's image (kafka-features describe).
         return api_versions_response(
-            BROKER_API_VERSIONS, version, features=feature_control.api_features(self._image)
+            BROKER_API_VERSIONS, version, features=features.api_features(self._image)
         )
 
     async def _describe_log_dirs(self, body: Any, version: int) -> Any:

@@ -52,10 +52,10 @@ from broker.core.partition_state import Role
 from broker.core.throttler import UNLIMITED, Throttler
 from broker.runtime.partition_log import read_offset_checkpoint, write_offset_checkpoint
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, now_ms
-from controller.core.config_defs import BROKER_CONFIGS, BrokerLevels
-from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE
-from controller.core.records import CONFIG_RESOURCE_BROKER
 from kafkawire.config import ConfigError
+from metadata.config_defs import BROKER_CONFIGS, BrokerLevels
+from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE
+from metadata.records import CONFIG_RESOURCE_BROKER
 from storage.core.record_batch import RecordBatch, decode_batch
 from storage.runtime.fsutil import fsync_dir, storage_errors
 from storage.runtime.segment import CLEANED_SUFFIX, Segment, segment_file_name
@@ -277,7 +277,7 @@ class LogManager:
 
     def _broker_config(self, name: str) -> str | None:
         """A broker config's value now: this broker's dynamic one, the cluster default, the
-        config file, the default (controller.core.config_defs.BrokerLevels)."""
+        config file, the default (metadata.config_defs.BrokerLevels)."""
         image = self.replicas.image
         settings = self.replicas.settings
         levels = BrokerLevels(

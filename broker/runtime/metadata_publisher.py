@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
-from controller.core.metadata_image import MetadataImage
-from metadata.changes import MetadataChanges
 from metadata.loader import LoaderManifest
+from metadata.metadata_image import MetadataDelta, MetadataImage
 
 log = logging.getLogger("minikraft.broker")
 
@@ -27,29 +26,29 @@ class BrokerMetadataPublisher:
         self._on_leadership_change = on_leadership_change
 
     def on_metadata_update(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
-        for _ in self.publish_steps(changes, image, manifest):
+        for _ in self.publish_steps(delta, image, manifest):
             pass
 
     def publish_steps(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> Iterator[None]:
         """The change in slices (the loader's runtime yields its loop between them): a
         10,000-partition topic opens its logs a few hundred at a time (issue 35)."""
         started = time.monotonic()
         before = len(self._replicas.partitions)
         changed: list[HostedPartition] = []
-        yield from self._replicas.apply_delta_steps(changes, image, changed)
+        yield from self._replicas.apply_delta_steps(delta, image, changed)
         for hosted in changed:
             self._on_leadership_change(hosted)
-        if len(changes.partitions) >= 1000 or changes.full:
+        if len(delta.partitions) >= 1000 or delta.full:
             # One INFO line per big change; the per-partition lines are at DEBUG.
             log.info(
                 "Applied metadata to offset %s: %s partition changes, %s new local partitions, "
                 "%s leadership changes, in %.0f ms",
                 manifest.end_offset,
-                "all" if changes.full else len(changes.partitions),
+                "all" if delta.full else len(delta.partitions),
                 len(self._replicas.partitions) - before,
                 len(changed),
                 (time.monotonic() - started) * 1000,

@@ -45,17 +45,21 @@ from broker.runtime.partition_log import (
     read_partition_metadata,
     stray_dir_name,
 )
-from controller.core.config_defs import (
+from kafkawire.errors import Errors, KafkaError
+from metadata.config_defs import (
     PREALLOCATE,
     SEGMENT_BYTES,
     BrokerLevels,
     effective_topic_configs,
 )
-from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage, TopicImage
-from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
-from kafkawire.errors import Errors, KafkaError
-from metadata.changes import MetadataChanges
+from metadata.metadata_image import (
+    CLUSTER_DEFAULT_RESOURCE,
+    MetadataDelta,
+    MetadataImage,
+    TopicImage,
+)
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.parked_fetches import ParkedFetches, park
 from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
@@ -144,7 +148,7 @@ class ReplicaSettings:
     # log.preallocate: extend segments ahead of the appends (storage.runtime.segment)
     preallocate: bool = False
     # The node's config file (STATIC_BROKER_CONFIG) and its other, default, properties: the
-    # broker levels below a topic's own configs (controller.core.config_defs.BrokerLevels).
+    # broker levels below a topic's own configs (metadata.config_defs.BrokerLevels).
     static_configs: Mapping[str, str] = field(default_factory=dict)
     node_defaults: Mapping[str, str] = field(default_factory=dict)
     # log.segment.delete.delay.ms (the broker default of file.delete.delay.ms): how long a
@@ -384,32 +388,32 @@ class ReplicaManager:
                     yield
                     ts = now_ms()
 
-    def apply_delta(self, changes: MetadataChanges, image: MetadataImage) -> list[HostedPartition]:
+    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> list[HostedPartition]:
         """Act on one committed change (Kafka's ReplicaManager.applyDelta), with work in
         proportion to it: the partitions of the topics it removes first (stopped, their logs
         deleted), then the partitions it names, and the broker view and min ISR (rule 9) of
         the hosted partitions whose brokers or configs it moved. A loaded snapshot replaced
         everything: apply_image. Returns partitions whose leadership changed."""
         changed: list[HostedPartition] = []
-        for _ in self.apply_delta_steps(changes, image, changed):
+        for _ in self.apply_delta_steps(delta, image, changed):
             pass
         return changed
 
     def apply_delta_steps(
-        self, changes: MetadataChanges, image: MetadataImage, changed: list[HostedPartition]
+        self, delta: MetadataDelta, image: MetadataImage, changed: list[HostedPartition]
     ) -> Iterator[None]:
         """apply_delta, yielding every APPLY_SLICE_PARTITIONS partitions so the broker's loop
         serves fetches and heartbeats while it opens 10,000 new partitions (issue 35)."""
-        if changes.full:
+        if delta.full:
             yield from self.apply_image_steps(image, changed)
             return
         self.image = image
         ts = now_ms()
-        if changes.removed_topics:
-            for key in [k for k in self.partitions if k.topic_id in changes.removed_topics]:
+        if delta.removed_topics:
+            for key in [k for k in self.partitions if k.topic_id in delta.removed_topics]:
                 self._delete_partition(self.partitions[key], image, ts, changed)
         applied: set[TopicIdPartition] = set()
-        for count, (topic_id, partition_id) in enumerate(sorted(changes.partitions), 1):
+        for count, (topic_id, partition_id) in enumerate(sorted(delta.partitions), 1):
             topic = image.topics.get(topic_id)
             registration = None if topic is None else topic.partitions.get(partition_id)
             if topic is None or registration is None:
@@ -419,8 +423,8 @@ class ReplicaManager:
             if count % APPLY_SLICE_PARTITIONS == 0:
                 yield
                 ts = now_ms()
-        for count, hosted in enumerate(self._metadata_dependents(changes, image), 1):
-            if changes.configs:
+        for count, hosted in enumerate(self._metadata_dependents(delta, image), 1):
+            if delta.configs:
                 self._reconfigure_log(hosted)
             if count % APPLY_SLICE_PARTITIONS == 0:
                 yield
@@ -440,16 +444,16 @@ class ReplicaManager:
         hosted.log.retention = RetentionConfig.from_configs(configs)
 
     def _metadata_dependents(
-        self, changes: MetadataChanges, image: MetadataImage
+        self, delta: MetadataDelta, image: MetadataImage
     ) -> Iterable[HostedPartition]:
         """Hosted partitions whose state reads what the change moved besides their own
         registration: every one when a broker moved (ISR eligibility and rule 18's refusals
         read broker epochs and fencing) or a broker config (the cluster default
         min.insync.replicas); those of a topic whose config moved."""
-        if changes.brokers or any(kind == CONFIG_RESOURCE_BROKER for kind, _ in changes.configs):
+        if delta.brokers or any(kind == CONFIG_RESOURCE_BROKER for kind, _ in delta.configs):
             return list(self.partitions.values())
         dependents: list[HostedPartition] = []
-        for kind, name in changes.configs:
+        for kind, name in delta.configs:
             topic = image.topics_by_name.get(name) if kind == CONFIG_RESOURCE_TOPIC else None
             if topic is None:
                 continue

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from controller.core.records import NoOpRecord, encode_record
+from metadata.records import NoOpRecord, encode_record
 from raft.runtime.raft_driver import RaftDriver
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.core.partition_registration import LeaderRecoveryState
-from controller.core.records import (
+from metadata.partition_registration import LeaderRecoveryState
+from metadata.records import (
     CorruptRecordError,
     PartitionChangeRecord,
     PartitionRecord,

@@ -27,6 +27,7 @@ from cluster.cli.bootstrap import new_client, send_to_any
 from cluster.cli.topics_cmd import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running
 from kafkawire.config import ConfigError, NodeConfig
+from kafkawire.constants import CONFIG_RESOURCE_TOPIC, OP_SET
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import read_meta_properties
@@ -39,8 +40,6 @@ FULL_ISR_WAIT_S = 30.0
 
 
 # Kafka's ConfigResource.Type TOPIC and AlterConfigOp.OpType SET.
-RESOURCE_TYPE_TOPIC = 2
-OP_SET = 0
 
 @dataclass
 class ChaosContext:
@@ -275,7 +274,7 @@ async def _set_min_isr(ctx: ChaosContext, value: int) -> None:
     request = iac_request.IncrementalAlterConfigsRequest(
         resources=(
             iac_request.AlterConfigsResource(
-                resource_type=i8(RESOURCE_TYPE_TOPIC),
+                resource_type=i8(CONFIG_RESOURCE_TOPIC),
                 resource_name=ctx.topic,
                 configs=(
                     iac_request.AlterableConfig(

@@ -16,9 +16,9 @@ from kio.static.primitive import i8
 from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
 from cluster.cli.topics_cmd import error_name, parse_configs, run_admin
-from controller.core import messages as msg
+from kafkawire import constants
 
-_RESOURCE_TYPES = {"topics": msg.RESOURCE_TYPE_TOPIC, "brokers": msg.RESOURCE_TYPE_BROKER}
+_RESOURCE_TYPES = {"topics": constants.CONFIG_RESOURCE_TOPIC, "brokers": constants.CONFIG_RESOURCE_BROKER}
 
 
 @click.group("configs")
@@ -60,10 +60,10 @@ def alter(
     if not added and not deleted:
         fail("one of --add-config or --delete-config is required", EXIT_USAGE)
     changes = [
-        AlterableConfig(name=k, config_operation=i8(msg.OP_SET), value=v) for k, v in added.items()
+        AlterableConfig(name=k, config_operation=i8(constants.OP_SET), value=v) for k, v in added.items()
     ]
     changes += [
-        AlterableConfig(name=k, config_operation=i8(msg.OP_DELETE), value=None) for k in deleted
+        AlterableConfig(name=k, config_operation=i8(constants.OP_DELETE), value=None) for k in deleted
     ]
     request = IncrementalAlterConfigsRequest(
         resources=(

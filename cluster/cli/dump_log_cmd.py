@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, fail
-from controller.core.records import (
+from metadata.records import (
     CorruptRecordError,
     UnknownRecordError,
     decode_record,

@@ -19,15 +19,15 @@ from kio.static.primitive import i8, i32
 from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
 from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option, stderr
 from cluster.cli.topics_cmd import error_name, kafka_timeout, run_admin
-from controller.core import messages as msg
+from kafkawire import constants
 from kafkawire import elect_leaders_v3 as el3
 from kafkawire.errors import Errors
 from kafkawire.messages import wire_error
 
 _TYPES = {
-    "PREFERRED": msg.ELECTION_PREFERRED,
-    "UNCLEAN": msg.ELECTION_UNCLEAN,
-    "DESIGNATED": msg.ELECTION_DESIGNATED,
+    "PREFERRED": constants.ELECTION_PREFERRED,
+    "UNCLEAN": constants.ELECTION_UNCLEAN,
+    "DESIGNATED": constants.ELECTION_DESIGNATED,
 }
 _MAX_ROUNDS = 100
 Target = tuple[str, int, int | None]  # topic, partition, designated leader
@@ -68,7 +68,7 @@ def elect_leaders_request(
         partitions, leaders = by_topic.setdefault(topic, ([], []))
         partitions.append(partition)
         leaders.append(-1 if leader is None else leader)
-    designated = election_type == msg.ELECTION_DESIGNATED
+    designated = election_type == constants.ELECTION_DESIGNATED
     return el3.ElectLeadersRequest(
         election_type=i8(election_type),
         topic_partitions=tuple(
@@ -93,8 +93,8 @@ def run_elections(
         [None]
         if targets is None
         else [
-            targets[i : i + msg.ELECT_LEADERS_MAX_PARTITIONS]
-            for i in range(0, len(targets), msg.ELECT_LEADERS_MAX_PARTITIONS)
+            targets[i : i + constants.ELECT_LEADERS_MAX_PARTITIONS]
+            for i in range(0, len(targets), constants.ELECT_LEADERS_MAX_PARTITIONS)
         ]
     )
     for _ in range(_MAX_ROUNDS):
@@ -118,8 +118,8 @@ def run_elections(
                     "error": error_name(error),
                     "leader": int(p.leader_id),
                 }
-        for i in range(0, len(again), msg.ELECT_LEADERS_MAX_PARTITIONS):
-            pending.append(again[i : i + msg.ELECT_LEADERS_MAX_PARTITIONS])
+        for i in range(0, len(again), constants.ELECT_LEADERS_MAX_PARTITIONS):
+            pending.append(again[i : i + constants.ELECT_LEADERS_MAX_PARTITIONS])
     return [results[k] for k in sorted(results)]
 
 

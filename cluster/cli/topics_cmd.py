@@ -34,10 +34,10 @@ from cluster.cli.bootstrap import (
     request_admin,
 )
 from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
-from controller.core import messages as msg
 from kafkawire.create_topics import NewTopic
 from kafkawire.create_topics import create_topics_request as build_create_topics
 from kafkawire.errors import Errors, KafkaError
+from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 from raft.core.replica_key import uuid_to_str
 
 _RETRY_SLEEP_S = 0.1
@@ -86,7 +86,7 @@ def create_topics_request(
 
 
 async def describe_all(
-    bootstrap: str, topics: list[str], limit: int = msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT
+    bootstrap: str, topics: list[str], limit: int = DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 ) -> list[Any]:
     """Every page of DescribeTopicPartitions (seed 001's cursor), topics merged across pages:
     kio topic entities with minikraft's tagged additions (kafkawire.describe_topic_partitions).

@@ -47,8 +47,8 @@ from cluster.cli.output import (
     stderr,
 )
 from cluster.cli.topics_cmd import describe_all
-from controller.core import messages as msg
 from controller.core.unclean_recovery import RankBy, ReplicaLogAnswer, select_leader, usable_answers
+from kafkawire import constants
 from kafkawire import get_replica_log_info as grli
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
@@ -322,9 +322,9 @@ class RecoveryRun:
                 if self.stop.is_set():
                     break
             retry: list[Target] = []
-            for start in range(0, len(pending), msg.ELECT_LEADERS_MAX_PARTITIONS):
+            for start in range(0, len(pending), constants.ELECT_LEADERS_MAX_PARTITIONS):
                 retry += await self._elect_batch(
-                    pending[start : start + msg.ELECT_LEADERS_MAX_PARTITIONS]
+                    pending[start : start + constants.ELECT_LEADERS_MAX_PARTITIONS]
                 )
             pending = retry
         for target in pending:
@@ -333,7 +333,7 @@ class RecoveryRun:
 
     async def _elect_batch(self, batch: list[Target]) -> list[Target]:
         request = elect_leaders_request(
-            msg.ELECTION_DESIGNATED,
+            constants.ELECTION_DESIGNATED,
             [(t.topic, t.partition, t.designated_leader) for t in batch],
         )
         try:

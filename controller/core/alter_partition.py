@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
-from controller.core.metadata_image import MetadataImage
 from controller.core.partition_change import (
     PartitionChange,
     PartitionChangeBuilder,
     written_records,
 )
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import NO_LEADER, NO_LEADER_CHANGE
 from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataImage
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import NO_LEADER, NO_LEADER_CHANGE
 
 NO_BROKER_EPOCH = -1  # KIP-903: a sender that cannot report a member's epoch skips the check
 

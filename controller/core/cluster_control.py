@@ -14,16 +14,7 @@ from dataclasses import dataclass, field
 from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
-from controller.core.metadata_image import BrokerRegistration, MetadataDelta, MetadataImage
 from controller.core.partition_change import PartitionChange, written_records
-from controller.core.records import (
-    BROKER_FLAG_FALSE,
-    BROKER_FLAG_TRUE,
-    BrokerRegistrationChangeRecord,
-    Endpoint,
-    MetadataRecord,
-    RegisterBrokerRecord,
-)
 from controller.core.replication_control import (
     broker_controlled_shutdown_changes,
     broker_fenced_changes,
@@ -32,6 +23,15 @@ from controller.core.replication_control import (
     leaderships,
 )
 from kafkawire.errors import Errors
+from metadata.metadata_image import BrokerRegistration, MetadataDelta, MetadataImage
+from metadata.records import (
+    BROKER_FLAG_FALSE,
+    BROKER_FLAG_TRUE,
+    BrokerRegistrationChangeRecord,
+    Endpoint,
+    MetadataRecord,
+    RegisterBrokerRecord,
+)
 
 # RegisterBrokerRecord.broker_epoch -1: replay uses the record's offset as the broker epoch.
 EPOCH_FROM_OFFSET = -1

@@ -13,34 +13,33 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from controller.core import messages as msg
-from controller.core.config_defs import (
+from controller.core.controller_result import ControllerResult
+from controller.core.election_policy import ElectionPolicy
+from controller.core.partition_change import PartitionChange, written_records
+from kafkawire import constants
+from kafkawire.errors import Errors
+from kafkawire.topic import invalid_topic_reason
+from metadata.config_defs import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     UNCLEAN_LEADER_ELECTION_ENABLE,
     ConfigType,
 )
-from controller.core.controller_result import ControllerResult
-from controller.core.election_policy import ElectionPolicy
-from controller.core.metadata_image import (
+from metadata.features import ELR_VERSION
+from metadata.metadata_image import (
     CLUSTER_DEFAULT_RESOURCE,
     MIN_INSYNC_REPLICAS,
     MetadataDelta,
     MetadataImage,
 )
-from controller.core.partition_change import PartitionChange, written_records
-from controller.core.records import (
+from metadata.records import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
     MetadataRecord,
 )
-from kafkawire.errors import Errors
-from kafkawire.topic import invalid_topic_reason
 
-ELR_FEATURE = "eligible.leader.replicas.version"
-
-
-# -- validation (the table: controller.core.config_defs) -------------------------------------
+# -- validation (the table: metadata.config_defs) -------------------------------------
 
 
 def topic_config_error(name: str, value: str | None) -> str | None:
@@ -70,7 +69,7 @@ def broker_config_error(name: str, value: str | None) -> tuple[Errors, str] | No
 
 def elr_enabled(image: MetadataImage, default: bool = True) -> bool:
     """The feature level when one was written (FeatureLevelRecord), else the node's default."""
-    level = image.features.get(ELR_FEATURE)
+    level = image.features.get(ELR_VERSION)
     return default if level is None else level >= 1
 
 
@@ -195,7 +194,7 @@ def _config_changes(
     controller_id: int,
     legacy: bool = False,
 ) -> tuple[int, str, list[ConfigRecord]]:
-    if resource.resource_type == msg.RESOURCE_TYPE_TOPIC:
+    if resource.resource_type == constants.CONFIG_RESOURCE_TOPIC:
         # Kafka's ControllerConfigurationValidator, before the topic's existence.
         if not resource.resource_name:
             return Errors.INVALID_REQUEST, "Default topic resources are not allowed.", []
@@ -209,7 +208,7 @@ def _config_changes(
                 [],
             )
         resource_type = CONFIG_RESOURCE_TOPIC
-    elif resource.resource_type == msg.RESOURCE_TYPE_BROKER:
+    elif resource.resource_type == constants.CONFIG_RESOURCE_BROKER:
         name = resource.resource_name
         if name != CLUSTER_DEFAULT_RESOURCE and not (
             name.isdigit() and (int(name) in image.brokers or int(name) == controller_id)
@@ -228,21 +227,21 @@ def _config_changes(
     nulls = [
         c.name
         for c in resource.configs
-        if c.value is None and (legacy or c.config_operation != msg.OP_DELETE)
+        if c.value is None and (legacy or c.config_operation != constants.OP_DELETE)
     ]
     if nulls:
         return Errors.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}", []
     current = dict(image.configs.get((resource_type, resource.resource_name), {}))
     updated = {} if legacy else dict(current)
     for config in resource.configs:
-        if config.config_operation in (msg.OP_SET, msg.OP_DELETE):
-            value = config.value if config.config_operation == msg.OP_SET else None
-        elif config.config_operation in (msg.OP_APPEND, msg.OP_SUBTRACT):
+        if config.config_operation in (constants.OP_SET, constants.OP_DELETE):
+            value = config.value if config.config_operation == constants.OP_SET else None
+        elif config.config_operation in (constants.OP_APPEND, constants.OP_SUBTRACT):
             definition = (
                 TOPIC_CONFIGS if resource_type == CONFIG_RESOURCE_TOPIC else BROKER_CONFIGS
             ).get(config.name)
             if definition is None or definition.type is not ConfigType.LIST:
-                operation = "APPEND" if config.config_operation == msg.OP_APPEND else "SUBTRACT"
+                operation = "APPEND" if config.config_operation == constants.OP_APPEND else "SUBTRACT"
                 return (
                     Errors.INVALID_CONFIG,
                     f"Can't {operation} to key {config.name} because its type is not LIST.",
@@ -330,7 +329,7 @@ def _controller_broker_config_refusal(
 def _list_op(current: str, config: msg.AlterableConfig) -> str | None:
     items = [p.strip() for p in current.split(",") if p.strip()]
     given = [p.strip() for p in (config.value or "").split(",") if p.strip()]
-    if config.config_operation == msg.OP_APPEND:
+    if config.config_operation == constants.OP_APPEND:
         items += [g for g in given if g not in items]
     else:
         items = [i for i in items if i not in given]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from controller.core.partition_change import PartitionChange
-from controller.core.records import MetadataRecord
+from metadata.records import MetadataRecord
 
 ResponseT = TypeVar("ResponseT")
 

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
-from controller.core.metadata_image import MetadataImage, TopicImage
-from controller.core.records import MetadataRecord
 from controller.core.replication_control import (
     MAX_PARTITIONS_PER_REQUEST,
     assignment_error,
@@ -26,6 +24,8 @@ from controller.core.replication_control import (
     usable_brokers,
 )
 from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataImage, TopicImage
+from metadata.records import MetadataRecord
 
 
 @dataclass(frozen=True, slots=True)

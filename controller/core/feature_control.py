@@ -16,38 +16,30 @@ minikraft implements one metadata.version, Kafka 4.4's, and KIP-853's dynamic qu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
-from controller.core.metadata_image import (
+from kafkawire.errors import Errors
+from metadata.features import (
+    ELR_VERSION,
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    METADATA_VERSION_LEVEL,
+    SUPPORTED_FEATURES,
+    finalized_levels,
+)
+from metadata.metadata_image import (
     CLUSTER_DEFAULT_RESOURCE,
     MIN_INSYNC_REPLICAS,
     MetadataImage,
 )
-from controller.core.records import (
+from metadata.records import (
     CONFIG_RESOURCE_BROKER,
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
 )
-from kafkawire.api_versions import ApiFeatures
-from kafkawire.errors import Errors
-
-METADATA_VERSION = "metadata.version"
-KRAFT_VERSION = "kraft.version"
-ELR_VERSION = "eligible.leader.replicas.version"
-# Kafka 4.4's MetadataVersion.LATEST_PRODUCTION (4.4-IV2): the one metadata format minikraft has.
-METADATA_VERSION_LEVEL = 33
-KRAFT_VERSION_LEVEL = 1  # KIP-853: voters in the log (storage format --standalone and friends)
-
-# The feature ranges this software supports (ApiVersions' SupportedFeatures, and what
-# UpdateFeatures accepts), Kafka's names.
-SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
-    METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
-    KRAFT_VERSION: (0, KRAFT_VERSION_LEVEL),
-    ELR_VERSION: (0, 1),
-}
 
 # FeatureUpdateKey.UpgradeType (Kafka's FeatureUpdate.UpgradeType ids).
 UPGRADE = 1
@@ -75,23 +67,6 @@ class UpdateFeaturesResponse:
 
     error_code: Errors = Errors.NONE
     error_message: str | None = None
-
-
-def finalized_levels(image: MetadataImage) -> dict[str, int]:
-    """The finalized features clients see (ApiVersions' FinalizedFeatures): every level above 0
-    in the image, metadata.version and the quorum's kraft.version."""
-    levels = {name: level for name, level in image.features.items() if level > 0}
-    levels.setdefault(METADATA_VERSION, METADATA_VERSION_LEVEL)
-    levels[KRAFT_VERSION] = KRAFT_VERSION_LEVEL
-    return levels
-
-
-def api_features(image: MetadataImage) -> ApiFeatures:
-    """ApiVersions' features of a node reading `image` (brokers and controllers alike); the
-    epoch is the image's offset, as Kafka's FinalizedFeaturesEpoch is its metadata offset."""
-    return ApiFeatures(
-        supported=SUPPORTED_FEATURES, finalized=finalized_levels(image), epoch=image.offset
-    )
 
 
 def bootstrap_records(

@@ -8,8 +8,8 @@ An empty list means the rule holds.
 from __future__ import annotations
 
 from controller.core.partition_change import BrokerView
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import LAST_KNOWN_LEADER_NONE, NO_LEADER
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import LAST_KNOWN_LEADER_NONE, NO_LEADER
 
 
 def effective_min_isr(min_insync_replicas: int, replication_factor: int) -> int:

@@ -13,25 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id"
-NO_BROKER_EPOCH = -1
-
-# IncrementalAlterConfigs: Kafka's ConfigResource.Type and AlterConfigOp.OpType ids.
-RESOURCE_TYPE_TOPIC = 2
-RESOURCE_TYPE_BROKER = 4
-OP_SET = 0
-OP_DELETE = 1
-OP_APPEND = 2
-OP_SUBTRACT = 3
-
-# ElectLeaders election types (Kafka's PREFERRED=0, UNCLEAN=1; seed 004 adds DESIGNATED=2).
-ELECTION_PREFERRED = 0
-ELECTION_UNCLEAN = 1
-ELECTION_DESIGNATED = 2
-
-ELECT_LEADERS_MAX_PARTITIONS = 1000  # seed 001: the rest are answered REQUEST_LIMIT_REACHED
-DESCRIBE_PARTITIONS_DEFAULT_LIMIT = 2000  # seed 001: max.request.partition.size.limit
-
+from kafkawire.constants import NO_BROKER_EPOCH, OP_SET, ZERO_UUID
 
 # -- BrokerRegistration (62) -----------------------------------------------------------------
 
@@ -188,57 +170,6 @@ class IncrementalAlterConfigsResponse:
     error_code: int = 0
     error_message: str = ""
     responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
-
-
-# -- DescribeTopicPartitions (75; seed 001) --------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    topic_name: str
-    partition_index: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeTopicPartitionsRequest:
-    topics: list[str] = field(default_factory=list)  # empty: every topic
-    response_partition_limit: int = DESCRIBE_PARTITIONS_DEFAULT_LIMIT
-    cursor: Cursor | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeTopicPartitionsPartition:
-    partition_index: int
-    error_code: int = 0
-    leader_id: int = -1
-    leader_epoch: int = -1
-    replica_nodes: list[int] = field(default_factory=list)
-    isr_nodes: list[int] = field(default_factory=list)
-    eligible_leader_replicas: list[int] | None = None
-    last_known_elr: list[int] | None = None
-    offline_replicas: list[int] = field(default_factory=list)
-    # minikraft's additions (CLI.md):
-    partition_epoch: int = -1
-    last_known_leader: int = -1
-    leader_recovery_state: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeTopicPartitionsTopic:
-    name: str
-    error_code: int = 0
-    topic_id: uuid.UUID = ZERO_UUID
-    is_internal: bool = False
-    partitions: list[DescribeTopicPartitionsPartition] = field(default_factory=list)
-    min_insync_replicas: int = -1  # minikraft's: the topic's min.insync.replicas in force
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeTopicPartitionsResponse:
-    error_code: int = 0
-    error_message: str = ""
-    topics: list[DescribeTopicPartitionsTopic] = field(default_factory=list)
-    next_cursor: Cursor | None = None
 
 
 # -- AlterPartition (56; seed 002 KIP-903, seed 000 KIP-704) ---------------------------------

@@ -16,8 +16,9 @@ from enum import IntEnum
 from typing import Protocol
 
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import (
+from kafkawire.errors import Errors
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import (
     LAST_KNOWN_LEADER_NONE,
     LAST_KNOWN_LEADER_UNCHANGED,
     LEADER_RECOVERY_STATE_UNCHANGED,
@@ -25,7 +26,6 @@ from controller.core.records import (
     NO_LEADER_CHANGE,
     PartitionChangeRecord,
 )
-from kafkawire.errors import Errors
 
 
 class BrokerView(Protocol):

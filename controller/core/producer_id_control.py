@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
-from controller.core.metadata_image import MetadataImage
-from controller.core.records import ProducerIdsRecord
 from kafkawire.errors import Errors, KafkaError
+from metadata.metadata_image import MetadataImage
+from metadata.records import ProducerIdsRecord
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PRODUCER_ID = (1 << 63) - 1

@@ -17,10 +17,6 @@ from controller.core import messages as msg
 from controller.core.config_control import topic_config_error, unclean_allowed
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
-from controller.core.metadata_image import (
-    MetadataImage,
-    TopicImage,
-)
 from controller.core.partition_change import (
     ELECTED_KINDS,
     ElectionKind,
@@ -31,8 +27,16 @@ from controller.core.partition_change import (
     designated_election_reason,
     written_records,
 )
-from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import (
+from controller.core.unclean_recovery import Strategy, manual_election_required
+from kafkawire import constants
+from kafkawire import topic as topic_names
+from kafkawire.errors import Errors
+from metadata.metadata_image import (
+    MetadataImage,
+    TopicImage,
+)
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
     ConfigRecord,
@@ -41,9 +45,6 @@ from controller.core.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from controller.core.unclean_recovery import Strategy, manual_election_required
-from kafkawire import topic as topic_names
-from kafkawire.errors import Errors
 
 # Kafka's ReplicationControlManager refuses a CreateTopics or CreatePartitions request that would
 # add more partitions than this in all (POLICY_VIOLATION, every topic of the request), before
@@ -559,12 +560,12 @@ def elect_leaders(
         if target.error != Errors.NONE:
             results.append(_election_result(target.partition_id, target.error, target.message))
             continue
-        if served >= msg.ELECT_LEADERS_MAX_PARTITIONS:
+        if served >= constants.ELECT_LEADERS_MAX_PARTITIONS:
             results.append(
                 _election_result(
                     target.partition_id,
                     Errors.REQUEST_LIMIT_REACHED,
-                    f"at most {msg.ELECT_LEADERS_MAX_PARTITIONS} partitions per request",
+                    f"at most {constants.ELECT_LEADERS_MAX_PARTITIONS} partitions per request",
                 )
             )
             continue
@@ -680,81 +681,6 @@ def _elect_one(
             pid, Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no unfenced replica to elect"
         )
     return change, _election_result(pid, Errors.NONE, "", change.record.leader)
-
-
-# -- DescribeTopicPartitions -----------------------------------------------------------------
-
-
-def describe_topic_partitions(
-    image: MetadataImage,
-    request: msg.DescribeTopicPartitionsRequest,
-    server_limit: int = msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT,
-) -> ControllerResult[msg.DescribeTopicPartitionsResponse]:
-    """Seed 001's pagination: topics by name, partitions by index, at most the smaller of the
-    request's and the server's limit; the cursor names the first partition not sent."""
-    limit = request.response_partition_limit
-    limit = server_limit if limit <= 0 else min(limit, server_limit)
-    names = sorted(set(request.topics)) if request.topics else sorted(image.topics_by_name)
-    cursor = request.cursor
-    topics: list[msg.DescribeTopicPartitionsTopic] = []
-    count = 0
-    next_cursor: msg.Cursor | None = None
-    for name in names:
-        if cursor is not None and name < cursor.topic_name:
-            continue
-        if count >= limit:
-            next_cursor = msg.Cursor(name, 0)
-            break
-        topic = image.topics_by_name.get(name)
-        if topic is None:
-            # Kafka's KRaftMetadataCache: a name no topic could have is INVALID_TOPIC_EXCEPTION.
-            error = (
-                Errors.UNKNOWN_TOPIC_OR_PARTITION
-                if topic_names.is_valid(name)
-                else Errors.INVALID_TOPIC_EXCEPTION
-            )
-            topics.append(msg.DescribeTopicPartitionsTopic(name, error_code=error))
-            continue
-        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        partitions = []
-        for partition_id in sorted(p for p in topic.partitions if p >= start):
-            if count >= limit:
-                next_cursor = msg.Cursor(name, partition_id)
-                break
-            partitions.append(
-                _describe_partition(image, partition_id, topic.partitions[partition_id])
-            )
-            count += 1
-        topics.append(
-            msg.DescribeTopicPartitionsTopic(
-                name,
-                topic_id=topic.topic_id,
-                partitions=partitions,
-                min_insync_replicas=image.topic_min_insync_replicas(name),
-            )
-        )
-        if next_cursor is not None:
-            break
-    response = msg.DescribeTopicPartitionsResponse(topics=topics, next_cursor=next_cursor)
-    return ControllerResult((), response)  # a read: nothing to write
-
-
-def _describe_partition(
-    image: MetadataImage, partition_id: int, reg: PartitionRegistration
-) -> msg.DescribeTopicPartitionsPartition:
-    return msg.DescribeTopicPartitionsPartition(
-        partition_id,
-        leader_id=reg.leader,
-        leader_epoch=reg.leader_epoch,
-        replica_nodes=list(reg.replicas),
-        isr_nodes=list(reg.isr),
-        eligible_leader_replicas=list(reg.elr),
-        last_known_elr=list(reg.last_known_elr),
-        offline_replicas=[r for r in reg.replicas if image.is_fenced(r)],
-        partition_epoch=reg.partition_epoch,
-        last_known_leader=reg.last_known_leader,
-        leader_recovery_state=int(reg.leader_recovery_state),
-    )
 
 
 # -- what a written change did, in a sentence (logs and metrics) -----------------------------

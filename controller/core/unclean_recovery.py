@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from controller.core.partition_change import ELECTED_KINDS, ElectionKind
-from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import LAST_KNOWN_LEADER_NONE, NO_LEADER
 from kafkawire.errors import Errors
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import LAST_KNOWN_LEADER_NONE, NO_LEADER
 
 RECOVERY_MANAGER_ENABLED = "unclean.recovery.manager.enabled"
 RECOVERY_STRATEGY = "unclean.recovery.strategy"

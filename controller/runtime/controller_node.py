@@ -19,8 +19,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.core import feature_control, replication_control
-from controller.core.records import NoOpRecord, encode_record
+from controller.core import replication_control
 from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
 from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
 from controller.runtime.kafka_feature_apis import route_feature_apis
@@ -34,7 +33,9 @@ from kafkawire.http_status import HttpStatusServer
 from kafkawire.loop import serve_until_signalled
 from kafkawire.router import KafkaRouter
 from kafkawire.server import KafkaServer
+from metadata import features
 from metadata.loader import MetadataLoader
+from metadata.records import NoOpRecord, encode_record
 from metadata.snapshot_generator import SnapshotGenerator
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
@@ -156,7 +157,7 @@ class ControllerNode:
         self.state.install_publishers([self.quorum_controller])
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(
-            CONTROLLER_API_VERSIONS, lambda: feature_control.api_features(self.state.image)
+            CONTROLLER_API_VERSIONS, lambda: features.api_features(self.state.image)
         )
         KafkaRaftApis(
             config.node_id, self.raft.replica, self.raft.driver.handle_request

@@ -20,6 +20,7 @@ from typing import Any
 from controller.core import messages as cm
 from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
 from controller.runtime.quorum_controller import QuorumController
+from kafkawire import constants
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
 from kafkawire.elect_leaders_error import elect_leaders_error
@@ -268,7 +269,7 @@ class ControllerKafkaAdminApis:
                 cm.AlterConfigsResource(
                     int(r.resource_type),
                     r.resource_name,
-                    [cm.AlterableConfig(c.name, cm.OP_SET, c.value) for c in r.configs],
+                    [cm.AlterableConfig(c.name, constants.OP_SET, c.value) for c in r.configs],
                 )
                 for r in body.resources
             ],
@@ -312,7 +313,7 @@ class ControllerKafkaAdminApis:
         topic_cls = item_type(schema, "replica_election_results")
         partition_cls = item_type(topic_cls, "partition_result")
         request = cm.ElectLeadersRequest(
-            int(getattr(body, "election_type", cm.ELECTION_PREFERRED)),  # v0: PREFERRED only
+            int(getattr(body, "election_type", constants.ELECTION_PREFERRED)),  # v0: PREFERRED only
             None
             if body.topic_partitions is None
             else [

@@ -20,15 +20,6 @@ from controller.core import cluster_control, config_control, feature_control, re
 from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
-from controller.core.metadata_image import MetadataImage
-from controller.core.records import (
-    BROKER_FLAG_FALSE,
-    BROKER_FLAG_TRUE,
-    BrokerRegistrationChangeRecord,
-    MetadataRecord,
-    NoOpRecord,
-    encode_record,
-)
 from controller.runtime.recovery_manager import (
     RecoveryManager,
     build_recovery_manager,
@@ -37,8 +28,17 @@ from controller.runtime.recovery_manager import (
 from kafkawire.api_keys import ApiKey
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
-from metadata.changes import MetadataChanges
+from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 from metadata.loader import LoaderManifest, MetadataLoader
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.records import (
+    BROKER_FLAG_FALSE,
+    BROKER_FLAG_TRUE,
+    BrokerRegistrationChangeRecord,
+    MetadataRecord,
+    NoOpRecord,
+    encode_record,
+)
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.controller")
@@ -53,7 +53,6 @@ CONTROLLER_API_KEYS = frozenset(
         ApiKey.DELETE_TOPICS,
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.ALTER_CONFIGS,
-        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
         ApiKey.ALTER_PARTITION,
         ApiKey.ELECT_LEADERS,
     }
@@ -108,9 +107,9 @@ class QuorumController:
         self.recovery_manager_enabled = manager_enabled(config)
         self.describe_limit = int(
             config.get(
-                "max.request.partition.size.limit", str(msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT)
+                "max.request.partition.size.limit", str(DESCRIBE_PARTITIONS_DEFAULT_LIMIT)
             )
-            or msg.DESCRIBE_PARTITIONS_DEFAULT_LIMIT
+            or DESCRIBE_PARTITIONS_DEFAULT_LIMIT
         )
         self.tracker = cluster_control.BrokerHeartbeatTracker()
         self._lock = asyncio.Lock()
@@ -179,11 +178,6 @@ class QuorumController:
         """The response for a controller API; None when `api_key` is not one."""
         if api_key not in CONTROLLER_API_KEYS:
             return None
-        if api_key == ApiKey.DESCRIBE_TOPIC_PARTITIONS:
-            # A read of committed metadata: any controller answers from its replayed image.
-            return replication_control.describe_topic_partitions(
-                self.state.image, request, self.describe_limit
-            ).response
         if api_key == ApiKey.BROKER_REGISTRATION:
             return await self._register_broker(request)
         if api_key == ApiKey.BROKER_HEARTBEAT:
@@ -420,7 +414,7 @@ class QuorumController:
         return "QuorumController"
 
     def on_metadata_update(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
         if not self._apply_waiters:
             return

@@ -22,7 +22,6 @@ from controller.core import config_control, replication_control
 from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
-from controller.core.metadata_image import MetadataImage
 from controller.core.unclean_recovery import (
     DEFAULT_RECOVERY_TIMEOUT_MS,
     RECOVERY_MANAGER_ENABLED,
@@ -38,10 +37,12 @@ from controller.core.unclean_recovery import (
     select_leader,
     usable_answers,
 )
+from kafkawire import constants
 from kafkawire import get_replica_log_info as grli
 from kafkawire.client import KafkaClient
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
+from metadata.metadata_image import MetadataImage
 
 log = logging.getLogger("minikraft.controller.recovery")
 
@@ -339,7 +340,7 @@ class RecoveryManager:
             if winner is None:
                 return ControllerResult((), Election(topic_name, key[1], -1, "NO_USABLE_ANSWER"))
             request = msg.ElectLeadersRequest(
-                msg.ELECTION_DESIGNATED,
+                constants.ELECTION_DESIGNATED,
                 [msg.ElectLeadersTopicPartitions(topic_name, [key[1]], [winner.broker_id])],
             )
             result = replication_control.elect_leaders(image, request, self._policy(image))

@@ -376,7 +376,7 @@ def test_page_stays_responsive_at_10000_partitions_and_says_when_the_cluster_is_
     import uuid as uuid_mod
 
     from cluster.console.runtime.server import ConsoleServer
-    from controller.core.records import PartitionRecord, TopicRecord, encode_record
+    from metadata.records import PartitionRecord, TopicRecord, encode_record
     from storage.core.record_batch import Record, decode_batch, encode_batch
 
     directory = tmp_path / "down"

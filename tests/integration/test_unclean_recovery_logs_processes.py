@@ -31,8 +31,8 @@ from cluster.cli.main import cli
 from cluster.cli.topics_cmd import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
-from controller.core.partition_registration import LeaderRecoveryState
-from controller.core.records import PartitionChangeRecord, decode_record
+from metadata.partition_registration import LeaderRecoveryState
+from metadata.records import PartitionChangeRecord, decode_record
 from raft.core.replica_key import uuid_from_str
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from storage.runtime.log_reader import read_batches

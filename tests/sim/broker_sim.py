@@ -49,9 +49,9 @@ from broker.runtime.alter_partition_manager import _partition_data, _result
 from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
-from controller.core.metadata_image import MetadataImage
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataImage
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 from tests.sim.cluster_sim import SimNode, SimOptions
 from tests.sim.controller_sim import BROKERS, TOPIC, ControllerSim
 from tests.sim.replica_log import ReplicaLog, truncate_against

@@ -22,8 +22,9 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_epochs_bumped, check_leader_election, check_partition
-from controller.core.metadata_image import MetadataImage, replay
-from controller.core.records import PartitionChangeRecord, decode_record, encode_record
+from kafkawire import constants
+from metadata.metadata_image import MetadataImage, replay
+from metadata.records import PartitionChangeRecord, decode_record, encode_record
 from tests.sim.cluster_sim import ClusterSim, SimNode, SimOptions
 
 BROKERS = (1, 2, 3, 4)
@@ -104,11 +105,11 @@ class ControllerSim(ClusterSim):
         if choice < 0.65 and TOPIC in image.topics_by_name:
             value = str(self.ops.randint(1, 4))
             config = msg.AlterableConfig("min.insync.replicas", value=value)
-            resource = msg.AlterConfigsResource(msg.RESOURCE_TYPE_TOPIC, TOPIC, [config])
+            resource = msg.AlterConfigsResource(constants.CONFIG_RESOURCE_TOPIC, TOPIC, [config])
             request = msg.IncrementalAlterConfigsRequest([resource])
             return rc.incremental_alter_configs(image, request, self.policy)
         if choice < 0.7 and TOPIC in image.topics_by_name:
-            election = self.ops.choice((msg.ELECTION_PREFERRED, msg.ELECTION_UNCLEAN))
+            election = self.ops.choice((constants.ELECTION_PREFERRED, constants.ELECTION_UNCLEAN))
             elect = msg.ElectLeadersRequest(election, [msg.ElectLeadersTopicPartitions(TOPIC, [0])])
             return rc.elect_leaders(image, elect, self.policy)
         if TOPIC in image.topics_by_name:
@@ -119,7 +120,7 @@ class ControllerSim(ClusterSim):
         self, image: MetadataImage, broker: int, restart_clean: bool | None
     ) -> ControllerResult[object]:
         existing = image.brokers.get(broker)
-        previous = msg.NO_BROKER_EPOCH
+        previous = constants.NO_BROKER_EPOCH
         if existing is not None and restart_clean:
             previous = existing.epoch  # rule 12: its clean-shutdown file names the old epoch
         request = msg.BrokerRegistrationRequest(

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from analytics.audit import run_audit
 from analytics.baseline import run_baseline
-from controller.core.records import NoOpRecord, PartitionChangeRecord
+from metadata.records import NoOpRecord, PartitionChangeRecord
 from storage.core.record_batch import encode_batch, read_header
 from tests.spark.test_audit_rules import TOPIC_ID, Log, partition_log, write_cluster
 
@@ -104,6 +104,6 @@ def test_divergent_committed_batch_is_named_by_rule_2(spark: SparkSession,
 
 
 def encode_noop() -> bytes:
-    from controller.core.records import encode_record
+    from metadata.records import encode_record
 
     return encode_record(NoOpRecord())

@@ -21,7 +21,7 @@ from analytics.audit import AuditResult, run_audit
 from analytics.baseline import run_baseline
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node
 from analytics.rules import RuleResult
-from controller.core.records import (
+from metadata.records import (
     MetadataRecord,
     NoOpRecord,
     PartitionChangeRecord,

@@ -27,7 +27,7 @@ from analytics.broker_inputs import (
 from analytics.generate import NodeLog, write_node
 from analytics.group_rules import COMMITS_MONOTONIC, NO_SKIPPED
 from broker.core.journal_events import HwmAdvanced, JournalEvent, RoleChanged, encode_event
-from controller.core.records import PartitionChangeRecord, PartitionRecord, TopicRecord
+from metadata.records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from raft.core.control_records import LeaderChangeRecord, Voter, VotersRecord, bootstrap_snapshot
 from raft.core.replica_key import uuid_to_str
 from storage.core.record_batch import encode_batch

@@ -125,7 +125,7 @@ def test_partition_record_with_wrongly_typed_field_is_a_corrupt_row(
     import msgpack
 
     from analytics.generate import NodeLog, partition_dir, write_node
-    from controller.core.records import NoOpRecord, PartitionChangeRecord, encode_record
+    from metadata.records import NoOpRecord, PartitionChangeRecord, encode_record
     from storage.core.record_batch import encode_batch
 
     topic = bytes(range(16))

@@ -12,8 +12,9 @@ from controller.core.alter_partition import (
     alter_partition,
     ineligible_reason,
 )
-from controller.core.metadata_image import MetadataDelta, MetadataImage
-from controller.core.records import (
+from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.records import (
     BROKER_FLAG_TRUE,
     CONFIG_RESOURCE_TOPIC,
     BrokerRegistrationChangeRecord,
@@ -25,7 +26,6 @@ from controller.core.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from kafkawire.errors import Errors
 
 FOO = uuid.UUID(int=100)
 

@@ -12,8 +12,8 @@ from broker.core.partition_state import IsrProposal, ProposalKind
 from broker.runtime.alter_partition_manager import AlterPartitionManager
 from controller.core import messages as cm
 from controller.core.alter_partition import BrokerState
-from controller.core.partition_registration import LeaderRecoveryState
 from kafkawire.errors import Errors, KafkaError
+from metadata.partition_registration import LeaderRecoveryState
 
 A = uuid.UUID(int=1)
 B = uuid.UUID(int=2)

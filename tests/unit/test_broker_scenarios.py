@@ -47,9 +47,9 @@ from broker.core.journal_events import (
 )
 from broker.core.partition_state import ACKS_ALL, IsrProposal, PartitionReady, PartitionState
 from controller.core.alter_partition import AlterPartitionPartitionResult
-from controller.core.metadata_image import BrokerRegistration, MetadataImage
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from kafkawire.errors import Errors
+from metadata.metadata_image import BrokerRegistration, MetadataImage
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 from tests.datadriven import run_transcript
 from tests.sim.replica_log import ReplicaLog, truncate_against
 

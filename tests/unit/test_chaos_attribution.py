@@ -13,7 +13,7 @@ from cluster.chaos.attribution import (
     metadata_log_dirs,
     scan_recovering_elections,
 )
-from controller.core.records import PartitionChangeRecord, TopicRecord, encode_record
+from metadata.records import PartitionChangeRecord, TopicRecord, encode_record
 from storage.runtime.disk_log import DiskLog
 
 TOPIC_ID = uuid.uuid4()

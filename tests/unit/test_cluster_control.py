@@ -8,9 +8,10 @@ from collections.abc import Iterable
 
 from controller.core import cluster_control as cc
 from controller.core import messages as msg
-from controller.core.metadata_image import MetadataDelta, MetadataImage
-from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import (
+from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
     MetadataRecord,
@@ -18,7 +19,6 @@ from controller.core.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from kafkawire.errors import Errors
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qk"
 FOO = uuid.UUID(int=100)

@@ -16,7 +16,7 @@ from cluster.console.core.view import (
     diff_rows,
     partition_rows,
 )
-from controller.core.records import (
+from metadata.records import (
     BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
     NoOpRecord,

@@ -9,9 +9,11 @@ from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_partition
-from controller.core.metadata_image import MetadataImage
 from controller.core.partition_change import written_records
-from controller.core.records import (
+from kafkawire import constants
+from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataImage
+from metadata.records import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     LAST_KNOWN_LEADER_NONE,
@@ -19,7 +21,6 @@ from controller.core.records import (
     PartitionRecord,
     TopicRecord,
 )
-from kafkawire.errors import Errors
 from tests.unit.test_replication_control import (
     FOO,
     alter,
@@ -103,7 +104,7 @@ def alter_broker(
     image: MetadataImage, name: str, key: str, value: str | None, op: int, elr: bool
 ) -> tuple[int, str, int]:
     resource = msg.AlterConfigsResource(
-        msg.RESOURCE_TYPE_BROKER, name, [msg.AlterableConfig(key, op, value)]
+        constants.CONFIG_RESOURCE_BROKER, name, [msg.AlterableConfig(key, op, value)]
     )
     result = rc.incremental_alter_configs(
         image, msg.IncrementalAlterConfigsRequest([resource]), ElectionPolicy(elr_enabled=elr)
@@ -114,7 +115,7 @@ def alter_broker(
 
 def test_broker_level_min_isr_set_or_delete_refused_while_elr_on() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    for op, value in ((msg.OP_SET, "2"), (msg.OP_DELETE, None)):
+    for op, value in ((constants.OP_SET, "2"), (constants.OP_DELETE, None)):
         error, message, written = alter_broker(image, "1", "min.insync.replicas", value, op, True)
         assert error == Errors.INVALID_CONFIG
         assert message == "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
@@ -127,14 +128,14 @@ def test_cluster_level_min_isr_delete_refused_while_elr_on_set_accepted() -> Non
         [ConfigRecord(CONFIG_RESOURCE_BROKER, "", "min.insync.replicas", "2")],
     )
     error, message, written = alter_broker(
-        image, "", "min.insync.replicas", None, msg.OP_DELETE, True
+        image, "", "min.insync.replicas", None, constants.OP_DELETE, True
     )
     assert error == Errors.INVALID_CONFIG and written == 0
     assert message == "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
-    error, _, written = alter_broker(image, "", "min.insync.replicas", "3", msg.OP_SET, True)
+    error, _, written = alter_broker(image, "", "min.insync.replicas", "3", constants.OP_SET, True)
     assert error == Errors.NONE and written >= 1
     # With ELR off the cluster-level delete goes through (the effective min ISR drops to 1).
-    error, _, written = alter_broker(image, "", "min.insync.replicas", None, msg.OP_DELETE, False)
+    error, _, written = alter_broker(image, "", "min.insync.replicas", None, constants.OP_DELETE, False)
     assert error == Errors.NONE and written == 1
 
 
@@ -144,15 +145,15 @@ def test_broker_level_keys_the_controller_does_not_honour_are_refused() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
     for key, value in (("unclean.leader.election.enable", "true"), ("min.insync.replicas", "2")):
         for elr in (True, False):
-            error, message, written = alter_broker(image, "2", key, value, msg.OP_SET, elr)
+            error, message, written = alter_broker(image, "2", key, value, constants.OP_SET, elr)
             assert error == Errors.INVALID_CONFIG and written == 0, (key, elr)
             assert message.startswith(f"Broker-level {key} ")
     # Cluster-wide, unclean.leader.election.enable is honoured: a leaderless partition elects.
     image = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1, min_isr=2)
     resource = msg.AlterConfigsResource(
-        msg.RESOURCE_TYPE_BROKER,
+        constants.CONFIG_RESOURCE_BROKER,
         "",
-        [msg.AlterableConfig("unclean.leader.election.enable", msg.OP_SET, "true")],
+        [msg.AlterableConfig("unclean.leader.election.enable", constants.OP_SET, "true")],
     )
     after = run(
         image, rc.incremental_alter_configs(image, msg.IncrementalAlterConfigsRequest([resource]))
@@ -167,8 +168,8 @@ def test_min_isr_change_with_elr_off_writes_no_partition_change() -> None:
         image = with_foo(brokers(3), (1, 2), min_isr=3, elr=elr)
         for value in ("2", "1", "3"):
             resource = msg.AlterConfigsResource(
-                msg.RESOURCE_TYPE_TOPIC, "foo",
-                [msg.AlterableConfig("min.insync.replicas", msg.OP_SET, value)],
+                constants.CONFIG_RESOURCE_TOPIC, "foo",
+                [msg.AlterableConfig("min.insync.replicas", constants.OP_SET, value)],
             )
             result = rc.incremental_alter_configs(
                 image, msg.IncrementalAlterConfigsRequest([resource]),
@@ -183,7 +184,7 @@ def test_min_isr_change_with_elr_off_writes_no_partition_change() -> None:
 def alter_node_unclean(image: MetadataImage, node: str, value: str | None, op: int,
                        controller_id: int) -> tuple[int, str, MetadataImage]:
     resource = msg.AlterConfigsResource(
-        msg.RESOURCE_TYPE_BROKER, node,
+        constants.CONFIG_RESOURCE_BROKER, node,
         [msg.AlterableConfig("unclean.leader.election.enable", op, value)],
     )
     result = rc.incremental_alter_configs(
@@ -198,7 +199,7 @@ def test_unclean_at_the_active_controllers_node_level_is_accepted_and_read() -> 
     # Rule 15 (Kafka's currentControllerConfig): the node level of the active controller's own
     # id (3000, not a broker) sits between the topic and the cluster level.
     image = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1, min_isr=2)
-    error, _, after = alter_node_unclean(image, "3000", "true", msg.OP_SET, 3000)
+    error, _, after = alter_node_unclean(image, "3000", "true", constants.OP_SET, 3000)
     assert error == Errors.NONE
     assert after.configs[(CONFIG_RESOURCE_BROKER, "3000")] == {
         "unclean.leader.election.enable": "true"}
@@ -208,7 +209,7 @@ def test_unclean_at_the_active_controllers_node_level_is_accepted_and_read() -> 
     # Most specific first: the topic's false beats the controller's true.
     topic = apply(image, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "foo",
                                        "unclean.leader.election.enable", "false")])
-    error, _, after = alter_node_unclean(topic, "3000", "true", msg.OP_SET, 3000)
+    error, _, after = alter_node_unclean(topic, "3000", "true", constants.OP_SET, 3000)
     assert error == Errors.NONE and foo0(after).leader == -1
     # The controller's false beats the cluster-level true.
     cluster = apply(image, [
@@ -220,18 +221,18 @@ def test_unclean_at_the_active_controllers_node_level_is_accepted_and_read() -> 
 
 def test_unclean_at_another_nodes_level_is_still_refused() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    error, message, after = alter_node_unclean(image, "2", "true", msg.OP_SET, 3000)
+    error, message, after = alter_node_unclean(image, "2", "true", constants.OP_SET, 3000)
     assert error == Errors.INVALID_CONFIG
     assert message.startswith("Broker-level unclean.leader.election.enable ")
     assert after.configs.get((CONFIG_RESOURCE_BROKER, "2")) is None
     # An id that is neither a registered broker nor the active controller: not registered.
-    error, _, after = alter_node_unclean(image, "3001", "true", msg.OP_SET, 3000)
+    error, _, after = alter_node_unclean(image, "3001", "true", constants.OP_SET, 3000)
     assert error == Errors.INVALID_REQUEST
     assert after.configs.get((CONFIG_RESOURCE_BROKER, "3001")) is None
     # min.insync.replicas stays refused at the controller's own node level too (rule 15).
     resource = msg.AlterConfigsResource(
-        msg.RESOURCE_TYPE_BROKER, "3000",
-        [msg.AlterableConfig("min.insync.replicas", msg.OP_SET, "2")])
+        constants.CONFIG_RESOURCE_BROKER, "3000",
+        [msg.AlterableConfig("min.insync.replicas", constants.OP_SET, "2")])
     for elr in (True, False):
         result = rc.incremental_alter_configs(
             image, msg.IncrementalAlterConfigsRequest([resource]),
@@ -256,7 +257,7 @@ def two_topics() -> MetadataImage:
 
 def test_elect_all_partitions_leaves_election_not_needed_out() -> None:
     image = two_topics()
-    result = rc.elect_leaders(image, msg.ElectLeadersRequest(msg.ELECTION_PREFERRED, None))
+    result = rc.elect_leaders(image, msg.ElectLeadersRequest(constants.ELECTION_PREFERRED, None))
     answered = {
         (t.topic, p.partition_id): p.error_code
         for t in result.response.replica_election_results
@@ -269,7 +270,7 @@ def test_elect_all_partitions_leaves_election_not_needed_out() -> None:
 def test_elect_listed_partitions_still_report_election_not_needed() -> None:
     image = two_topics()
     request = msg.ElectLeadersRequest(
-        msg.ELECTION_PREFERRED, [msg.ElectLeadersTopicPartitions("bar", [0])]
+        constants.ELECTION_PREFERRED, [msg.ElectLeadersTopicPartitions("bar", [0])]
     )
     result = rc.elect_leaders(image, request)
     codes = [p.error_code for p in result.response.replica_election_results[0].partition_result]
@@ -287,6 +288,6 @@ def test_refused_cluster_level_delete_keeps_the_effective_min_isr() -> None:
             PartitionRecord(0, FOO, (1, 2, 3), (1, 2, 3), leader=1),
         ],
     )
-    result = alter(image, "", "min.insync.replicas", None, msg.OP_DELETE, msg.RESOURCE_TYPE_BROKER)
+    result = alter(image, "", "min.insync.replicas", None, constants.OP_DELETE, constants.CONFIG_RESOURCE_BROKER)
     assert result.response.responses[0].error_code == Errors.INVALID_CONFIG
     assert run(image, result).effective_min_isr(FOO, 0) == 2

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
 from controller.core.invariants import check_partition
-from controller.core.metadata_image import MetadataImage
-from controller.core.records import PartitionRecord
 from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataImage
+from metadata.records import PartitionRecord
 from tests.unit.test_replication_control import FOO, apply, brokers, with_foo
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from controller.core import feature_control as fc
 from controller.core.config_control import elr_enabled
-from controller.core.image_records import image_records
-from controller.core.metadata_image import MetadataDelta, MetadataImage
-from controller.core.records import CONFIG_RESOURCE_BROKER, ConfigRecord, FeatureLevelRecord
 from kafkawire.errors import Errors
+from metadata import features
+from metadata.image_records import image_records
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.records import CONFIG_RESOURCE_BROKER, ConfigRecord, FeatureLevelRecord
 
 
 def replayed(*records: object, base: MetadataImage | None = None) -> MetadataImage:
@@ -36,7 +37,7 @@ def test_bootstrap_writes_metadata_version_elr_and_the_cluster_min_isr_once() ->
     )
     image = replayed(*records)
     assert fc.bootstrap_records(image, elr_enabled=True, static_min_isr=2) == ()
-    assert fc.finalized_levels(image) == {
+    assert features.finalized_levels(image) == {
         fc.METADATA_VERSION: fc.METADATA_VERSION_LEVEL, fc.KRAFT_VERSION: 1, fc.ELR_VERSION: 1}
     off = fc.bootstrap_records(MetadataImage(), elr_enabled=False, static_min_isr=2)
     assert off[1:] == (FeatureLevelRecord(fc.ELR_VERSION, 0),)
@@ -50,7 +51,7 @@ def test_downgrade_to_zero_stays_off_through_a_snapshot() -> None:
     assert records == (FeatureLevelRecord(fc.ELR_VERSION, 0),)  # no config records
     off = replayed(*records, base=image)
     assert not elr_enabled(off, default=True)
-    assert fc.ELR_VERSION not in fc.finalized_levels(off)  # ApiVersions lists levels above 0
+    assert fc.ELR_VERSION not in features.finalized_levels(off)  # ApiVersions lists levels above 0
     assert not elr_enabled(replayed(*image_records(off)), default=True)
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from controller.core.image_records import image_records
-from controller.core.metadata_image import MetadataDelta
-from controller.core.records import (
+from metadata.image_records import image_records
+from metadata.loader import REPLAY_SLICE_RECORDS, MetadataLoader, Provenance
+from metadata.metadata_image import MetadataDelta
+from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
     MetadataRecord,
@@ -21,8 +22,6 @@ from controller.core.records import (
     decode_record,
     encode_record,
 )
-from metadata.changes import MetadataChanges
-from metadata.loader import REPLAY_SLICE_RECORDS, MetadataLoader, Provenance
 from metadata.snapshot_generator import SnapshotGenerator
 from storage.core.record_batch import RecordBatch, encode_batch, iter_batches
 
@@ -46,13 +45,13 @@ class Emitter:
 
 def test_changes_name_what_each_commit_touched() -> None:
     loader = MetadataLoader()
-    seen: list[tuple[MetadataChanges, Provenance, int]] = []
+    seen: list[tuple[MetadataDelta, Provenance, int]] = []
 
     class Recorder:
         name = "Recorder"
 
-        def on_metadata_update(self, changes, image, manifest):  # type: ignore[no-untyped-def]
-            seen.append((changes, manifest.provenance, manifest.end_offset))
+        def on_metadata_update(self, delta, image, manifest):  # type: ignore[no-untyped-def]
+            seen.append((delta, manifest.provenance, manifest.end_offset))
 
     loader.install_publishers([Recorder()])
     loader.handle_commit(

@@ -11,13 +11,13 @@ from controller.core.partition_change import (
     PartitionChangeBuilder,
     designated_election_error,
 )
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import (
+from kafkawire.errors import Errors
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import (
     LAST_KNOWN_LEADER_UNCHANGED,
     NO_LEADER_CHANGE,
     PartitionChangeRecord,
 )
-from kafkawire.errors import Errors
 
 TOPIC = uuid.UUID(int=7)
 RECOVERING = LeaderRecoveryState.RECOVERING

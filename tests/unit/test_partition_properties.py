@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.core import config_control
-from controller.core import messages as msg
 from controller.core.invariants import check_partition
-from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE
-from controller.core.partition_registration import LeaderRecoveryState
+from kafkawire import constants
 from kafkawire.errors import Errors
+from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE
+from metadata.partition_registration import LeaderRecoveryState
 from tests.unit.test_scenarios import ScenarioCluster
 
 BROKERS = (1, 2, 3, 4)
@@ -46,7 +46,7 @@ def run_step(cluster: ScenarioCluster, op: str, arg: int) -> None:
         cluster.restart(arg, clean=op == "restart_clean")
     elif op == "min_isr":
         error = cluster.alter_configs(
-            msg.RESOURCE_TYPE_TOPIC, "foo", "min.insync.replicas", str(arg)
+            constants.CONFIG_RESOURCE_TOPIC, "foo", "min.insync.replicas", str(arg)
         )
         assert error == Errors.NONE
     elif op == "recovered":
@@ -87,7 +87,7 @@ def test_random_histories_keep_the_partition_rules(
         cluster.heartbeat(broker)
     if unclean_allowed:
         cluster.alter_configs(
-            msg.RESOURCE_TYPE_BROKER,
+            constants.CONFIG_RESOURCE_BROKER,
             CLUSTER_DEFAULT_RESOURCE,
             config_control.UNCLEAN_LEADER_ELECTION_ENABLE,
             "true",

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from broker.core.journal_events import HwmAdvanced
 from broker.core.partition_state import ACKS_ALL, PartitionState
 from controller.core.alter_partition import AlterPartitionPartitionResult
-from controller.core.metadata_image import BrokerRegistration, MetadataImage
-from controller.core.partition_registration import PartitionRegistration
 from kafkawire.errors import Errors
+from metadata.metadata_image import BrokerRegistration, MetadataImage
+from metadata.partition_registration import PartitionRegistration
 from tests.sim.replica_log import ReplicaLog, truncate_against
 
 LEADER = 1

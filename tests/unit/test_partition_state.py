@@ -18,9 +18,9 @@ from broker.core.partition_state import (
     Role,
 )
 from controller.core.alter_partition import AlterPartitionPartitionResult, BrokerState
-from controller.core.metadata_image import BrokerRegistration, MetadataImage
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
 from kafkawire.errors import Errors
+from metadata.metadata_image import BrokerRegistration, MetadataImage
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 
 LAG_MS = 10_000
 

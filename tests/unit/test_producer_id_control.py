@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from controller.core.image_records import image_records
-from controller.core.metadata_image import MetadataDelta, MetadataImage
 from controller.core.producer_id_control import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
-from controller.core.records import ProducerIdsRecord, RegisterBrokerRecord
 from kafkawire.errors import Errors, KafkaError
+from metadata.image_records import image_records
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.records import ProducerIdsRecord, RegisterBrokerRecord
 
 
 def with_broker(broker_id: int = 1, epoch: int = 10) -> MetadataImage:

@@ -26,7 +26,7 @@ from analytics.datasource import (  # noqa: E402
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node  # noqa: E402
 from analytics.record_columns import iter_record_columns  # noqa: E402
 from analytics.staging import ARROW_BATCH_ROWS, arrow_schema, iter_arrow  # noqa: E402
-from controller.core.records import NoOpRecord, PartitionChangeRecord, encode_record  # noqa: E402
+from metadata.records import NoOpRecord, PartitionChangeRecord, encode_record  # noqa: E402
 from storage.core.record_batch import encode_batch, read_header  # noqa: E402
 
 SCHEMA = arrow_schema(COLUMNS)

@@ -7,7 +7,7 @@ import uuid
 import msgpack
 import pytest
 
-from controller.core.records import (
+from metadata.records import (
     BROKER_FLAG_FALSE,
     CONFIG_RESOURCE_TOPIC,
     BrokerRegistrationChangeRecord,

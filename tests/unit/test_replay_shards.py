@@ -41,7 +41,7 @@ from analytics.replay_shards import (  # noqa: E402
 )
 from analytics.rules import ReplaySource, choose_replay_source, shard_plan  # noqa: E402
 from analytics.staging import Stager, Table  # noqa: E402
-from controller.core.records import PartitionChangeRecord, PartitionRecord, encode_record  # noqa: E402
+from metadata.records import PartitionChangeRecord, PartitionRecord, encode_record  # noqa: E402
 from storage.core.record_batch import encode_batch  # noqa: E402
 
 

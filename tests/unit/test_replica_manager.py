@@ -16,15 +16,15 @@ from broker.core import messages as bm
 from broker.runtime.partition_log import LogDirCheckpoints
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings, wait_for_change
 from controller.core import messages as cm
-from controller.core.metadata_image import (
+from kafkawire.errors import Errors, KafkaError
+from metadata.metadata_image import (
     MIN_INSYNC_REPLICAS,
     BrokerRegistration,
     MetadataImage,
     TopicImage,
 )
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import CONFIG_RESOURCE_TOPIC
-from kafkawire.errors import Errors, KafkaError
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import CONFIG_RESOURCE_TOPIC
 from storage.core.record_batch import encode_batch, iter_batches
 
 TOPIC_ID = uuid.UUID(int=7)

@@ -17,8 +17,10 @@ from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.partition_log import read_partition_metadata
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from controller.core import messages as cm
-from controller.core.metadata_image import MIN_INSYNC_REPLICAS, MetadataImage
-from controller.core.records import (
+from kafkawire.errors import Errors
+from metadata.loader import LoaderManifest, MetadataLoader
+from metadata.metadata_image import MIN_INSYNC_REPLICAS, MetadataDelta, MetadataImage
+from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
     FenceBrokerRecord,
@@ -30,9 +32,6 @@ from controller.core.records import (
     TopicRecord,
     encode_record,
 )
-from kafkawire.errors import Errors
-from metadata.changes import MetadataChanges
-from metadata.loader import LoaderManifest, MetadataLoader
 from storage.core.record_batch import encode_batch, iter_batches
 
 A = uuid.UUID(int=1)
@@ -59,12 +58,12 @@ class _WholeImage:
 
     def __init__(self, replicas: ReplicaManager) -> None:
         self.replicas = replicas
-        self.last_changes = MetadataChanges()
+        self.last_changes = MetadataDelta()
 
     def on_metadata_update(
-        self, changes: MetadataChanges, image: MetadataImage, manifest: LoaderManifest
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
-        self.last_changes = changes
+        self.last_changes = delta
         self.replicas.apply_image(image)
 
 
@@ -83,7 +82,7 @@ class _Cluster:
         self.offset = 0
 
     @property
-    def last_changes(self) -> MetadataChanges:
+    def last_changes(self) -> MetadataDelta:
         return self.rescan.last_changes
 
     def _moved(self, hosted: HostedPartition) -> None:

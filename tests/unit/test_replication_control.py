@@ -8,14 +8,22 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from kio.schema.describe_topic_partitions.v0 import request as dtp
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
+
 from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.invariants import check_partition
-from controller.core.metadata_image import MetadataDelta, MetadataImage
 from controller.core.partition_change import ElectionKind, written_records
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import (
+from kafkawire import constants
+from kafkawire.errors import Errors
+from metadata import kafka_describe
+from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import (
     BROKER_FLAG_TRUE,
     CONFIG_RESOURCE_TOPIC,
     BrokerRegistrationChangeRecord,
@@ -26,7 +34,6 @@ from controller.core.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from kafkawire.errors import Errors
 
 FOO = uuid.UUID(int=100)
 
@@ -201,8 +208,8 @@ def alter(
     name: str,
     key: str,
     value: str | None,
-    op: int = msg.OP_SET,
-    resource_type: int = msg.RESOURCE_TYPE_TOPIC,
+    op: int = constants.OP_SET,
+    resource_type: int = constants.CONFIG_RESOURCE_TOPIC,
 ) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
     resource = msg.AlterConfigsResource(resource_type, name, [msg.AlterableConfig(key, op, value)])
     return rc.incremental_alter_configs(image, msg.IncrementalAlterConfigsRequest([resource]))
@@ -252,9 +259,9 @@ def test_enabling_unclean_elects_a_leaderless_partition() -> None:
 
 def test_cluster_default_broker_config() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    result = alter(image, "", "min.insync.replicas", "3", resource_type=msg.RESOURCE_TYPE_BROKER)
+    result = alter(image, "", "min.insync.replicas", "3", resource_type=constants.CONFIG_RESOURCE_BROKER)
     assert result.response.responses[0].error_code == 0
-    unknown = alter(image, "9", "min.insync.replicas", "3", resource_type=msg.RESOURCE_TYPE_BROKER)
+    unknown = alter(image, "9", "min.insync.replicas", "3", resource_type=constants.CONFIG_RESOURCE_BROKER)
     assert unknown.response.responses[0].error_code == Errors.INVALID_REQUEST
 
 
@@ -351,17 +358,17 @@ def first_result(
 
 def test_preferred_election() -> None:
     image = with_foo(brokers(3), (1, 2, 3), leader=2)
-    result = elect(image, msg.ELECTION_PREFERRED, [0])
+    result = elect(image, constants.ELECTION_PREFERRED, [0])
     assert first_result(result).error_code == 0 and first_result(result).leader_id == 1
     assert foo0(run(image, result)).leader == 1
-    again = elect(run(image, result), msg.ELECTION_PREFERRED, [0])
+    again = elect(run(image, result), constants.ELECTION_PREFERRED, [0])
     assert first_result(again).error_code == Errors.ELECTION_NOT_NEEDED
     assert again.records == ()
 
 
 def test_preferred_not_available_writes_nothing() -> None:
     image = with_foo(brokers(3), (2, 3), leader=2)
-    result = elect(image, msg.ELECTION_PREFERRED, [0])
+    result = elect(image, constants.ELECTION_PREFERRED, [0])
     assert first_result(result).error_code == Errors.PREFERRED_LEADER_NOT_AVAILABLE
     assert result.records == ()
 
@@ -370,7 +377,7 @@ def test_unclean_election_sets_recovering() -> None:
     image = with_foo(brokers(3, fenced=[1]), (1,), min_isr=1)
     image = fence(image, 1)  # ELR on, min ISR 1: ISR empties, no ELR (was at min ISR)
     assert foo0(image).leader == -1
-    result = elect(image, msg.ELECTION_UNCLEAN, [0])
+    result = elect(image, constants.ELECTION_UNCLEAN, [0])
     assert first_result(result).error_code == 0
     reg = foo0(run(image, result))
     assert reg.leader == 2 and reg.isr == (2,)
@@ -380,7 +387,7 @@ def test_unclean_election_sets_recovering() -> None:
 def test_unclean_election_not_needed_with_a_leader() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
     assert (
-        first_result(elect(image, msg.ELECTION_UNCLEAN, [0])).error_code
+        first_result(elect(image, constants.ELECTION_UNCLEAN, [0])).error_code
         == Errors.ELECTION_NOT_NEEDED
     )
 
@@ -388,9 +395,9 @@ def test_unclean_election_not_needed_with_a_leader() -> None:
 def test_designated_election() -> None:
     image = with_foo(brokers(3, fenced=[1]), (1,), min_isr=1)
     image = fence(image, 1)
-    bad = elect(image, msg.ELECTION_DESIGNATED, [0], [1])  # broker 1 is fenced
+    bad = elect(image, constants.ELECTION_DESIGNATED, [0], [1])  # broker 1 is fenced
     assert first_result(bad).error_code == Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-    result = elect(image, msg.ELECTION_DESIGNATED, [0], [3])
+    result = elect(image, constants.ELECTION_DESIGNATED, [0], [3])
     assert first_result(result).error_code == 0
     reg = foo0(run(image, result))
     assert reg.leader == 3 and reg.isr == (3,)
@@ -399,14 +406,14 @@ def test_designated_election() -> None:
 
 def test_designated_all_partitions_and_unknown_partition() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    request = msg.ElectLeadersRequest(msg.ELECTION_DESIGNATED, None)
+    request = msg.ElectLeadersRequest(constants.ELECTION_DESIGNATED, None)
     assert rc.elect_leaders(image, request).response.error_code == Errors.INVALID_REQUEST
     assert (
-        first_result(elect(image, msg.ELECTION_PREFERRED, [7])).error_code
+        first_result(elect(image, constants.ELECTION_PREFERRED, [7])).error_code
         == Errors.UNKNOWN_TOPIC_OR_PARTITION
     )
     assert (
-        first_result(elect(image, msg.ELECTION_PREFERRED, [0], topic="nope")).error_code
+        first_result(elect(image, constants.ELECTION_PREFERRED, [0], topic="nope")).error_code
         == Errors.UNKNOWN_TOPIC_OR_PARTITION
     )
 
@@ -415,7 +422,7 @@ def test_elect_leaders_serves_at_most_1000_partitions() -> None:
     image = brokers(3)
     image = run(image, create(image, "big", 1002, 1))
     request = msg.ElectLeadersRequest(
-        msg.ELECTION_PREFERRED, [msg.ElectLeadersTopicPartitions("big", list(range(1002)))]
+        constants.ELECTION_PREFERRED, [msg.ElectLeadersTopicPartitions("big", list(range(1002)))]
     )
     results = rc.elect_leaders(image, request).response.replica_election_results[0].partition_result
     codes = [r.error_code for r in results]
@@ -467,6 +474,24 @@ def test_alter_partition_shrink_and_stale_broker_epoch() -> None:
 # -- DescribeTopicPartitions -----------------------------------------------------------------
 
 
+def describe(
+    image: MetadataImage,
+    topics: list[str],
+    limit: int = DESCRIBE_PARTITIONS_DEFAULT_LIMIT,
+    cursor: Any = None,
+    server_limit: int = DESCRIBE_PARTITIONS_DEFAULT_LIMIT,
+) -> Any:
+    """DescribeTopicPartitions v0 answered from `image` (as both node kinds answer it)."""
+    request = dtp.DescribeTopicPartitionsRequest(
+        topics=tuple(dtp.TopicRequest(name=TopicName(t)) for t in topics),
+        response_partition_limit=i32(limit),
+        cursor=None
+        if cursor is None
+        else dtp.Cursor(topic_name=TopicName(cursor.topic_name), partition_index=cursor.partition_index),
+    )
+    return kafka_describe.describe_topic_partitions(image, request, server_limit)
+
+
 def test_describe_paginates_with_a_cursor() -> None:
     image = brokers(3)
     image = run(image, create(image, "a", 3, 1))
@@ -475,11 +500,7 @@ def test_describe_paginates_with_a_cursor() -> None:
     cursor = None
     pages = 0
     while True:
-        result = rc.describe_topic_partitions(
-            image, msg.DescribeTopicPartitionsRequest([], 2, cursor)
-        )
-        assert result.records == ()
-        response = result.response
+        response = describe(image, [], 2, cursor)
         pages += 1
         for topic in response.topics:
             seen += [(topic.name, p.partition_index) for p in topic.partitions]
@@ -494,14 +515,10 @@ def test_describe_paginates_with_a_cursor() -> None:
 def test_describe_caps_the_limit_at_the_server_limit_and_reports_unknown() -> None:
     image = brokers(3)
     image = run(image, create(image, "a", 5, 1))
-    response = rc.describe_topic_partitions(
-        image, msg.DescribeTopicPartitionsRequest(["a", "zz"], 100), server_limit=3
-    ).response
+    response = describe(image, ["a", "zz"], 100, server_limit=3)
     assert [p.partition_index for p in response.topics[0].partitions] == [0, 1, 2]
-    assert response.next_cursor == msg.Cursor("a", 3)
-    rest = rc.describe_topic_partitions(
-        image, msg.DescribeTopicPartitionsRequest(["a", "zz"], 100, response.next_cursor), 3
-    ).response
+    assert (response.next_cursor.topic_name, response.next_cursor.partition_index) == ("a", 3)
+    rest = describe(image, ["a", "zz"], 100, response.next_cursor, 3)
     assert [p.partition_index for p in rest.topics[0].partitions] == [3, 4]
     assert rest.topics[1].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -509,15 +526,11 @@ def test_describe_caps_the_limit_at_the_server_limit_and_reports_unknown() -> No
 def test_describe_reports_elr_fields_and_offline_replicas() -> None:
     image = with_foo(brokers(3, fenced=[2, 3]), (1,), min_isr=2, elr=(2, 3))
     image = fence(image, 1)
-    part = (
-        rc.describe_topic_partitions(image, msg.DescribeTopicPartitionsRequest(["foo"]))
-        .response.topics[0]
-        .partitions[0]
-    )
-    assert part.leader_id == -1 and part.isr_nodes == []
-    assert part.eligible_leader_replicas == [1, 2, 3]
+    part = describe(image, ["foo"]).topics[0].partitions[0]
+    assert part.leader_id == -1 and part.isr_nodes == ()
+    assert part.eligible_leader_replicas == (1, 2, 3)
     assert part.last_known_leader == 1
-    assert part.offline_replicas == [1, 2, 3]
+    assert part.offline_replicas == (1, 2, 3)
     assert part.partition_epoch == 6
 
 
@@ -550,7 +563,7 @@ def test_change_summaries_follow_the_builders_election_kind() -> None:
 
     offline = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1)
     request = msg.ElectLeadersRequest(
-        msg.ELECTION_DESIGNATED, [msg.ElectLeadersTopicPartitions("foo", [0], [2])]
+        constants.ELECTION_DESIGNATED, [msg.ElectLeadersTopicPartitions("foo", [0], [2])]
     )
     [designated] = rc.elect_leaders(offline, request).changes
     summary = rc.summarize_change(offline, designated)

@@ -3,7 +3,7 @@
 Every command is a controller request answered by the functions the QuorumController calls
 (cluster_control, replication_control; config_control through it), and the returned
 ControllerResult's records are encoded, decoded and replayed onto the image with
-controller.core.metadata_image.replay, as the metadata log does. After each step the transcript
+metadata.metadata_image.replay, as the metadata log does. After each step the transcript
 prints the errors, the records written, the builder's elections and the full state of every
 broker and partition (tests/datadriven.py; MINIKRAFT_REWRITE=1 rewrites the expected outputs).
 The partition rules are checked after every record (rule 8, rule 13's change check) and every
@@ -38,16 +38,17 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_epochs_bumped, check_leader_election, check_partition
-from controller.core.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage, replay
 from controller.core.partition_change import ElectionKind, PartitionChange
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import (
+from kafkawire import constants
+from kafkawire.errors import Errors
+from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage, replay
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
     decode_record,
     encode_record,
 )
-from kafkawire.errors import Errors
 from tests.datadriven import REWRITE_ENV, run_transcript
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -104,7 +105,7 @@ class ScenarioCluster:
 
     # -- brokers ------------------------------------------------------------------------------
 
-    def register(self, broker_id: int, previous_epoch: int = msg.NO_BROKER_EPOCH) -> None:
+    def register(self, broker_id: int, previous_epoch: int = constants.NO_BROKER_EPOCH) -> None:
         request = msg.BrokerRegistrationRequest(
             broker_id,
             CLUSTER_ID,
@@ -127,7 +128,7 @@ class ScenarioCluster:
     def restart(self, broker_id: int, clean: bool) -> None:
         previous = self.image.brokers[broker_id].epoch
         self.now_ms += SESSION_TIMEOUT_MS + 1  # the old process's session lapses
-        self.register(broker_id, previous if clean else msg.NO_BROKER_EPOCH)
+        self.register(broker_id, previous if clean else constants.NO_BROKER_EPOCH)
 
     def heartbeat(self, broker_id: int, **flags: bool) -> None:
         request = msg.BrokerHeartbeatRequest(
@@ -211,10 +212,10 @@ class ScenarioCluster:
     def elect(self, topic_name: str, pid: int, election: str) -> Errors:
         designated = None
         if election.startswith("designated="):
-            election_type = msg.ELECTION_DESIGNATED
+            election_type = constants.ELECTION_DESIGNATED
             designated = [int(election.split("=")[1])]
         else:
-            election_type = {"preferred": msg.ELECTION_PREFERRED, "unclean": msg.ELECTION_UNCLEAN}[
+            election_type = {"preferred": constants.ELECTION_PREFERRED, "unclean": constants.ELECTION_UNCLEAN}[
                 election
             ]
         request = msg.ElectLeadersRequest(
@@ -251,13 +252,13 @@ class ScenarioCluster:
         elif verb == "config":
             value = kv["min_isr"]
             error = self.alter_configs(
-                msg.RESOURCE_TYPE_TOPIC, rest[0], "min.insync.replicas", value
+                constants.CONFIG_RESOURCE_TOPIC, rest[0], "min.insync.replicas", value
             )
         elif verb == "set" and "elr" in kv:
             self.elr_default = kv["elr"] == "true"
         elif verb == "set" and "unclean" in kv:
             error = self.alter_configs(
-                msg.RESOURCE_TYPE_BROKER,
+                constants.CONFIG_RESOURCE_BROKER,
                 CLUSTER_DEFAULT_RESOURCE,
                 config_control.UNCLEAN_LEADER_ELECTION_ENABLE,
                 kv["unclean"],

@@ -1,4 +1,4 @@
-"""The config table (controller.core.config_defs) and what uses it: the controller's
+"""The config table (metadata.config_defs) and what uses it: the controller's
 validation of CreateTopics / IncrementalAlterConfigs / AlterConfigs, and the write path's
 topic data configs (broker.core.topic_write_configs). Issue 34."""
 
@@ -15,7 +15,9 @@ from broker.core.topic_write_configs import (
 )
 from controller.core import config_control
 from controller.core import messages as msg
-from controller.core.config_defs import (
+from kafkawire import constants
+from kafkawire.errors import Errors
+from metadata.config_defs import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerLevels,
@@ -23,9 +25,8 @@ from controller.core.config_defs import (
     effective_topic_configs,
     topic_config_values,
 )
-from controller.core.metadata_image import MetadataDelta, MetadataImage
-from controller.core.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, TopicRecord
-from kafkawire.errors import Errors
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, TopicRecord
 from storage.core.compression import GZIP, NONE, ZSTD
 from storage.core.record_batch import Record, decode_batch, encode_batch
 
@@ -132,7 +133,7 @@ def _image() -> MetadataImage:
 
 
 def _topic(*configs: msg.AlterableConfig) -> msg.AlterConfigsResource:
-    return msg.AlterConfigsResource(msg.RESOURCE_TYPE_TOPIC, "t", list(configs))
+    return msg.AlterConfigsResource(constants.CONFIG_RESOURCE_TOPIC, "t", list(configs))
 
 
 def test_alter_configs_replaces_a_topics_configs_incremental_edits_them() -> None:
@@ -148,7 +149,7 @@ def test_alter_configs_replaces_a_topics_configs_incremental_edits_them() -> Non
     incremental = config_control.incremental_alter_configs(
         image,
         msg.IncrementalAlterConfigsRequest(
-            [_topic(msg.AlterableConfig("cleanup.policy", msg.OP_APPEND, "delete"))]
+            [_topic(msg.AlterableConfig("cleanup.policy", constants.OP_APPEND, "delete"))]
         ),
     )
     assert [(r.name, r.value) for r in incremental.records] == [  # type: ignore[attr-defined]
@@ -157,7 +158,7 @@ def test_alter_configs_replaces_a_topics_configs_incremental_edits_them() -> Non
     not_a_list = config_control.incremental_alter_configs(
         image,
         msg.IncrementalAlterConfigsRequest(
-            [_topic(msg.AlterableConfig("retention.ms", msg.OP_APPEND, "1"))]
+            [_topic(msg.AlterableConfig("retention.ms", constants.OP_APPEND, "1"))]
         ),
     )
     answer = not_a_list.response.responses[0]
@@ -170,7 +171,7 @@ def test_broker_configs_static_unknown_and_dynamic() -> None:
 
     def alter(name: str, key: str, value: str) -> tuple[int, str]:
         resource = msg.AlterConfigsResource(
-            msg.RESOURCE_TYPE_BROKER, name, [msg.AlterableConfig(key, msg.OP_SET, value)]
+            constants.CONFIG_RESOURCE_BROKER, name, [msg.AlterableConfig(key, constants.OP_SET, value)]
         )
         result = config_control.incremental_alter_configs(
             image, msg.IncrementalAlterConfigsRequest([resource])

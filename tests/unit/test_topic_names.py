@@ -8,13 +8,11 @@ import pytest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.static.primitive import i8
 
-from controller.core import messages as msg
-from controller.core import replication_control as rc
 from kafkawire import topic
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
 from metadata import kafka_describe
-from tests.unit.test_replication_control import alter, brokers, create, run, with_foo
+from tests.unit.test_replication_control import alter, brokers, create, describe, run, with_foo
 
 BAD = "a)(*&^%"
 BAD_MESSAGE = (
@@ -112,9 +110,7 @@ def test_configs_and_describe_paths_refuse_an_invalid_name_before_looking_it_up(
     assert (default.error_code, default.error_message) == (
         Errors.INVALID_REQUEST, "Default topic resources are not allowed."
     )
-    described = rc.describe_topic_partitions(
-        image, msg.DescribeTopicPartitionsRequest([BAD, "missing", "foo"])
-    ).response.topics
+    described = describe(image, [BAD, "missing", "foo"]).topics
     assert [(t.name, t.error_code) for t in described] == [
         (BAD, Errors.INVALID_TOPIC_EXCEPTION),
         ("foo", Errors.NONE),

@@ -20,19 +20,7 @@ from controller.core import replication_control as rc
 from controller.core.config_control import UNCLEAN_LEADER_ELECTION_ENABLE
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
-from controller.core.metadata_image import MetadataDelta, MetadataImage
 from controller.core.partition_change import ElectionKind, PartitionChangeBuilder
-from controller.core.partition_registration import LeaderRecoveryState, PartitionRegistration
-from controller.core.records import (
-    CONFIG_RESOURCE_TOPIC,
-    ConfigRecord,
-    Endpoint,
-    MetadataRecord,
-    PartitionRecord,
-    RegisterBrokerRecord,
-    TopicRecord,
-    UnfenceBrokerRecord,
-)
 from controller.core.unclean_recovery import (
     Decision,
     RankBy,
@@ -49,6 +37,18 @@ from kafkawire import get_replica_log_info as grli
 from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.entities import NO_THROTTLE
 from kafkawire.errors import Errors, KafkaError
+from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from metadata.records import (
+    CONFIG_RESOURCE_TOPIC,
+    ConfigRecord,
+    Endpoint,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
 
 FOO = uuid.UUID(int=7)
 

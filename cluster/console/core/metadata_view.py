@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.metadata_image import MetadataDelta, MetadataImage, MetadataReplayError
-from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import (
+from metadata.metadata_image import MetadataDelta, MetadataImage, MetadataReplayError
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
     LAST_KNOWN_LEADER_UNCHANGED,
     LEADER_RECOVERY_STATE_UNCHANGED,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.console.core.metadata_view import LogEntry, MetadataView
-from controller.core.partition_registration import LeaderRecoveryState
+from metadata.partition_registration import LeaderRecoveryState
 from raft.core.replica_key import uuid_to_str
 
 Row = dict[str, Any]

@@ -35,16 +35,16 @@ from cluster.cli.election_cmd import run_elections
 from cluster.cli.unclean_recovery_cmd import run_recovery, target_json
 from cluster.console.runtime.poller import ClusterWatcher
 from cluster.launch.local_cluster import NETNS, NodeSpec, is_running
-from controller.core import messages as msg
+from kafkawire import constants
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import read_meta_properties
 
 log = logging.getLogger(__name__)
 
 ELECTION_TYPES = {
-    "PREFERRED": msg.ELECTION_PREFERRED,
-    "UNCLEAN": msg.ELECTION_UNCLEAN,
-    "DESIGNATED": msg.ELECTION_DESIGNATED,
+    "PREFERRED": constants.ELECTION_PREFERRED,
+    "UNCLEAN": constants.ELECTION_UNCLEAN,
+    "DESIGNATED": constants.ELECTION_DESIGNATED,
 }
 
 WORKLOAD_MAX_S = 600.0  # a workload left running stops by itself (every load loop bounded)

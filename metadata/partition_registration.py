@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from enum import IntEnum
 
-from controller.core.records import (
+from metadata.records import (
     LAST_KNOWN_LEADER_NONE,
     LAST_KNOWN_LEADER_UNCHANGED,
     LEADER_RECOVERY_STATE_UNCHANGED,

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 import msgpack
 
+from kafkawire import constants
 from raft.core.replica_key import uuid_to_str
 
 NO_LEADER = -1
@@ -36,9 +37,9 @@ BROKER_FLAG_UNCHANGED = -1
 BROKER_FLAG_FALSE = 0
 BROKER_FLAG_TRUE = 1
 
-# ConfigRecord.resource_type: Kafka's ConfigResource.Type ids.
-CONFIG_RESOURCE_TOPIC = 2
-CONFIG_RESOURCE_BROKER = 4
+# ConfigRecord.resource_type: Kafka's ConfigResource.Type ids (kafkawire.constants).
+CONFIG_RESOURCE_TOPIC = constants.CONFIG_RESOURCE_TOPIC
+CONFIG_RESOURCE_BROKER = constants.CONFIG_RESOURCE_BROKER
 
 
 class UnknownRecordError(ValueError):

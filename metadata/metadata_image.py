@@ -3,6 +3,10 @@
 `MetadataDelta(image)` replays committed records (`replay(record, offset)`) and `image()` returns
 a new immutable image; the old image is never mutated, so readers may keep it. Controller,
 broker and the audit all use this one replay (STYLE.md: replay is the only way state changes).
+
+The delta also says what it moved, by key (Kafka's MetadataDelta: topicsDelta, clusterDelta,
+configsDelta): the loader hands it to the publishers with the new image, so a publisher's work
+per commit is proportional to the change rather than to the cluster (issue 18).
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from controller.core.partition_registration import PartitionRegistration
-from controller.core.records import (
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import (
     BROKER_FLAG_UNCHANGED,
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
@@ -119,11 +123,33 @@ class MetadataImage:
         return min(self.topic_min_insync_replicas(topic.name), len(reg.replicas))
 
 
-class MetadataDelta:
-    """Copy-on-write builder over a base image: replay records, then take `image()`."""
+_BROKER_RECORDS = (
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+    FenceBrokerRecord,
+    UnfenceBrokerRecord,
+    BrokerRegistrationChangeRecord,
+)
 
-    def __init__(self, base: MetadataImage | None = None) -> None:
+
+class MetadataDelta:
+    """Copy-on-write builder over a base image: replay records, then take `image()`. The
+    public sets name what the replayed records touched (read by publishers)."""
+
+    def __init__(self, base: MetadataImage | None = None, *, full: bool = False) -> None:
         base = base if base is not None else MetadataImage()
+        # The whole image was replaced (a snapshot loaded): a publisher rescans everything.
+        self.full = full
+        # (topic id, partition) of every PartitionRecord / PartitionChangeRecord.
+        self.partitions: set[tuple[uuid.UUID, int]] = set()
+        self.created_topics: set[uuid.UUID] = set()
+        self.removed_topics: set[uuid.UUID] = set()
+        # Registration, fencing, controlled shutdown or log dirs of these brokers.
+        self.brokers: set[int] = set()
+        self.configs: set[tuple[int, str]] = set()
+        self.features: set[str] = set()
+        self.producer_ids = False
+        self.records = 0  # data records replayed
         self._brokers = dict(base.brokers)
         self._topics = dict(base.topics)
         self._topics_by_name = dict(base.topics_by_name)
@@ -156,7 +182,28 @@ class MetadataDelta:
             offset=self._offset,
         )
 
+    def _note(self, record: MetadataRecord) -> None:
+        """What `record` touches (only its keys are read)."""
+        self.records += 1
+        if isinstance(record, PartitionRecord | PartitionChangeRecord):
+            self.partitions.add((record.topic_id, record.partition_id))
+        elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
+            self.brokers.add(record.id)  # Kafka's FenceBrokerRecord names the broker `id`
+        elif isinstance(record, _BROKER_RECORDS):
+            self.brokers.add(record.broker_id)
+        elif isinstance(record, TopicRecord):
+            self.created_topics.add(record.topic_id)
+        elif isinstance(record, RemoveTopicRecord):
+            self.removed_topics.add(record.topic_id)
+        elif isinstance(record, ConfigRecord):
+            self.configs.add((record.resource_type, record.resource_name))
+        elif isinstance(record, FeatureLevelRecord):
+            self.features.add(record.name)
+        elif isinstance(record, ProducerIdsRecord):
+            self.producer_ids = True
+
     def replay(self, record: MetadataRecord, offset: int) -> None:
+        self._note(record)
         if isinstance(record, RegisterBrokerRecord):
             self._replay_register(record, offset)
         elif isinstance(record, UnregisterBrokerRecord):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from controller.core.metadata_image import MetadataImage
-from controller.core.records import (
+from metadata.metadata_image import MetadataImage
+from metadata.records import (
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
