@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from raft.core.epoch_state import EpochStateBase
 from raft.core.replica_key import ReplicaKey
 from raft.core.voter_set import VoterSet
 
@@ -28,7 +29,7 @@ class ReplicaProgress:
 
 
 @dataclass(slots=True)
-class LeaderState:
+class LeaderState(EpochStateBase):
     epoch: int
     local_key: ReplicaKey
     epoch_start_offset: int  # offset of this epoch's LeaderChange record
@@ -39,6 +40,25 @@ class LeaderState:
     unacked_begin_epoch: dict[ReplicaKey, int] = field(default_factory=dict)  # -> retry at ms
     next_check_quorum_ms: int = 0
     name: str = "Leader"
+
+    # -- where the leader's role differs (raft.core.epoch_state) -------------------------------
+    def leader_of(self, local_id: int) -> int | None:
+        return local_id
+
+    def deadlines(self, may_stand: bool) -> list[int]:
+        return [self.next_check_quorum_ms, *self.unacked_begin_epoch.values()]
+
+    def has_live_leader(self, now_ms: int, fetch_timeout_ms: int) -> bool:
+        return True
+
+    def accepts_leader(self, leader_id: int, endpoint: str, from_leader: bool) -> bool:
+        return False  # another leader in our epoch would break rule 1; never follow it
+
+    @property
+    def may_pre_vote(self) -> bool:
+        return False
+
+    # -- progress --------------------------------------------------------------------------------
 
     def update_local(self, flushed_offset: int, now_ms: int) -> None:
         p = self.progress.setdefault(self.local_key, ReplicaProgress(self.local_key))

@@ -3,14 +3,22 @@
 A replica holds exactly one at a time; what must survive a restart is the ElectionState
 (the quorum-state file: epoch, leader id, voted key), durable before a vote or a leadership
 claim is sent (INVARIANTS rule 1).
+
+What differs by role is answered by the state itself (Kafka's EpochState methods: which leader it
+knows, whom it voted for, when it next has something to do), so the replica asks its state
+instead of testing its type. The leader's state is raft.core.leader_state.LeaderState.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from raft.core.epoch_state import EpochStateBase
 from raft.core.leader_state import LeaderState
 from raft.core.replica_key import ReplicaKey
+
+NO_DEADLINE_MS = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +29,7 @@ class ElectionState:
 
 
 @dataclass(slots=True)
-class UnattachedState:
+class UnattachedState(EpochStateBase):
     """No leader known in this epoch; a voter starts a pre-vote at election_deadline_ms."""
 
     epoch: int
@@ -29,9 +37,24 @@ class UnattachedState:
     election_deadline_ms: int
     name: str = "Unattached"
 
+    def voted_key_of(self, local_key: ReplicaKey) -> ReplicaKey | None:
+        return self.voted_key
+
+    def deadlines(self, may_stand: bool) -> list[int]:
+        return [self.election_deadline_ms] if may_stand else []
+
+    def stand_by_for_successor(self, leader_id: int, now_ms: int,
+                               delay_ms: Callable[[], int]) -> None:
+        # The leader is leaving: stand after the delay (the successors in order).
+        self.election_deadline_ms = min(self.election_deadline_ms, now_ms + delay_ms())
+
+    @property
+    def observes(self) -> bool:
+        return True
+
 
 @dataclass(slots=True)
-class ProspectiveState:
+class ProspectiveState(EpochStateBase):
     """Pre-vote round (KIP-996, rule 7): the epoch is not bumped and nothing is persisted."""
 
     epoch: int
@@ -42,18 +65,38 @@ class ProspectiveState:
     rejected: set[ReplicaKey] = field(default_factory=set)
     name: str = "Prospective"
 
+    def voted_key_of(self, local_key: ReplicaKey) -> ReplicaKey | None:
+        return self.voted_key
+
+    def last_leader_id(self) -> int | None:
+        return self.leader_id
+
+    def deadlines(self, may_stand: bool) -> list[int]:
+        return [self.election_deadline_ms] if may_stand else []
+
+    def accepts_leader(self, leader_id: int, endpoint: str, from_leader: bool) -> bool:
+        # KIP-996: the leader we timed out on; others may not know it is gone yet.
+        return from_leader or self.leader_id != leader_id
+
 
 @dataclass(slots=True)
-class CandidateState:
+class CandidateState(EpochStateBase):
     epoch: int
     election_deadline_ms: int
     granted: set[ReplicaKey] = field(default_factory=set)
     rejected: set[ReplicaKey] = field(default_factory=set)
     name: str = "Candidate"
 
+    def deadlines(self, may_stand: bool) -> list[int]:
+        return [self.election_deadline_ms] if may_stand else []
+
+    @property
+    def may_pre_vote(self) -> bool:
+        return False
+
 
 @dataclass(slots=True)
-class FollowerState:
+class FollowerState(EpochStateBase):
     epoch: int
     leader_id: int
     leader_endpoint: str
@@ -71,9 +114,44 @@ class FollowerState:
     next_update_voter_ms: int = 0
     name: str = "Follower"
 
+    def leader_of(self, local_id: int) -> int | None:
+        return self.leader_id
+
+    def voted_key_of(self, local_key: ReplicaKey) -> ReplicaKey | None:
+        return self.voted_key
+
+    def last_leader_id(self) -> int | None:
+        return self.leader_id
+
+    def deadlines(self, may_stand: bool) -> list[int]:
+        return [self.fetch_deadline_ms]
+
+    def has_live_leader(self, now_ms: int, fetch_timeout_ms: int) -> bool:
+        return now_ms < self.last_fetch_success_ms + fetch_timeout_ms
+
+    def accepts_leader(self, leader_id: int, endpoint: str, from_leader: bool) -> bool:
+        if self.leader_id != leader_id:
+            return True
+        if endpoint and not self.leader_endpoint:
+            self.leader_endpoint = endpoint
+        return False
+
+    def stand_by_for_successor(self, leader_id: int, now_ms: int,
+                               delay_ms: Callable[[], int]) -> None:
+        """EndQuorumEpoch from our leader: cut the fetch timer short, keep the leader (Kafka)."""
+        if leader_id != self.leader_id:
+            return
+        self.fetch_deadline_ms = min(self.fetch_deadline_ms, now_ms + delay_ms())
+        self.last_fetch_success_ms = -NO_DEADLINE_MS  # pre-votes may be granted now
+        self.leader_lost = True  # the delay orders the successors: no more jitter
+
+    @property
+    def observes(self) -> bool:
+        return True
+
 
 @dataclass(slots=True)
-class ResignedState:
+class ResignedState(EpochStateBase):
     """A leader that stepped down (check-quorum or shutdown); it waits for the next election."""
 
     epoch: int
@@ -82,6 +160,17 @@ class ResignedState:
     preferred_successors: list[int]
     next_send_ms: int = 0
     name: str = "Resigned"
+
+    def leader_of(self, local_id: int) -> int | None:
+        return local_id
+
+    def deadlines(self, may_stand: bool) -> list[int]:
+        if self.unacked_voters:
+            return [self.election_deadline_ms, self.next_send_ms]
+        return [self.election_deadline_ms]
+
+    def accepts_leader(self, leader_id: int, endpoint: str, from_leader: bool) -> bool:
+        return False  # another leader in our epoch would break rule 1; never follow it
 
 
 EpochState = (
