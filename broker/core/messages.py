@@ -1,5 +1,6 @@
 """The broker's per-partition request and response values (Produce, Fetch, ListOffsets,
-OffsetForLeaderEpoch, GetReplicaLogInfo) that ReplicaManager takes and returns. On the wire they
+OffsetForLeaderEpoch) that ReplicaManager takes and returns (GetReplicaLogInfo uses the wire's
+entities, kafkawire.get_replica_log_info). On the wire they
 are Kafka's messages (kio), translated in broker/runtime/kafka_apis.py and kafka_replication.py;
 these are not a wire schema. One partition per value keeps the shapes small.
 """
@@ -7,15 +8,13 @@ these are not a wire schema. One partition per value keeps the shapes small.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 NO_EPOCH = -1
-ZERO_UUID = uuid.UUID(int=0)
 CONSUMER_REPLICA_ID = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-GET_REPLICA_LOG_INFO_MAX_PARTITIONS = 1000  # seed 004: then HasMoreData
 
 
 class TopicIdPartition(NamedTuple):
@@ -124,92 +123,3 @@ class OffsetForLeaderEpochResponse:
     error_message: str = ""
     leader_epoch: int = NO_EPOCH
     end_offset: int = -1
-
-
-# ---- Metadata (for clients) ----
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataBroker:
-    node_id: int
-    host: str
-    port: int
-    fenced: bool = False
-    in_controlled_shutdown: bool = False
-    epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataPartition:
-    partition_index: int
-    error_code: int = 0
-    leader_id: int = -1
-    leader_epoch: int = -1
-    replica_nodes: list[int] = field(default_factory=list)
-    isr_nodes: list[int] = field(default_factory=list)
-    eligible_leader_replicas: list[int] = field(default_factory=list)
-    leader_recovery_state: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataTopic:
-    name: str
-    error_code: int = 0
-    topic_id: uuid.UUID = ZERO_UUID
-    min_insync_replicas: int = 1
-    partitions: list[MetadataPartition] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataRequest:
-    topics: list[str] | None = None  # None: every topic
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataResponse:
-    error_code: int = 0
-    error_message: str = ""
-    brokers: list[MetadataBroker] = field(default_factory=list)
-    topics: list[MetadataTopic] = field(default_factory=list)
-    controller_bootstrap_servers: list[str] = field(default_factory=list)
-    metadata_leader_id: int = -1
-    metadata_offset: int = -1
-    node_id: int = -1
-
-
-# ---- GetReplicaLogInfo (seed 004) ----
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaLogInfoTopicPartitions:
-    topic_id: uuid.UUID
-    partitions: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class GetReplicaLogInfoRequest:
-    topic_partitions: list[ReplicaLogInfoTopicPartitions] | None = None  # None: all hosted
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionLogInfo:
-    partition: int
-    partition_leader_epoch: int = NO_EPOCH  # in this broker's metadata image
-    last_written_leader_epoch: int = NO_EPOCH
-    log_end_offset: int = -1
-    error_code: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TopicPartitionLogInfo:
-    topic_id: uuid.UUID
-    partition_log_info: list[PartitionLogInfo] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class GetReplicaLogInfoResponse:
-    error_code: int = 0
-    error_message: str = ""
-    broker_epoch: int = -1
-    has_more_data: bool = False
-    topic_partition_log_info_list: list[TopicPartitionLogInfo] = field(default_factory=list)

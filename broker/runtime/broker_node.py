@@ -256,9 +256,9 @@ class BrokerNode:
             await server.stop()
         if self.http is not None:
             await self.http.stop()
-        await self.replicas.checkpoints_idle()  # a tick's write may still run in its thread
+        await self.replicas.checkpoints.idle()  # a tick's write may still run in its thread
         self.replicas.flush_all()
-        self.replicas.write_checkpoints()
+        self.replicas.checkpoints.write_all(self.replicas.partitions.values())
         await self.replicas.close()
         self.journal.close()
         await self.raft.stop()

@@ -6,7 +6,7 @@ Where the fsync runs is the broker's choice (`minikraft.log.flush.in.thread`):
 - on the event loop (default). A leader's produce asks for a grouped sync: it lets one loop turn
   pass, so every produce read from the sockets in the same turn appends first, and the first of
   them to resume fsyncs for all (the others find their offsets flushed and go on). A woken
-  follower fetch reads after that turn (replica_manager._TURNS_BEFORE_READ), so it carries every
+  follower fetch reads after that turn (purgatory._TURNS_BEFORE_READ), so it carries every
   batch of the group. A follower's append needs no grouping (one fetch in flight per partition):
   it fsyncs at once.
 - in a worker thread: one fsync round at a time; the first caller opens it, the round first lets

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from broker.core import messages as bm
 from broker.runtime.broker_context import BrokerContext, listener_name
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
+from broker.runtime.hosted_partition import HostedPartition
 from broker.runtime.kafka_admin_apis import KafkaAdminApis
 from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_log_dirs import describe_log_dirs
@@ -30,9 +30,8 @@ from broker.runtime.kafka_replication import (
     offset_for_leader_epoch_partition_to_kio,
 )
 from broker.runtime.producer_id_manager import ProducerIdManager
-from broker.runtime.replica_manager import wait_for_change
+from broker.runtime.purgatory import delayed_fetch
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
-from kafkawire import get_replica_log_info as grli
 from kafkawire import topic as topic_names
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
@@ -366,7 +365,7 @@ class KafkaApis:
                 session_id=0,
                 responses=(),
             )
-        deadline = time.monotonic() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
+        max_wait_ms = int(body.max_wait.total_seconds() * 1000)
         min_bytes = max(0, int(body.min_bytes))
         max_bytes = int(body.max_bytes)
         wanted: list[tuple[Any, Any, str | None]] = [
@@ -374,8 +373,8 @@ class KafkaApis:
             for topic in body.topics
             for partition in topic.partitions
         ]
-        first = True
-        while True:
+
+        async def read(first: bool) -> tuple[list[bm.FetchResponse], bool]:
             results = []
             total = 0
             done = False
@@ -401,24 +400,22 @@ class KafkaApis:
                 total += len(result.records)
                 done |= result.error_code != 0 or result.diverging_epoch != bm.NO_EPOCH
                 results.append(result)
-            first = False
-            remaining = deadline - time.monotonic()
-            if total >= max(1, min_bytes) or done or remaining <= 0 or not wanted:
-                break
-            await self._wait_for_change(wanted, remaining, follower=replica_id >= 0)
+            return results, total >= max(1, min_bytes) or done or not wanted
+
+        results = await delayed_fetch(
+            read, lambda: self._hosted(wanted), max_wait_ms, follower=replica_id >= 0
+        )
         return self._fetch_response(version, wanted, results)
 
-    async def _wait_for_change(
-        self, wanted: Sequence[tuple[Any, Any, str | None]], timeout_s: float, *, follower: bool
-    ) -> None:
+    def _hosted(self, wanted: Sequence[tuple[Any, Any, str | None]]) -> list[HostedPartition]:
+        """The hosted partitions a fetch waits on (its DelayedFetch's watch keys)."""
         replicas = self.broker.replicas
-        hosted = [
+        return [
             found
             for _topic, partition, name in wanted
             if name
             and (found := replicas.hosted_by_name(name, int(partition.partition))) is not None
         ]
-        await wait_for_change(hosted, timeout_s, follower=follower)
 
     def _fetch_response(
         self,
@@ -593,38 +590,7 @@ class KafkaApis:
     # ---- GetReplicaLogInfo (seed 004) ----
 
     async def _get_replica_log_info(self, body: Any, _version: int) -> Any:
-        request = bm.GetReplicaLogInfoRequest(
-            None
-            if body.topic_partitions is None
-            else [
-                bm.ReplicaLogInfoTopicPartitions(
-                    tp.topic_id or uuid.UUID(int=0), [int(p) for p in tp.partitions]
-                )
-                for tp in body.topic_partitions
-            ]
-        )
-        answer = self.broker.replicas.replica_log_info(request)
-        return grli.GetReplicaLogInfoResponse(
-            throttle_time=NO_THROTTLE,  # type: ignore[arg-type]
-            broker_epoch=answer.broker_epoch,  # type: ignore[arg-type]
-            truncated=answer.has_more_data,
-            topic_partition_log_info_list=tuple(
-                grli.TopicPartitionLogInfo(
-                    topic_id=t.topic_id,
-                    partition_log_info=tuple(
-                        grli.PartitionLogInfo(
-                            partition=p.partition,  # type: ignore[arg-type]
-                            last_written_leader_epoch=p.last_written_leader_epoch,  # type: ignore[arg-type]
-                            current_leader_epoch=p.partition_leader_epoch,  # type: ignore[arg-type]
-                            log_end_offset=p.log_end_offset,  # type: ignore[arg-type]
-                            error_code=error_code(p.error_code),
-                        )
-                        for p in t.partition_log_info
-                    ),
-                )
-                for t in answer.topic_partition_log_info_list
-            ),
-        )
+        return self.broker.replicas.replica_log_info(body)
 
 
 def _record_errors(partition_cls: type, result: bm.ProduceResponse) -> tuple[Any, ...]:

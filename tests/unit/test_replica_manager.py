@@ -11,11 +11,13 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from kio.static.primitive import i32
 
 from broker.core import messages as bm
 from broker.runtime.partition_log import LogDirCheckpoints
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings, wait_for_change
 from controller.core import messages as cm
+from kafkawire import get_replica_log_info as grli
 from kafkawire.errors import Errors, KafkaError
 from metadata.metadata_image import (
     MIN_INSYNC_REPLICAS,
@@ -138,12 +140,12 @@ async def test_replica_log_info(tmp_path: Path) -> None:
     rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1,
                                                leader_epoch=6)))
     await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
-    response = rm.replica_log_info(bm.GetReplicaLogInfoRequest(
-        [bm.ReplicaLogInfoTopicPartitions(TOPIC_ID, [0, 9])]
+    response = rm.replica_log_info(grli.GetReplicaLogInfoRequest(
+        topic_partitions=(grli.TopicPartitions(topic_id=TOPIC_ID, partitions=(i32(0), i32(9))),)
     ))
-    assert response.broker_epoch == 10 and not response.has_more_data
+    assert response.broker_epoch == 10 and not response.truncated
     infos = {i.partition: i for i in response.topic_partition_log_info_list[0].partition_log_info}
-    assert (infos[0].partition_leader_epoch, infos[0].last_written_leader_epoch,
+    assert (infos[0].current_leader_epoch, infos[0].last_written_leader_epoch,
             infos[0].log_end_offset) == (6, 6, 1)
     assert Errors.of(infos[9].error_code) is Errors.UNKNOWN_TOPIC_OR_PARTITION
     await rm.close()

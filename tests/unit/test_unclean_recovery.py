@@ -14,7 +14,6 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.core import messages as bm
 from cluster.cli.unclean_recovery_cmd import Target, exit_code, parse_partition_file, plan_document
 from controller.core import replication_control as rc
 from controller.core.config_control import UNCLEAN_LEADER_ELECTION_ENABLE
@@ -252,7 +251,7 @@ class FakeController:
         self.active = True
         self.epoch = 1
         self.now_ms = 0
-        self.logs: dict[int, bm.PartitionLogInfo] = {}
+        self.logs: dict[int, grli.PartitionLogInfo] = {}
         self.broker_epochs = {1: 11, 2: 12, 3: 13}
         self.asked: list[int] = []
         self.elections: list[ElectionKind] = []

@@ -1,0 +1,271 @@
+"""A broker acting on committed metadata for its partitions (Kafka's ReplicaManager.applyDelta
+and LogManager's stray and deleted logs): open the partitions it became a replica of, hand each
+new registration to its core, refresh the broker view and min ISR (rule 9) of the partitions a
+change touches, stop serving and move aside what was deleted or is a stray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+from broker.core.log_retention import RetentionConfig
+from broker.core.messages import TopicIdPartition
+from broker.core.partition_state import PartitionReady, Role
+from broker.runtime.hosted_partition import HostedPartition
+from broker.runtime.partition_log import delete_dir_name, stray_dir_name
+from metadata.config_defs import PREALLOCATE, SEGMENT_BYTES
+from metadata.metadata_image import MetadataDelta, MetadataImage, TopicImage
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from raft.core.replica_key import uuid_to_str
+from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
+
+log = logging.getLogger("minikraft.broker")
+
+# Partitions a metadata change applies between two yields of the *_steps generators (issue 35).
+APPLY_SLICE_PARTITIONS = 50
+
+
+class ReplicaHost(Protocol):
+    """What the metadata application needs of the ReplicaManager."""
+
+    broker_id: int
+    partitions: dict[TopicIdPartition, HostedPartition]
+    image: MetadataImage
+
+    @property
+    def file_delete_delay_ms(self) -> int: ...
+
+    def open_partition(
+        self, topic: str, partition: int, topic_id: uuid.UUID
+    ) -> HostedPartition: ...
+
+    def topic_configs(self, topic: str) -> dict[str, str | None]: ...
+
+    def apply_ready(self, hosted: HostedPartition, ready: PartitionReady) -> None: ...
+
+    def sync_log(self, hosted: HostedPartition, ts: int) -> None: ...
+
+    def spawn(self, coro: Awaitable[None]) -> None: ...
+
+
+class ReplicaDelta:
+    def __init__(self, host: ReplicaHost, now_ms: Callable[[], int]) -> None:
+        self._host = host
+        self._now_ms = now_ms
+
+    def apply_image_steps(
+        self, image: MetadataImage, changed: list[HostedPartition]
+    ) -> Iterator[None]:
+        """Act on a whole new image (a loaded snapshot), yielding every APPLY_SLICE_PARTITIONS
+        partitions (issue 35). A topic the previous image had and this one lacks was deleted
+        (Kafka's TopicsDelta.finishSnapshot): its partitions are deleted. A hosted log of a
+        topic id neither image has only stops being served: the image may be older than the
+        log, as after a restart from a local snapshot, and remove_strays decides once caught
+        up. Then every partition of the image. `changed` gets partitions whose leadership
+        changed."""
+        host = self._host
+        previous, host.image = host.image, image
+        ts = self._now_ms()
+        for count, (key, hosted) in enumerate(list(host.partitions.items()), 1):
+            if count % APPLY_SLICE_PARTITIONS == 0:
+                yield
+                ts = self._now_ms()
+            if key.topic_id in image.topics and key.partition in image.topics[key.topic_id].partitions:
+                continue
+            if key.topic_id in previous.topics and key.topic_id not in image.topics:
+                self._remove_partition(hosted, image, ts, changed, stray=False)
+            else:
+                self._stop_if_serving(hosted, image, ts, changed)
+        count = 0
+        for topic in image.topics.values():
+            for partition_id, registration in topic.partitions.items():
+                if self._apply_partition(image, topic, partition_id, registration, ts, changed):
+                    key = TopicIdPartition(topic.topic_id, partition_id)
+                    self._reconfigure_log(host.partitions[key])
+                count += 1
+                if count % APPLY_SLICE_PARTITIONS == 0:
+                    yield
+                    ts = self._now_ms()
+
+    def apply_delta_steps(
+        self, delta: MetadataDelta, image: MetadataImage, changed: list[HostedPartition]
+    ) -> Iterator[None]:
+        """Act on one committed change (Kafka's ReplicaManager.applyDelta), with work in
+        proportion to it: the partitions of the topics it removes first (stopped, their logs
+        deleted), then the partitions it names, and the broker view and min ISR (rule 9) of
+        the hosted partitions whose brokers or configs it moved. A loaded snapshot replaced
+        everything: apply_image_steps. Yields every APPLY_SLICE_PARTITIONS partitions so the
+        broker's loop serves fetches and heartbeats while it opens 10,000 new partitions
+        (issue 35)."""
+        if delta.full:
+            yield from self.apply_image_steps(image, changed)
+            return
+        host = self._host
+        host.image = image
+        ts = self._now_ms()
+        if delta.removed_topics:
+            for key in [k for k in host.partitions if k.topic_id in delta.removed_topics]:
+                self._remove_partition(host.partitions[key], image, ts, changed, stray=False)
+        applied: set[TopicIdPartition] = set()
+        for count, (topic_id, partition_id) in enumerate(sorted(delta.partitions), 1):
+            topic = image.topics.get(topic_id)
+            registration = None if topic is None else topic.partitions.get(partition_id)
+            if topic is None or registration is None:
+                continue  # created and removed within this change
+            self._apply_partition(image, topic, partition_id, registration, ts, changed)
+            applied.add(TopicIdPartition(topic_id, partition_id))
+            if count % APPLY_SLICE_PARTITIONS == 0:
+                yield
+                ts = self._now_ms()
+        for count, hosted in enumerate(self._metadata_dependents(delta, image), 1):
+            if delta.configs:
+                self._reconfigure_log(hosted)
+            if count % APPLY_SLICE_PARTITIONS == 0:
+                yield
+                ts = self._now_ms()
+            if hosted.key in applied:
+                continue
+            topic = image.topics.get(hosted.topic_id)
+            if topic is not None and hosted.partition in topic.partitions:
+                min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
+                host.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+
+    def remove_strays(self) -> int:
+        """Once caught up with the metadata log (the first heartbeat answer that says so):
+        every hosted log whose topic id the image lacks, or whose replicas no longer name
+        this broker, is a stray (Kafka's LogManager.isStrayKraftReplica) and is moved aside
+        as `<topic>-<p>.<id>-stray`, kept for an operator as Kafka does. Returns how many."""
+        host = self._host
+        ts = self._now_ms()
+        changed: list[HostedPartition] = []
+        strays = []
+        for key, hosted in host.partitions.items():
+            registration = host.image.partition(key.topic_id, key.partition)
+            if registration is None or host.broker_id not in registration.replicas:
+                strays.append(hosted)
+        for hosted in strays:
+            self._remove_partition(hosted, host.image, ts, changed, stray=True)
+        return len(strays)
+
+    async def remove_later(self, path: Path) -> None:
+        """Kafka's LogManager.deleteLogs: a `-delete` directory goes after the delay."""
+        await asyncio.sleep(self._host.file_delete_delay_ms / 1000)
+        await asyncio.to_thread(shutil.rmtree, path, True)
+        log.info("Deleted log %s", path)
+
+    def _reconfigure_log(self, hosted: HostedPartition) -> None:
+        configs = self._host.topic_configs(hosted.topic)
+        hosted.log.reconfigure(
+            int(configs[SEGMENT_BYTES] or DEFAULT_SEGMENT_BYTES), configs[PREALLOCATE] == "true"
+        )
+        hosted.log.retention = RetentionConfig.from_configs(configs)
+
+    def _metadata_dependents(
+        self, delta: MetadataDelta, image: MetadataImage
+    ) -> Iterable[HostedPartition]:
+        """Hosted partitions whose state reads what the change moved besides their own
+        registration: every one when a broker moved (ISR eligibility and rule 18's refusals
+        read broker epochs and fencing) or a broker config (the cluster default
+        min.insync.replicas); those of a topic whose config moved."""
+        partitions = self._host.partitions
+        if delta.brokers or any(kind == CONFIG_RESOURCE_BROKER for kind, _ in delta.configs):
+            return list(partitions.values())
+        dependents: list[HostedPartition] = []
+        for kind, name in delta.configs:
+            topic = image.topics_by_name.get(name) if kind == CONFIG_RESOURCE_TOPIC else None
+            if topic is None:
+                continue
+            for partition_id in topic.partitions:
+                hosted = partitions.get(TopicIdPartition(topic.topic_id, partition_id))
+                if hosted is not None:
+                    dependents.append(hosted)
+        return dependents
+
+    def _apply_partition(
+        self,
+        image: MetadataImage,
+        topic: TopicImage,
+        partition_id: int,
+        registration: PartitionRegistration,
+        ts: int,
+        changed: list[HostedPartition],
+    ) -> bool:
+        """One partition of the image: open it if this broker became a replica, apply a new
+        registration (appending to `changed` if its leadership moved), else refresh the broker
+        view and min ISR. False if this broker neither hosts nor replicates it."""
+        host = self._host
+        key = TopicIdPartition(topic.topic_id, partition_id)
+        hosted = host.partitions.get(key)
+        if hosted is None and host.broker_id not in registration.replicas:
+            return False
+        if hosted is None:
+            self._move_aside_same_name(topic.name, partition_id, image, ts, changed)
+            hosted = host.open_partition(topic.name, partition_id, topic.topic_id)
+            host.partitions[key] = hosted
+        min_isr = image.effective_min_isr(topic.topic_id, partition_id)
+        if registration != hosted.registration:
+            before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+            hosted.registration = registration
+            host.sync_log(hosted, ts)
+            host.apply_ready(hosted, hosted.state.apply_registration(registration, min_isr, image, ts))
+            after = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+            if before != after:
+                changed.append(hosted)
+        else:
+            host.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+        return True
+
+    def _move_aside_same_name(
+        self, topic: str, partition: int, image: MetadataImage, ts: int,
+        changed: list[HostedPartition],
+    ) -> None:
+        """A hosted log of another topic id holds the directory the new partition needs: the
+        image no longer has that id under this name (Kafka's findStrayReplicas: "this
+        partition now exists with topic ID ... not ..."), so it is a stray, moved aside."""
+        for hosted in list(self._host.partitions.values()):
+            if hosted.topic == topic and hosted.partition == partition:
+                self._remove_partition(hosted, image, ts, changed, stray=True)
+
+    def _remove_partition(
+        self, hosted: HostedPartition, image: MetadataImage, ts: int,
+        changed: list[HostedPartition], *, stray: bool,
+    ) -> None:
+        """Stop serving (pending acks fail, parked fetches wake, the fetcher stops through
+        `changed`), forget the partition, and rename its directory at once, so a partition
+        of the same name can be created in its place: `-delete` (the topic was deleted: Kafka's
+        stopPartitions with delete and LogManager.asyncDelete; removed after
+        file.delete.delay.ms) or `-stray` (kept). Its files are closed once its fsync in
+        flight is done."""
+        self._stop_if_serving(hosted, image, ts, changed)
+        self._host.partitions.pop(hosted.key, None)
+        name = (stray_dir_name if stray else delete_dir_name)(hosted.topic, hosted.partition)
+        path = hosted.log.rename_dir(name)
+        log.info(
+            "Partition %s-%d (topic id %s) %s: log moved to %s",
+            hosted.topic, hosted.partition, uuid_to_str(hosted.topic_id),
+            "is a stray" if stray else "deleted", path.name,
+        )
+        self._host.spawn(self._close_removed(hosted, None if stray else path))
+
+    async def _close_removed(self, hosted: HostedPartition, delete: Path | None) -> None:
+        await hosted.commit.idle()
+        hosted.log.close(take_snapshot=False)
+        if delete is not None:
+            await self.remove_later(delete)
+
+    def _stop_if_serving(
+        self, hosted: HostedPartition, image: MetadataImage, ts: int, changed: list[HostedPartition]
+    ) -> None:
+        """The partition is gone from the image: stop serving (the data stays on disk)."""
+        if hosted.state.role is Role.NONE:
+            return
+        stopped = PartitionRegistration(replicas=(), isr=(), leader_epoch=1 << 30)
+        self._host.apply_ready(hosted, hosted.state.apply_registration(stopped, 1, image, ts))
+        changed.append(hosted)
