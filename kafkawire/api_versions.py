@@ -105,7 +105,7 @@ CONTROLLER_API_VERSIONS: Mapping[ApiKey, VersionRange] = MappingProxyType(
         ApiKey.REMOVE_RAFT_VOTER: VersionRange(0, 0),
         ApiKey.UPDATE_RAFT_VOTER: VersionRange(0, 0),
         ApiKey.ALLOCATE_PRODUCER_IDS: VersionRange(0, 0),
-        # Broker lifecycle (metadata/broker_lifecycle_wire.py): one version each.
+        # Broker lifecycle (kafkawire/broker_lifecycle.py): one version each.
         ApiKey.ALTER_PARTITION: VersionRange(3, 3),
         ApiKey.BROKER_REGISTRATION: VersionRange(4, 4),
         ApiKey.BROKER_HEARTBEAT: VersionRange(1, 1),

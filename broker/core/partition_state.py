@@ -35,11 +35,8 @@ from broker.core.journal_events import (
     Truncated,
 )
 from broker.core.leader_epoch_cache import EpochEntry
-from controller.core.alter_partition import (
-    NO_BROKER_EPOCH,
-    AlterPartitionPartitionResult,
-    BrokerState,
-)
+from kafkawire.broker_lifecycle import AlterPartitionPartitionResult, BrokerState, broker_state
+from kafkawire.constants import NO_BROKER_EPOCH
 from kafkawire.errors import Errors
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 
@@ -717,7 +714,7 @@ class PartitionState:
         now_ms: int,
         out: _Builder,
     ) -> None:
-        members = tuple(BrokerState(r, self._member_epoch(leader, r)) for r in new_isr)
+        members = tuple(broker_state(r, self._member_epoch(leader, r)) for r in new_isr)
         signature = self._signature(kind, members)
         if signature == leader.ineligible_signature:
             return  # rule 18: the controller refused exactly this; wait for something to change
@@ -770,7 +767,7 @@ class PartitionState:
             return
         kind = cast(ProposalKind, refused[0])
         view = cast(tuple[tuple[int, int, object, object, object], ...], refused[3])
-        members = tuple(BrokerState(member[0], member[1]) for member in view)
+        members = tuple(broker_state(member[0], member[1]) for member in view)
         if self._signature(kind, members) != refused:
             leader.ineligible_signature = None
 
@@ -843,7 +840,7 @@ class PartitionState:
         if leader is None or proposal is None or proposal.proposal_id != proposal_id:
             return self._ready(out)
         if result is not None and error is Errors.NONE:
-            error = result.error
+            error = Errors.of(result.error_code)
         if error is Errors.NONE and result is not None:
             self._apply_success(leader, proposal, result, now_ms, out)
         elif error in (Errors.INELIGIBLE_REPLICA, Errors.FENCED_LEADER_EPOCH):
@@ -880,8 +877,8 @@ class PartitionState:
         old_recovery = self._recovery_state
         leader.inflight = None
         leader.ineligible_signature = None
-        self._committed_isr = result.isr
-        self._partition_epoch = result.partition_epoch
+        self._committed_isr = tuple(int(b) for b in result.isr)
+        self._partition_epoch = int(result.partition_epoch)
         self._recovery_state = LeaderRecoveryState(result.leader_recovery_state)
         out.events.append(self._result_event(proposal, Errors.NONE, "committed", now_ms))
         if old_recovery is not self._recovery_state:

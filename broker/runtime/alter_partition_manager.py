@@ -18,13 +18,19 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from broker.core.partition_state import IsrProposal
-from controller.core import messages as cm
-from controller.core.alter_partition import AlterPartitionPartitionResult
+from kafkawire.broker_lifecycle import (
+    AlterPartitionPartition,
+    AlterPartitionPartitionResult,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    alter_partition_partition,
+    alter_partition_request,
+)
 from kafkawire.errors import Errors, KafkaError
 
 log = logging.getLogger("minikraft.broker")
 
-AlterPartitionSender = Callable[[cm.AlterPartitionRequest], Awaitable[cm.AlterPartitionResponse]]
+AlterPartitionSender = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionResponse]]
 # A request-level error (result None) or the partition's own result.
 AlterPartitionOutcome = tuple[Errors, AlterPartitionPartitionResult | None]
 _Key = tuple[uuid.UUID, int]
@@ -38,7 +44,7 @@ class AlterPartitionManager:
         self._broker_epoch = broker_epoch
         self._send = send
         # Kafka's unsentIsrUpdates: submitted, not yet in a request, by partition.
-        self._unsent: dict[_Key, tuple[cm.AlterPartitionPartitionData, asyncio.Future[AlterPartitionOutcome]]] = {}
+        self._unsent: dict[_Key, tuple[AlterPartitionPartition, asyncio.Future[AlterPartitionOutcome]]] = {}
         self._inflight: asyncio.Task[None] | None = None
         self.requests_sent = 0
 
@@ -86,15 +92,13 @@ class AlterPartitionManager:
 
     async def _exchange(
         self,
-        batch: dict[_Key, tuple[cm.AlterPartitionPartitionData, asyncio.Future[AlterPartitionOutcome]]],
+        batch: dict[_Key, tuple[AlterPartitionPartition, asyncio.Future[AlterPartitionOutcome]]],
     ) -> Callable[[_Key], AlterPartitionOutcome]:
-        by_topic: dict[uuid.UUID, list[cm.AlterPartitionPartitionData]] = {}
+        by_topic: dict[uuid.UUID, list[AlterPartitionPartition]] = {}
         for (topic_id, _), (data, _) in batch.items():
             by_topic.setdefault(topic_id, []).append(data)
-        request = cm.AlterPartitionRequest(
-            broker_id=self._broker_id,
-            broker_epoch=self._broker_epoch(),
-            topics=[cm.AlterPartitionTopicData(t, parts) for t, parts in by_topic.items()],
+        request = alter_partition_request(
+            self._broker_id, self._broker_epoch(), by_topic.items()
         )
         self.requests_sent += 1
         try:
@@ -110,7 +114,7 @@ class AlterPartitionManager:
             log.info("AlterPartition for %d partitions: %s", len(batch), error.name)
             return lambda _key: (error, None)
         results = {
-            (topic.topic_id, part.partition_index): _result(part)
+            (topic.topic_id, int(part.partition_index)): part
             for topic in response.topics
             for part in topic.partitions
         }
@@ -118,7 +122,8 @@ class AlterPartitionManager:
             # One line per request; each partition's own line is at DEBUG (issue 35).
             errors: dict[str, int] = {}
             for result in results.values():
-                errors[result.error.name] = errors.get(result.error.name, 0) + 1
+                name = Errors.of(result.error_code).name
+                errors[name] = errors.get(name, 0) + 1
             log.info(
                 "AlterPartition for %d partitions: %s",
                 len(batch),
@@ -133,25 +138,11 @@ class AlterPartitionManager:
         return outcome
 
 
-def _partition_data(partition_index: int, proposal: IsrProposal) -> cm.AlterPartitionPartitionData:
-    return cm.AlterPartitionPartitionData(
-        partition_index=partition_index,
-        leader_epoch=proposal.leader_epoch,
-        new_isr_with_epochs=[
-            cm.BrokerState(b.broker_id, b.broker_epoch) for b in proposal.new_isr_with_epochs
-        ],
-        leader_recovery_state=int(proposal.leader_recovery_state),
-        partition_epoch=proposal.partition_epoch,
-    )
-
-
-def _result(part: cm.AlterPartitionPartitionResult) -> AlterPartitionPartitionResult:
-    return AlterPartitionPartitionResult(
-        partition_index=part.partition_index,
-        error=Errors.of(part.error_code),
-        leader_id=part.leader_id,
-        leader_epoch=part.leader_epoch,
-        isr=tuple(part.isr),
-        leader_recovery_state=part.leader_recovery_state,
-        partition_epoch=part.partition_epoch,
+def _partition_data(partition_index: int, proposal: IsrProposal) -> AlterPartitionPartition:
+    return alter_partition_partition(
+        partition_index,
+        proposal.leader_epoch,
+        proposal.new_isr_with_epochs,
+        int(proposal.leader_recovery_state),
+        proposal.partition_epoch,
     )

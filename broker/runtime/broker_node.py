@@ -1,7 +1,7 @@
 """One broker process (ARCHITECTURE.md "Processes"): a Raft observer of `__cluster_metadata`
 replaying it into the MetadataImage, registration, heartbeats and AlterPartition with the active
 controller (Kafka's BrokerRegistration/BrokerHeartbeat/AlterPartition,
-metadata/broker_lifecycle_wire.py), the partitions it hosts (ReplicaManager), replica
+kafkawire/broker_lifecycle.py), the partitions it hosts (ReplicaManager), replica
 fetchers (Kafka's Fetch to the leader broker), the broker's listener (Kafka's protocol) and its
 HTTP side.
 
@@ -40,7 +40,7 @@ from broker.runtime.log_manager import LogManager, cleaner_settings
 from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.replica_fetcher import ReplicaFetcher
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
-from controller.core import messages as cm
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
@@ -48,7 +48,6 @@ from kafkawire.faults import FaultInjector
 from kafkawire.http_status import HttpStatusServer
 from kafkawire.loop import serve_until_signalled
 from kafkawire.server import KafkaServer
-from metadata.broker_lifecycle_wire import lifecycle_request_to_kio, lifecycle_response_from_kio
 from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS
 from metadata.loader import MetadataLoader
 from metadata.snapshot_generator import SnapshotGenerator
@@ -278,7 +277,7 @@ class BrokerNode:
         while time.monotonic() < deadline and unreachable < 3:
             try:
                 response = await self._controller_request(
-                    cm.BrokerHeartbeatRequest(
+                    lifecycle.heartbeat_request(
                         self.broker_id,
                         self.broker_epoch,
                         self.metadata.committed_offset,
@@ -319,16 +318,16 @@ class BrokerNode:
         # advertised.listeners gives it, else as listeners does (Kafka registers them all).
         advertised = [self.config.advertised(lst) for lst in self.listeners]
         response = await self._controller_request(
-            cm.BrokerRegistrationRequest(
+            lifecycle.registration_request(
                 self.broker_id,
                 self.raft.cluster_id,
                 self.incarnation_id,
-                [cm.BrokerListener(a.name, a.host, a.port) for a in advertised],
+                [(a.name, a.host, a.port) for a in advertised],
                 log_dirs=[m.directory_id for m in self.log_dir_metas if m.directory_id],
                 previous_broker_epoch=self.previous_broker_epoch,
             )
         )
-        self.broker_epoch = response.broker_epoch
+        self.broker_epoch = int(response.broker_epoch)
         log.info(
             "Broker %s registered with epoch %d (previous %d)",
             self.broker_id, self.broker_epoch, self.previous_broker_epoch,
@@ -337,7 +336,7 @@ class BrokerNode:
     async def _heartbeat(self) -> None:
         try:
             response = await self._controller_request(
-                cm.BrokerHeartbeatRequest(
+                lifecycle.heartbeat_request(
                     self.broker_id, self.broker_epoch, self.metadata.committed_offset
                 )
             )
@@ -366,7 +365,7 @@ class BrokerNode:
         response = await self._to_active_controller(request, timeout_ms)
         error = Errors.of(response.error_code)
         if error is not Errors.NONE:
-            raise KafkaError(error, response.error_message)
+            raise KafkaError(error, "")  # Kafka's lifecycle responses carry no message
         return response
 
     async def _to_active_controller(self, request: Any, timeout_ms: int) -> Any:
@@ -401,20 +400,18 @@ class BrokerNode:
     def _send_to_controller(
         self, request: Any, timeout_ms: int
     ) -> Callable[[str], Awaitable[Any]]:
-        """How a core lifecycle request reaches one controller: on Kafka's protocol
-        (metadata/broker_lifecycle_wire.py), the core's response coming back."""
-        body = lifecycle_request_to_kio(request)
+        """How a lifecycle request (kafkawire/broker_lifecycle.py: kio's, as it is) reaches one
+        controller."""
 
         async def send(address: str) -> Any:
-            answer = await self.controller_client.request(address, body, timeout_ms=timeout_ms)
-            return lifecycle_response_from_kio(answer)
+            return await self.controller_client.request(address, request, timeout_ms=timeout_ms)
 
         return send
 
     async def _send_alter_partition(
-        self, request: cm.AlterPartitionRequest
-    ) -> cm.AlterPartitionResponse:
-        response: cm.AlterPartitionResponse = await self._to_active_controller(
+        self, request: lifecycle.AlterPartitionRequest
+    ) -> lifecycle.AlterPartitionResponse:
+        response: lifecycle.AlterPartitionResponse = await self._to_active_controller(
             request, CONTROLLER_REQUEST_TIMEOUT_MS
         )
         return response

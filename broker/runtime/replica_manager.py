@@ -303,7 +303,7 @@ class ReplicaManager:
         log.debug(
             "AlterPartition %s for %s-%d (isr %s): %s",
             proposal.kind.value, hosted.topic, hosted.partition, list(proposal.isr),
-            (result.error if result is not None else error).name,
+            (Errors.of(result.error_code) if result is not None else error).name,
         )
         ready = hosted.state.on_alter_partition_response(
             proposal.proposal_id, error, result, now_ms()

@@ -8,9 +8,7 @@ NEW_LEADER_ELECTED when the accepted change elected another leader (the change i
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
@@ -19,63 +17,20 @@ from controller.core.partition_change import (
     PartitionChangeBuilder,
     written_records,
 )
+from kafkawire.broker_lifecycle import (
+    AlterPartitionPartition,
+    AlterPartitionPartitionResult,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerState,
+    alter_partition_response,
+    alter_partition_result,
+)
+from kafkawire.constants import NO_BROKER_EPOCH, ZERO_UUID
 from kafkawire.errors import Errors
 from metadata.metadata_image import MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
-from metadata.records import NO_LEADER, NO_LEADER_CHANGE
-
-NO_BROKER_EPOCH = -1  # KIP-903: a sender that cannot report a member's epoch skips the check
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerState:
-    broker_id: int
-    broker_epoch: int = NO_BROKER_EPOCH
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionPartition:
-    partition_index: int
-    leader_epoch: int
-    new_isr_with_epochs: tuple[BrokerState, ...]
-    leader_recovery_state: int = int(LeaderRecoveryState.RECOVERED)
-    partition_epoch: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionTopic:
-    topic_id: uuid.UUID
-    partitions: tuple[AlterPartitionPartition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionRequest:
-    broker_id: int
-    broker_epoch: int
-    topics: tuple[AlterPartitionTopic, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionPartitionResult:
-    partition_index: int
-    error: Errors
-    leader_id: int = NO_LEADER
-    leader_epoch: int = -1
-    isr: tuple[int, ...] = ()
-    leader_recovery_state: int = int(LeaderRecoveryState.RECOVERED)
-    partition_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionTopicResult:
-    topic_id: uuid.UUID
-    partitions: tuple[AlterPartitionPartitionResult, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionResponse:
-    error: Errors
-    topics: tuple[AlterPartitionTopicResult, ...] = ()
+from metadata.records import NO_LEADER_CHANGE
 
 
 def alter_partition(
@@ -83,40 +38,44 @@ def alter_partition(
     request: AlterPartitionRequest,
     policy_for: Callable[[str], ElectionPolicy] = lambda _topic: DEFAULT_POLICY,
 ) -> ControllerResult[AlterPartitionResponse]:
-    """Validate and apply one AlterPartition against the committed image; `policy_for(topic)`
-    is the election policy for a topic (its unclean setting, rule 13)."""
-    if image.broker_epoch(request.broker_id) != request.broker_epoch:
+    """Validate and apply one AlterPartition (the wire's request, v3) against the committed
+    image; `policy_for(topic)` is the election policy for a topic (its unclean setting, rule
+    13). The response is the wire's too."""
+    registered = image.broker_epoch(request.broker_id)
+    if registered != request.broker_epoch:
         # Rule 18: a differing epoch, higher or lower (or no registration), fails everything.
-        return ControllerResult((), AlterPartitionResponse(Errors.STALE_BROKER_EPOCH))
+        return ControllerResult(
+            (),
+            alter_partition_response(Errors.STALE_BROKER_EPOCH),
+            message=f"broker {request.broker_id} sent epoch {request.broker_epoch}, "
+            f"registered epoch is {registered if registered is not None else 'none'}",
+        )
     changes: list[PartitionChange] = []
     topic_results = []
     for topic in request.topics:
-        topic_image = image.topics.get(topic.topic_id)
+        topic_id = topic.topic_id or ZERO_UUID
+        topic_image = image.topics.get(topic_id)
         results = []
         for data in topic.partitions:
             if topic_image is None:
-                results.append(
-                    AlterPartitionPartitionResult(data.partition_index, Errors.UNKNOWN_TOPIC_ID)
-                )
+                results.append(alter_partition_result(data.partition_index, Errors.UNKNOWN_TOPIC_ID))
                 continue
             registration = topic_image.partitions.get(data.partition_index)
             if registration is None:
                 results.append(
-                    AlterPartitionPartitionResult(
-                        data.partition_index, Errors.UNKNOWN_TOPIC_OR_PARTITION
-                    )
+                    alter_partition_result(data.partition_index, Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 )
                 continue
             error = validate_alter_partition(image, request.broker_id, registration, data)
             if error is not None:
-                results.append(AlterPartitionPartitionResult(data.partition_index, error))
+                results.append(alter_partition_result(data.partition_index, error))
                 continue
             builder = PartitionChangeBuilder(
                 registration,
-                topic.topic_id,
+                topic_id,
                 data.partition_index,
                 image,
-                image.effective_min_isr(topic.topic_id, data.partition_index),
+                image.effective_min_isr(topic_id, data.partition_index),
                 policy_for(topic_image.name),
             )
             builder.set_target_isr(b.broker_id for b in data.new_isr_with_epochs)
@@ -133,10 +92,10 @@ def alter_partition(
                 if leader != NO_LEADER_CHANGE and leader != request.broker_id:
                     error_code = Errors.NEW_LEADER_ELECTED
             results.append(_partition_result(data.partition_index, error_code, after))
-        topic_results.append(AlterPartitionTopicResult(topic.topic_id, tuple(results)))
+        topic_results.append((topic_id, results))
     return ControllerResult(
         tuple(written_records(changes)),
-        AlterPartitionResponse(Errors.NONE, tuple(topic_results)),
+        alter_partition_response(Errors.NONE, topic_results),
         tuple(changes),
     )
 
@@ -199,9 +158,9 @@ def ineligible_reason(image: MetadataImage, member: BrokerState) -> str | None:
 def _partition_result(
     partition_index: int, error: Errors, registration: PartitionRegistration
 ) -> AlterPartitionPartitionResult:
-    return AlterPartitionPartitionResult(
-        partition_index=partition_index,
-        error=error,
+    return alter_partition_result(
+        partition_index,
+        error,
         leader_id=registration.leader,
         leader_epoch=registration.leader_epoch,
         isr=registration.isr,

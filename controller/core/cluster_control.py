@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
 from controller.core.partition_change import PartitionChange, written_records
@@ -21,6 +20,14 @@ from controller.core.replication_control import (
     broker_restart_changes,
     broker_unfenced_changes,
     leaderships,
+)
+from kafkawire.broker_lifecycle import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    heartbeat_response,
+    registration_response,
 )
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataDelta, MetadataImage
@@ -95,44 +102,39 @@ def _fence(
 
 def register_broker(
     image: MetadataImage,
-    request: msg.BrokerRegistrationRequest,
+    request: BrokerRegistrationRequest,
     cluster_id: str,
     tracker: BrokerHeartbeatTracker,
     now_ms: int,
     session_timeout_ms: int,
     policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[msg.BrokerRegistrationResponse]:
+) -> ControllerResult[BrokerRegistrationResponse]:
     """A new registration, fenced until caught up. The response's broker_epoch is -1 here: the
     epoch is the offset of the RegisterBrokerRecord, known once it is committed."""
+    if request.incarnation_id is None:
+        return _refused_registration(
+            Errors.INVALID_REGISTRATION, "a registration needs an incarnation id"
+        )
     if request.cluster_id != cluster_id:
-        return ControllerResult(
-            (),
-            msg.BrokerRegistrationResponse(
-                Errors.INCONSISTENT_CLUSTER_ID,
-                f"broker {request.broker_id} is in cluster {request.cluster_id!r}, "
-                f"this is {cluster_id!r}",
-            ),
+        return _refused_registration(
+            Errors.INCONSISTENT_CLUSTER_ID,
+            f"broker {request.broker_id} is in cluster {request.cluster_id!r}, "
+            f"this is {cluster_id!r}",
         )
     if request.broker_id < 0:
-        return ControllerResult(
-            (),
-            msg.BrokerRegistrationResponse(
-                Errors.INVALID_REGISTRATION, f"broker id {request.broker_id} is negative"
-            ),
+        return _refused_registration(
+            Errors.INVALID_REGISTRATION, f"broker id {request.broker_id} is negative"
         )
     existing = image.brokers.get(request.broker_id)
     if existing is not None and existing.incarnation_id == request.incarnation_id:
         # A retried registration of the same process: answer the epoch it already has.
         tracker.touch(request.broker_id, now_ms)
-        return ControllerResult((), msg.BrokerRegistrationResponse(broker_epoch=existing.epoch))
+        return ControllerResult((), registration_response(broker_epoch=existing.epoch))
     if existing is not None and tracker.has_valid_session(existing, now_ms, session_timeout_ms):
-        return ControllerResult(
-            (),
-            msg.BrokerRegistrationResponse(
-                Errors.DUPLICATE_BROKER_REGISTRATION,
-                f"broker {request.broker_id} (epoch {existing.epoch}) is still alive with "
-                "another incarnation; retry once its session expires",
-            ),
+        return _refused_registration(
+            Errors.DUPLICATE_BROKER_REGISTRATION,
+            f"broker {request.broker_id} (epoch {existing.epoch}) is still alive with "
+            "another incarnation; retry once its session expires",
         )
     changes: list[PartitionChange] = []
     if existing is not None:
@@ -145,18 +147,26 @@ def register_broker(
             broker_id=request.broker_id,
             incarnation_id=request.incarnation_id,
             broker_epoch=EPOCH_FROM_OFFSET,
-            endpoints=tuple(Endpoint(lst.name, lst.host, lst.port) for lst in request.listeners),
+            endpoints=tuple(
+                Endpoint(lst.name, lst.host, int(lst.port)) for lst in request.listeners
+            ),
             rack=request.rack,
             fenced=True,
             in_controlled_shutdown=False,
-            log_dirs=tuple(request.log_dirs),
+            log_dirs=tuple(d for d in request.log_dirs if d is not None),
         )
     )
     tracker.touch(request.broker_id, now_ms)
-    return ControllerResult(tuple(records), msg.BrokerRegistrationResponse(), tuple(changes))
+    return ControllerResult(tuple(records), registration_response(), tuple(changes))
 
 
-def is_clean_restart(image: MetadataImage, request: msg.BrokerRegistrationRequest) -> bool | None:
+def _refused_registration(
+    error: Errors, message: str
+) -> ControllerResult[BrokerRegistrationResponse]:
+    return ControllerResult((), registration_response(error), message=message)
+
+
+def is_clean_restart(image: MetadataImage, request: BrokerRegistrationRequest) -> bool | None:
     """Rule 12 for the log line: None for a first registration."""
     existing = image.brokers.get(request.broker_id)
     if existing is None:
@@ -166,29 +176,26 @@ def is_clean_restart(image: MetadataImage, request: msg.BrokerRegistrationReques
 
 def process_heartbeat(
     image: MetadataImage,
-    request: msg.BrokerHeartbeatRequest,
+    request: BrokerHeartbeatRequest,
     tracker: BrokerHeartbeatTracker,
     now_ms: int,
     policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[msg.BrokerHeartbeatResponse]:
+) -> ControllerResult[BrokerHeartbeatResponse]:
     """Kafka's broker state machine: unfence when caught up, fence on request, and controlled
     shutdown in two steps (move leadership and leave the ISRs, then fence and let it stop)."""
     registration = image.brokers.get(request.broker_id)
     if registration is None:
         return ControllerResult(
             (),
-            msg.BrokerHeartbeatResponse(
-                Errors.BROKER_ID_NOT_REGISTERED, f"broker {request.broker_id} is not registered"
-            ),
+            heartbeat_response(Errors.BROKER_ID_NOT_REGISTERED),
+            message=f"broker {request.broker_id} is not registered",
         )
     if registration.epoch != request.broker_epoch:
         return ControllerResult(
             (),
-            msg.BrokerHeartbeatResponse(
-                Errors.STALE_BROKER_EPOCH,
-                f"broker {request.broker_id} sent epoch {request.broker_epoch}, "
-                f"registered epoch is {registration.epoch}",
-            ),
+            heartbeat_response(Errors.STALE_BROKER_EPOCH),
+            message=f"broker {request.broker_id} sent epoch {request.broker_epoch}, "
+            f"registered epoch is {registration.epoch}",
         )
     tracker.touch(request.broker_id, now_ms)
     caught_up = request.current_metadata_offset >= registration.epoch
@@ -197,13 +204,13 @@ def process_heartbeat(
     if request.want_shut_down:
         if registration.fenced:
             return ControllerResult(
-                (), msg.BrokerHeartbeatResponse(is_caught_up=caught_up, should_shut_down=True)
+                (), heartbeat_response(is_caught_up=caught_up, should_shut_down=True)
             )
         if registration.in_controlled_shutdown and leaderships(image, broker_id) == 0:
             records, changes = _fence(image, registration, policy)
             return ControllerResult(
                 tuple(records),
-                msg.BrokerHeartbeatResponse(
+                heartbeat_response(
                     is_caught_up=caught_up, is_fenced=True, should_shut_down=True
                 ),
                 tuple(changes),
@@ -219,7 +226,7 @@ def process_heartbeat(
             )
         return ControllerResult(
             tuple(records),
-            msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=False),
+            heartbeat_response(is_caught_up=caught_up, is_fenced=False),
             tuple(changes),
         )
 
@@ -227,7 +234,7 @@ def process_heartbeat(
         records, changes = ([], []) if registration.fenced else _fence(image, registration, policy)
         return ControllerResult(
             tuple(records),
-            msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=True),
+            heartbeat_response(is_caught_up=caught_up, is_fenced=True),
             tuple(changes),
         )
 
@@ -245,12 +252,12 @@ def process_heartbeat(
         records.extend(written_records(changes))
         return ControllerResult(
             tuple(records),
-            msg.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False),
+            heartbeat_response(is_caught_up=True, is_fenced=False),
             tuple(changes),
         )
     return ControllerResult(
         (),
-        msg.BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=registration.fenced),
+        heartbeat_response(is_caught_up=caught_up, is_fenced=registration.fenced),
     )
 
 

@@ -22,3 +22,6 @@ class ControllerResult(Generic[ResponseT]):
     records: tuple[MetadataRecord, ...]
     response: ResponseT
     changes: tuple[PartitionChange, ...] = ()
+    # Why the response is an error, for the controller's log: the broker lifecycle responses
+    # carry no message on Kafka's wire (the controller logs why, the broker logs the name).
+    message: str = ""

@@ -1,11 +1,10 @@
-"""The controller core's request and response values: broker lifecycle, topics, configs,
-partitions and elections. On the wire they are Kafka's messages (kio), translated in
-metadata/broker_lifecycle_wire.py and controller/runtime/kafka_admin_apis.py; these are not a wire
-schema.
+"""The controller core's values for the admin writes: topics, configs and elections. On the
+wire they are Kafka's messages (kio) in every version a client may send, translated in
+controller/runtime/kafka_admin_apis.py; these are not a wire schema. (The broker lifecycle
+messages have one shape, kio's: kafkawire/broker_lifecycle.py.)
 
-Shapes follow Kafka's messages (BrokerRegistration with PreviousBrokerEpoch and DescribeTopic-
-Partitions from seed 001 KIP-966, AlterPartition with NewIsrWithEpochs from seed 002 KIP-903,
-ElectLeaders with designated leaders from seed 004). minikraft's additions are marked.
+Shapes follow Kafka's messages (ElectLeaders with designated leaders from seed 004).
+minikraft's additions are marked.
 """
 
 from __future__ import annotations
@@ -13,56 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from kafkawire.constants import NO_BROKER_EPOCH, OP_SET, ZERO_UUID
-
-# -- BrokerRegistration (62) -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerListener:
-    name: str
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistrationRequest:
-    broker_id: int
-    cluster_id: str
-    incarnation_id: uuid.UUID
-    listeners: list[BrokerListener] = field(default_factory=list)
-    rack: str | None = None
-    log_dirs: list[uuid.UUID] = field(default_factory=list)
-    previous_broker_epoch: int = NO_BROKER_EPOCH  # seed 001: from the clean-shutdown file
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistrationResponse:
-    error_code: int = 0
-    error_message: str = ""
-    broker_epoch: int = NO_BROKER_EPOCH
-
-
-# -- BrokerHeartbeat (63) --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerHeartbeatRequest:
-    broker_id: int
-    broker_epoch: int
-    current_metadata_offset: int
-    want_fence: bool = False
-    want_shut_down: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerHeartbeatResponse:
-    error_code: int = 0
-    error_message: str = ""
-    is_caught_up: bool = False
-    is_fenced: bool = True
-    should_shut_down: bool = False
-
+from kafkawire.constants import OP_SET, ZERO_UUID
 
 # -- CreateTopics (19) -----------------------------------------------------------------------
 
@@ -170,61 +120,6 @@ class IncrementalAlterConfigsResponse:
     error_code: int = 0
     error_message: str = ""
     responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
-
-
-# -- AlterPartition (56; seed 002 KIP-903, seed 000 KIP-704) ---------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerState:
-    broker_id: int
-    broker_epoch: int = NO_BROKER_EPOCH  # -1: an old sender, the epoch check is skipped
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionPartitionData:
-    partition_index: int
-    leader_epoch: int
-    new_isr_with_epochs: list[BrokerState]
-    leader_recovery_state: int = 0
-    partition_epoch: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionTopicData:
-    topic_id: uuid.UUID
-    partitions: list[AlterPartitionPartitionData]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionRequest:
-    broker_id: int
-    broker_epoch: int
-    topics: list[AlterPartitionTopicData]
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionPartitionResult:
-    partition_index: int
-    error_code: int = 0
-    leader_id: int = -1
-    leader_epoch: int = -1
-    isr: list[int] = field(default_factory=list)
-    leader_recovery_state: int = 0
-    partition_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionTopicResult:
-    topic_id: uuid.UUID
-    partitions: list[AlterPartitionPartitionResult] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionResponse:
-    error_code: int = 0
-    error_message: str = ""
-    topics: list[AlterPartitionTopicResult] = field(default_factory=list)
 
 
 # -- ElectLeaders (43; seed 001, seed 004) ---------------------------------------------------

@@ -30,6 +30,7 @@ from controller.core.partition_change import (
 from controller.core.unclean_recovery import Strategy, manual_election_required
 from kafkawire import constants
 from kafkawire import topic as topic_names
+from kafkawire.broker_lifecycle import AlterPartitionRequest, AlterPartitionResponse
 from kafkawire.errors import Errors
 from metadata.metadata_image import (
     MetadataImage,
@@ -442,75 +443,14 @@ def _broker_changes(
 
 def alter_partition(
     image: MetadataImage,
-    request: msg.AlterPartitionRequest,
+    request: AlterPartitionRequest,
     policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[msg.AlterPartitionResponse]:
-    """The wire request through controller.core.alter_partition (rule 18's order)."""
-    core_request = ap.AlterPartitionRequest(
-        request.broker_id,
-        request.broker_epoch,
-        tuple(
-            ap.AlterPartitionTopic(
-                t.topic_id,
-                tuple(
-                    ap.AlterPartitionPartition(
-                        p.partition_index,
-                        p.leader_epoch,
-                        tuple(
-                            ap.BrokerState(b.broker_id, b.broker_epoch)
-                            for b in p.new_isr_with_epochs
-                        ),
-                        p.leader_recovery_state,
-                        p.partition_epoch,
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in request.topics
-        ),
-    )
-    result = ap.alter_partition(
+) -> ControllerResult[AlterPartitionResponse]:
+    """controller.core.alter_partition (rule 18's order) under each topic's election policy."""
+    return ap.alter_partition(
         image,
-        core_request,
+        request,
         lambda topic: policy.for_topic(unclean_allowed(image, topic, policy.controller_id)),
-    )
-    core = result.response
-    if core.error != Errors.NONE:
-        return ControllerResult(
-            result.records,
-            msg.AlterPartitionResponse(
-                error_code=core.error, error_message=_alter_partition_message(image, request)
-            ),
-            result.changes,
-        )
-    response = msg.AlterPartitionResponse(
-        topics=[
-            msg.AlterPartitionTopicResult(
-                t.topic_id,
-                [
-                    msg.AlterPartitionPartitionResult(
-                        p.partition_index,
-                        error_code=p.error,
-                        leader_id=p.leader_id,
-                        leader_epoch=p.leader_epoch,
-                        isr=list(p.isr),
-                        leader_recovery_state=p.leader_recovery_state,
-                        partition_epoch=p.partition_epoch,
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in core.topics
-        ]
-    )
-    return ControllerResult(result.records, response, result.changes)
-
-
-def _alter_partition_message(image: MetadataImage, request: msg.AlterPartitionRequest) -> str:
-    registered = image.broker_epoch(request.broker_id)
-    return (
-        f"broker {request.broker_id} sent epoch {request.broker_epoch}, "
-        f"registered epoch is {registered if registered is not None else 'none'}"
     )
 
 

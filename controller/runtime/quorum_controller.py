@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from controller.core import cluster_control, config_control, feature_control, replication_control
-from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.runtime.recovery_manager import (
@@ -26,6 +25,11 @@ from controller.runtime.recovery_manager import (
     manager_enabled,
 )
 from kafkawire.api_keys import ApiKey
+from kafkawire.broker_lifecycle import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    registration_response,
+)
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
@@ -237,11 +241,11 @@ class QuorumController:
         )
 
     async def _register_broker(
-        self, request: msg.BrokerRegistrationRequest
-    ) -> msg.BrokerRegistrationResponse:
+        self, request: BrokerRegistrationRequest
+    ) -> BrokerRegistrationResponse:
         clean: bool | None = None
 
-        def compute(image: MetadataImage) -> ControllerResult[msg.BrokerRegistrationResponse]:
+        def compute(image: MetadataImage) -> ControllerResult[BrokerRegistrationResponse]:
             nonlocal clean
             clean = cluster_control.is_clean_restart(image, request)
             return cluster_control.register_broker(
@@ -270,7 +274,7 @@ class QuorumController:
             how,
             request.previous_broker_epoch,
         )
-        return msg.BrokerRegistrationResponse(broker_epoch=registration.epoch)
+        return registration_response(broker_epoch=registration.epoch)
 
     # -- the single writer -------------------------------------------------------------------
 
@@ -310,6 +314,10 @@ class QuorumController:
             await self._ensure_active()
             before = self.state.image
             result = await self._compute(compute, before, user_op)
+            if result.message:
+                # Kafka's lifecycle responses carry no message: the controller logs why.
+                error = Errors.of(getattr(result.response, "error_code", 0))
+                log.info("%s: %s %s", what, error.name, result.message)
             if user_op and len(result.records) > MAX_RECORDS_PER_USER_OP:
                 log.info(
                     "Refused %s: %s records, more than %s for one operation",

@@ -1,6 +1,6 @@
 """A minimal broker stand-in for controller tests: it registers with the active controller over
 Kafka's protocol (BrokerRegistration v4) and heartbeats (BrokerHeartbeat v1), with the broker's
-own translation (metadata/broker_lifecycle_wire.py); on NOT_CONTROLLER or an
+own messages (kafkawire/broker_lifecycle.py); on NOT_CONTROLLER or an
 unreachable or silent controller it tries the next bootstrap controller at once, as a broker does. It hosts no partitions and does not replay the
 metadata log: it reports its own registration offset as its metadata offset, which is exactly
 what the controller needs to unfence it (caught up to its registration).
@@ -19,17 +19,14 @@ import contextlib
 import threading
 import time
 import uuid
+from typing import Any
 
 from broker.core import messages as bm
 from broker.runtime.kafka_replication import fetch_request_to_kio, fetch_response_from_kio
 from cluster.cli.bootstrap import split_bootstrap
-from controller.core import messages as msg
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
-from metadata.broker_lifecycle_wire import (
-    lifecycle_request_to_kio,
-    lifecycle_response_from_kio,
-)
 
 HEARTBEAT_INTERVAL_S = 0.2
 REQUEST_TIMEOUT_MS = 2000
@@ -65,20 +62,17 @@ class FakeBroker:
         finally:
             await self._client.close()
 
-    async def _send(self, request: object) -> object:
+    async def _send(self, request: object) -> Any:
         """The active controller's answer: the last one that answered first, then the other
         bootstrap controllers; NOT_CONTROLLER or no connection moves on to the next."""
         controllers = split_bootstrap(self.bootstrap)
         if self._controller in controllers:
             controllers.remove(self._controller)
             controllers.insert(0, self._controller)
-        body = lifecycle_request_to_kio(request)
         failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller answered")
         for address in controllers:
             try:
-                response = lifecycle_response_from_kio(
-                    await self._client.request(address, body)
-                )
+                response = await self._client.request(address, request)
             except KafkaError as exc:
                 if exc.error not in (Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT):
                     raise
@@ -90,33 +84,33 @@ class FakeBroker:
                 continue
             self._controller = address
             if code is not Errors.NONE:
-                raise KafkaError(code, response.error_message)
+                raise KafkaError(code, "")
             return response
         raise failure
 
     async def register(self) -> None:
         response = await self._send(
-            msg.BrokerRegistrationRequest(
+            lifecycle.registration_request(
                 self.broker_id,
                 self.cluster_id,
                 self.incarnation_id,
-                [msg.BrokerListener("PLAINTEXT", "127.0.0.1", 29000 + self.broker_id)],
+                [("PLAINTEXT", "127.0.0.1", 29000 + self.broker_id)],
                 previous_broker_epoch=self.previous_broker_epoch,
             )
         )
-        assert isinstance(response, msg.BrokerRegistrationResponse)
-        self.broker_epoch = response.broker_epoch
+        assert isinstance(response, lifecycle.BrokerRegistrationResponse)
+        self.broker_epoch = int(response.broker_epoch)
 
     async def heartbeat(self) -> None:
         try:
             response = await self._send(
-                msg.BrokerHeartbeatRequest(self.broker_id, self.broker_epoch, self.broker_epoch)
+                lifecycle.heartbeat_request(self.broker_id, self.broker_epoch, self.broker_epoch)
             )
         except KafkaError as exc:
             if exc.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
                 self.broker_epoch = -1  # register again
             raise
-        assert isinstance(response, msg.BrokerHeartbeatResponse)
+        assert isinstance(response, lifecycle.BrokerHeartbeatResponse)
         self.fenced = response.is_fenced
 
 

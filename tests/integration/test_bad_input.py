@@ -18,16 +18,12 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import LocalCluster
-from controller.core import messages as cm
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
 from kafkawire.messages import decode_response, encode_request
-from metadata.broker_lifecycle_wire import (
-    lifecycle_request_to_kio,
-    lifecycle_response_from_kio,
-)
 from raft.core.messages import VoteRequest
 from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
@@ -197,11 +193,8 @@ def test_foreign_cluster_id_registration_is_refused_and_registers_nothing(
     """BrokerRegistration on Kafka's protocol naming another cluster: the active controller
     answers INCONSISTENT_CLUSTER_ID in the response (standbys NOT_CONTROLLER), the connection
     stays open and no broker is registered."""
-    foreign = cm.BrokerRegistrationRequest(
-        7,
-        "AAAAAAAAAAAAAAAAAAAAAA",
-        uuid.uuid4(),
-        [cm.BrokerListener("PLAINTEXT", "127.0.0.1", 1)],
+    foreign = lifecycle.registration_request(
+        7, "AAAAAAAAAAAAAAAAAAAAAA", uuid.uuid4(), [("PLAINTEXT", "127.0.0.1", 1)]
     )
 
     async def register() -> dict[int, Errors]:
@@ -209,10 +202,8 @@ def test_foreign_cluster_id_registration_is_refused_and_registers_nothing(
         try:
             answers = {}
             for spec in cluster3.controllers:
-                body = await client.request(
-                    spec.address, lifecycle_request_to_kio(foreign), timeout_ms=5000
-                )
-                answers[spec.node_id] = Errors.of(lifecycle_response_from_kio(body).error_code)
+                body = await client.request(spec.address, foreign, timeout_ms=5000)
+                answers[spec.node_id] = Errors.of(body.error_code)
             return answers
         finally:
             await client.close()

@@ -11,21 +11,19 @@ import signal
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.static.primitive import i64
 
 from cluster.cli.topics_cmd import create_topics_request
 from cluster.launch.local_cluster import LocalCluster
-from controller.core import messages as msg
+from controller.runtime.kafka_broker_lifecycle import LIFECYCLE_API_KEYS
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.errors import Errors
-from metadata.broker_lifecycle_wire import (
-    is_lifecycle_request,
-    lifecycle_request_to_kio,
-    lifecycle_response_from_kio,
-)
 from raft.core.replica_key import uuid_from_str
 from tests.integration.conftest import minikraft, quorum, start_cluster, wait_for
 from tests.integration.fake_broker import FakeBrokers
@@ -136,13 +134,11 @@ def _active_address(cluster: LocalCluster) -> str:
 
 
 async def _request(address: str, request: Any) -> Any:
-    """Broker lifecycle on Kafka's protocol, translated as a broker does."""
-    assert is_lifecycle_request(request)
+    """Broker lifecycle on Kafka's protocol, as a broker sends it."""
+    assert int(request.__api_key__) in LIFECYCLE_API_KEYS
     kafka = KafkaClient(client_id_for_node(1))
     try:
-        return lifecycle_response_from_kio(
-            await kafka.request(address, lifecycle_request_to_kio(request))
-        )
+        return await kafka.request(address, request)
     finally:
         await kafka.close()
 
@@ -234,23 +230,26 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
     leader = rows[0]["leader"]
     fake = brokers.brokers[leader]
     fenced = _send_to_active(
-        cluster, msg.BrokerHeartbeatRequest(leader, fake.broker_epoch, 0, want_fence=True)
+        cluster, lifecycle.heartbeat_request(leader, fake.broker_epoch, 0, want_fence=True)
     )
     assert fenced.error_code == 0 and fenced.is_fenced
     moved = describe_until(
         cluster, lambda r: r[0]["leader"] != leader and r[0]["leader_epoch"] == 1
     )
-    request = msg.AlterPartitionRequest(
+    request = lifecycle.alter_partition_request(
         leader,
         fake.broker_epoch,
         [
-            msg.AlterPartitionTopicData(
+            (
                 uuid_from_str(moved[0]["topic_id"]),
                 [
-                    msg.AlterPartitionPartitionData(
+                    lifecycle.alter_partition_partition(
                         0,
                         0,
-                        [msg.BrokerState(b, brokers.brokers[b].broker_epoch) for b in (1, 2, 3)],
+                        [
+                            lifecycle.broker_state(b, brokers.brokers[b].broker_epoch)
+                            for b in (1, 2, 3)
+                        ],
                         0,
                         moved[0]["partition_epoch"],
                     )
@@ -262,7 +261,7 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
     assert response.error_code == 0
     assert response.topics[0].partitions[0].error_code == Errors.FENCED_LEADER_EPOCH
     # A stale broker epoch fails the whole request.
-    stale = msg.AlterPartitionRequest(leader, fake.broker_epoch + 1000, request.topics)
+    stale = replace(request, broker_epoch=i64(fake.broker_epoch + 1000))
     assert _send_to_active(cluster, stale).error_code == Errors.STALE_BROKER_EPOCH
     after = describe(cluster)
     assert [{k: v for k, v in r.items() if k != "offline_replicas"} for r in after] == [

@@ -45,10 +45,10 @@ from broker.core.partition_state import (
     ProposalKind,
     Role,
 )
-from broker.runtime.alter_partition_manager import _partition_data, _result
-from controller.core import messages as msg
+from broker.runtime.alter_partition_manager import _partition_data
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.errors import Errors
 from metadata.metadata_image import MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
@@ -76,7 +76,7 @@ class _Proposal:
     broker_id: int
     incarnation: int
     proposal: IsrProposal
-    request: msg.AlterPartitionRequest
+    request: lifecycle.AlterPartitionRequest
 
 
 class BrokerSim(ControllerSim):
@@ -86,9 +86,9 @@ class BrokerSim(ControllerSim):
         self.brokers = {b: SimBroker(b) for b in BROKERS}
         self.alter_queue: list[_Proposal] = []
         self._answering: _Proposal | None = None
-        self._response = msg.AlterPartitionResponse()
+        self._response = lifecycle.alter_partition_response()
         # (offset, epoch) of a committed-on-replay answer -> (proposal, response)
-        self.awaiting_commit: dict[tuple[int, int], tuple[_Proposal, msg.AlterPartitionResponse]] = {}
+        self.awaiting_commit: dict[tuple[int, int], tuple[_Proposal, lifecycle.AlterPartitionResponse]] = {}
         self.acks: dict[int, tuple[int, int, int]] = {}  # ack id -> (broker, incarnation, last)
         self.next_ack = 1
         # Rule 23: offset -> leader epoch of each acked acks=all entry since the last unclean
@@ -145,7 +145,7 @@ class BrokerSim(ControllerSim):
                 self._deliver(answering, Errors.NOT_CONTROLLER, None)
 
     def _deliver(
-        self, answering: _Proposal, error: Errors, response: msg.AlterPartitionResponse | None
+        self, answering: _Proposal, error: Errors, response: lifecycle.AlterPartitionResponse | None
     ) -> None:
         broker = self.brokers[answering.broker_id]
         state = broker.state
@@ -155,9 +155,8 @@ class BrokerSim(ControllerSim):
         if response is not None:
             error = Errors.of(response.error_code)
             if error is Errors.NONE:
-                part = response.topics[0].partitions[0]
-                result = _result(part)
-                if result.error is Errors.NONE:
+                result = response.topics[0].partitions[0]
+                if Errors.of(result.error_code) is Errors.NONE:
                     self.isr_commits += 1
         self._handle(broker, state.on_alter_partition_response(
             answering.proposal.proposal_id, error, result, self.now_ms))
@@ -433,9 +432,8 @@ class BrokerSim(ControllerSim):
         broker_epoch = view.broker_epoch(broker.broker_id)
         if topic is None or broker_epoch is None:
             return
-        request = msg.AlterPartitionRequest(
-            broker.broker_id, broker_epoch,
-            [msg.AlterPartitionTopicData(topic.topic_id, [_partition_data(0, proposal)])],
+        request = lifecycle.alter_partition_request(
+            broker.broker_id, broker_epoch, [(topic.topic_id, [_partition_data(0, proposal)])]
         )
         self.alter_queue.append(_Proposal(broker.broker_id, broker.incarnation, proposal, request))
 

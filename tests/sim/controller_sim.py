@@ -22,6 +22,7 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_epochs_bumped, check_leader_election, check_partition
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from metadata.metadata_image import MetadataImage, replay
 from metadata.records import PartitionChangeRecord, decode_record, encode_record
@@ -123,7 +124,7 @@ class ControllerSim(ClusterSim):
         previous = constants.NO_BROKER_EPOCH
         if existing is not None and restart_clean:
             previous = existing.epoch  # rule 12: its clean-shutdown file names the old epoch
-        request = msg.BrokerRegistrationRequest(
+        request = lifecycle.registration_request(
             broker,
             "sim",
             uuid.UUID(int=(broker << 64) + self.operations + 1),
@@ -137,7 +138,7 @@ class ControllerSim(ClusterSim):
         self, image: MetadataImage, broker: int, want_fence: bool = False
     ) -> ControllerResult[object]:
         registration = image.brokers[broker]
-        request = msg.BrokerHeartbeatRequest(
+        request = lifecycle.heartbeat_request(
             broker, registration.epoch, image.offset, want_fence=want_fence
         )
         return cluster_control.process_heartbeat(  # type: ignore[return-value]
@@ -156,12 +157,10 @@ class ControllerSim(ClusterSim):
             isr = [*reg.isr, broker]
         else:
             isr = [reg.leader]  # KIP-704: the leader reports RECOVERED first
-        members = [msg.BrokerState(b, image.brokers[b].epoch) for b in isr]
-        data = msg.AlterPartitionPartitionData(0, reg.leader_epoch, members, 0, reg.partition_epoch)
-        request = msg.AlterPartitionRequest(
-            reg.leader,
-            image.brokers[reg.leader].epoch,
-            [msg.AlterPartitionTopicData(topic.topic_id, [data])],
+        members = [lifecycle.broker_state(b, image.brokers[b].epoch) for b in isr]
+        data = lifecycle.alter_partition_partition(0, reg.leader_epoch, members, 0, reg.partition_epoch)
+        request = lifecycle.alter_partition_request(
+            reg.leader, image.brokers[reg.leader].epoch, [(topic.topic_id, [data])]
         )
         return rc.alter_partition(image, request, self.policy)  # type: ignore[return-value]
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from controller.core.alter_partition import (
-    AlterPartitionPartition,
+from controller.core.alter_partition import alter_partition, ineligible_reason
+from kafkawire.broker_lifecycle import (
     AlterPartitionRequest,
-    AlterPartitionTopic,
-    BrokerState,
-    alter_partition,
-    ineligible_reason,
+    alter_partition_partition,
+    alter_partition_request,
+    broker_state,
 )
 from kafkawire.errors import Errors
 from metadata.metadata_image import MetadataDelta, MetadataImage
@@ -60,20 +59,20 @@ def request(
     recovery: int = 0,
 ) -> AlterPartitionRequest:
     epochs = {1: 0, 2: 1, 3: 2}
-    item = AlterPartitionPartition(
+    item = alter_partition_partition(
         partition,
         leader_epoch,
-        tuple(BrokerState(b, epochs.get(b, -1)) for b in isr),
+        tuple(broker_state(b, epochs.get(b, -1)) for b in isr),
         recovery,
         partition_epoch,
     )
-    return AlterPartitionRequest(sender, sender_epoch, (AlterPartitionTopic(FOO, (item,)),))
+    return alter_partition_request(sender, sender_epoch, [(FOO, (item,))])
 
 
 def partition_error(image: MetadataImage, req: AlterPartitionRequest) -> Errors:
     response = alter_partition(image, req).response
-    assert response.error == Errors.NONE
-    return response.topics[0].partitions[0].error
+    assert response.error_code == Errors.NONE
+    return response.topics[0].partitions[0].error_code
 
 
 def test_shrink_is_written_and_answered_with_the_new_state() -> None:
@@ -81,7 +80,7 @@ def test_shrink_is_written_and_answered_with_the_new_state() -> None:
     result = alter_partition(image, request((1, 2)))
     assert result.records == (PartitionChangeRecord(0, FOO, isr=(1, 2)),)
     part = result.response.topics[0].partitions[0]
-    assert (part.error, part.isr, part.leader_id) == (Errors.NONE, (1, 2), 1)
+    assert (part.error_code, part.isr, part.leader_id) == (Errors.NONE, (1, 2), 1)
     assert (part.leader_epoch, part.partition_epoch) == (4, 7)
 
 
@@ -89,7 +88,7 @@ def test_stale_broker_epoch_fails_the_whole_request_higher_lower_or_unregistered
     image = image_with()
     for sender, epoch in ((1, 1), (1, -1), (9, 0)):
         result = alter_partition(image, request((1, 2), sender=sender, sender_epoch=epoch))
-        assert result.response.error == Errors.STALE_BROKER_EPOCH
+        assert result.response.error_code == Errors.STALE_BROKER_EPOCH
         assert result.response.topics == ()
         assert result.records == ()
 
@@ -97,9 +96,7 @@ def test_stale_broker_epoch_fails_the_whole_request_higher_lower_or_unregistered
 def test_unknown_topic_id_and_unknown_partition() -> None:
     image = image_with()
     req = request((1, 2))
-    unknown = AlterPartitionRequest(
-        1, 0, (AlterPartitionTopic(uuid.UUID(int=5), req.topics[0].partitions),)
-    )
+    unknown = alter_partition_request(1, 0, [(uuid.UUID(int=5), req.topics[0].partitions)])
     assert partition_error(image, unknown) == Errors.UNKNOWN_TOPIC_ID
     assert partition_error(image, request((1, 2), partition=9)) == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -132,42 +129,30 @@ def test_member_in_controlled_shutdown_is_ineligible_even_if_already_in_isr() ->
     )
     assert image.partition(FOO, 0) is not None
     assert 3 in image.partition(FOO, 0).isr  # type: ignore[union-attr]
-    assert ineligible_reason(image, BrokerState(3, 2)) == "in controlled shutdown"
+    assert ineligible_reason(image, broker_state(3, 2)) == "in controlled shutdown"
     assert partition_error(image, request((1, 2, 3))) == Errors.INELIGIBLE_REPLICA
     assert partition_error(image, request((1, 2))) == Errors.NONE
 
 
 def test_member_with_another_epoch_is_ineligible_and_minus_one_skips_the_check() -> None:
     image = image_with()
-    stale = AlterPartitionRequest(
-        1,
-        0,
-        (
-            AlterPartitionTopic(
-                FOO, (AlterPartitionPartition(0, 4, (BrokerState(1, 0), BrokerState(2, 7)), 0, 6),)
-            ),
-        ),
+    stale = alter_partition_request(
+        1, 0, [(FOO, [alter_partition_partition(0, 4, (broker_state(1, 0), broker_state(2, 7)), 0, 6)])]
     )
     assert partition_error(image, stale) == Errors.INELIGIBLE_REPLICA
-    unchecked = AlterPartitionRequest(
-        1,
-        0,
-        (
-            AlterPartitionTopic(
-                FOO, (AlterPartitionPartition(0, 4, (BrokerState(1, 0), BrokerState(2, -1)), 0, 6),)
-            ),
-        ),
+    unchecked = alter_partition_request(
+        1, 0, [(FOO, [alter_partition_partition(0, 4, (broker_state(1, 0), broker_state(2, -1)), 0, 6)])]
     )
     assert partition_error(image, unchecked) == Errors.NONE
 
 
 def test_partitions_of_one_request_are_judged_independently() -> None:
     image = image_with()
-    good = AlterPartitionPartition(0, 4, (BrokerState(1, 0), BrokerState(2, 1)), 0, 6)
-    bad = AlterPartitionPartition(1, 0, (BrokerState(2, 1),), 0, 0)  # sender 1 is not its leader
-    req = AlterPartitionRequest(1, 0, (AlterPartitionTopic(FOO, (good, bad)),))
+    good = alter_partition_partition(0, 4, (broker_state(1, 0), broker_state(2, 1)), 0, 6)
+    bad = alter_partition_partition(1, 0, (broker_state(2, 1),), 0, 0)  # sender 1 is not its leader
+    req = alter_partition_request(1, 0, [(FOO, (good, bad))])
     result = alter_partition(image, req)
-    errors = [p.error for p in result.response.topics[0].partitions]
+    errors = [p.error_code for p in result.response.topics[0].partitions]
     assert errors == [Errors.NONE, Errors.INVALID_REQUEST]
     assert len(result.records) == 1
 
@@ -177,4 +162,4 @@ def test_same_isr_writes_nothing_and_answers_current_state() -> None:
     result = alter_partition(image, request((1, 2, 3)))
     assert result.records == ()
     part = result.response.topics[0].partitions[0]
-    assert (part.error, part.isr, part.partition_epoch) == (Errors.NONE, (1, 2, 3), 6)
+    assert (part.error_code, part.isr, part.partition_epoch) == (Errors.NONE, (1, 2, 3), 6)

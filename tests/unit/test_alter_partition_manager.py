@@ -10,8 +10,7 @@ import uuid
 
 from broker.core.partition_state import IsrProposal, ProposalKind
 from broker.runtime.alter_partition_manager import AlterPartitionManager
-from controller.core import messages as cm
-from controller.core.alter_partition import BrokerState
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.errors import Errors, KafkaError
 from metadata.partition_registration import LeaderRecoveryState
 
@@ -25,7 +24,7 @@ def proposal(isr: tuple[int, ...], proposal_id: int = 1) -> IsrProposal:
         kind=ProposalKind.SHRINK,
         leader_epoch=3,
         partition_epoch=5,
-        new_isr_with_epochs=tuple(BrokerState(b, 10 * b) for b in isr),
+        new_isr_with_epochs=tuple(lifecycle.broker_state(b, 10 * b) for b in isr),
         leader_recovery_state=LeaderRecoveryState.RECOVERED,
     )
 
@@ -34,26 +33,28 @@ class Controller:
     """Answers every partition asked with its ISR, after `gate` opens."""
 
     def __init__(self) -> None:
-        self.requests: list[cm.AlterPartitionRequest] = []
+        self.requests: list[lifecycle.AlterPartitionRequest] = []
         self.gate = asyncio.Event()
         self.gate.set()
         self.error = Errors.NONE
         self.drop: set[tuple[uuid.UUID, int]] = set()
 
-    async def __call__(self, request: cm.AlterPartitionRequest) -> cm.AlterPartitionResponse:
+    async def __call__(self, request: lifecycle.AlterPartitionRequest) -> lifecycle.AlterPartitionResponse:
         self.requests.append(request)
         await self.gate.wait()
         if self.error is Errors.REQUEST_TIMED_OUT:
             raise KafkaError(self.error, "no answer")
         if self.error is not Errors.NONE:
-            return cm.AlterPartitionResponse(error_code=int(self.error))
-        return cm.AlterPartitionResponse(
-            topics=[
-                cm.AlterPartitionTopicResult(
+            return lifecycle.alter_partition_response(self.error)
+        return lifecycle.alter_partition_response(
+            Errors.NONE,
+            [
+                (
                     topic.topic_id,
                     [
-                        cm.AlterPartitionPartitionResult(
+                        lifecycle.alter_partition_result(
                             p.partition_index,
+                            Errors.NONE,
                             leader_id=1,
                             leader_epoch=p.leader_epoch,
                             isr=[b.broker_id for b in p.new_isr_with_epochs],
@@ -64,11 +65,11 @@ class Controller:
                     ],
                 )
                 for topic in request.topics
-            ]
+            ],
         )
 
 
-def asked(request: cm.AlterPartitionRequest) -> set[tuple[uuid.UUID, int]]:
+def asked(request: lifecycle.AlterPartitionRequest) -> set[tuple[uuid.UUID, int]]:
     return {(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions}
 
 
@@ -93,7 +94,7 @@ async def test_one_turns_submissions_go_in_one_request() -> None:
         (Errors.NONE, (1, 3)),
     ]
     sent = request.topics[0].partitions[0]
-    assert sent.new_isr_with_epochs == [cm.BrokerState(1, 10), cm.BrokerState(2, 20)]
+    assert sent.new_isr_with_epochs == (lifecycle.broker_state(1, 10), lifecycle.broker_state(2, 20))
     assert (sent.leader_epoch, sent.partition_epoch, sent.leader_recovery_state) == (3, 5, 0)
     await manager.close()
 

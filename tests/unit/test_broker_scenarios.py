@@ -46,7 +46,7 @@ from broker.core.journal_events import (
     Truncated,
 )
 from broker.core.partition_state import ACKS_ALL, IsrProposal, PartitionReady, PartitionState
-from controller.core.alter_partition import AlterPartitionPartitionResult
+from kafkawire.broker_lifecycle import alter_partition_result
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
@@ -121,7 +121,7 @@ class BrokerCluster:
         committed = replace(self.registration, isr=proposal.isr,
                             partition_epoch=self.registration.partition_epoch + 1,
                             leader_recovery_state=proposal.leader_recovery_state)
-        result = AlterPartitionPartitionResult(
+        result = alter_partition_result(
             partition_index=0, error=Errors.NONE, leader_id=leader_id,
             leader_epoch=committed.leader_epoch, isr=committed.isr,
             leader_recovery_state=int(committed.leader_recovery_state),

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterable
 
 from controller.core import cluster_control as cc
-from controller.core import messages as msg
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.errors import Errors
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from metadata.partition_registration import PartitionRegistration
@@ -36,12 +36,12 @@ def apply(image: MetadataImage, records: Iterable[MetadataRecord]) -> MetadataIm
 
 def registration(
     broker: int, incarnation: int | None = None, previous_epoch: int = -1
-) -> msg.BrokerRegistrationRequest:
-    return msg.BrokerRegistrationRequest(
+) -> lifecycle.BrokerRegistrationRequest:
+    return lifecycle.registration_request(
         broker,
         CLUSTER,
         uuid.UUID(int=incarnation if incarnation is not None else broker),
-        [msg.BrokerListener("PLAINTEXT", "127.0.0.1", 9000 + broker)],
+        [("PLAINTEXT", "127.0.0.1", 9000 + broker)],
         previous_broker_epoch=previous_epoch,
     )
 
@@ -69,9 +69,9 @@ class Cluster:
 
     def heartbeat(
         self, broker: int, offset: int | None = None, **flags: bool
-    ) -> msg.BrokerHeartbeatResponse:
+    ) -> lifecycle.BrokerHeartbeatResponse:
         epoch = self.image.brokers[broker].epoch
-        request = msg.BrokerHeartbeatRequest(
+        request = lifecycle.heartbeat_request(
             broker, epoch, self.image.offset if offset is None else offset, **flags
         )
         result = cc.process_heartbeat(self.image, request, self.tracker, self.now_ms)
@@ -129,17 +129,17 @@ def test_unfenced_only_once_caught_up_to_its_registration() -> None:
 
 def test_heartbeat_errors() -> None:
     cluster = three_unfenced()
-    stale = msg.BrokerHeartbeatRequest(1, 12345, 0)
+    stale = lifecycle.heartbeat_request(1, 12345, 0)
     result = cc.process_heartbeat(cluster.image, stale, cluster.tracker, 0)
     assert result.response.error_code == Errors.STALE_BROKER_EPOCH and result.records == ()
-    unknown = msg.BrokerHeartbeatRequest(7, 0, 0)
+    unknown = lifecycle.heartbeat_request(7, 0, 0)
     result = cc.process_heartbeat(cluster.image, unknown, cluster.tracker, 0)
     assert result.response.error_code == Errors.BROKER_ID_NOT_REGISTERED
 
 
 def test_registration_errors() -> None:
     cluster = three_unfenced()
-    other_cluster = msg.BrokerRegistrationRequest(4, "another", uuid.UUID(int=4))
+    other_cluster = lifecycle.registration_request(4, "another", uuid.UUID(int=4))
     result = cc.register_broker(
         cluster.image, other_cluster, CLUSTER, cluster.tracker, 0, SESSION_MS
     )

@@ -10,6 +10,7 @@ from controller.core import replication_control as rc
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_partition
 from controller.core.partition_change import written_records
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from kafkawire.errors import Errors
 from metadata.metadata_image import MetadataImage
@@ -39,14 +40,14 @@ def alter_isr(image: MetadataImage, isr: tuple[int, ...], elr: bool) -> Metadata
     """The leader (broker 1, epoch 0) proposes `isr` for foo-0 at its current epochs; `elr`
     is the controller's eligible.leader.replicas.enabled."""
     reg = foo0(image)
-    data = msg.AlterPartitionPartitionData(
+    data = lifecycle.alter_partition_partition(
         0,
         reg.leader_epoch,
-        [msg.BrokerState(b, image.brokers[b].epoch) for b in isr],
+        [lifecycle.broker_state(b, image.brokers[b].epoch) for b in isr],
         0,
         reg.partition_epoch,
     )
-    request = msg.AlterPartitionRequest(1, 0, [msg.AlterPartitionTopicData(FOO, [data])])
+    request = lifecycle.alter_partition_request(1, 0, [(FOO, [data])])
     result = rc.alter_partition(image, request, ElectionPolicy(elr_enabled=elr))
     assert result.response.topics[0].partitions[0].error_code == Errors.NONE
     return run(image, result)

@@ -1,5 +1,6 @@
-"""The broker family's translations on Kafka's protocol round-trip through the bytes: the core's
-dataclass -> kio -> encoded frame -> kio -> the core's dataclass is the same value, for every
+"""The broker family's messages on Kafka's protocol round-trip through the bytes: the lifecycle
+messages are kio's entities (one shape, kafkawire.broker_lifecycle) and come back equal; the
+replication ones go core dataclass -> kio -> encoded frame -> kio -> the same value; for every
 version advertised (BrokerRegistration v4, BrokerHeartbeat v1, AlterPartition v3 on
 controllers; Fetch v17 with ReplicaState and OffsetForLeaderEpoch v4 between brokers)."""
 
@@ -14,7 +15,7 @@ import pytest
 
 from broker.core import messages as bm
 from broker.runtime import kafka_replication as wire
-from controller.core import messages as cm
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, CONTROLLER_API_VERSIONS
 from kafkawire.entities import build, item_type
@@ -27,7 +28,6 @@ from kafkawire.messages import (
     encode_response,
     response_schema,
 )
-from metadata import broker_lifecycle_wire as lifecycle
 
 TOPIC_ID = uuid.UUID("5b0ea0c9-1d7a-4b3c-9a0e-6d1f0c2b3a41")
 DIR_A = uuid.UUID("11111111-2222-4333-8444-555555555555")
@@ -51,7 +51,7 @@ def _response_bytes(kio_response: Any) -> Any:
     return body
 
 
-def test_the_controller_advertises_exactly_the_lifecycle_versions_translated_here() -> None:
+def test_the_controller_advertises_exactly_the_lifecycle_versions_spoken_here() -> None:
     for key, version in (
         (ApiKey.BROKER_REGISTRATION, lifecycle.REGISTRATION_VERSION),
         (ApiKey.BROKER_HEARTBEAT, lifecycle.HEARTBEAT_VERSION),
@@ -65,84 +65,89 @@ def test_the_controller_advertises_exactly_the_lifecycle_versions_translated_her
 
 
 REGISTRATIONS = [
-    cm.BrokerRegistrationRequest(
+    lifecycle.registration_request(
         4,
         "MkU3OEVBNTcwNTJENDM2Qk",
         uuid.uuid4(),
-        [cm.BrokerListener("PLAINTEXT", "127.0.0.1", 9092)],
+        [("PLAINTEXT", "127.0.0.1", 9092)],
         rack="rack-a",
         log_dirs=[DIR_A, DIR_B],
         previous_broker_epoch=118,  # rule 12: the clean-shutdown file's epoch
     ),
-    cm.BrokerRegistrationRequest(0, "c", uuid.uuid4()),  # no listener, rack or log dirs
+    lifecycle.registration_request(0, "c", uuid.uuid4()),  # no listener, rack or log dirs
 ]
 
 
 @pytest.mark.parametrize("request_", REGISTRATIONS)
-def test_broker_registration_request_round_trips(request_: cm.BrokerRegistrationRequest) -> None:
-    kio = lifecycle.registration_request_to_kio(request_)
-    assert int(kio.__version__) == 4 and kio.cluster_id == request_.cluster_id
-    assert lifecycle.registration_request_from_kio(_request_bytes(kio)) == request_
+def test_broker_registration_request_round_trips(
+    request_: lifecycle.BrokerRegistrationRequest,
+) -> None:
+    assert int(request_.__version__) == 4
+    assert _request_bytes(request_) == request_
 
 
 @pytest.mark.parametrize(
     "response",
     [
-        cm.BrokerRegistrationResponse(broker_epoch=42),
-        cm.BrokerRegistrationResponse(int(Errors.INCONSISTENT_CLUSTER_ID)),
-        cm.BrokerRegistrationResponse(int(Errors.DUPLICATE_BROKER_REGISTRATION)),
-        cm.BrokerRegistrationResponse(int(Errors.NOT_CONTROLLER)),
+        lifecycle.registration_response(broker_epoch=42),
+        lifecycle.registration_response(Errors.INCONSISTENT_CLUSTER_ID),
+        lifecycle.registration_response(Errors.DUPLICATE_BROKER_REGISTRATION),
+        lifecycle.registration_response(Errors.NOT_CONTROLLER),
     ],
 )
-def test_broker_registration_response_round_trips(response: cm.BrokerRegistrationResponse) -> None:
-    body = _response_bytes(lifecycle.registration_response_to_kio(response))
-    assert lifecycle.registration_response_from_kio(body) == response
+def test_broker_registration_response_round_trips(
+    response: lifecycle.BrokerRegistrationResponse,
+) -> None:
+    assert _response_bytes(response) == response
 
 
 @pytest.mark.parametrize(
     "request_",
     [
-        cm.BrokerHeartbeatRequest(3, 77, 1234),
-        cm.BrokerHeartbeatRequest(3, 77, 1234, want_fence=True),
-        cm.BrokerHeartbeatRequest(3, 77, 1234, want_shut_down=True),
+        lifecycle.heartbeat_request(3, 77, 1234),
+        lifecycle.heartbeat_request(3, 77, 1234, want_fence=True),
+        lifecycle.heartbeat_request(3, 77, 1234, want_shut_down=True),
     ],
 )
-def test_broker_heartbeat_request_round_trips(request_: cm.BrokerHeartbeatRequest) -> None:
-    kio = lifecycle.heartbeat_request_to_kio(request_)
-    assert int(kio.__version__) == 1
-    assert lifecycle.heartbeat_request_from_kio(_request_bytes(kio)) == request_
+def test_broker_heartbeat_request_round_trips(request_: lifecycle.BrokerHeartbeatRequest) -> None:
+    assert int(request_.__version__) == 1
+    assert _request_bytes(request_) == request_
 
 
 @pytest.mark.parametrize(
     "response",
     [
-        cm.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False),
-        cm.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=True, should_shut_down=True),
-        cm.BrokerHeartbeatResponse(int(Errors.STALE_BROKER_EPOCH)),
-        cm.BrokerHeartbeatResponse(int(Errors.BROKER_ID_NOT_REGISTERED)),
+        lifecycle.heartbeat_response(is_caught_up=True, is_fenced=False),
+        lifecycle.heartbeat_response(is_caught_up=True, is_fenced=True, should_shut_down=True),
+        lifecycle.heartbeat_response(Errors.STALE_BROKER_EPOCH),
+        lifecycle.heartbeat_response(Errors.BROKER_ID_NOT_REGISTERED),
     ],
 )
-def test_broker_heartbeat_response_round_trips(response: cm.BrokerHeartbeatResponse) -> None:
-    body = _response_bytes(lifecycle.heartbeat_response_to_kio(response))
-    assert lifecycle.heartbeat_response_from_kio(body) == response
+def test_broker_heartbeat_response_round_trips(
+    response: lifecycle.BrokerHeartbeatResponse,
+) -> None:
+    assert _response_bytes(response) == response
 
 
-ALTER_PARTITION = cm.AlterPartitionRequest(
+ALTER_PARTITION = lifecycle.alter_partition_request(
     1,
     55,
     [
-        cm.AlterPartitionTopicData(
+        (
             TOPIC_ID,
             [
-                cm.AlterPartitionPartitionData(
+                lifecycle.alter_partition_partition(
                     0,
                     leader_epoch=3,
                     # KIP-903: each member with the broker epoch it fetched with (rule 17)
-                    new_isr_with_epochs=[cm.BrokerState(1, 55), cm.BrokerState(2, 61)],
+                    new_isr_with_epochs=[
+                        lifecycle.broker_state(1, 55),
+                        lifecycle.broker_state(2, 61),
+                    ],
                     leader_recovery_state=1,  # KIP-704: RECOVERING
                     partition_epoch=9,
                 ),
-                cm.AlterPartitionPartitionData(2, 4, [cm.BrokerState(1)], 0, 10),
+                lifecycle.alter_partition_partition(2, 4, [lifecycle.broker_state(1)], 0, 10),
             ],
         )
     ],
@@ -150,45 +155,45 @@ ALTER_PARTITION = cm.AlterPartitionRequest(
 
 
 def test_alter_partition_request_round_trips() -> None:
-    kio = lifecycle.alter_partition_request_to_kio(ALTER_PARTITION)
-    assert int(kio.__version__) == 3
-    assert lifecycle.alter_partition_request_from_kio(_request_bytes(kio)) == ALTER_PARTITION
+    assert int(ALTER_PARTITION.__version__) == 3
+    assert _request_bytes(ALTER_PARTITION) == ALTER_PARTITION
 
 
 @pytest.mark.parametrize(
     "response",
     [
-        cm.AlterPartitionResponse(
-            topics=[
-                cm.AlterPartitionTopicResult(
+        lifecycle.alter_partition_response(
+            Errors.NONE,
+            [
+                (
                     TOPIC_ID,
                     [
-                        cm.AlterPartitionPartitionResult(0, 0, 1, 3, [1, 2], 0, 10),
-                        cm.AlterPartitionPartitionResult(1, int(Errors.FENCED_LEADER_EPOCH)),
-                        cm.AlterPartitionPartitionResult(2, int(Errors.INVALID_UPDATE_VERSION)),
-                        cm.AlterPartitionPartitionResult(3, int(Errors.INELIGIBLE_REPLICA)),
-                        cm.AlterPartitionPartitionResult(4, int(Errors.NEW_LEADER_ELECTED), 2, 4),
+                        lifecycle.alter_partition_result(0, Errors.NONE, 1, 3, [1, 2], 0, 10),
+                        lifecycle.alter_partition_result(1, Errors.FENCED_LEADER_EPOCH),
+                        lifecycle.alter_partition_result(2, Errors.INVALID_UPDATE_VERSION),
+                        lifecycle.alter_partition_result(3, Errors.INELIGIBLE_REPLICA),
+                        lifecycle.alter_partition_result(4, Errors.NEW_LEADER_ELECTED, 2, 4),
                     ],
                 )
-            ]
+            ],
         ),
-        cm.AlterPartitionResponse(int(Errors.STALE_BROKER_EPOCH)),
+        lifecycle.alter_partition_response(Errors.STALE_BROKER_EPOCH),
     ],
 )
-def test_alter_partition_response_round_trips(response: cm.AlterPartitionResponse) -> None:
-    body = _response_bytes(lifecycle.alter_partition_response_to_kio(response))
-    assert lifecycle.alter_partition_response_from_kio(body) == response
+def test_alter_partition_response_round_trips(
+    response: lifecycle.AlterPartitionResponse,
+) -> None:
+    assert _response_bytes(response) == response
 
 
-def test_lifecycle_dispatch_picks_the_api_of_each_core_request() -> None:
-    for request_, api_key in (
-        (REGISTRATIONS[0], ApiKey.BROKER_REGISTRATION),
-        (cm.BrokerHeartbeatRequest(1, 2, 3), ApiKey.BROKER_HEARTBEAT),
-        (ALTER_PARTITION, ApiKey.ALTER_PARTITION),
-    ):
-        assert int(lifecycle.lifecycle_request_to_kio(request_).__api_key__) == api_key
+def test_a_whole_request_error_is_the_response_of_its_api() -> None:
+    for api_key in (ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION):
+        answer = lifecycle.error_response(api_key, Errors.NOT_CONTROLLER)
+        assert int(answer.__api_key__) == api_key
+        assert Errors.of(answer.error_code) is Errors.NOT_CONTROLLER
+        assert _response_bytes(answer) == answer
     with pytest.raises(TypeError):
-        lifecycle.lifecycle_request_to_kio(cm.CreateTopicsRequest([]))
+        lifecycle.error_response(ApiKey.CREATE_TOPICS, Errors.NOT_CONTROLLER)
 
 
 # -- replication between brokers ----------------------------------------------------------------

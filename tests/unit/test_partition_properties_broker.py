@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from broker.core.journal_events import HwmAdvanced
 from broker.core.partition_state import ACKS_ALL, PartitionState
-from controller.core.alter_partition import AlterPartitionPartitionResult
+from kafkawire.broker_lifecycle import alter_partition_result
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage
 from metadata.partition_registration import PartitionRegistration
@@ -109,7 +109,7 @@ def test_hwm_rule_holds_over_random_fetch_and_isr_sequences(
             if a in ("commit", "replay"):
                 partition_epoch += 1
                 if a == "commit":
-                    result = AlterPartitionPartitionResult(
+                    result = alter_partition_result(
                         0, Errors.NONE, LEADER, 1, proposal.isr, 0, partition_epoch
                     )
                     readies.append(state.on_alter_partition_response(

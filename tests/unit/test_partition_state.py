@@ -17,7 +17,11 @@ from broker.core.partition_state import (
     ProposalKind,
     Role,
 )
-from controller.core.alter_partition import AlterPartitionPartitionResult, BrokerState
+from kafkawire.broker_lifecycle import (
+    AlterPartitionPartitionResult,
+    alter_partition_result,
+    broker_state,
+)
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
@@ -76,7 +80,7 @@ def leader(
 def committed(state: PartitionState, isr: tuple[int, ...], partition_epoch: int,
               recovery: LeaderRecoveryState = LeaderRecoveryState.RECOVERED,
               ) -> AlterPartitionPartitionResult:
-    return AlterPartitionPartitionResult(
+    return alter_partition_result(
         partition_index=0, error=Errors.NONE, leader_id=1, leader_epoch=state.leader_epoch,
         isr=isr, leader_recovery_state=int(recovery), partition_epoch=partition_epoch,
     )
@@ -165,7 +169,7 @@ def test_isr_expansion_carries_the_broker_epoch_the_follower_fetched_with() -> N
     assert proposal is not None
     assert proposal.kind is ProposalKind.EXPAND
     assert proposal.new_isr_with_epochs == (
-        BrokerState(1, 100), BrokerState(2, 200), BrokerState(3, 300)
+        broker_state(1, 100), broker_state(2, 200), broker_state(3, 300)
     )
     assert (proposal.leader_epoch, proposal.partition_epoch) == (5, 10)
     assert state.maximal_isr == (1, 2, 3)
@@ -206,7 +210,7 @@ def test_ineligible_replica_reverts_and_does_not_retry_blindly() -> None:
     state.update_metadata(2, image({1: 100, 2: 200, 3: 302}), now_ms=4)
     again = state.on_follower_fetch(3, 4, 302, now_ms=5).alter_partition
     assert again is not None
-    assert again.new_isr_with_epochs[-1] == BrokerState(3, 302)
+    assert again.new_isr_with_epochs[-1] == broker_state(3, 302)
 
 
 def test_ineligible_replica_is_proposed_again_after_a_fence_and_unfence() -> None:
@@ -223,7 +227,7 @@ def test_ineligible_replica_is_proposed_again_after_a_fence_and_unfence() -> Non
     state.update_metadata(2, image(EPOCHS), now_ms=6)
     again = state.on_follower_fetch(3, 4, 300, now_ms=7).alter_partition
     assert again is not None
-    assert again.new_isr_with_epochs[-1] == BrokerState(3, 300)
+    assert again.new_isr_with_epochs[-1] == broker_state(3, 300)
 
 
 def test_fenced_leader_epoch_reverts_until_new_metadata() -> None:

@@ -16,7 +16,7 @@ from kio.static.primitive import i32
 from broker.core import messages as bm
 from broker.runtime.partition_log import LogDirCheckpoints
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings, wait_for_change
-from controller.core import messages as cm
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import get_replica_log_info as grli
 from kafkawire.errors import Errors, KafkaError
 from metadata.metadata_image import (
@@ -51,11 +51,11 @@ def image(registration: PartitionRegistration, min_isr: int = 2) -> MetadataImag
 
 class Controller:
     def __init__(self) -> None:
-        self.requests: list[cm.AlterPartitionRequest] = []
+        self.requests: list[lifecycle.AlterPartitionRequest] = []
 
-    async def __call__(self, request: cm.AlterPartitionRequest) -> cm.AlterPartitionResponse:
+    async def __call__(self, request: lifecycle.AlterPartitionRequest) -> lifecycle.AlterPartitionResponse:
         self.requests.append(request)
-        return cm.AlterPartitionResponse(error_code=int(Errors.NOT_CONTROLLER))
+        return lifecycle.alter_partition_response(Errors.NOT_CONTROLLER)
 
 
 def manager(tmp_path: Path, controller: Controller) -> ReplicaManager:

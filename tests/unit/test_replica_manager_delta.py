@@ -16,7 +16,7 @@ from broker.core.messages import TopicIdPartition
 from broker.runtime.metadata_publisher import BrokerMetadataPublisher
 from broker.runtime.partition_log import read_partition_metadata
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
-from controller.core import messages as cm
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.errors import Errors
 from metadata.loader import LoaderManifest, MetadataLoader
 from metadata.metadata_image import MIN_INSYNC_REPLICAS, MetadataDelta, MetadataImage
@@ -39,8 +39,8 @@ B = uuid.UUID(int=2)
 LOCAL = 1
 
 
-async def _refuse(request: cm.AlterPartitionRequest) -> cm.AlterPartitionResponse:
-    return cm.AlterPartitionResponse(error_code=int(Errors.NOT_CONTROLLER))
+async def _refuse(request: lifecycle.AlterPartitionRequest) -> lifecycle.AlterPartitionResponse:
+    return lifecycle.alter_partition_response(Errors.NOT_CONTROLLER)
 
 
 def _manager(log_dir: Path) -> ReplicaManager:

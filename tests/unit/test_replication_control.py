@@ -17,6 +17,7 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.invariants import check_partition
 from controller.core.partition_change import ElectionKind, written_records
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from kafkawire.errors import Errors
 from metadata import kafka_describe
@@ -435,15 +436,15 @@ def test_elect_leaders_serves_at_most_1000_partitions() -> None:
 
 def test_alter_partition_stale_leader_epoch_writes_nothing() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    request = msg.AlterPartitionRequest(
+    request = lifecycle.alter_partition_request(
         1,
         0,
         [
-            msg.AlterPartitionTopicData(
+            (
                 FOO,
                 [
-                    msg.AlterPartitionPartitionData(
-                        0, 2, [msg.BrokerState(1, 0), msg.BrokerState(2, 1)], 0, 5
+                    lifecycle.alter_partition_partition(
+                        0, 2, [lifecycle.broker_state(1, 0), lifecycle.broker_state(2, 1)], 0, 5
                     )
                 ],
             )
@@ -456,18 +457,14 @@ def test_alter_partition_stale_leader_epoch_writes_nothing() -> None:
 
 def test_alter_partition_shrink_and_stale_broker_epoch() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    data = msg.AlterPartitionPartitionData(
-        0, 3, [msg.BrokerState(1, 0), msg.BrokerState(2, 1)], 0, 5
+    data = lifecycle.alter_partition_partition(
+        0, 3, [lifecycle.broker_state(1, 0), lifecycle.broker_state(2, 1)], 0, 5
     )
-    good = rc.alter_partition(
-        image, msg.AlterPartitionRequest(1, 0, [msg.AlterPartitionTopicData(FOO, [data])])
-    )
+    good = rc.alter_partition(image, lifecycle.alter_partition_request(1, 0, [(FOO, [data])]))
     part = good.response.topics[0].partitions[0]
-    assert part.error_code == 0 and part.isr == [1, 2] and part.partition_epoch == 6
+    assert part.error_code == 0 and part.isr == (1, 2) and part.partition_epoch == 6
     assert foo0(run(image, good)).isr == (1, 2)
-    stale = rc.alter_partition(
-        image, msg.AlterPartitionRequest(1, 7, [msg.AlterPartitionTopicData(FOO, [data])])
-    )
+    stale = rc.alter_partition(image, lifecycle.alter_partition_request(1, 7, [(FOO, [data])]))
     assert stale.response.error_code == Errors.STALE_BROKER_EPOCH and stale.records == ()
 
 

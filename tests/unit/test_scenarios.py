@@ -39,6 +39,7 @@ from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_epochs_bumped, check_leader_election, check_partition
 from controller.core.partition_change import ElectionKind, PartitionChange
+from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from kafkawire.errors import Errors
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage, replay
@@ -106,7 +107,7 @@ class ScenarioCluster:
     # -- brokers ------------------------------------------------------------------------------
 
     def register(self, broker_id: int, previous_epoch: int = constants.NO_BROKER_EPOCH) -> None:
-        request = msg.BrokerRegistrationRequest(
+        request = lifecycle.registration_request(
             broker_id,
             CLUSTER_ID,
             uuid.UUID(int=(broker_id << 32) + self.offset + 1),  # a new incarnation
@@ -131,7 +132,7 @@ class ScenarioCluster:
         self.register(broker_id, previous if clean else constants.NO_BROKER_EPOCH)
 
     def heartbeat(self, broker_id: int, **flags: bool) -> None:
-        request = msg.BrokerHeartbeatRequest(
+        request = lifecycle.heartbeat_request(
             broker_id, self.image.brokers[broker_id].epoch, self.offset, **flags
         )
         response = self.write(
@@ -180,9 +181,9 @@ class ScenarioCluster:
             current = self.image.broker_epoch(int(broker))
             current = -1 if current is None else current
             members.append(
-                msg.BrokerState(int(broker), _relative(epoch_text or "current", current))
+                lifecycle.broker_state(int(broker), _relative(epoch_text or "current", current))
             )
-        data = msg.AlterPartitionPartitionData(
+        data = lifecycle.alter_partition_partition(
             pid,
             _relative(args.get("leader_epoch", "current"), reg.leader_epoch),
             members,
@@ -191,10 +192,10 @@ class ScenarioCluster:
         )
         topic_id = uuid.UUID(int=1) if args.get("topic") == "unknown" else topic.topic_id
         sender_epoch = self.image.brokers[sender].epoch
-        request = msg.AlterPartitionRequest(
+        request = lifecycle.alter_partition_request(
             sender,
             _relative(args.get("broker_epoch", "current"), sender_epoch),
-            [msg.AlterPartitionTopicData(topic_id, [data])],
+            [(topic_id, [data])],
         )
         response = self.write(lambda image: rc.alter_partition(image, request, self.policy))
         if response.error_code != Errors.NONE:
