@@ -26,10 +26,13 @@ LAYERS = {
     # The node packages import the foundation and the ones below them, never the tools.
     "raft": {"controller", "metadata", "broker", "cluster", "analytics"},
     "controller": {"broker", "cluster", "analytics"},
-    # The shared metadata (loader, publishers' protocol, wire views of the image) is pure: it
-    # sits on the cores and is imported by the node runtimes, never the other way.
-    "metadata": {"broker", "cluster", "analytics", *_NODE_RUNTIMES},
-    "broker": {"cluster", "analytics"},
+    # Kafka's image module (records, PartitionRegistration, MetadataImage/Delta, the loader,
+    # publishers, describe answers) is pure and sits under the controller and the broker: it
+    # never imports either (issue 33), and both node kinds read it.
+    "metadata": {"controller", "broker", "cluster", "analytics", "raft.runtime", "storage.runtime"},
+    # The broker and the controller are siblings on metadata/ (the vocabulary both read):
+    # neither imports the other (issue 33: the broker read BrokerState from controller.core).
+    "broker": {"controller", "cluster", "analytics"},
     # The audit decodes with the code that wrote (the foundation, raft.core, metadata, the rule
     # checkers in controller.core);
     # it runs no node (ARCHITECTURE.md).
