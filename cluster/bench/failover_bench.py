@@ -89,7 +89,7 @@ async def _wait_caught_up(cluster: LocalCluster, timeout_s: float = 30.0) -> Non
     while time.monotonic() < deadline:
         status = await describe_quorum(cluster.bootstrap_controller, timeout_ms=1000)
         ends = [v.log_end_offset for v in status.voters]
-        if len(ends) == len(cluster.controllers) and min(ends) >= status.response.high_watermark:
+        if len(ends) == len(cluster.controllers) and min(ends) >= status.high_watermark:
             return
         await asyncio.sleep(0.1)
     raise TimeoutError(f"voters not caught up after {timeout_s:.0f}s")

@@ -122,8 +122,8 @@ async def metadata_high_watermark(cluster: LocalCluster, timeout_s: float = 30.0
     while True:
         try:
             status = await describe_quorum(cluster.bootstrap_controller, timeout_ms=3000)
-            if status.leader_id is not None and status.response.high_watermark >= 0:
-                return int(status.response.high_watermark)
+            if status.leader_id is not None and status.high_watermark >= 0:
+                return int(status.high_watermark)
         except KafkaError:
             pass
         if time.monotonic() > deadline:

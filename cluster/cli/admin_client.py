@@ -1,7 +1,7 @@
 """Quorum requests from the CLI and the launcher on Kafka's protocol (KIP-853/856): find the node
 that can answer (the Raft leader for DescribeQuorum, AddRaftVoter, RemoveRaftVoter) among the
-bootstrap controllers, and turn its answer into CLI.md's shapes. The kio messages are translated
-to the raft core's dataclasses by raft/runtime/kafka_raft_apis.py, the same code the nodes use.
+bootstrap controllers, and turn its answer into CLI.md's shapes. The messages are Kafka's, built
+and read with raft.core.messages, the same code the nodes use.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -22,16 +22,24 @@ from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
 from raft.core.messages import (
+    DEFAULT_VOTER_CHANGE_TIMEOUT_MS,
     AddRaftVoterRequest,
     AddRaftVoterResponse,
-    DescribeQuorumRequest,
     DescribeQuorumResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     ReplicaState,
+    add_raft_voter_request,
+    answered_partition,
+    describe_quorum_request,
+    directory_id,
+    endpoint,
+    error_of,
+    leader_of,
+    remove_raft_voter_request,
+    to_ms,
 )
 from raft.core.replica_key import ReplicaKey, uuid_to_str
-from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
 
 ADMIN_CLIENT_ID = "minikraft-admin"
 # KIP-919: DescribeCluster with EndpointType CONTROLLER names the controllers' cluster.
@@ -40,83 +48,101 @@ _CONTROLLER_ENDPOINT_TYPE = 2
 
 @dataclass(frozen=True)
 class QuorumStatus:
+    """The leader's DescribeQuorum answer (Kafka's message) and CLI.md's views of it."""
+
     response: DescribeQuorumResponse
     answered_by: str
+    cluster_id: str = ""  # from DescribeCluster, when asked for (`describe --status`)
+
+    @property
+    def _partition(self) -> Any:
+        return answered_partition(self.response)
 
     @property
     def leader_id(self) -> int | None:
-        return None if self.response.leader_id < 0 else self.response.leader_id
+        leader = int(self._partition.leader_id)
+        return None if leader < 0 else leader
 
     @property
     def leader_epoch(self) -> int:
-        return self.response.leader_epoch
+        return int(self._partition.leader_epoch)
+
+    @property
+    def high_watermark(self) -> int:
+        return int(self._partition.high_watermark)
 
     @property
     def voters(self) -> list[ReplicaState]:
-        return self.response.current_voters
+        return list(self._partition.current_voters)
+
+    @property
+    def observers(self) -> list[ReplicaState]:
+        return list(self._partition.observers)
+
+    def listeners_by_node(self) -> dict[int, dict[str, str]]:
+        """Kafka's Nodes: listener name -> "host:port", per node id (not per directory id)."""
+        return {int(n.node_id): {lst.name: endpoint(lst.host, int(lst.port))
+                                 for lst in n.listeners} for n in self.response.nodes}
 
     def endpoints(self) -> dict[int, dict[str, str]]:
-        return {e.voter_id: dict(e.endpoints) for e in self.response.voter_endpoints}
+        """The voters' listeners by id."""
+        nodes = self.listeners_by_node()
+        return {int(v.replica_id): dict(nodes[int(v.replica_id)])
+                for v in self.voters if int(v.replica_id) in nodes}
 
     def endpoints_by_key(self) -> dict[ReplicaKey, dict[str, str]]:
-        """Voters and observers (two keys may share an id during a disk replacement)."""
-        r = self.response
-        return {
-            ReplicaKey(e.voter_id, e.voter_directory_id): dict(e.endpoints)
-            for e in [*r.voter_endpoints, *r.observer_endpoints]
-        }
+        """Voters and observers (two keys may share an id during a disk replacement): Nodes
+        are per node id, so the listeners of an id attach to every key of that id."""
+        nodes = self.listeners_by_node()
+        return {_key_of(r): dict(nodes[int(r.replica_id)])
+                for r in [*self.voters, *self.observers] if int(r.replica_id) in nodes}
 
     def voter_keys(self) -> list[ReplicaKey]:
-        return [ReplicaKey(v.replica_id, v.replica_directory_id) for v in self.voters]
+        return [_key_of(v) for v in self.voters]
 
     def observer_keys(self) -> list[ReplicaKey]:
-        return [ReplicaKey(o.replica_id, o.replica_directory_id) for o in self.response.observers]
+        return [_key_of(o) for o in self.observers]
 
     def status_json(self, cluster_id: str | None) -> dict[str, Any]:
         """CLI.md `describe --status --output json`."""
-        r = self.response
         endpoints = self.endpoints_by_key()
-        leader_end = next(
-            (v.log_end_offset for v in r.current_voters if v.replica_id == r.leader_id), -1
-        )
-        lags = [
-            max(0, leader_end - v.log_end_offset) for v in r.current_voters if v.log_end_offset >= 0
-        ]
+        leader_id = -1 if self.leader_id is None else self.leader_id
+        voters, observers = self.voters, self.observers
+        leader_end = next((v.log_end_offset for v in voters if v.replica_id == leader_id), -1)
+        lags = [max(0, leader_end - v.log_end_offset) for v in voters if v.log_end_offset >= 0]
         voter_keys = set(self.voter_keys())
-
-        def key_of(v: ReplicaState) -> ReplicaKey:
-            return ReplicaKey(v.replica_id, v.replica_directory_id)
+        key_of = _key_of
 
         return {
             "cluster_id": cluster_id,
-            "leader_id": r.leader_id,
-            "leader_epoch": r.leader_epoch,
-            "high_watermark": r.high_watermark,
+            "leader_id": leader_id,
+            "leader_epoch": self.leader_epoch,
+            "high_watermark": self.high_watermark,
             "max_follower_lag": max(lags, default=0),
             "current_voters": [
                 {
                     "id": v.replica_id,
-                    "directory_id": uuid_to_str(v.replica_directory_id),
+                    "directory_id": uuid_to_str(key_of(v).directory_id),
                     "endpoints": endpoints.get(key_of(v), {}),
                 }
-                for v in r.current_voters
+                for v in voters
             ],
             "current_observers": [
                 {
                     "id": o.replica_id,
-                    "directory_id": uuid_to_str(o.replica_directory_id),
+                    "directory_id": uuid_to_str(key_of(o).directory_id),
                     "endpoints": endpoints.get(key_of(o), {}),
                 }
-                for o in r.observers
+                for o in observers
             ],
             # Seed 003: an observer with an id, a directory id and an endpoint can be added
             # (AddVoter needs the endpoint: controllers fetch with one, brokers do not); rule 5:
             # the full key decides, so a replaced disk of a voter id is listed too.
             "could_be_voters": [
-                {"id": o.replica_id, "directory_id": uuid_to_str(o.replica_directory_id)}
-                for o in r.observers
+                {"id": o.replica_id, "directory_id": uuid_to_str(key_of(o).directory_id)}
+                for o in observers
                 if o.replica_id >= 0
-                and o.replica_directory_id.int != 0
+                and key_of(o).directory_id.int != 0
                 and key_of(o) not in voter_keys
                 and endpoints.get(key_of(o))
             ],
@@ -124,37 +150,40 @@ class QuorumStatus:
 
     def replication_json(self) -> list[dict[str, Any]]:
         """CLI.md `describe --replication --output json`."""
-        r = self.response
+        leader_id = -1 if self.leader_id is None else self.leader_id
         leader_end = next(
-            (v.log_end_offset for v in r.current_voters if v.replica_id == r.leader_id), -1
+            (v.log_end_offset for v in self.voters if v.replica_id == leader_id), -1
         )
         rows = []
-        for status, replicas in (("Voter", r.current_voters), ("Observer", r.observers)):
+        for status, replicas in (("Voter", self.voters), ("Observer", self.observers)):
             for v in replicas:
                 if status == "Voter":
-                    role = "Leader" if v.replica_id == r.leader_id else "Follower"
+                    role = "Leader" if v.replica_id == leader_id else "Follower"
                 else:
                     role = "Observer"
                 rows.append(
                     {
                         "node_id": v.replica_id,
-                        "directory_id": uuid_to_str(v.replica_directory_id),
+                        "directory_id": uuid_to_str(_key_of(v).directory_id),
                         "log_end_offset": v.log_end_offset,
                         "lag": max(0, leader_end - v.log_end_offset)
                         if v.log_end_offset >= 0
                         else None,
-                        "last_fetch_timestamp_ms": v.last_fetch_timestamp_ms,
-                        "last_caught_up_timestamp_ms": v.last_caught_up_timestamp_ms,
+                        "last_fetch_timestamp_ms": v.last_fetch_timestamp,
+                        "last_caught_up_timestamp_ms": v.last_caught_up_timestamp,
                         "status": role,
                     }
                 )
         return rows
 
 
+def _key_of(replica: ReplicaState) -> ReplicaKey:
+    return ReplicaKey(int(replica.replica_id), directory_id(replica.replica_directory_id))
+
+
 async def _ask(client: KafkaClient, address: str, request: Any, timeout_ms: int) -> Any:
-    """One raft admin request on Kafka's protocol; the core's response dataclass."""
-    answer = await client.request(address, request_to_kafka(request), timeout_ms=timeout_ms)
-    return response_from_kafka(request, answer)
+    """One raft admin request on Kafka's protocol; Kafka's answer."""
+    return await client.request(address, request, timeout_ms=timeout_ms)
 
 
 async def describe_quorum(
@@ -175,17 +204,18 @@ async def describe_quorum(
                 remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))
                 try:
                     response = await _ask(
-                        client, address, DescribeQuorumRequest(), min(remaining_ms, 2000)
+                        client, address, describe_quorum_request(), min(remaining_ms, 2000)
                     )
                 except KafkaError as exc:
                     last = exc
                     continue
-                if response.error_code == 0:
+                error = error_of(response)
+                if error == 0 and answered_partition(response) is not None:
+                    cluster_id = ""
                     if with_cluster_id:
                         cluster_id = await _cluster_id(client, address, min(remaining_ms, 2000))
-                        response = replace(response, cluster_id=cluster_id)
-                    return QuorumStatus(response, address)
-                last = KafkaError(Errors.of(response.error_code), response.error_message)
+                    return QuorumStatus(response, address, cluster_id)
+                last = KafkaError(Errors.of(error), _error_message(response))
                 leader_address = _leader_address(response)
                 if leader_address and leader_address not in addresses:
                     addresses.append(leader_address)
@@ -221,10 +251,18 @@ async def _cluster_id(client: KafkaClient, address: str, timeout_ms: int) -> str
     return str(answer.cluster_id) if int(answer.error_code) == 0 else ""
 
 
+def _error_message(response: DescribeQuorumResponse) -> str:
+    p = answered_partition(response)
+    if int(response.error_code) or p is None:
+        return response.error_message or ""
+    return p.error_message or ""
+
+
 def _leader_address(response: DescribeQuorumResponse) -> str | None:
-    for endpoint in response.voter_endpoints:
-        if endpoint.voter_id == response.leader_id and endpoint.endpoints:
-            return next(iter(endpoint.endpoints.values()))
+    leader_id = leader_of(response).id
+    for node in response.nodes:
+        if int(node.node_id) == leader_id and node.listeners:
+            return endpoint(node.listeners[0].host, int(node.listeners[0].port))
     return None
 
 
@@ -241,8 +279,10 @@ async def change_voters(
     Kafka's answers name no leader, so on NOT_LEADER_OR_FOLLOWER ask that controller's
     DescribeQuorum who leads and go there. Raises KafkaError with the leader's error
     (DUPLICATE_VOTER, VOTER_NOT_FOUND, REQUEST_TIMED_OUT, ...)."""
-    # The leader may wait up to request.timeout_ms (rule 5) before it answers.
-    rpc_timeout_ms = request.timeout_ms + connect_timeout_ms
+    # The leader may wait up to the request's timeout (rule 5) before it answers.
+    rpc_timeout_ms = connect_timeout_ms + (
+        to_ms(request.timeout) if isinstance(request, AddRaftVoterRequest)
+        else DEFAULT_VOTER_CHANGE_TIMEOUT_MS)
     deadline = time.monotonic() + rpc_timeout_ms / 1000
     client = new_client(ADMIN_CLIENT_ID, request_timeout_ms=rpc_timeout_ms)
     last = KafkaError(Errors.NETWORK_EXCEPTION, f"no controller answered at {bootstrap}")
@@ -261,10 +301,10 @@ async def change_voters(
                 except KafkaError as exc:
                     last = exc
                     continue
-                if response.error_code == 0:
+                if int(response.error_code) == 0:
                     return response  # type: ignore[no-any-return]
-                last = KafkaError(Errors.of(response.error_code), response.error_message)
-                if response.error_code != Errors.NOT_LEADER_OR_FOLLOWER:
+                last = KafkaError(Errors.of(int(response.error_code)), response.error_message or "")
+                if int(response.error_code) != Errors.NOT_LEADER_OR_FOLLOWER:
                     raise last
                 leader = await _leader_known_to(client, address, min(remaining_ms, 2000))
                 if leader:
@@ -279,7 +319,7 @@ async def change_voters(
 
 async def _leader_known_to(client: KafkaClient, address: str, timeout_ms: int) -> str | None:
     try:
-        response = await _ask(client, address, DescribeQuorumRequest(), timeout_ms)
+        response = await _ask(client, address, describe_quorum_request(), timeout_ms)
     except KafkaError:
         return None
     return _leader_address(response)
@@ -297,7 +337,7 @@ async def add_voter(
         listeners = await observer_listeners(bootstrap, voter_id, directory_id)
     response = await change_voters(
         bootstrap,
-        AddRaftVoterRequest(voter_id, directory_id, dict(listeners), timeout_ms),
+        add_raft_voter_request(voter_id, directory_id, dict(listeners), timeout_ms),
     )
     assert isinstance(response, AddRaftVoterResponse)
     return response
@@ -314,17 +354,15 @@ async def observer_listeners(
         status = await describe_quorum(bootstrap)
     except KafkaError:
         return {}
-    for endpoint in status.response.observer_endpoints:
-        if (endpoint.voter_id, endpoint.voter_directory_id) == (voter_id, directory_id):
-            return dict(endpoint.endpoints)
-    return {}
+    return status.endpoints_by_key().get(ReplicaKey(voter_id, directory_id), {}) if (
+        ReplicaKey(voter_id, directory_id) in status.observer_keys()) else {}
 
 
 async def remove_voter(
     bootstrap: str, voter_id: int, directory_id: uuid.UUID, *, timeout_ms: int = 30_000
 ) -> RemoveRaftVoterResponse:
     response = await change_voters(
-        bootstrap, RemoveRaftVoterRequest(voter_id, directory_id, timeout_ms)
+        bootstrap, remove_raft_voter_request(voter_id, directory_id)
     )
     assert isinstance(response, RemoveRaftVoterResponse)
     return response

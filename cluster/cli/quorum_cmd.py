@@ -49,7 +49,7 @@ def describe(ctx: click.Context, mode: str | None, output: str) -> None:
     except KafkaError as exc:
         fail(f"{exc.error.name}: {exc.message or 'no controller answered'}", EXIT_USAGE)
     if mode == "status":
-        data = status.status_json(cluster_id=status.response.cluster_id or None)
+        data = status.status_json(cluster_id=status.cluster_id or None)
         if output == "json":
             emit_json(data)
             return

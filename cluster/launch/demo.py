@@ -178,7 +178,7 @@ def run_demo(directory: Path) -> int:
         lost = sorted(acked - set(read))
         duplicates = len(read) - len(set(read))
         final = asyncio.run(describe_quorum(cluster.bootstrap_controller))
-        prefix = compare_committed_prefixes(cluster, final.response.high_watermark)
+        prefix = compare_committed_prefixes(cluster, final.high_watermark)
         with console.status("running the Spark audit over every metadata log..."):
             audited = minikraft(
                 "audit", "--dir", str(directory), "--report", str(directory / "audit"),

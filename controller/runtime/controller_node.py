@@ -159,9 +159,7 @@ class ControllerNode:
         self.kafka_router = KafkaRouter(
             CONTROLLER_API_VERSIONS, lambda: features.api_features(self.state.image)
         )
-        KafkaRaftApis(
-            config.node_id, self.raft.replica, self.raft.driver.handle_request
-        ).route(self.kafka_router)
+        KafkaRaftApis(self.raft.driver.handle_request).route(self.kafka_router)
         ControllerKafkaAdminApis(self.quorum_controller).route(self.kafka_router)
         route_producer_id_apis(self.kafka_router, self.quorum_controller)
         route_feature_apis(self.kafka_router, self.quorum_controller)

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from kafkawire.errors import Errors
 from raft.core.membership import Membership
-from raft.core.messages import VoteRequest, VoteResponse
+from raft.core.messages import (
+    VoteRequest,
+    VoteResponse,
+    answered_partition,
+    directory_id,
+    error_of,
+    leader_of,
+    the_partition,
+    vote_request,
+    vote_response,
+)
 from raft.core.quorum_state import (
     NO_DEADLINE_MS,
     CandidateState,
@@ -83,12 +93,10 @@ class Election(Membership):
 
     def _vote_request(self, voter: ReplicaKey, candidate_epoch: int, pre_vote: bool
                       ) -> VoteRequest:
-        return VoteRequest(
-            candidate_epoch=candidate_epoch, candidate_id=self._node_id,
-            candidate_directory_id=self._directory_id, voter_id=voter.id,
-            voter_directory_id=voter.directory_id,
-            last_offset_epoch=self._log.last_fetched_epoch(), last_offset=self._log.end_offset(),
-            pre_vote=pre_vote, cluster_id=self._config.cluster_id)
+        return vote_request(
+            candidate_epoch, self._node_id, self._directory_id, voter.id, voter.directory_id,
+            self._log.last_fetched_epoch(), self._log.end_offset(), pre_vote,
+            self._wire_cluster_id)
 
     def _become_candidate(self, now_ms: int) -> None:
         epoch = self.epoch + 1
@@ -121,29 +129,29 @@ class Election(Membership):
 
     # -- the voter's side ----------------------------------------------------------------------
     def _handle_vote(self, req: VoteRequest, now_ms: int) -> VoteResponse:
-        if req.candidate_epoch < self.epoch:
-            code, message = self._fenced()
-            return VoteResponse(code, message, self._leader_id_or_none(), self.epoch)
-        if not self._key_matches(req.voter_id, req.voter_directory_id):
-            return VoteResponse(Errors.INVALID_VOTER_KEY,
-                                f"vote asked of {req.voter_id} but this is {self._key}",
-                                self._leader_id_or_none(), self.epoch)
-        log_ok = self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
-        if req.pre_vote:
+        p = the_partition(req)
+        candidate_epoch = int(p.replica_epoch)
+        if candidate_epoch < self.epoch:
+            code, _message = self._fenced()
+            return vote_response(code, self._leader_id_or_none(), self.epoch)
+        if not self._key_matches(req.voter_id, directory_id(p.voter_directory_id)):
+            return vote_response(Errors.INVALID_VOTER_KEY, self._leader_id_or_none(), self.epoch)
+        log_ok = self._log_is_up_to_date(p.last_offset_epoch, p.last_offset)
+        if p.pre_vote:
             # KIP-996 as Kafka's handleVoteRequest does it: a prospective replica asks at its
             # epoch + 1 without bumping it, so the epoch it stands in is candidate_epoch - 1. If
             # that is above ours, we move to it (Unattached, rule 1: forward only), as on any
             # higher epoch; else a prospective replica left at a higher epoch by a lost election
             # would be refused for ever (shorter log, live leader) and never rejoin.
-            if req.candidate_epoch - 1 > self.epoch:
-                self._become_unattached(req.candidate_epoch - 1, now_ms)
+            if candidate_epoch - 1 > self.epoch:
+                self._become_unattached(candidate_epoch - 1, now_ms)
             # Rule 7: refuse while a leader is alive, so a partitioned replica cannot depose it.
             granted = log_ok and not self._has_live_leader(now_ms)
-            return VoteResponse(leader_id=self._leader_id_or_none(), leader_epoch=self.epoch,
-                                vote_granted=granted)
-        if req.candidate_epoch > self.epoch:
-            self._become_unattached(req.candidate_epoch, now_ms)
-        candidate = ReplicaKey(req.candidate_id, req.candidate_directory_id)
+            return vote_response(leader_id=self._leader_id_or_none(), leader_epoch=self.epoch,
+                                 vote_granted=granted)
+        if candidate_epoch > self.epoch:
+            self._become_unattached(candidate_epoch, now_ms)
+        candidate = ReplicaKey(int(p.replica_id), directory_id(p.replica_directory_id))
         st = self._state
         granted = False
         # Only a replica that knows no leader and is not itself standing in this epoch votes.
@@ -154,40 +162,45 @@ class Election(Membership):
                 granted = True
                 self._state = UnattachedState(st.epoch, candidate, self._election_deadline(now_ms))
                 self._persist(ElectionState(st.epoch, None, candidate))  # rule 1
-        return VoteResponse(leader_id=self._leader_id_or_none(), leader_epoch=self.epoch,
-                            vote_granted=granted)
+        return vote_response(leader_id=self._leader_id_or_none(), leader_epoch=self.epoch,
+                             vote_granted=granted)
 
     # -- the candidate's side ------------------------------------------------------------------
     def _on_vote_response(self, req: VoteRequest, resp: object | None, now_ms: int) -> None:
         if not isinstance(resp, VoteResponse):
             return  # lost: the election timer starts another round
-        if self._observe_epoch(resp.leader_epoch, resp.leader_id, "", now_ms):
+        leader_id, leader_epoch, _ = leader_of(resp)
+        if self._observe_epoch(leader_epoch, leader_id, "", now_ms):
             return
-        voter = ReplicaKey(req.voter_id, req.voter_directory_id)
+        p = the_partition(req)
+        voter = ReplicaKey(int(req.voter_id), directory_id(p.voter_directory_id))
         if voter not in self._electorate_keys():
             return  # rule 4: only voters' votes count
+        answer = answered_partition(resp)
+        vote_granted = answer is not None and bool(answer.vote_granted)
+        granted = vote_granted and error_of(resp) == 0
         st = self._state
-        if req.pre_vote:
-            if isinstance(st, ProspectiveState) and req.candidate_epoch == st.epoch + 1:
-                self._on_pre_vote_response(st, req, resp, voter, now_ms)
+        if p.pre_vote:
+            if isinstance(st, ProspectiveState) and p.replica_epoch == st.epoch + 1:
+                if not vote_granted and leader_id == voter.id and leader_epoch == st.epoch:
+                    # The leader itself refused: it is alive, fetch from it again (KIP-996).
+                    # Our own voter set may be stale (rule 5): a majority may never refuse.
+                    self._become_follower(st.epoch, leader_id, "", now_ms,
+                                          heard_from_leader=False)
+                else:
+                    self._on_pre_vote_response(st, voter, granted, now_ms)
             return
-        if not isinstance(st, CandidateState) or req.candidate_epoch != st.epoch:
+        if not isinstance(st, CandidateState) or p.replica_epoch != st.epoch:
             return
-        (st.granted if resp.vote_granted and resp.error_code == 0 else st.rejected).add(voter)
+        (st.granted if granted else st.rejected).add(voter)
         if self._has_majority(st.granted):
             self._become_leader(st, now_ms)
         else:
             self._maybe_back_off(st, now_ms)
 
-    def _on_pre_vote_response(self, st: ProspectiveState, req: VoteRequest, resp: VoteResponse,
-                              voter: ReplicaKey, now_ms: int) -> None:
-        if not resp.vote_granted and resp.leader_id == req.voter_id and (
-                resp.leader_epoch == st.epoch):
-            # The leader itself refused: it is alive, fetch from it again (KIP-996). Our own
-            # voter set may be stale (rule 5), so a majority of refusals may never come.
-            self._become_follower(st.epoch, resp.leader_id, "", now_ms, heard_from_leader=False)
-            return
-        (st.granted if resp.vote_granted and resp.error_code == 0 else st.rejected).add(voter)
+    def _on_pre_vote_response(self, st: ProspectiveState, voter: ReplicaKey, granted: bool,
+                              now_ms: int) -> None:
+        (st.granted if granted else st.rejected).add(voter)
         if self._has_majority(st.granted):
             self._become_candidate(now_ms)
         elif st.leader_id is not None and self._cannot_win(st.rejected):

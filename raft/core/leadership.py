@@ -20,7 +20,17 @@ from raft.core.messages import (
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     ReplicaState,
-    VoterEndpoint,
+    begin_quorum_epoch_request,
+    begin_quorum_epoch_response,
+    describe_quorum_response,
+    directory_id,
+    end_quorum_epoch_request,
+    end_quorum_epoch_response,
+    endpoint,
+    error_of,
+    leader_of,
+    replica_state,
+    the_partition,
 )
 from raft.core.quorum_state import CandidateState, ElectionState, ResignedState
 from raft.core.replica_base import ReplicaBase
@@ -31,34 +41,31 @@ class Leadership(ReplicaBase):
     def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
         st = self._leader()
         if st is None:
-            return DescribeQuorumResponse(
-                error_code=Errors.NOT_LEADER_OR_FOLLOWER, error_message="not the quorum leader",
+            return describe_quorum_response(
+                Errors.NOT_LEADER_OR_FOLLOWER, "not the quorum leader",
                 leader_id=self._leader_id_or_none(), leader_epoch=self.epoch,
-                voter_endpoints=self._voter_endpoints())
+                endpoints=self._voter_endpoints())
         voters = self.voters
         st.update_local(self._log.flushed_offset(), now_ms)
 
         def state_of(p: ReplicaProgress) -> ReplicaState:
             if p.key == self._key:  # Kafka's RaftUtil.toReplicaState: now for the leader
-                return ReplicaState(p.key.id, p.key.directory_id, self._log.end_offset(), now_ms,
-                                    now_ms)
-            return ReplicaState(p.key.id, p.key.directory_id, p.log_end_offset, p.last_fetch_ms,
-                                p.last_caught_up_ms)
+                return replica_state(p.key.id, p.key.directory_id, self._log.end_offset(),
+                                     now_ms, now_ms)
+            return replica_state(p.key.id, p.key.directory_id, p.log_end_offset,
+                                 p.last_fetch_ms, p.last_caught_up_ms)
 
-        return DescribeQuorumResponse(
-            cluster_id=self._config.cluster_id,
+        observers = st.described_observers(voters, now_ms)
+        return describe_quorum_response(
             leader_id=self._node_id, leader_epoch=st.epoch, high_watermark=self._high_watermark,
             current_voters=[state_of(p) for p in st.voter_progress(voters)],
-            observers=[state_of(p) for p in st.described_observers(voters, now_ms)],
-            voter_endpoints=self._voter_endpoints(),
-            observer_endpoints=[
-                VoterEndpoint(p.key.id, p.key.directory_id,
-                              {self._config.default_listener_name: p.endpoint})
-                for p in st.described_observers(voters, now_ms) if p.endpoint])
+            observers=[state_of(p) for p in observers],
+            endpoints=[*self._voter_endpoints(), *(
+                (p.key.id, {self._config.default_listener_name: p.endpoint})
+                for p in observers if p.endpoint)])
 
-    def _voter_endpoints(self) -> list[VoterEndpoint]:
-        return [VoterEndpoint(k.id, k.directory_id, dict(e))
-                for k, e in self.voters.voters.items()]
+    def _voter_endpoints(self) -> list[tuple[int, dict[str, str]]]:
+        return [(k.id, dict(e)) for k, e in self.voters.voters.items()]
 
     # -- taking the epoch ----------------------------------------------------------------------
     def _become_leader(self, st: CandidateState, now_ms: int) -> None:
@@ -95,24 +102,27 @@ class Leadership(ReplicaBase):
     def _send_begin_quorum_epochs(self, st: LeaderState, now_ms: int) -> None:
         for voter, retry_at_ms in list(st.unacked_begin_epoch.items()):
             if now_ms >= retry_at_ms:
-                self._send(voter.id, BeginQuorumEpochRequest(
+                self._send(voter.id, begin_quorum_epoch_request(
                     self._node_id, st.epoch, self._endpoint, voter.id, voter.directory_id,
-                    self._config.cluster_id))
+                    self._wire_cluster_id, self._config.default_listener_name))
                 # the response (or its timeout) brings the retry forward
                 st.unacked_begin_epoch[voter] = now_ms + 2 * self._config.request_timeout_ms
 
     def _on_begin_quorum_epoch_response(self, req: BeginQuorumEpochRequest, resp: object | None,
                                         now_ms: int) -> None:
-        if isinstance(resp, BeginQuorumEpochResponse) and self._observe_epoch(
-                resp.leader_epoch, resp.leader_id, "", now_ms):
-            return
+        answered = isinstance(resp, BeginQuorumEpochResponse)
+        if answered:
+            leader_id, leader_epoch, _ = leader_of(resp)
+            if self._observe_epoch(leader_epoch, leader_id, "", now_ms):
+                return
         st = self._leader()
-        if st is None or req.leader_epoch != st.epoch:
+        p = the_partition(req)
+        if st is None or p.leader_epoch != st.epoch:
             return
-        key = ReplicaKey(req.voter_id, req.voter_directory_id)
+        key = ReplicaKey(req.voter_id, directory_id(p.voter_directory_id))
         if key not in st.unacked_begin_epoch:
             return
-        if isinstance(resp, BeginQuorumEpochResponse) and resp.error_code == 0:
+        if answered and error_of(resp) == 0:
             del st.unacked_begin_epoch[key]
         else:  # rule 4: retry until the voter accepts
             st.unacked_begin_epoch[key] = now_ms + self._config.retry_backoff_ms
@@ -146,8 +156,8 @@ class Leadership(ReplicaBase):
 
     def _send_end_quorum_epoch(self, st: ResignedState, now_ms: int) -> None:
         for voter in sorted(st.unacked_voters):
-            self._send(voter.id, EndQuorumEpochRequest(
-                self._node_id, st.epoch, list(st.preferred_successors), self._config.cluster_id,
+            self._send(voter.id, end_quorum_epoch_request(
+                self._node_id, st.epoch, list(st.preferred_successors), self._wire_cluster_id,
                 voter.id, voter.directory_id))
         st.next_send_ms = now_ms + self._config.request_timeout_ms
 
@@ -155,46 +165,54 @@ class Leadership(ReplicaBase):
                                       resp: object | None, now_ms: int) -> None:
         if not isinstance(resp, EndQuorumEpochResponse):
             return
-        if self._observe_epoch(resp.leader_epoch, resp.leader_id, "", now_ms):
+        leader_id, leader_epoch, _ = leader_of(resp)
+        if self._observe_epoch(leader_epoch, leader_id, "", now_ms):
             return
         st = self._state
-        if isinstance(st, ResignedState) and resp.error_code == 0 and req.leader_epoch == st.epoch:
+        if isinstance(st, ResignedState) and error_of(resp) == 0 and (
+                the_partition(req).leader_epoch == st.epoch):
             st.unacked_voters = {k for k in st.unacked_voters if k.id != dest_node_id}
 
-    # -- on a voter ----------------------------------------------------------------------------
+    # -- on a voter ---------------------------------------------------------------------------
     def _handle_begin_quorum_epoch(self, req: BeginQuorumEpochRequest, now_ms: int
                                    ) -> BeginQuorumEpochResponse:
-        if req.leader_epoch < self.epoch:
-            code, message = self._fenced()
-            return BeginQuorumEpochResponse(code, message, self._leader_id_or_none(), self.epoch)
-        if not self._key_matches(req.voter_id, req.voter_directory_id):
-            return BeginQuorumEpochResponse(
-                Errors.INVALID_VOTER_KEY,
-                f"BeginQuorumEpoch for {req.voter_id} reached {self._key}",
-                self._leader_id_or_none(), self.epoch)
-        if req.leader_epoch == self.epoch and self.leader_id == self._node_id:
-            return BeginQuorumEpochResponse(Errors.INVALID_REQUEST,
-                                            f"{self._node_id} leads epoch {self.epoch}",
-                                            self._node_id, self.epoch)
-        self._observe_epoch(req.leader_epoch, req.leader_id, req.leader_endpoint, now_ms,
-                            from_leader=True)
-        return BeginQuorumEpochResponse(leader_id=req.leader_id, leader_epoch=self.epoch)
+        p = the_partition(req)
+        leader_id, leader_epoch = int(p.leader_id), int(p.leader_epoch)
+        if leader_epoch < self.epoch:
+            code, _message = self._fenced()
+            return begin_quorum_epoch_response(code, self._leader_id_or_none(), self.epoch)
+        if not self._key_matches(req.voter_id, directory_id(p.voter_directory_id)):
+            return begin_quorum_epoch_response(Errors.INVALID_VOTER_KEY,
+                                               self._leader_id_or_none(), self.epoch)
+        if leader_epoch == self.epoch and self.leader_id == self._node_id:
+            # Another leader of our own epoch: rule 1 says there is none.
+            return begin_quorum_epoch_response(Errors.INVALID_REQUEST, self._node_id,
+                                               self.epoch)
+        leader_endpoint = next((endpoint(e.host, int(e.port)) for e in req.leader_endpoints), "")
+        self._observe_epoch(leader_epoch, leader_id, leader_endpoint, now_ms, from_leader=True)
+        return begin_quorum_epoch_response(leader_id=leader_id, leader_epoch=self.epoch)
 
     def _handle_end_quorum_epoch(self, req: EndQuorumEpochRequest, now_ms: int
                                  ) -> EndQuorumEpochResponse:
-        if req.leader_epoch < self.epoch:
-            code, message = self._fenced()
-            return EndQuorumEpochResponse(code, message, self._leader_id_or_none(), self.epoch)
-        if req.voter_id >= 0 and not self._key_matches(req.voter_id, req.voter_directory_id):
-            return EndQuorumEpochResponse(
-                Errors.INVALID_VOTER_KEY, f"EndQuorumEpoch for {req.voter_id} reached {self._key}",
-                self._leader_id_or_none(), self.epoch)
-        if req.leader_epoch > self.epoch:
-            self._become_unattached(req.leader_epoch, now_ms)
+        p = the_partition(req)
+        leader_id, leader_epoch = int(p.leader_id), int(p.leader_epoch)
+        if leader_epoch < self.epoch:
+            code, _message = self._fenced()
+            return end_quorum_epoch_response(code, self._leader_id_or_none(), self.epoch)
+        # Kafka's names no receiver: we find our own key among the preferred candidates, and
+        # check it (rule 4) only there, as Kafka's handleEndQuorumEpochRequest does.
+        successors = [int(c.candidate_id) for c in p.preferred_candidates]
+        mine = next((c for c in p.preferred_candidates if int(c.candidate_id) == self._node_id),
+                    None)
+        if mine is not None and not self._key_matches(
+                self._node_id, directory_id(mine.candidate_directory_id)):
+            return end_quorum_epoch_response(Errors.INVALID_VOTER_KEY,
+                                             self._leader_id_or_none(), self.epoch)
+        if leader_epoch > self.epoch:
+            self._become_unattached(leader_epoch, now_ms)
 
         def delay_ms() -> int:
             # The leader is leaving: the most caught-up successor runs first.
-            successors = req.preferred_successors
             if self._node_id in successors:
                 step_ms = self._config.election_backoff_max_ms // max(1, len(successors))
                 return (successors.index(self._node_id) * step_ms
@@ -202,5 +220,5 @@ class Leadership(ReplicaBase):
             return self._config.election_backoff_max_ms + int(
                 self._random() * self._config.election_timeout_ms)
 
-        self._state.stand_by_for_successor(req.leader_id, now_ms, delay_ms)
-        return EndQuorumEpochResponse(leader_id=-1, leader_epoch=self.epoch)
+        self._state.stand_by_for_successor(leader_id, now_ms, delay_ms)
+        return end_quorum_epoch_response(leader_id=-1, leader_epoch=self.epoch)

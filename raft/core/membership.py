@@ -16,15 +16,19 @@ from raft.core.messages import (
     RemoveRaftVoterResponse,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
+    add_raft_voter_response,
+    error_of,
+    leader_of,
+    remove_raft_voter_response,
+    update_raft_voter_response,
 )
 from raft.core.quorum_state import FollowerState
 from raft.core.voter_set import VoterSet
 
 
 class Membership(Leadership):
-    def _not_leader(self) -> tuple[int, str, int, int, str]:
-        return (Errors.NOT_LEADER_OR_FOLLOWER, f"{self._node_id} does not lead epoch {self.epoch}",
-                self._leader_id_or_none(), self.epoch, self.leader_endpoint or "")
+    def _not_leader(self) -> tuple[int, str]:
+        return Errors.NOT_LEADER_OR_FOLLOWER, f"{self._node_id} does not lead epoch {self.epoch}"
 
     def _leader_view(self, st: LeaderState) -> voter_changes.LeaderView:
         return voter_changes.LeaderView(
@@ -40,40 +44,38 @@ class Membership(Leadership):
     def _handle_add_voter(self, req: AddRaftVoterRequest, now_ms: int) -> AddRaftVoterResponse:
         st = self._leader()
         if st is None:
-            return AddRaftVoterResponse(*self._not_leader())
+            return add_raft_voter_response(*self._not_leader())
         change = voter_changes.add_voter(self._leader_view(st), req,
                                          self._config.add_voter_max_lag_records,
                                          now_ms - self._config.fetch_timeout_ms)
         self._apply_voter_change(st, change, now_ms)
-        return AddRaftVoterResponse(int(change.error), change.message, self._node_id, st.epoch,
-                                    self._endpoint)
+        return add_raft_voter_response(int(change.error), change.message)
 
     def _handle_remove_voter(self, req: RemoveRaftVoterRequest, now_ms: int
                              ) -> RemoveRaftVoterResponse:
         st = self._leader()
         if st is None:
-            return RemoveRaftVoterResponse(*self._not_leader())
+            return remove_raft_voter_response(*self._not_leader())
         change = voter_changes.remove_voter(self._leader_view(st), req)
         self._apply_voter_change(st, change, now_ms)
-        return RemoveRaftVoterResponse(int(change.error), change.message, self._node_id, st.epoch,
-                                       self._endpoint)
+        return remove_raft_voter_response(int(change.error), change.message)
 
     def _handle_update_voter(self, req: UpdateRaftVoterRequest, now_ms: int
                              ) -> UpdateRaftVoterResponse:
         """KIP-853 as Kafka's UpdateVoterHandler (voter_changes.update_voter); the answer does
         not wait for the commit, as in Kafka."""
-        error = self._leader_only_error(req.current_leader_epoch)
+        error = self._leader_only_error(int(req.current_leader_epoch))
         st = self._leader()
         if error is not None or st is None:
-            code, message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
-            return UpdateRaftVoterResponse(code, message, self._leader_id_or_none(), self.epoch,
-                                           self.leader_endpoint or "")
+            code, _message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
+            return update_raft_voter_response(code, self._leader_id_or_none(), self.epoch,
+                                              self.leader_endpoint or "")
         change = voter_changes.update_voter(self._leader_view(st), req)
         if change.new_voters is not None:
             # Unlike add/remove, the answer names no offset to wait for (Kafka's).
             self._append_voters(st, change.new_voters, now_ms)
-        return UpdateRaftVoterResponse(int(change.error), change.message, self._node_id, st.epoch,
-                                       self._endpoint)
+        return update_raft_voter_response(int(change.error), self._node_id, st.epoch,
+                                          self._endpoint)
 
     def _append_voters(self, st: LeaderState, new: VoterSet, now_ms: int) -> int:
         """Append the full new set; rule 5: in force at once, on the leader as everywhere."""
@@ -98,7 +100,7 @@ class Membership(Leadership):
             return
         request = voter_changes.update_voter_request(
             self.voters, self._key, self._config.default_listener_name, self._endpoint,
-            st.epoch, self._config.cluster_id)
+            st.epoch, self._wire_cluster_id)
         if request is None:
             st.updated_leader = True
             return
@@ -109,8 +111,9 @@ class Membership(Leadership):
                                   now_ms: int) -> None:
         if not isinstance(resp, UpdateRaftVoterResponse):
             return  # lost: the next fetch after next_update_voter_ms sends it again
-        if resp.error_code != 0:
-            self._observe_epoch(resp.leader_epoch, resp.leader_id, resp.leader_endpoint, now_ms)
+        if error_of(resp) != 0:
+            leader_id, leader_epoch, leader_endpoint = leader_of(resp)
+            self._observe_epoch(leader_epoch, leader_id, leader_endpoint, now_ms)
             return
         st = self._follower()
         if st is not None and st.epoch == req.current_leader_epoch:

@@ -21,23 +21,17 @@ from raft.core.leadership import Leadership
 from raft.core.membership import Membership
 from raft.core.messages import (
     AddRaftVoterRequest,
-    AddRaftVoterResponse,
+    AddRaftVoterRequestV0,
     BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
     DescribeQuorumRequest,
-    DescribeQuorumResponse,
     EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
     FetchRequest,
-    FetchResponse,
     FetchSnapshotRequest,
-    FetchSnapshotResponse,
     RemoveRaftVoterRequest,
-    RemoveRaftVoterResponse,
     UpdateRaftVoterRequest,
-    UpdateRaftVoterResponse,
     VoteRequest,
-    VoteResponse,
+    error_response,
+    invalid_partition,
 )
 from raft.core.quorum_state import (
     NO_DEADLINE_MS,
@@ -68,19 +62,18 @@ class RaftReplica(Replication):
         LeaderState: Leadership._tick_leader,
         ResignedState: Election._tick_resigned,
     }
-    # A request goes to its handler, with the response it is answered with on an early error.
-    _REQUESTS: ClassVar[dict[type, tuple[_Step, type]]] = {
-        VoteRequest: (Election._handle_vote, VoteResponse),
-        BeginQuorumEpochRequest: (Leadership._handle_begin_quorum_epoch,
-                                  BeginQuorumEpochResponse),
-        EndQuorumEpochRequest: (Leadership._handle_end_quorum_epoch, EndQuorumEpochResponse),
-        FetchRequest: (Replication._handle_fetch, FetchResponse),
-        FetchSnapshotRequest: (Replication._handle_fetch_snapshot, FetchSnapshotResponse),
-        DescribeQuorumRequest: (lambda replica, _request, now_ms: replica.describe_quorum(now_ms),
-                                DescribeQuorumResponse),
-        AddRaftVoterRequest: (Membership._handle_add_voter, AddRaftVoterResponse),
-        RemoveRaftVoterRequest: (Membership._handle_remove_voter, RemoveRaftVoterResponse),
-        UpdateRaftVoterRequest: (Membership._handle_update_voter, UpdateRaftVoterResponse),
+    # A request (Kafka's message, raft.core.messages) goes to its handler.
+    _REQUESTS: ClassVar[dict[type, _Step]] = {
+        VoteRequest: Election._handle_vote,
+        BeginQuorumEpochRequest: Leadership._handle_begin_quorum_epoch,
+        EndQuorumEpochRequest: Leadership._handle_end_quorum_epoch,
+        FetchRequest: Replication._handle_fetch,
+        FetchSnapshotRequest: Replication._handle_fetch_snapshot,
+        DescribeQuorumRequest: lambda replica, _request, now_ms: replica.describe_quorum(now_ms),
+        AddRaftVoterRequest: Membership._handle_add_voter,
+        AddRaftVoterRequestV0: Membership._handle_add_voter,
+        RemoveRaftVoterRequest: Membership._handle_remove_voter,
+        UpdateRaftVoterRequest: Membership._handle_update_voter,
     }
 
     def next_deadline_ms(self) -> int:
@@ -95,20 +88,22 @@ class RaftReplica(Replication):
 
     # -- inputs --------------------------------------------------------------------------------
     def handle_request(self, source_node_id: int, request: object, now_ms: int) -> RaftResult:
-        handler = self._REQUESTS.get(type(request))
-        if handler is None:
+        step = self._REQUESTS.get(type(request))
+        if step is None:
             raise TypeError(f"not a raft request: {type(request).__name__}")
-        step, response_type = handler
         before = self._begin(now_ms)
         cluster_id = getattr(request, "cluster_id", None)
+        invalid = invalid_partition(request)
+        if invalid is not None:
+            self._out.response = error_response(request, Errors.INVALID_REQUEST, invalid)
         # Kafka's hasValidClusterId: only a null id skips the check; an empty one is another
         # cluster's (INVARIANTS "Wire protocol": INCONSISTENT_CLUSTER_ID).
-        if (cluster_id is not None and self._config.cluster_id
+        elif (cluster_id is not None and self._config.cluster_id
                 and cluster_id != self._config.cluster_id):
-            self._out.response = response_type(
-                error_code=int(Errors.INCONSISTENT_CLUSTER_ID),
-                error_message=f'The given id "{cluster_id}" doesn\'t match the cluster id '
-                              f'"{self._config.cluster_id}"')
+            self._out.response = error_response(
+                request, Errors.INCONSISTENT_CLUSTER_ID,
+                f'The given id "{cluster_id}" doesn\'t match the cluster id '
+                f'"{self._config.cluster_id}"')
         else:
             self._out.response = step(self, request, now_ms)
         return self._finish(before, now_ms)

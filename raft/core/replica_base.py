@@ -248,6 +248,11 @@ class ReplicaBase:
         return list(keys)
 
     # -- plumbing ------------------------------------------------------------------------------
+    @property
+    def _wire_cluster_id(self) -> str | None:
+        """The cluster id our requests name (none configured: null, which is not checked)."""
+        return self._config.cluster_id or None
+
     def _persist(self, state: ElectionState) -> None:
         """Rule 1: the runtime writes this before sending anything in the same result."""
         if state.epoch < self._persisted.epoch:

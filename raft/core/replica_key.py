@@ -6,8 +6,10 @@ import base64
 import uuid
 from typing import NamedTuple
 
+from kafkawire import constants
+
 # Kafka's "no directory id" (Uuid.ZERO_UUID): an old voter or a replica that did not send one.
-ZERO_UUID = uuid.UUID(int=0)
+ZERO_UUID = constants.ZERO_UUID
 
 
 def uuid_to_str(value: uuid.UUID) -> str:

@@ -6,7 +6,7 @@ a follower (the fetch timeout)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
 from kafkawire.errors import Errors
 from raft.core.election import Election
@@ -15,6 +15,15 @@ from raft.core.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    answered_partition,
+    directory_id,
+    error_of,
+    fetch_request,
+    fetch_response,
+    fetch_snapshot_request,
+    fetch_snapshot_response,
+    leader_of,
+    the_partition,
 )
 from raft.core.quorum_state import FollowerState, UnattachedState
 from raft.core.voter_log import load_voter_history, scan_voters
@@ -40,63 +49,73 @@ class Replication(Election):
 
     # -- the leader's side ---------------------------------------------------------------------
     def _handle_fetch(self, req: FetchRequest, now_ms: int) -> FetchResponse:
-        error = self._leader_only_error(req.current_leader_epoch)
+        p = the_partition(req)
+        error = self._leader_only_error(int(p.current_leader_epoch))
         st = self._leader()
         if error is not None or st is None:
-            code, message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
-            return FetchResponse(code, message, self._leader_id_or_none(), self.epoch,
-                                 self.leader_endpoint or "")
+            code, _message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
+            return fetch_response(code, self._leader_id_or_none(), self.epoch,
+                                  self.leader_endpoint or "")
         log = self._log
-        base = FetchResponse(leader_id=self._node_id, leader_epoch=st.epoch,
-                             leader_endpoint=self._endpoint, log_start_offset=log.start_offset(),
-                             high_watermark=self._high_watermark)
+        replica_id = int(req.replica_state.replica_id)
+        replica_directory_id = directory_id(p.replica_directory_id)
+        fetch_offset, last_fetched_epoch = int(p.fetch_offset), int(p.last_fetched_epoch)
+        base: dict[str, Any] = dict(
+            leader_id=self._node_id, leader_epoch=st.epoch, leader_endpoint=self._endpoint,
+            log_start_offset=log.start_offset(), high_watermark=self._high_watermark)
         snapshot = log.latest_snapshot_id()
-        if req.fetch_offset < log.start_offset():
-            st.touch(req.replica_id, req.replica_directory_id, now_ms)
+        if fetch_offset < log.start_offset():
+            st.touch(replica_id, replica_directory_id, now_ms)
             if snapshot is None:
-                return replace(base, error_code=Errors.OFFSET_OUT_OF_RANGE,
-                               error_message="below the log start")
-            return replace(base, snapshot_end_offset=snapshot.end_offset,
-                           snapshot_epoch=snapshot.epoch)
-        end = log.end_offset_for_epoch(req.last_fetched_epoch)
-        if end.epoch != req.last_fetched_epoch or end.offset < req.fetch_offset:
+                return fetch_response(Errors.OFFSET_OUT_OF_RANGE, **base)
+            return fetch_response(snapshot_end_offset=snapshot.end_offset,
+                                  snapshot_epoch=snapshot.epoch, **base)
+        end = log.end_offset_for_epoch(last_fetched_epoch)
+        if end.epoch != last_fetched_epoch or end.offset < fetch_offset:
             # Rule 3: the follower's log diverges; it truncates and fetches again.
-            st.touch(req.replica_id, req.replica_directory_id, now_ms)
+            st.touch(replica_id, replica_directory_id, now_ms)
             below_start = end.offset <= log.start_offset()
             if snapshot is not None and snapshot.end_offset > 0 and below_start:
-                return replace(base, snapshot_end_offset=snapshot.end_offset,
-                               snapshot_epoch=snapshot.epoch)
-            return replace(base, diverging_epoch=end.epoch, diverging_end_offset=end.offset)
-        st.update_replica(req.replica_id, req.replica_directory_id, req.fetch_offset,
-                          log.end_offset(), now_ms, req.replica_endpoint)
+                return fetch_response(snapshot_end_offset=snapshot.end_offset,
+                                      snapshot_epoch=snapshot.epoch, **base)
+            return fetch_response(diverging_epoch=end.epoch, diverging_end_offset=end.offset,
+                                  **base)
+        # Kafka's Fetch names no endpoint: a node id the voter set knows listens there (a
+        # replacement disk of a voter, seed 003); any other observer (a broker) has none.
+        replica_endpoint = (self.voters.endpoint(replica_id) or "") if replica_id >= 0 else ""
+        st.update_replica(replica_id, replica_directory_id, fetch_offset, log.end_offset(),
+                          now_ms, replica_endpoint)
         st.update_local(log.flushed_offset(), now_ms)
         self._maybe_advance_high_watermark(st)
-        records = log.read(req.fetch_offset, req.max_bytes)
-        return replace(base, high_watermark=self._high_watermark, records=records)
+        records = log.read(fetch_offset, min(int(req.max_bytes), int(p.partition_max_bytes)))
+        base["high_watermark"] = self._high_watermark
+        return fetch_response(records=records, **base)
 
     def _handle_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int
                                ) -> FetchSnapshotResponse:
-        error = self._leader_only_error(req.current_leader_epoch)
+        p = the_partition(req)
+        error = self._leader_only_error(int(p.current_leader_epoch))
         st = self._leader()
         if error is not None or st is None:
-            code, message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
-            return FetchSnapshotResponse(code, message, self._leader_id_or_none(), self.epoch,
-                                         self.leader_endpoint or "")
-        snapshot_id = SnapshotId(req.snapshot_end_offset, req.snapshot_epoch)
-        base = FetchSnapshotResponse(
+            code, _message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
+            return fetch_snapshot_response(code, self._leader_id_or_none(), self.epoch,
+                                           self.leader_endpoint or "")
+        snapshot_id = SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
+        position = int(p.position)
+        base: dict[str, Any] = dict(
             leader_id=self._node_id, leader_epoch=st.epoch, leader_endpoint=self._endpoint,
             snapshot_end_offset=snapshot_id.end_offset, snapshot_epoch=snapshot_id.epoch)
         try:
-            chunk, size = self._log.read_snapshot(snapshot_id, max(0, req.position),
-                                                  req.max_bytes)
+            chunk, size = self._log.read_snapshot(snapshot_id, max(0, position),
+                                                  int(req.max_bytes))
         except KeyError:
-            return replace(base, error_code=Errors.SNAPSHOT_NOT_FOUND,
-                           error_message=f"no snapshot {snapshot_id}")
-        if req.position < 0 or req.position > size:
-            return replace(base, error_code=Errors.POSITION_OUT_OF_RANGE,
-                           error_message=f"position {req.position} outside 0..{size}")
-        st.touch(req.replica_id, req.replica_directory_id, now_ms)  # alive for check-quorum
-        return replace(base, size=size, position=req.position, unaligned_records=chunk)
+            return fetch_snapshot_response(Errors.SNAPSHOT_NOT_FOUND, **base)
+        if position < 0 or position > size:
+            return fetch_snapshot_response(Errors.POSITION_OUT_OF_RANGE, **base)
+        # alive for check-quorum
+        st.touch(int(req.replica_id), directory_id(p.replica_directory_id), now_ms)
+        return fetch_snapshot_response(size=size, position=position, unaligned_records=chunk,
+                                       **base)
 
     def _fetch_backoff(self, now_ms: int) -> None:
         self._next_fetch_ms = now_ms + self._config.retry_backoff_ms
@@ -104,48 +123,48 @@ class Replication(Election):
 
     def _on_fetch_response(self, req: FetchRequest, resp: object | None, now_ms: int) -> None:
         if req is not self._inflight_fetch:
-            if isinstance(resp, FetchResponse) and resp.error_code != 0:
-                self._observe_epoch(resp.leader_epoch, resp.leader_id, resp.leader_endpoint,
-                                    now_ms)
+            if isinstance(resp, FetchResponse) and error_of(resp) != 0:
+                self._observe_leader_of(resp, now_ms)
             return  # a duplicate, or an answer to a fetch from before a leader change
         self._inflight_fetch = None
         if not isinstance(resp, FetchResponse):
             self._fetch_backoff(now_ms)
             return
-        if resp.error_code != 0:
-            if not self._observe_epoch(resp.leader_epoch, resp.leader_id, resp.leader_endpoint,
-                                       now_ms):
+        if error_of(resp) != 0:
+            if not self._observe_leader_of(resp, now_ms):
                 self._fetch_backoff(now_ms)
             return
-        if self._observe_epoch(resp.leader_epoch, resp.leader_id, resp.leader_endpoint, now_ms):
+        if self._observe_leader_of(resp, now_ms):
             return
         st = self._follower()
-        if st is None or (st.epoch, st.leader_id) != (resp.leader_epoch, resp.leader_id):
+        answer = answered_partition(resp)
+        if st is None or answer is None or not self._from_my_leader(st, resp):
             return
         st.last_fetch_success_ms = now_ms
         st.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
         st.leader_lost = False
         self._maybe_update_voter(st, now_ms)
         log = self._log
-        if resp.diverging_end_offset >= 0:
-            self._truncate_to_diverging(OffsetAndEpoch(resp.diverging_end_offset,
-                                                       resp.diverging_epoch))
-        elif resp.snapshot_end_offset >= 0:
-            snapshot_id = SnapshotId(resp.snapshot_end_offset, resp.snapshot_epoch)
+        diverging, snapshot, records = answer.diverging_epoch, answer.snapshot_id, answer.records
+        if diverging.end_offset >= 0:
+            self._truncate_to_diverging(OffsetAndEpoch(int(diverging.end_offset),
+                                                       int(diverging.epoch)))
+        elif snapshot.end_offset >= 0:
+            snapshot_id = SnapshotId(int(snapshot.end_offset), int(snapshot.epoch))
             self._snapshot_download = (snapshot_id, bytearray())
             self._send_fetch_snapshot(st, now_ms)
-        elif resp.records:
-            if req.fetch_offset != log.end_offset():
+        elif records:
+            if the_partition(req).fetch_offset != log.end_offset():
                 return
-            raw = self._records_from(resp.records, log.end_offset())
+            raw = self._records_from(bytes(records), log.end_offset())
             if raw:
                 log.append_as_follower(raw)
                 scan_voters(raw, self._history, 0)
                 self._awaiting_flush = True  # report the new offset only once durable (rule 2)
                 self._out.flush = True
-            self._update_follower_high_watermark(resp.high_watermark)
+            self._update_follower_high_watermark(int(answer.high_watermark))
         else:
-            self._update_follower_high_watermark(resp.high_watermark)
+            self._update_follower_high_watermark(int(answer.high_watermark))
 
     @staticmethod
     def _records_from(raw: bytes, offset: int) -> bytes:
@@ -180,11 +199,9 @@ class Replication(Election):
     def _send_fetch_snapshot(self, st: FollowerState, now_ms: int) -> None:
         assert self._snapshot_download is not None
         snapshot_id, data = self._snapshot_download
-        req = FetchSnapshotRequest(
-            replica_id=self._node_id, current_leader_epoch=st.epoch,
-            snapshot_end_offset=snapshot_id.end_offset, snapshot_epoch=snapshot_id.epoch,
-            position=len(data), max_bytes=self._config.fetch_snapshot_max_bytes,
-            replica_directory_id=self._directory_id, cluster_id=self._config.cluster_id)
+        req = fetch_snapshot_request(
+            self._node_id, st.epoch, snapshot_id.end_offset, snapshot_id.epoch, len(data),
+            self._config.fetch_snapshot_max_bytes, self._directory_id, self._wire_cluster_id)
         self._inflight_fetch = req
         self._inflight_sent_ms = now_ms
         self._send(st.leader_id, req)
@@ -197,38 +214,50 @@ class Replication(Election):
         if not isinstance(resp, FetchSnapshotResponse):
             self._fetch_backoff(now_ms)  # the download resumes at the same position
             return
-        if resp.error_code != 0:
+        if error_of(resp) != 0:
             self._snapshot_download = None
-            if not self._observe_epoch(resp.leader_epoch, resp.leader_id, resp.leader_endpoint,
-                                       now_ms):
+            if not self._observe_leader_of(resp, now_ms):
                 self._fetch_backoff(now_ms)
             return
         st = self._follower()
         download = self._snapshot_download
-        if (st is None or download is None
-                or (st.epoch, st.leader_id) != (resp.leader_epoch, resp.leader_id)):
+        answer = answered_partition(resp)
+        if (st is None or download is None or answer is None
+                or not self._from_my_leader(st, resp)):
             return
         snapshot_id, data = download
-        if (resp.snapshot_end_offset, resp.snapshot_epoch) != snapshot_id or (
-                resp.position != len(data)):
+        chunk = bytes(answer.unaligned_records or b"")
+        size = int(answer.size)
+        if (int(answer.snapshot_id.end_offset), int(answer.snapshot_id.epoch)) != snapshot_id or (
+                answer.position != len(data)):
             self._snapshot_download = None
             return
         st.last_fetch_success_ms = now_ms
         st.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
         st.leader_lost = False
         self._maybe_update_voter(st, now_ms)
-        data.extend(resp.unaligned_records)
-        if len(data) < resp.size and resp.unaligned_records:
+        data.extend(chunk)
+        if len(data) < size and chunk:
             self._send_fetch_snapshot(st, now_ms)
             return
         self._snapshot_download = None
-        if len(data) != resp.size:
+        if len(data) != size:
             return
         self._log.install_snapshot(snapshot_id, bytes(data))
         self._history = load_voter_history(self._log)
         self._high_watermark = max(self._high_watermark, snapshot_id.end_offset)
         self._awaiting_flush = True
         self._out.flush = True
+
+    def _observe_leader_of(self, resp: FetchResponse | FetchSnapshotResponse, now_ms: int
+                           ) -> bool:
+        leader = leader_of(resp)
+        return self._observe_epoch(leader.epoch, leader.id, leader.endpoint, now_ms)
+
+    @staticmethod
+    def _from_my_leader(st: FollowerState, resp: FetchResponse | FetchSnapshotResponse) -> bool:
+        leader = leader_of(resp)
+        return (st.epoch, st.leader_id) == (leader.epoch, leader.id)
 
     # -- fetching ------------------------------------------------------------------------------
     def _fetches_now(self) -> bool:
@@ -259,12 +288,10 @@ class Replication(Election):
         if st is not None and self._snapshot_download is not None:
             self._send_fetch_snapshot(st, now_ms)
             return
-        req = FetchRequest(
-            replica_id=self._node_id, replica_directory_id=self._directory_id,
-            fetch_offset=self._log.end_offset(), last_fetched_epoch=self._log.last_fetched_epoch(),
-            current_leader_epoch=self.epoch, max_wait_ms=self._config.fetch_max_wait_ms,
-            max_bytes=self._config.fetch_max_bytes, cluster_id=self._config.cluster_id,
-            replica_endpoint=self._endpoint)
+        req = fetch_request(
+            self._node_id, self._directory_id, self._log.end_offset(),
+            self._log.last_fetched_epoch(), self.epoch, self._config.fetch_max_wait_ms,
+            self._config.fetch_max_bytes, self._wire_cluster_id)
         self._inflight_fetch = req
         self._inflight_sent_ms = now_ms
         if st is not None:

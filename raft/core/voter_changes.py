@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 from kafkawire.errors import Errors
 from raft.core.leader_state import LeaderState
-from raft.core.messages import AddRaftVoterRequest, RemoveRaftVoterRequest, UpdateRaftVoterRequest
+from raft.core.messages import (
+    AddRaftVoterRequest,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
+    directory_id,
+    listeners_of,
+    update_raft_voter_request,
+)
 from raft.core.replica_key import ZERO_UUID, ReplicaKey
 from raft.core.voter_set import VoterSet, VoterSetHistory
 
@@ -58,13 +65,14 @@ def add_voter(view: LeaderView, req: AddRaftVoterRequest, max_lag_records: int,
     """Kafka's order (KafkaRaftClient.handleAddVoterRequest, then AddVoterHandler): a valid
     key, the quorum's listener among the given ones (INVALID_REQUEST before anything about
     the voter set), then wait (rule 5), duplicate, caught up."""
-    key = ReplicaKey(req.voter_id, req.voter_directory_id)
-    if req.voter_id < 0 or req.voter_directory_id == ZERO_UUID:
+    key = _key(req)
+    listeners = listeners_of(req)
+    if key.id < 0 or key.directory_id == ZERO_UUID:
         return VoterChange(Errors.INVALID_REQUEST, "a voter needs an id and a directory id (rule 4)")
-    if view.default_listener_name not in req.listeners:
+    if view.default_listener_name not in listeners:
         return VoterChange(
             Errors.INVALID_REQUEST,
-            f"Add voter request didn't include the endpoint ({dict(req.listeners)}) for the "
+            f"Add voter request didn't include the endpoint ({listeners}) for the "
             f"default listener {view.default_listener_name}")
     waiting = blocked(view)
     if waiting is not None:
@@ -78,7 +86,12 @@ def add_voter(view: LeaderView, req: AddRaftVoterRequest, max_lag_records: int,
             f"is at offset {p.log_end_offset}, last fetch at {p.last_fetch_ms} ms")
         return VoterChange(Errors.REQUEST_TIMED_OUT,
                            f"{key} {where}; the log end is {view.log_end_offset}: not caught up")
-    return VoterChange(new_voters=view.voters.with_voter(key, dict(req.listeners)))
+    return VoterChange(new_voters=view.voters.with_voter(key, listeners))
+
+
+def _key(req: AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
+         ) -> ReplicaKey:
+    return ReplicaKey(int(req.voter_id), directory_id(req.voter_directory_id))
 
 
 def _refuse_change_of(view: LeaderView, key: ReplicaKey) -> VoterChange | None:
@@ -92,7 +105,7 @@ def _refuse_change_of(view: LeaderView, key: ReplicaKey) -> VoterChange | None:
 
 
 def remove_voter(view: LeaderView, req: RemoveRaftVoterRequest) -> VoterChange:
-    key = ReplicaKey(req.voter_id, req.voter_directory_id)
+    key = _key(req)
     refused = _refuse_change_of(view, key)
     if refused is not None:
         return refused
@@ -108,28 +121,30 @@ def remove_voter(view: LeaderView, req: RemoveRaftVoterRequest) -> VoterChange:
 def update_voter(view: LeaderView, req: UpdateRaftVoterRequest) -> VoterChange:
     """A voter's listeners and kraft.version range replace its entry (Kafka's
     UpdateVoterHandler); unchanged listeners append nothing."""
-    key = ReplicaKey(req.voter_id, req.voter_directory_id)
+    key = _key(req)
     refused = _refuse_change_of(view, key)
     if refused is not None:
         return refused
-    if view.default_listener_name not in req.listeners:
+    listeners = listeners_of(req)
+    if view.default_listener_name not in listeners:
         return VoterChange(Errors.INVALID_REQUEST,
                            f"listeners must include {view.default_listener_name}")
-    if not req.min_kraft_version <= KRAFT_VERSION <= req.max_kraft_version:
+    feature = req.k_raft_version_feature
+    low, high = int(feature.min_supported_version), int(feature.max_supported_version)
+    if not low <= KRAFT_VERSION <= high:
         return VoterChange(Errors.INVALID_REQUEST,
-                           f"kraft.version {KRAFT_VERSION} is outside "
-                           f"{req.min_kraft_version}..{req.max_kraft_version}")
-    if dict(view.voters.voters[key]) == dict(req.listeners):
+                           f"kraft.version {KRAFT_VERSION} is outside {low}..{high}")
+    if dict(view.voters.voters[key]) == listeners:
         return VoterChange()
-    return VoterChange(new_voters=view.voters.with_voter(key, req.listeners))
+    return VoterChange(new_voters=view.voters.with_voter(key, listeners))
 
 
 def update_voter_request(voters: VoterSet, key: ReplicaKey, listener_name: str, endpoint: str,
-                         epoch: int, cluster_id: str) -> UpdateRaftVoterRequest | None:
+                         epoch: int, cluster_id: str | None) -> UpdateRaftVoterRequest | None:
     """The follower's side (Kafka's, once per leader): an UpdateRaftVoter when the voter set
     has other listeners for this voter than it has; None when they match."""
     mine: Mapping[str, str] = {listener_name: endpoint}
     if dict(voters.voters[key]) == dict(mine):
         return None
-    return UpdateRaftVoterRequest(epoch, key.id, key.directory_id, dict(mine), 0, KRAFT_VERSION,
-                                  cluster_id)
+    return update_raft_voter_request(epoch, key.id, key.directory_id, dict(mine), 0,
+                                     KRAFT_VERSION, cluster_id)

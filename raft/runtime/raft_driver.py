@@ -14,32 +14,35 @@ Fetch that has nothing new for up to its max wait, so followers learn of appends
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
 from raft.core.messages import (
+    DEFAULT_VOTER_CHANGE_TIMEOUT_MS,
     AddRaftVoterRequest,
+    AddRaftVoterRequestV0,
     FetchRequest,
     FetchResponse,
     RemoveRaftVoterRequest,
+    answered_partition,
+    error_of,
+    error_response,
+    to_ms,
 )
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftReplica, RaftResult
-from raft.runtime.kafka_raft_apis import (
-    DEFAULT_LISTENER,
-    request_to_kafka,
-    response_from_kafka,
-)
 from raft.runtime.parked_fetches import ParkedFetches, park
 from raft.runtime.quorum_state_file import ElectionStateFile
 from storage.core.record_batch import RecordBatch, iter_batches
 from storage.runtime.disk_log import DiskLog
 
 log = logging.getLogger("minikraft.raft")
+_NO_WAIT = datetime.timedelta(0)
 
 MAX_APPEND_BATCH_RECORDS = 4096
 # Loop iterations a woken parked fetch needs to re-read the log and write its response.
@@ -95,10 +98,8 @@ class RaftDriver:
         request_timeout_ms: int = 2000,
         on_error: Callable[[BaseException], Awaitable[None]] | None = None,
         fsync: bool = True,
-        listener_name: str = DEFAULT_LISTENER,
     ) -> None:
         self.replica = replica
-        self.listener_name = listener_name  # names the leader's endpoint in BeginQuorumEpoch
         # minikraft.raft.fsync: false only to pair with peers that do not fsync (BENCHMARKS.md).
         self.fsync = fsync
         self.log = log_
@@ -174,7 +175,9 @@ class RaftDriver:
     # -- inputs ---------------------------------------------------------------------------------
 
     async def handle_request(self, source_node_id: int, request: Any) -> Any:
-        if isinstance(request, (AddRaftVoterRequest, RemoveRaftVoterRequest)):
+        """A raft request (Kafka's message, as decoded) from a node id; the core's answer."""
+        if isinstance(request, (AddRaftVoterRequest, AddRaftVoterRequestV0,
+                                RemoveRaftVoterRequest)):
             return await self._handle_voter_change(source_node_id, request)
         result = self.replica.handle_request(source_node_id, request, now_ms())
         self._apply(result)
@@ -186,13 +189,13 @@ class RaftDriver:
             isinstance(request, FetchRequest)
             and self._is_empty_fetch(request, response)
             and not (
-                observer and response.high_watermark > self._hwm_answered.get(source_node_id, -1)
+                observer and _high_watermark(response) > self._hwm_answered.get(source_node_id, -1)
             )
         ):
             # Long poll (Kafka's fetch max wait): answer as soon as there are new records or the
             # high watermark moved, so followers learn of appends and commits at once.
-            parked_hwm = response.high_watermark
-            deadline = time.monotonic() + min(request.max_wait_ms, 5000) / 1000
+            parked_hwm = _high_watermark(response)
+            deadline = time.monotonic() + min(to_ms(request.max_wait), 5000) / 1000
             while self._running and time.monotonic() < deadline:
                 if not await park((self._parked,), deadline - time.monotonic()):
                     break
@@ -201,38 +204,44 @@ class RaftDriver:
                 response = result.response
                 if (
                     not self._is_empty_fetch(request, response)
-                    or response.high_watermark != parked_hwm
+                    or _high_watermark(response) != parked_hwm
                 ):
                     break
         if observer and isinstance(response, FetchResponse):
-            self._hwm_answered[source_node_id] = response.high_watermark
+            self._hwm_answered[source_node_id] = _high_watermark(response)
         return response
 
     async def _handle_voter_change(
-        self, source_node_id: int, request: AddRaftVoterRequest | RemoveRaftVoterRequest
+        self,
+        source_node_id: int,
+        request: AddRaftVoterRequest | AddRaftVoterRequestV0 | RemoveRaftVoterRequest,
     ) -> Any:
         """Rule 5: the core answers REQUEST_TIMED_OUT while it must wait (a pending change, no
         commit yet in the epoch, a new voter still catching up); ask again until the request's
-        timeout, then wait for the VotersRecord to commit (unless AckWhenCommitted is false)."""
-        timeout_ms = request.timeout_ms if request.timeout_ms > 0 else self.request_timeout_ms
+        timeout, then wait for the VotersRecord to commit (unless AckWhenCommitted is false).
+        Kafka's RemoveRaftVoter has no timeout: it waits up to DEFAULT_VOTER_CHANGE_TIMEOUT_MS."""
+        asked_ms = (
+            to_ms(request.timeout)
+            if not isinstance(request, RemoveRaftVoterRequest)
+            else DEFAULT_VOTER_CHANGE_TIMEOUT_MS
+        )
+        timeout_ms = asked_ms if asked_ms > 0 else self.request_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             result = self.replica.handle_request(source_node_id, request, now_ms())
             self._apply(result)
             response: Any = result.response
             remaining_s = deadline - time.monotonic()
-            if response.error_code != Errors.REQUEST_TIMED_OUT or remaining_s <= 0:
+            if int(response.error_code) != Errors.REQUEST_TIMED_OUT or remaining_s <= 0:
                 break
             if not self._running:
-                return replace(
-                    response,
-                    error_code=int(Errors.NOT_LEADER_OR_FOLLOWER),
-                    error_message="raft is shutting down",
+                return error_response(
+                    request, Errors.NOT_LEADER_OR_FOLLOWER, "raft is shutting down"
                 )
             await asyncio.sleep(min(_VOTER_CHANGE_POLL_S, remaining_s))
-        if response.error_code != 0 or result.voters_record_offset < 0:
+        if int(response.error_code) != 0 or result.voters_record_offset < 0:
             return response
-        if isinstance(request, AddRaftVoterRequest) and not request.ack_when_committed:
+        if not getattr(request, "ack_when_committed", True):
             # AddRaftVoter v1 with AckWhenCommitted=false (KIP-1186): answered once the new
             # voter set is appended, in force at once (rule 5), not waiting for its commit.
             return response
@@ -245,13 +254,8 @@ class RaftDriver:
                 if exc.error == Errors.REQUEST_TIMED_OUT
                 else Errors.NOT_LEADER_OR_FOLLOWER
             )
-            return replace(
-                response,
-                error_code=int(error),
-                error_message=f"voters record at {result.voters_record_offset}: {exc.message}",
-                leader_id=-1 if self.replica.leader_id is None else self.replica.leader_id,
-                leader_epoch=self.replica.epoch,
-                leader_endpoint=self.replica.leader_endpoint or "",
+            return error_response(
+                request, error, f"voters record at {result.voters_record_offset}: {exc.message}"
             )
         log.info(
             "Voter change committed at offset %s: voters are %s",
@@ -261,14 +265,19 @@ class RaftDriver:
         return response
 
     def _is_empty_fetch(self, request: FetchRequest, response: Any) -> bool:
-        return (
+        if not (
             self.replica.role == "Leader"
-            and request.max_wait_ms > 0
+            and request.max_wait > _NO_WAIT
             and isinstance(response, FetchResponse)
-            and response.error_code == 0
-            and not response.records
-            and response.diverging_epoch < 0
-            and response.snapshot_end_offset < 0
+            and error_of(response) == 0
+        ):
+            return False
+        answer = answered_partition(response)
+        return (
+            answer is not None
+            and not answer.records
+            and answer.diverging_epoch.epoch < 0
+            and answer.snapshot_id.end_offset < 0
         )
 
     async def append(self, records: Sequence[bytes], *, atomic: bool = True) -> int:
@@ -382,17 +391,16 @@ class RaftDriver:
         response = None
         if address is not None:
             timeout_ms = self.request_timeout_ms
-            max_wait_ms = getattr(outbound.request, "max_wait_ms", 0)
-            timeout_ms += max_wait_ms
+            if isinstance(outbound.request, FetchRequest):
+                timeout_ms += to_ms(outbound.request.max_wait)
             try:
-                # Kafka's wire protocol: the core's request as its kio entity, and back.
-                answer = await self.client.request(
+                # The core's request is Kafka's message: sent as it is, answered in kind.
+                response = await self.client.request(
                     address,
-                    request_to_kafka(outbound.request, self.listener_name),
+                    outbound.request,
                     timeout_ms=timeout_ms,
                     dest_node_id=outbound.dest_node_id,
                 )
-                response = response_from_kafka(outbound.request, answer)
             except KafkaError as exc:
                 log.debug("request to node %s failed: %s", outbound.dest_node_id, exc)
                 if (
@@ -532,3 +540,8 @@ class RaftDriver:
     @property
     def applied_offset(self) -> int:
         return self._applied_offset
+
+
+def _high_watermark(response: FetchResponse) -> int:
+    answer = answered_partition(response)
+    return -1 if answer is None else int(answer.high_watermark)

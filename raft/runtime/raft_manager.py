@@ -46,7 +46,8 @@ class RaftManager:
         )
         self.state_file = ElectionStateFile(self.partition_dir / QUORUM_STATE_FILE)
         rng = random.Random(seed)
-        # The listener a voter's endpoint is named for (VotersRecord, UpdateRaftVoter).
+        # The listener a voter's endpoint is named for (VotersRecord, UpdateRaftVoter,
+        # BeginQuorumEpoch's leader endpoint).
         listener_name = (config.get("controller.listener.names") or "CONTROLLER").split(",")[0]
         listener_name = listener_name.strip()
         # Kafka's wire protocol to the other replicas, with its own connections (as Kafka's
@@ -88,7 +89,6 @@ class RaftManager:
             listener=listener,
             request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
             fsync=config.get("minikraft.raft.fsync", "true") != "false",
-            listener_name=listener_name,
         )
 
     @property

@@ -77,7 +77,7 @@ def voters(s: QuorumStatus) -> list[int]:
 
 
 def observers(s: QuorumStatus) -> list[int]:
-    return [o.replica_id for o in s.response.observers]
+    return [o.replica_id for o in s.observers]
 
 
 def shape(s: QuorumStatus) -> str:

@@ -24,8 +24,7 @@ from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
 from kafkawire.messages import decode_response, encode_request
-from raft.core.messages import VoteRequest
-from raft.runtime.kafka_raft_apis import request_to_kafka, response_from_kafka
+from raft.core.messages import error_of, vote_request
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from tests.integration.conftest import minikraft, quorum, wait_for
 
@@ -142,17 +141,15 @@ def test_truncated_body_closes_that_connection_and_changes_nothing(cluster3: Loc
 
 
 def _vote(epoch: int, cluster_id: str) -> Any:
-    return request_to_kafka(
-        VoteRequest(
-            candidate_epoch=epoch,
-            candidate_id=9,
-            candidate_directory_id=uuid.uuid4(),
-            voter_id=1,
-            voter_directory_id=uuid.UUID(int=0),
-            last_offset_epoch=epoch,
-            last_offset=10**9,
-            cluster_id=cluster_id,
-        )
+    return vote_request(
+        replica_epoch=epoch,
+        replica_id=9,
+        replica_directory_id=uuid.uuid4(),
+        voter_id=1,
+        voter_directory_id=uuid.UUID(int=0),
+        last_offset_epoch=epoch,
+        last_offset=10**9,
+        cluster_id=cluster_id or None,
     )
 
 
@@ -162,10 +159,10 @@ def test_foreign_cluster_id_is_refused_and_changes_nothing(cluster3: LocalCluste
     async def vote() -> int:
         # A foreign cluster's candidate on Kafka's protocol (Vote v2 with its ClusterId).
         client = KafkaClient("node-9")
-        request = VoteRequest(
-            candidate_epoch=before.leader_epoch + 100,
-            candidate_id=9,
-            candidate_directory_id=uuid.uuid4(),
+        request = vote_request(
+            replica_epoch=before.leader_epoch + 100,
+            replica_id=9,
+            replica_directory_id=uuid.uuid4(),
             voter_id=1,
             voter_directory_id=uuid.UUID(int=0),
             last_offset_epoch=before.leader_epoch + 100,
@@ -174,9 +171,9 @@ def test_foreign_cluster_id_is_refused_and_changes_nothing(cluster3: LocalCluste
         )
         try:
             answer = await client.request(
-                cluster3.controllers[0].address, request_to_kafka(request), timeout_ms=3000
+                cluster3.controllers[0].address, request, timeout_ms=3000
             )
-            return int(response_from_kafka(request, answer).error_code)
+            return error_of(answer)
         finally:
             await client.close()
 
@@ -242,7 +239,7 @@ def _crc_covered_byte_near_middle(data: bytearray) -> int:
 
 
 def test_corrupt_segment_byte_truncates_at_the_batch_and_rejoins(cluster3: LocalCluster) -> None:
-    status = wait_for(lambda s: s.response.high_watermark > 10, cluster3, 10)
+    status = wait_for(lambda s: s.high_watermark > 10, cluster3, 10)
     follower = next(c for c in cluster3.controllers if c.node_id != status.leader_id)
     cluster3.kill(follower, signal.SIGKILL)
     directory = Path(follower.dir) / "metadata" / METADATA_PARTITION_DIR

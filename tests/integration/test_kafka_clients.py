@@ -39,7 +39,6 @@ from kafkawire.errors import Errors
 from kafkawire.framing import frame
 from kafkawire.messages import decode_response, encode_request
 from raft.core import messages as rm
-from raft.runtime.kafka_raft_apis import request_to_kafka
 from tests.integration.conftest import minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -313,14 +312,14 @@ def test_an_empty_cluster_id_is_another_clusters_on_the_raft_apis(up: Up) -> Non
     requests are harmless otherwise: a stale Vote, an observer's Fetch, unknown voters."""
     directory = uuid.UUID(int=77)
     requests = [
-        (ApiKey.VOTE, rm.VoteRequest(0, 99, directory, 1, directory, 0, 0)),
-        (ApiKey.FETCH, rm.FetchRequest(-1, directory, 0, 0, 0, max_wait_ms=0)),
-        (ApiKey.ADD_RAFT_VOTER, rm.AddRaftVoterRequest(99, directory, {}, 1000)),
-        (ApiKey.REMOVE_RAFT_VOTER, rm.RemoveRaftVoterRequest(99, directory)),
+        (ApiKey.VOTE, rm.vote_request(0, 99, directory, 1, directory, 0, 0)),
+        (ApiKey.FETCH, rm.fetch_request(-1, directory, 0, 0, 0, max_wait_ms=0)),
+        (ApiKey.ADD_RAFT_VOTER, rm.add_raft_voter_request(99, directory, {}, 1000)),
+        (ApiKey.REMOVE_RAFT_VOTER, rm.remove_raft_voter_request(99, directory)),
     ]
     address = up.cluster.controllers[0].address
-    for api_key, core in requests:
-        body = dataclasses.replace(request_to_kafka(core), cluster_id="")
+    for api_key, request in requests:
+        body = dataclasses.replace(request, cluster_id="")
         with _connect(address) as sock:
             sock.sendall(encode_request(body, 11, "cluster-id-probe"))
             payload = _read_frame(sock)
@@ -328,7 +327,7 @@ def test_an_empty_cluster_id_is_another_clusters_on_the_raft_apis(up: Up) -> Non
         _, answer = decode_response(payload, int(api_key), int(body.__version__))
         assert int(answer.error_code) == Errors.INCONSISTENT_CLUSTER_ID, api_key
     # A null id is not checked: the same RemoveRaftVoter reaches the voter set (not a voter).
-    body = request_to_kafka(rm.RemoveRaftVoterRequest(99, directory))
+    body = rm.remove_raft_voter_request(99, directory)
     assert body.cluster_id is None
     with _connect(address) as sock:
         sock.sendall(encode_request(body, 12, "cluster-id-probe"))

@@ -229,8 +229,8 @@ def test_metadata_quorum_describe_status_and_replication(up: Up) -> None:
               (line.split(":", 1) for line in described.splitlines() if ":" in line)}
     assert fields["ClusterId"] == up.cluster.cluster_id
     assert int(fields["LeaderId"]) == status.leader_id
-    assert int(fields["LeaderEpoch"]) >= status.response.leader_epoch
-    assert int(fields["HighWatermark"]) >= status.response.high_watermark
+    assert int(fields["LeaderEpoch"]) >= status.leader_epoch
+    assert int(fields["HighWatermark"]) >= status.high_watermark
     voters = json.loads(fields["CurrentVoters"])
     assert {(v["id"], v["directoryId"]) for v in voters} == {
         (c.node_id, uuid_to_str(directory_id(c))) for c in up.cluster.controllers}
@@ -469,8 +469,8 @@ def test_metadata_quorum_add_and_remove_controller_for_a_replaced_disk(up: Up) -
     cluster.start_node(spec)
     new_key, old_key = ReplicaKey(spec.node_id, new_dir), ReplicaKey(spec.node_id, old_dir)
     wait_for(lambda s: new_key in keys(s)[1] and next(
-        o.log_end_offset for o in s.response.observers if o.replica_directory_id == new_dir)
-        >= s.response.high_watermark - 1, cluster, WAIT_S)
+        o.log_end_offset for o in s.observers if o.replica_directory_id == new_dir)
+        >= s.high_watermark - 1, cluster, WAIT_S)
 
     # The new controller's own properties file: Kafka's tool reads node.id, the controller
     # listener and metadata.log.dir's meta.properties (its directory id) from it.

@@ -14,7 +14,7 @@ from cluster.cli.admin_client import change_voters, describe_quorum
 from cluster.launch.committed_prefix import committed_entries, compare_committed_prefixes
 from cluster.launch.local_cluster import free_ports
 from kafkawire.config import render_properties
-from raft.core.messages import AddRaftVoterRequest
+from raft.core.messages import add_raft_voter_request
 from raft.core.replica_key import ReplicaKey, uuid_to_str
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from tests.integration.conftest import quorum, start_cluster, wait_for
@@ -45,10 +45,10 @@ def test_observer_joins_is_added_then_another_voter_is_removed(tmp_path: Path) -
         # listeners from its config (KIP-853), as Kafka's tool does.
         assert [o["endpoints"] for o in data["current_observers"] if o["id"] == 4] == [{}]
         assert {"id": 4, "directory_id": uuid_to_str(dir4)} not in data["could_be_voters"]
-        hwm_before_add = status.response.high_watermark
+        hwm_before_add = status.high_watermark
         leader = cluster.node(str(status.leader_id)).address
-        wait_for(lambda s: next(o.log_end_offset for o in s.response.observers
-                                if o.replica_id == 4) >= s.response.high_watermark,
+        wait_for(lambda s: next(o.log_end_offset for o in s.observers
+                                if o.replica_id == 4) >= s.high_watermark,
                  cluster, WAIT_S)
 
         # AddRaftVoter v1 with AckWhenCommitted=false (KIP-1186) is answered once the new voter
@@ -60,7 +60,7 @@ def test_observer_joins_is_added_then_another_voter_is_removed(tmp_path: Path) -
             for spec in paused:
                 cluster.kill(spec, signal.SIGSTOP)
             started = time.monotonic()
-            response = asyncio.run(change_voters(leader, AddRaftVoterRequest(
+            response = asyncio.run(change_voters(leader, add_raft_voter_request(
                 4, dir4, {"CONTROLLER": spec4.address}, 10_000, ack_when_committed=False)))
             assert response.error_code == 0
             assert time.monotonic() - started < 5  # not the 10 s a commit wait would take
@@ -68,16 +68,16 @@ def test_observer_joins_is_added_then_another_voter_is_removed(tmp_path: Path) -
             assert key4 in keys(pending)[0] and len(pending.voters) == 4
             leader_end = next(v.log_end_offset for v in pending.voters
                               if v.replica_id == pending.leader_id)
-            assert pending.response.high_watermark < leader_end  # the new set is not committed
+            assert pending.high_watermark < leader_end  # the new set is not committed
         finally:
             for spec in paused:
                 cluster.kill(spec, signal.SIGCONT)
-        status = wait_for(lambda s: s.response.high_watermark > leader_end, cluster, WAIT_S)
+        status = wait_for(lambda s: s.high_watermark > leader_end, cluster, WAIT_S)
         assert key4 in keys(status)[0] and len(status.voters) == 4
         assert {"id": 4, "directory_id": uuid_to_str(dir4),
                 "endpoints": {"CONTROLLER": spec4.address}} in status.status_json(
             None)["current_voters"]
-        assert status.response.high_watermark > hwm_before_add
+        assert status.high_watermark > hwm_before_add
         again = quorum_cli(cluster, "add-controller", "--config", spec4.config)
         assert again.returncode == 1 and "DUPLICATE_VOTER" in again.stderr
 
@@ -100,9 +100,9 @@ def test_observer_joins_is_added_then_another_voter_is_removed(tmp_path: Path) -
                           "--replica-uuid", victim_dir)
         assert gone.returncode == 1 and "VOTER_NOT_FOUND" in gone.stderr
         # The quorum keeps committing NoOpRecords with the new set (rule 5).
-        hwm = status.response.high_watermark
-        later = wait_for(lambda s: s.response.high_watermark > hwm + 2, cluster, WAIT_S)
-        report = compare_committed_prefixes(cluster, later.response.high_watermark)
+        hwm = status.high_watermark
+        later = wait_for(lambda s: s.high_watermark > hwm + 2, cluster, WAIT_S)
+        report = compare_committed_prefixes(cluster, later.high_watermark)
         assert report.agree, report.mismatches
     finally:
         cluster.stop()
@@ -114,13 +114,13 @@ def test_disk_replacement_remove_old_key_then_add_new_key(tmp_path: Path) -> Non
     try:
         spec2 = cluster.node("controller-2")
         old_dir = directory_id(spec2)
-        before = wait_for(lambda s: s.response.high_watermark > 5, cluster, WAIT_S)
+        before = wait_for(lambda s: s.high_watermark > 5, cluster, WAIT_S)
         cluster.kill(spec2, signal.SIGKILL)
         after_kill = wait_for(
             lambda s: s.leader_id not in (None, 2)
-            and s.response.high_watermark > before.response.high_watermark + 2,
+            and s.high_watermark > before.high_watermark + 2,
             cluster, WAIT_S)
-        hwm = after_kill.response.high_watermark
+        hwm = after_kill.high_watermark
         survivors = [cluster.node("controller-1"), cluster.node("controller-3")]
 
         def committed_of_survivors() -> dict[str, dict[int, tuple[int, bytes]]]:
@@ -142,7 +142,7 @@ def test_disk_replacement_remove_old_key_then_add_new_key(tmp_path: Path) -> Non
         assert old_key in voters and new_key not in voters
         old_progress = next(v for v in status.voters if v.replica_directory_id == old_dir)
         observed = wait_for(lambda s: next(
-            o.log_end_offset for o in s.response.observers if o.replica_directory_id == new_dir
+            o.log_end_offset for o in s.observers if o.replica_directory_id == new_dir
         ) >= hwm, cluster, WAIT_S)
         assert next(v.log_end_offset for v in observed.voters
                     if v.replica_directory_id == old_dir) == old_progress.log_end_offset
@@ -164,10 +164,10 @@ def test_disk_replacement_remove_old_key_then_add_new_key(tmp_path: Path) -> Non
         # Rule 2: no committed record was lost or changed on the survivors, and the new disk
         # holds the same committed prefix.
         assert committed_of_survivors() == committed_before
-        grown = wait_for(lambda s: s.response.high_watermark > final.response.high_watermark + 2
+        grown = wait_for(lambda s: s.high_watermark > final.high_watermark + 2
                          and next(v.log_end_offset for v in s.voters if v.replica_id == 2)
-                         >= final.response.high_watermark, cluster, WAIT_S)
-        report = compare_committed_prefixes(cluster, grown.response.high_watermark)
+                         >= final.high_watermark, cluster, WAIT_S)
+        report = compare_committed_prefixes(cluster, grown.high_watermark)
         assert report.agree, report.mismatches
         assert report.entries_compared >= 2 * hwm
     finally:
@@ -181,7 +181,7 @@ def test_a_controller_restarted_on_a_new_port_updates_its_voter_endpoint(tmp_pat
     cluster = start_cluster(tmp_path / "c")
     try:
         spec2 = cluster.node("controller-2")
-        wait_for(lambda s: s.response.high_watermark > 3, cluster, WAIT_S)
+        wait_for(lambda s: s.high_watermark > 3, cluster, WAIT_S)
         cluster.kill(spec2, signal.SIGKILL)
         old_address = spec2.address
         (spec2.port,) = free_ports(1)
@@ -193,8 +193,8 @@ def test_a_controller_restarted_on_a_new_port_updates_its_voter_endpoint(tmp_pat
         assert len(status.voters) == 3 and directory_id(spec2) in {
             v.replica_directory_id for v in status.voters}
         # Rule 5: the change committed and node 2 keeps replicating at its new address.
-        hwm = status.response.high_watermark
-        wait_for(lambda s: s.response.high_watermark > hwm + 2
+        hwm = status.high_watermark
+        wait_for(lambda s: s.high_watermark > hwm + 2
                  and next(v.log_end_offset for v in s.voters if v.replica_id == 2) > hwm,
                  cluster, WAIT_S)
     finally:

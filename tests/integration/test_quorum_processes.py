@@ -33,7 +33,7 @@ def test_three_voters_with_distinct_directory_ids_and_one_leader(cluster3: Local
     assert data["leader_id"] in (1, 2, 3)
     # The active controller writes NoOpRecords, so the HWM keeps growing (issue: foundation).
     first = data["high_watermark"]
-    later = wait_for(lambda s: s.response.high_watermark > first + 2, cluster3, 5)
+    later = wait_for(lambda s: s.high_watermark > first + 2, cluster3, 5)
     assert later.leader_id == data["leader_id"]
 
 
@@ -58,7 +58,7 @@ def test_kill_leader_failover_repeated(cluster3: LocalCluster, attempt: int) -> 
 def _kill_leader_and_check_successor(cluster: LocalCluster) -> float:
     """kill -9 the leader; a survivor leads a higher epoch within the bound and the committed
     prefix agrees on every replica (rules 1-2). Returns the seconds to the new leader."""
-    before = wait_for(lambda s: s.response.high_watermark > 3, cluster, 5)
+    before = wait_for(lambda s: s.high_watermark > 3, cluster, 5)
     leader = cluster.node(f"controller-{before.leader_id}")
     killed_at = time.monotonic()
     cluster.kill(leader, signal.SIGKILL)
@@ -72,9 +72,9 @@ def _kill_leader_and_check_successor(cluster: LocalCluster) -> float:
     assert after.leader_id != leader.node_id
     # The new leader's HWM is at least the last one reported before the kill (rule 2).
     grown = wait_for(
-        lambda s: s.response.high_watermark >= before.response.high_watermark, cluster, 3
+        lambda s: s.high_watermark >= before.high_watermark, cluster, 3
     )
-    report = compare_committed_prefixes(cluster, grown.response.high_watermark)
+    report = compare_committed_prefixes(cluster, grown.high_watermark)
     assert report.agree, report.mismatches
     assert report.entries_compared > 0
     return failover_s
@@ -83,8 +83,8 @@ def _kill_leader_and_check_successor(cluster: LocalCluster) -> float:
 def test_restarting_all_after_kill9_keeps_every_committed_record(tmp_path: Path) -> None:
     cluster = start_cluster(tmp_path / "c")
     try:
-        before = wait_for(lambda s: s.response.high_watermark > 5, cluster, 5)
-        hwm = before.response.high_watermark
+        before = wait_for(lambda s: s.high_watermark > 5, cluster, 5)
+        hwm = before.high_watermark
         committed = {
             spec.name: committed_entries(_metadata_dir(cluster, spec.name), hwm)
             for spec in cluster.controllers
@@ -94,7 +94,7 @@ def test_restarting_all_after_kill9_keeps_every_committed_record(tmp_path: Path)
         assert not cluster.running()
         cluster.start()
         after = wait_for(
-            lambda s: s.leader_id is not None and s.response.high_watermark >= hwm, cluster, 10
+            lambda s: s.leader_id is not None and s.high_watermark >= hwm, cluster, 10
         )
         assert after.leader_epoch > before.leader_epoch  # the epoch never goes back (rule 1)
         for spec in cluster.controllers:
@@ -176,8 +176,8 @@ def test_cli_up_describe_down(tmp_path: Path) -> None:
 
 
 def test_dump_log_shows_the_same_committed_prefix(cluster3: LocalCluster) -> None:
-    status = wait_for(lambda s: s.response.high_watermark > 3, cluster3, 5)
-    hwm = status.response.high_watermark
+    status = wait_for(lambda s: s.high_watermark > 3, cluster3, 5)
+    hwm = status.high_watermark
     seen: dict[str, list[tuple[int, int, str]]] = {}
     for spec in cluster3.controllers:
         files = sorted(str(p) for p in _metadata_dir(cluster3, spec.name).glob("*.log"))

@@ -72,11 +72,11 @@ def test_add_new_key_then_remove_old_key_through_the_cli(tmp_path: Path) -> None
         broker = cluster.brokers[0]
         spec2 = cluster.node("controller-2")
         old_dir = directory_id(spec2)
-        before = wait_for(lambda s: s.response.high_watermark > 5, cluster, WAIT_S)
+        before = wait_for(lambda s: s.high_watermark > 5, cluster, WAIT_S)
         cluster.kill(spec2, signal.SIGKILL)
         wait_for(
             lambda s: s.leader_id not in (None, 2)
-            and s.response.high_watermark > before.response.high_watermark + 2,
+            and s.high_watermark > before.high_watermark + 2,
             cluster, WAIT_S)
 
         wipe_metadata(spec2)
@@ -86,10 +86,10 @@ def test_add_new_key_then_remove_old_key_through_the_cli(tmp_path: Path) -> None
         new_key, old_key = ReplicaKey(2, new_dir), ReplicaKey(2, old_dir)
         caught_up = wait_for(
             lambda s: new_key in keys(s)[1]
-            and next(o.log_end_offset for o in s.response.observers
-                     if o.replica_directory_id == new_dir) >= s.response.high_watermark - 1,
+            and next(o.log_end_offset for o in s.observers
+                     if o.replica_directory_id == new_dir) >= s.high_watermark - 1,
             cluster, WAIT_S)
-        assert broker.node_id in {o.replica_id for o in caught_up.response.observers}
+        assert broker.node_id in {o.replica_id for o in caught_up.observers}
 
         # describe --status in text names the new disk under CouldBeVoters; the broker, an
         # observer without an endpoint, cannot be added and is not listed there.
@@ -139,11 +139,11 @@ def test_add_new_key_then_remove_old_key_through_the_cli(tmp_path: Path) -> None
 
         # The quorum keeps committing with the new set, and every replica agrees (rule 2).
         grown = wait_for(
-            lambda s: s.response.high_watermark > final.response.high_watermark + 2
+            lambda s: s.high_watermark > final.high_watermark + 2
             and next(v.log_end_offset for v in s.voters if v.replica_id == 2)
-            >= final.response.high_watermark,
+            >= final.high_watermark,
             cluster, WAIT_S)
-        report = compare_committed_prefixes(cluster, grown.response.high_watermark)
+        report = compare_committed_prefixes(cluster, grown.high_watermark)
         assert report.agree, report.mismatches
     finally:
         cluster.stop()

@@ -29,7 +29,7 @@ def _partition_dir(cluster: LocalCluster, node_id: int) -> Path:
 def test_snapshots_clean_the_log_and_a_lagging_follower_fetches_one(tmp_path: Path) -> None:
     cluster = start_cluster(tmp_path / "c", **FAST_SNAPSHOTS)
     try:
-        status = wait_for(lambda s: s.response.high_watermark > 5, cluster, 10)
+        status = wait_for(lambda s: s.high_watermark > 5, cluster, 10)
         follower = next(c for c in cluster.controllers if c.node_id != status.leader_id)
         cluster.kill(follower, signal.SIGKILL)
         leader_dir = _partition_dir(cluster, status.leader_id)  # type: ignore[arg-type]
@@ -76,7 +76,7 @@ def test_metrics_health_and_status_over_http(cluster3: LocalCluster) -> None:
     # A leader's high watermark is unknown until an entry of its own epoch commits (Raft's
     # leader-completeness rule): wait for that, not only for an elected leader.
     status = wait_for(
-        lambda s: s.leader_id is not None and s.response.high_watermark > 0, cluster3, 10
+        lambda s: s.leader_id is not None and s.high_watermark > 0, cluster3, 10
     )
     leader = cluster3.node(f"controller-{status.leader_id}")
     base = f"http://{leader.host}:{leader.http_port}"

@@ -31,6 +31,13 @@ from raft.core.messages import (
     RemoveRaftVoterRequest,
     VoteRequest,
     VoteResponse,
+    add_raft_voter_request,
+    answered_partition,
+    directory_id,
+    error_of,
+    remove_raft_voter_request,
+    the_partition,
+    to_ms,
 )
 from raft.core.quorum_state import ElectionState
 from raft.core.raft_replica import Outbound, RaftConfig, RaftReplica, RaftResult
@@ -271,20 +278,24 @@ class ClusterSim:
         result = dst.replica.handle_request(src_id, request, self.now_ms)
         self._apply(dst, result)
         response = result.response
-        if (isinstance(request, VoteRequest) and not request.pre_vote
-                and isinstance(response, VoteResponse) and response.vote_granted):
+        answer = answered_partition(response)
+        if (isinstance(request, VoteRequest) and not the_partition(request).pre_vote
+                and isinstance(response, VoteResponse) and answer is not None
+                and answer.vote_granted):
             persisted = dst.persisted
-            candidate = ReplicaKey(request.candidate_id, request.candidate_directory_id)
+            vote = the_partition(request)
+            candidate = ReplicaKey(vote.replica_id, directory_id(vote.replica_directory_id))
             if persisted is None or (persisted.epoch, persisted.voted_key) != (
-                    request.candidate_epoch, candidate):
+                    vote.replica_epoch, candidate):
                 self.fail(f"rule 1: node {dst_id} granted a vote to {candidate} in epoch "
-                          f"{request.candidate_epoch} without persisting it ({persisted})")
+                          f"{vote.replica_epoch} without persisting it ({persisted})")
         if (isinstance(request, FetchRequest) and isinstance(response, FetchResponse)
-                and response.error_code == 0 and not response.records
-                and response.diverging_end_offset < 0 and response.snapshot_end_offset < 0
-                and request.fetch_offset == dst.log.end_offset() and request.max_wait_ms > 0):
+                and answer is not None and error_of(response) == 0 and not answer.records
+                and answer.diverging_epoch.end_offset < 0 and answer.snapshot_id.end_offset < 0
+                and the_partition(request).fetch_offset == dst.log.end_offset()
+                and to_ms(request.max_wait) > 0):
             # The runtime's long poll: hold the fetch until new data or the max wait.
-            deadline = self.now_ms + request.max_wait_ms
+            deadline = self.now_ms + to_ms(request.max_wait)
             dst.parked.append((src_id, src_inc, request, deadline))
             dst.parked_view = self._view(dst)
             self._push(deadline, "parked", dst_id, dst.incarnation, deadline)
@@ -433,8 +444,8 @@ class ClusterSim:
             request: AddRaftVoterRequest | RemoveRaftVoterRequest
             if outside and len(voters) < self.opt.max_voters and self.rng.random() < 0.5:
                 node = self.rng.choice(outside)
-                request = AddRaftVoterRequest(node.node_id, node.directory_id,
-                                              {"CONTROLLER": node.address}, cluster_id="sim")
+                request = add_raft_voter_request(node.node_id, node.directory_id,
+                                                 {"CONTROLLER": node.address}, cluster_id="sim")
             else:  # any voter, the leader itself and the last voter included
                 keys = voters.keys()
                 if len(keys) == 2:
@@ -442,7 +453,8 @@ class ClusterSim:
                     # other voter misses the record, so the sim removes only the follower there.
                     keys = [k for k in keys if k.id != leader.node_id]
                 target = self.rng.choice(keys)
-                request = RemoveRaftVoterRequest(target.id, target.directory_id, cluster_id="sim")
+                request = remove_raft_voter_request(target.id, target.directory_id,
+                                                    cluster_id="sim")
             result = replica.handle_request(-1, request, self.now_ms)
             self._apply(leader, result)
             self._after(leader)

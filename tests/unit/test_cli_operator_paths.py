@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cluster.cli.admin_client import QuorumStatus
 from cluster.cli.election_cmd import leader_election
-from raft.core.messages import DescribeQuorumResponse, ReplicaState, VoterEndpoint
+from raft.core.messages import describe_quorum_response, replica_state
 from raft.core.replica_key import uuid_to_str
 
 
@@ -29,15 +29,14 @@ def test_election_type_accepts_any_case() -> None:
 
 def test_could_be_voters_lists_observers_with_an_endpoint_only() -> None:
     voter, new_disk, broker = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
-    response = DescribeQuorumResponse(
+    response = describe_quorum_response(
         leader_id=1,
         leader_epoch=4,
         high_watermark=10,
-        current_voters=[ReplicaState(1, voter, 10)],
-        observers=[ReplicaState(2, new_disk, 10), ReplicaState(101, broker, 10)],
-        voter_endpoints=[VoterEndpoint(1, voter, {"CONTROLLER": "127.0.0.1:9093"})],
-        # A controller fetches with its endpoint; a broker (101) does not.
-        observer_endpoints=[VoterEndpoint(2, new_disk, {"CONTROLLER": "127.0.0.1:9094"})],
+        current_voters=[replica_state(1, voter, 10)],
+        observers=[replica_state(2, new_disk, 10), replica_state(101, broker, 10)],
+        # Kafka's Nodes: a controller's listeners are known; a broker (101) has none.
+        endpoints=[(1, {"CONTROLLER": "127.0.0.1:9093"}), (2, {"CONTROLLER": "127.0.0.1:9094"})],
     )
     data = QuorumStatus(response, "127.0.0.1:9093").status_json(None)
     assert data["could_be_voters"] == [{"id": 2, "directory_id": uuid_to_str(new_disk)}]

@@ -10,19 +10,27 @@ from kafkawire.errors import Errors
 from raft.core.control_records import VotersRecord, encode_control, iter_control_records
 from raft.core.memory_log import MemoryLog
 from raft.core.messages import (
-    AddRaftVoterRequest,
     AddRaftVoterResponse,
     BeginQuorumEpochRequest,
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
-    RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
+    add_raft_voter_request,
+    begin_quorum_epoch_request,
+    directory_id,
+    fetch_request,
+    fetch_response,
+    remove_raft_voter_request,
+    update_raft_voter_request,
+    update_raft_voter_response,
+    vote_request,
+    vote_response,
 )
 from raft.core.raft_replica import RaftConfig, RaftReplica, RaftResult
 from raft.core.replica_key import ReplicaKey
@@ -31,6 +39,7 @@ from tests.unit.test_raft_replica import (
     CONFIG,
     DIRS,
     elect,
+    flat,
     formatted_log,
     key,
     replica,
@@ -41,14 +50,14 @@ from tests.unit.test_raft_replica import (
 NEW_DISK = uuid.UUID(int=2222)  # node 2's replaced disk (seed 003)
 
 
-def fetch(leader: RaftReplica, node_id: int, directory_id: uuid.UUID, offset: int, now_ms: int,
-          endpoint: str = "") -> FetchResponse:
-    result = leader.handle_request(node_id, FetchRequest(
-        replica_id=node_id, replica_directory_id=directory_id, fetch_offset=offset,
+def fetch(leader: RaftReplica, node_id: int, disk: uuid.UUID, offset: int, now_ms: int
+          ) -> FetchResponse:
+    result = leader.handle_request(node_id, fetch_request(
+        replica_id=node_id, replica_directory_id=disk, fetch_offset=offset,
         last_fetched_epoch=leader.epoch if offset > 0 else 0,
-        current_leader_epoch=leader.epoch, cluster_id="c1", replica_endpoint=endpoint), now_ms)
+        current_leader_epoch=leader.epoch, cluster_id="c1"), now_ms)
     response = result.response
-    assert isinstance(response, FetchResponse) and response.error_code == 0, response
+    assert isinstance(response, FetchResponse) and flat(response).error_code == 0, response
     return response
 
 
@@ -72,7 +81,7 @@ def committed_leader(ids: tuple[int, ...] = (1, 2, 3), config: RaftConfig = CONF
 def add(node: RaftReplica, voter: ReplicaKey, now_ms: int, listeners: dict[str, str] | None = None
         ) -> tuple[AddRaftVoterResponse, RaftResult]:
     given = {"CONTROLLER": f"h{voter.id}:9093"} if listeners is None else listeners
-    result = node.handle_request(-1, AddRaftVoterRequest(
+    result = node.handle_request(-1, add_raft_voter_request(
         voter.id, voter.directory_id, dict(given), cluster_id="c1"), now_ms)
     assert isinstance(result.response, AddRaftVoterResponse)
     return result.response, result
@@ -80,7 +89,7 @@ def add(node: RaftReplica, voter: ReplicaKey, now_ms: int, listeners: dict[str, 
 
 def remove(node: RaftReplica, voter: ReplicaKey, now_ms: int
            ) -> tuple[RemoveRaftVoterResponse, RaftResult]:
-    result = node.handle_request(-1, RemoveRaftVoterRequest(voter.id, voter.directory_id,
+    result = node.handle_request(-1, remove_raft_voter_request(voter.id, voter.directory_id,
                                                             cluster_id="c1"), now_ms)
     assert isinstance(result.response, RemoveRaftVoterResponse)
     return result.response, result
@@ -104,9 +113,9 @@ def snapshot_of(node: RaftReplica) -> tuple[int, list[ReplicaKey], int]:
 def test_add_caught_up_observer_in_force_on_append_then_committed_by_new_majority() -> None:
     leader = committed_leader()
     end = leader._log.end_offset()
-    fetch(leader, 4, DIRS[4], end, 2100, endpoint="h4:9093")
+    fetch(leader, 4, DIRS[4], end, 2100)
     response, result = add(leader, key(4), 2101, {"CONTROLLER": "h4:9093"})
-    assert response.error_code == 0 and response.leader_id == 1
+    assert flat(response).error_code == 0
     assert result.voters_record_offset == end and result.flush
     # Rule 5: in force at once, before any commit; the new voter hears BeginQuorumEpoch (rule 4).
     assert leader.voters.keys() == [key(1), key(2), key(3), key(4)]
@@ -123,16 +132,23 @@ def test_add_caught_up_observer_in_force_on_append_then_committed_by_new_majorit
 
 
 def test_the_observer_endpoint_the_leader_knows_is_in_describe_quorum() -> None:
-    # Seed 003's `add-voter` reads it there and gives it as the voter's listener.
+    # Seed 003's `add-voter` reads it there and gives it as the voter's listener: Kafka's Fetch
+    # names no endpoint, so the leader knows one for a new disk of a voter id (where that voter
+    # listens, in Kafka's Nodes), and none for any other observer.
     leader = committed_leader()
-    fetch(leader, 4, DIRS[4], leader._log.end_offset(), 2100, endpoint="h4:9093")
+    fetch(leader, 2, NEW_DISK, leader._log.end_offset(), 2100)
+    fetch(leader, 4, DIRS[4], leader._log.end_offset(), 2100)
     described = leader.describe_quorum(2100)
     assert isinstance(described, DescribeQuorumResponse)
-    assert [(o.replica_id, o.replica_directory_id) for o in described.observers] == [(4, DIRS[4])]
-    assert described.observer_endpoints[0].endpoints == {"CONTROLLER": "h4:9093"}
-    response, _ = add(leader, key(4), 2101, described.observer_endpoints[0].endpoints)
-    assert response.error_code == 0
-    assert dict(leader.voters.voters[key(4)]) == {"CONTROLLER": "h4:9093"}
+    assert [(o.replica_id, directory_id(o.replica_directory_id))
+            for o in flat(described).observers] == [(2, NEW_DISK), (4, DIRS[4])]
+    nodes = {n.node_id: {lst.name: f"{lst.host}:{lst.port}" for lst in n.listeners}
+             for n in described.nodes}
+    assert nodes == {1: {"CONTROLLER": "h1:9093"}, 2: {"CONTROLLER": "h2:9093"},
+                     3: {"CONTROLLER": "h3:9093"}}
+    response, _ = add(leader, ReplicaKey(2, NEW_DISK), 2101, nodes[2])
+    assert flat(response).error_code == 0
+    assert dict(leader.voters.voters[ReplicaKey(2, NEW_DISK)]) == {"CONTROLLER": "h2:9093"}
 
 
 def test_add_voter_without_the_quorum_listener_is_invalid_request_before_any_other_check(
@@ -147,24 +163,24 @@ def test_add_voter_without_the_quorum_listener_is_invalid_request_before_any_oth
         for listeners in ({}, {"PLAINTEXT": "h4:9092"}):
             before = snapshot_of(node)
             response, result = add(node, voter, 2100, listeners)
-            assert response.error_code == Errors.INVALID_REQUEST, (voter, listeners)
-            assert "default listener CONTROLLER" in response.error_message
+            assert flat(response).error_code == Errors.INVALID_REQUEST, (voter, listeners)
+            assert "default listener CONTROLLER" in flat(response).error_message
             assert result.voters_record_offset == -1 and snapshot_of(node) == before
 
 
 def test_disk_replacement_add_new_key_of_an_existing_id_then_remove_the_old_key() -> None:
     leader = committed_leader()
     end = leader._log.end_offset()
-    fetch(leader, 2, NEW_DISK, end, 2100, endpoint="h2:9093")
+    fetch(leader, 2, NEW_DISK, end, 2100)
     response, _ = add(leader, ReplicaKey(2, NEW_DISK), 2101)
-    assert response.error_code == 0  # rule 5: the full key decides, not the id
+    assert flat(response).error_code == 0  # rule 5: the full key decides, not the id
     assert leader.voters.keys() == [key(1), key(2), key(3), ReplicaKey(2, NEW_DISK)]
     flush(leader, 2102)
     fetch(leader, 3, DIRS[3], end + 1, 2103)
     fetch(leader, 2, NEW_DISK, end + 1, 2104)
     assert leader.high_watermark == end + 1
     removal, _ = remove(leader, key(2), 2105)
-    assert removal.error_code == 0
+    assert flat(removal).error_code == 0
     assert leader.voters.keys() == [key(1), key(3), ReplicaKey(2, NEW_DISK)]
 
 
@@ -172,13 +188,13 @@ def test_remove_then_add_back_with_a_new_directory_id() -> None:
     leader = committed_leader()
     end = leader._log.end_offset()
     removal, _ = remove(leader, key(2), 2100)
-    assert removal.error_code == 0 and leader.voters.keys() == [key(1), key(3)]
+    assert flat(removal).error_code == 0 and leader.voters.keys() == [key(1), key(3)]
     flush(leader, 2101)
     fetch(leader, 3, DIRS[3], end + 1, 2102)
     assert leader.high_watermark == end + 1
-    fetch(leader, 2, NEW_DISK, end + 1, 2103, endpoint="h2:9093")
+    fetch(leader, 2, NEW_DISK, end + 1, 2103)
     response, _ = add(leader, ReplicaKey(2, NEW_DISK), 2104)
-    assert response.error_code == 0
+    assert flat(response).error_code == 0
     assert leader.voters.keys() == [key(1), key(3), ReplicaKey(2, NEW_DISK)]
 
 
@@ -188,7 +204,7 @@ def test_adding_an_existing_key_is_duplicate_voter() -> None:
     leader = committed_leader()
     before = snapshot_of(leader)
     response, result = add(leader, key(2), 2100, {"CONTROLLER": "h2:9093"})
-    assert response.error_code == Errors.DUPLICATE_VOTER
+    assert flat(response).error_code == Errors.DUPLICATE_VOTER
     assert result.voters_record_offset == -1 and snapshot_of(leader) == before
     assert voters_records(leader._log) == []
 
@@ -198,7 +214,7 @@ def test_removing_an_unknown_key_is_voter_not_found() -> None:
     before = snapshot_of(leader)
     for unknown in (ReplicaKey(2, NEW_DISK), ReplicaKey(9, DIRS[1])):
         response, result = remove(leader, unknown, 2100)
-        assert response.error_code == Errors.VOTER_NOT_FOUND, unknown
+        assert flat(response).error_code == Errors.VOTER_NOT_FOUND, unknown
         assert result.voters_record_offset == -1
     assert snapshot_of(leader) == before and voters_records(leader._log) == []
 
@@ -207,14 +223,14 @@ def test_a_second_change_while_one_is_uncommitted_is_request_timed_out() -> None
     leader = committed_leader()
     end = leader._log.end_offset()
     for node_id in (4, 5):
-        fetch(leader, node_id, DIRS[node_id], end, 2100, endpoint=f"h{node_id}:9093")
+        fetch(leader, node_id, DIRS[node_id], end, 2100)
     assert add(leader, key(4), 2101)[0].error_code == 0
     before = snapshot_of(leader)
     response, result = add(leader, key(5), 2102)
-    assert response.error_code == Errors.REQUEST_TIMED_OUT
-    assert "not committed" in response.error_message
+    assert flat(response).error_code == Errors.REQUEST_TIMED_OUT
+    assert "not committed" in flat(response).error_message
     removal, result2 = remove(leader, key(3), 2103)
-    assert removal.error_code == Errors.REQUEST_TIMED_OUT
+    assert flat(removal).error_code == Errors.REQUEST_TIMED_OUT
     assert result.voters_record_offset == result2.voters_record_offset == -1
     assert snapshot_of(leader) == before and len(voters_records(leader._log)) == 1
     # Once the first change commits, the next one goes through (one at a time, rule 5).
@@ -232,8 +248,8 @@ def test_removing_the_last_voter_is_voter_not_found() -> None:
     leader = committed_leader(ids=(1,))
     before = snapshot_of(leader)
     response, result = remove(leader, key(1), 2100)
-    assert response.error_code == Errors.VOTER_NOT_FOUND
-    assert "last voter" in response.error_message
+    assert flat(response).error_code == Errors.VOTER_NOT_FOUND
+    assert "last voter" in flat(response).error_message
     assert result.voters_record_offset == -1 and snapshot_of(leader) == before
 
 
@@ -246,12 +262,12 @@ def test_adding_a_voter_far_behind_or_not_fetching_is_request_timed_out() -> Non
     assert leader.high_watermark == leader._log.end_offset() == 23  # 3 start-of-epoch records
     before = snapshot_of(leader)
     response, _ = add(leader, key(4), 2103, {"CONTROLLER": "h4:9093"})  # never fetched
-    assert response.error_code == Errors.REQUEST_TIMED_OUT and "not fetching" in (
-        response.error_message)
-    fetch(leader, 4, DIRS[4], 3, 2104, endpoint="h4:9093")  # 20 records behind
+    assert flat(response).error_code == Errors.REQUEST_TIMED_OUT and "not fetching" in (
+        flat(response).error_message)
+    fetch(leader, 4, DIRS[4], 3, 2104)  # 20 records behind
     response, result = add(leader, key(4), 2105)
-    assert response.error_code == Errors.REQUEST_TIMED_OUT and "caught up" in (
-        response.error_message)
+    assert flat(response).error_code == Errors.REQUEST_TIMED_OUT and "caught up" in (
+        flat(response).error_message)
     assert result.voters_record_offset == -1 and snapshot_of(leader) == before
     fetch(leader, 4, DIRS[4], 19, 2106)  # within 5 of the log end now
     assert add(leader, key(4), 2107)[0].error_code == 0
@@ -260,22 +276,22 @@ def test_adding_a_voter_far_behind_or_not_fetching_is_request_timed_out() -> Non
 def test_no_change_before_the_leader_commits_in_its_epoch() -> None:
     leader = replica(1, formatted_log())
     elect(leader)
-    fetch(leader, 4, DIRS[4], 0, 2001, endpoint="h4:9093")
+    fetch(leader, 4, DIRS[4], 0, 2001)
     response, result = add(leader, key(4), 2002)
-    assert response.error_code == Errors.REQUEST_TIMED_OUT and "committed in epoch" in (
-        response.error_message)
+    assert flat(response).error_code == Errors.REQUEST_TIMED_OUT and "committed in epoch" in (
+        flat(response).error_message)
     assert result.voters_record_offset == -1 and key(4) not in leader.voters
 
 
-def test_a_non_leader_answers_not_leader_with_the_leader_it_knows() -> None:
+def test_a_non_leader_answers_not_leader_and_changes_nothing() -> None:
+    # Kafka's AddRaftVoter/RemoveRaftVoter answers name no leader: the CLI asks DescribeQuorum.
     follower = replica(2)
-    follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2], "c1"), 100)
+    follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2], "c1"), 100)
     response, result = add(follower, key(4), 101, {"CONTROLLER": "h4:9093"})
-    assert response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
-    assert (response.leader_id, response.leader_epoch, response.leader_endpoint) == (
-        1, 1, "h1:9093")
+    assert flat(response).error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert "does not lead" in flat(response).error_message
     response2, _ = remove(follower, key(3), 102)
-    assert response2.error_code == Errors.NOT_LEADER_OR_FOLLOWER and response2.leader_id == 1
+    assert flat(response2).error_code == Errors.NOT_LEADER_OR_FOLLOWER
     assert result.voters_record_offset == -1 and follower.voters.keys() == [key(1), key(2), key(3)]
 
 
@@ -285,19 +301,19 @@ def test_leader_removing_itself_stops_counting_serves_fetches_and_resigns_on_com
     leader = committed_leader()
     end = leader._log.end_offset()
     response, _ = remove(leader, key(1), 2100)
-    assert response.error_code == 0 and not leader.is_voter
+    assert flat(response).error_code == 0 and not leader.is_voter
     flush(leader, 2101)
     assert leader.high_watermark == end  # the leader's own flush does not count any more
     served = fetch(leader, 2, DIRS[2], end + 1, 2102)  # still serves Fetch
-    assert served.leader_id == 1 and leader.role == "Leader"
+    assert flat(served).leader_id == 1 and leader.role == "Leader"
     assert leader.high_watermark == end  # 1 of the 2 remaining voters
-    result = leader.handle_request(3, FetchRequest(
+    result = leader.handle_request(3, fetch_request(
         replica_id=3, replica_directory_id=DIRS[3], fetch_offset=end + 1, last_fetched_epoch=1,
         current_leader_epoch=1, cluster_id="c1"), 2103)
     assert leader.high_watermark == end + 1
     assert leader.role == "Resigned"  # the removal committed on a majority of the new set
-    ends = reqs(result, EndQuorumEpochRequest)
-    assert sorted(r.voter_id for r in ends) == [2, 3]
+    ends = [o.dest_node_id for o in result.send if isinstance(o.request, EndQuorumEpochRequest)]
+    assert sorted(ends) == [2, 3]
     # Later it is an observer: it never campaigns again (rule 4).
     leader.tick(10_000)
     assert leader.role == "Observer"
@@ -311,10 +327,10 @@ def test_a_replaced_disk_gets_invalid_voter_key_and_its_fetches_do_not_commit() 
                            RaftConfig(cluster_id="c1", bootstrap_servers=["h1:9093"]),
                            lambda: 0.0, 0, "h2:9093")
     assert replaced.role == "Observer"
-    result = replaced.handle_request(3, VoteRequest(5, 3, DIRS[3], 2, DIRS[2], 0, 0), 10)
+    result = replaced.handle_request(3, vote_request(5, 3, DIRS[3], 2, DIRS[2], 0, 0), 10)
     vote = result.response
-    assert isinstance(vote, VoteResponse) and vote.error_code == Errors.INVALID_VOTER_KEY
-    assert not vote.vote_granted and replaced.election_state.voted_key is None
+    assert isinstance(vote, VoteResponse) and flat(vote).error_code == Errors.INVALID_VOTER_KEY
+    assert not flat(vote).vote_granted and replaced.election_state.voted_key is None
     leader = committed_leader()
     leader.append([b"x"], 2100)
     flush(leader, 2101)
@@ -350,13 +366,13 @@ def test_removed_voter_with_the_only_copy_of_its_uncommitted_removal_stands_and_
     elect(n2)
     flush(n2, 2000)
     n1 = replica(1, formatted_log((1, 2)))
-    n1.handle_request(2, BeginQuorumEpochRequest(2, 1, "h2:9093", 1, DIRS[1], "c1"), 2000)
+    n1.handle_request(2, begin_quorum_epoch_request(2, 1, "h2:9093", 1, DIRS[1], "c1"), 2000)
     exchange(n1, n2, next_fetch(n1), 2001)  # n1 copies the epoch's first records
     exchange(n1, n2, next_fetch(n1), 2002)  # and acknowledges them: committed
     end = n2._log.end_offset()
     assert n2.high_watermark == end and n1._log.end_offset() == end
     response, _ = remove(n2, key(1), 2003)
-    assert response.error_code == 0 and n2.voters.keys() == [key(2)]
+    assert flat(response).error_code == 0 and n2.voters.keys() == [key(2)]
     exchange(n1, n2, next_fetch(n1), 2004)  # n1 saves the removal durably; n2 never fsyncs it
     assert n1._log.flushed_offset() == end + 1 and n1.voters.keys() == [key(2)]
     assert not n1.is_voter and n1.high_watermark == end  # the removal is not committed
@@ -370,14 +386,14 @@ def test_removed_voter_with_the_only_copy_of_its_uncommitted_removal_stands_and_
     result = n1.handle_connection_lost(2, 2011)
     assert n1.role == "Prospective"
     pre_votes = reqs(result, VoteRequest)
-    assert [(r.voter_id, r.pre_vote) for r in pre_votes] == [(2, True)]
+    assert [(r.voter_id, flat(r).pre_vote) for r in pre_votes] == [(2, True)]
     result = exchange(n1, n2, pre_votes[0], 2012)
     assert n1.role == "Candidate" and n1.epoch == 2  # {1, 2} granted: both majorities
     votes = reqs(result, VoteRequest)
-    assert [(r.voter_id, r.pre_vote) for r in votes] == [(2, False)]
+    assert [(r.voter_id, flat(r).pre_vote) for r in votes] == [(2, False)]
     # Node 2's own campaign would need node 1, whose longer log refuses it.
-    refused = n1.handle_request(2, VoteRequest(2, 2, DIRS[2], 1, DIRS[1], 1, end), 2012).response
-    assert isinstance(refused, VoteResponse) and not refused.vote_granted
+    refused = n1.handle_request(2, vote_request(2, 2, DIRS[2], 1, DIRS[1], 1, end), 2012).response
+    assert isinstance(refused, VoteResponse) and not flat(refused).vote_granted
     result = exchange(n1, n2, votes[0], 2013)
     assert result.became_leader and n1.role == "Leader" and n1.epoch == 2
     assert n2.election_state.voted_key == key(1)  # rule 1: n2's vote is durable
@@ -398,7 +414,8 @@ def test_removed_voter_with_the_only_copy_of_its_uncommitted_removal_stands_and_
     assert n1.high_watermark == n1._log.end_offset() > end  # committed on {2}
     assert n1.role == "Resigned"
     ends = reqs(answer, EndQuorumEpochRequest)
-    assert [(r.voter_id, r.preferred_successors) for r in ends] == [(2, [2])]
+    assert [[c.candidate_id for c in flat(r).preferred_candidates] for r in ends] == [[2]]
+    assert [o.dest_node_id for o in answer.send if o.request in ends] == [2]
     n2.handle_response(1, fetch_request, answer.response, 2017)
     n2.handle_request(1, ends[0], 2018)
 
@@ -421,16 +438,16 @@ def test_a_removed_voter_standing_needs_a_majority_of_both_the_old_and_the_new_s
     pre_votes = reqs(n1.tick(2000), VoteRequest)
     assert n1.role == "Prospective" and sorted(r.voter_id for r in pre_votes) == [2, 3]
     by_voter = {r.voter_id: r for r in pre_votes}
-    n1.handle_response(2, by_voter[2], VoteResponse(leader_epoch=0, vote_granted=True), 2001)
+    n1.handle_response(2, by_voter[2], vote_response(leader_epoch=0, vote_granted=True), 2001)
     assert n1.role == "Prospective"  # {1, 2}: a majority of {1, 2, 3} only
-    result = n1.handle_response(3, by_voter[3], VoteResponse(leader_epoch=0, vote_granted=True),
+    result = n1.handle_response(3, by_voter[3], vote_response(leader_epoch=0, vote_granted=True),
                                 2002)
     assert n1.role == "Candidate" and n1.epoch == 1
     votes = {r.voter_id: r for r in reqs(result, VoteRequest)}
     assert sorted(votes) == [2, 3]
-    n1.handle_response(2, votes[2], VoteResponse(leader_epoch=1, vote_granted=True), 2003)
+    n1.handle_response(2, votes[2], vote_response(leader_epoch=1, vote_granted=True), 2003)
     assert n1.role == "Candidate"
-    n1.handle_response(3, votes[3], VoteResponse(leader_epoch=1, vote_granted=False), 2004)
+    n1.handle_response(3, votes[3], vote_response(leader_epoch=1, vote_granted=False), 2004)
     assert n1.role == "Unattached"  # {2, 3} can no longer grant a majority: back off
 
     # Once the removal is known committed, node 1 is an observer and never stands.
@@ -444,7 +461,7 @@ def test_a_removed_voter_standing_needs_a_majority_of_both_the_old_and_the_new_s
 def update(node: RaftReplica, voter: ReplicaKey, listeners: dict[str, str], now_ms: int,
            epoch: int | None = None, kraft: tuple[int, int] = (0, 1)
            ) -> tuple[UpdateRaftVoterResponse, RaftResult]:
-    result = node.handle_request(voter.id, UpdateRaftVoterRequest(
+    result = node.handle_request(voter.id, update_raft_voter_request(
         node.epoch if epoch is None else epoch, voter.id, voter.directory_id, listeners,
         kraft[0], kraft[1], "c1"), now_ms)
     assert isinstance(result.response, UpdateRaftVoterResponse)
@@ -455,7 +472,7 @@ def test_update_voter_rewrites_its_listeners_and_answers_before_the_commit() -> 
     leader = committed_leader()
     end = leader._log.end_offset()
     response, result = update(leader, key(2), {"CONTROLLER": "h2:19093"}, 2100)
-    assert response.error_code == 0 and response.leader_id == 1
+    assert flat(response).error_code == 0 and flat(response).leader_id == 1
     # Rule 5: in force once appended; Kafka answers without waiting for the commit.
     assert result.flush and result.voters_record_offset == -1
     assert leader.voters.voters[key(2)] == {"CONTROLLER": "h2:19093"}
@@ -466,7 +483,7 @@ def test_update_voter_rewrites_its_listeners_and_answers_before_the_commit() -> 
     flush(leader, 2101)
     fetch(leader, 2, DIRS[2], end + 1, 2102)
     response, result = update(leader, key(2), {"CONTROLLER": "h2:19093"}, 2103)
-    assert response.error_code == 0 and leader._log.end_offset() == end + 1
+    assert flat(response).error_code == 0 and leader._log.end_offset() == end + 1
 
 
 def test_update_voter_refusals_name_kafkas_errors_and_change_nothing() -> None:
@@ -482,31 +499,31 @@ def test_update_voter_refusals_name_kafkas_errors_and_change_nothing() -> None:
          Errors.FENCED_LEADER_EPOCH),
     ]
     for response, error in cases:
-        assert response.error_code == error, response
+        assert flat(response).error_code == error, response
     follower = replica(2)
     response, _ = update(follower, key(2), {"CONTROLLER": "h2:1"}, 100, epoch=0)
-    assert response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert flat(response).error_code == Errors.NOT_LEADER_OR_FOLLOWER
     assert leader._log.end_offset() == end and voters_records(leader._log) == []
 
 
 def test_a_voter_whose_listener_moved_tells_the_leader_once_per_leader() -> None:
     # Node 2 now listens on another port than the voter set says (a restarted process).
     follower = RaftReplica(2, DIRS[2], formatted_log(), None, CONFIG, lambda: 0.0, 0, "h2:19093")
-    result = follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2],
+    result = follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2],
                                                                 "c1"), 10)
     (fetch_out,) = [o for o in result.send if isinstance(o.request, FetchRequest)]
-    result = follower.handle_response(1, fetch_out.request, FetchResponse(
+    result = follower.handle_response(1, fetch_out.request, fetch_response(
         leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
         log_start_offset=0), 12)
     (sent_update,) = reqs(result, UpdateRaftVoterRequest)
-    assert sent_update == UpdateRaftVoterRequest(1, 2, DIRS[2], {"CONTROLLER": "h2:19093"}, 0,
+    assert sent_update == update_raft_voter_request(1, 2, DIRS[2], {"CONTROLLER": "h2:19093"}, 0,
                                                  1, "c1")
     (fetch_again,) = reqs(result, FetchRequest)
-    follower.handle_response(1, sent_update, UpdateRaftVoterResponse(leader_id=1,
+    follower.handle_response(1, sent_update, update_raft_voter_response(leader_id=1,
                                                                      leader_epoch=1), 13)
     # Answered: not again in this epoch, though the VotersRecord has not reached it yet, even
     # after the retry spacing has passed.
-    result = follower.handle_response(1, fetch_again, FetchResponse(
+    result = follower.handle_response(1, fetch_again, fetch_response(
         leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
         log_start_offset=0), 12 + 2 * CONFIG.request_timeout_ms)
     assert reqs(result, UpdateRaftVoterRequest) == []
@@ -514,10 +531,10 @@ def test_a_voter_whose_listener_moved_tells_the_leader_once_per_leader() -> None
 
 def test_a_voter_whose_listener_matches_sends_no_update() -> None:
     follower = replica(2)
-    result = follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2],
+    result = follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2],
                                                                 "c1"), 10)
     (fetch_out,) = [o for o in result.send if isinstance(o.request, FetchRequest)]
-    result = follower.handle_response(1, fetch_out.request, FetchResponse(
+    result = follower.handle_response(1, fetch_out.request, fetch_response(
         leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
         log_start_offset=0), 12)
     assert reqs(result, UpdateRaftVoterRequest) == []
@@ -525,9 +542,9 @@ def test_a_voter_whose_listener_matches_sends_no_update() -> None:
 
 def test_a_lost_update_voter_is_sent_again_after_the_request_timeout() -> None:
     follower = RaftReplica(2, DIRS[2], formatted_log(), None, CONFIG, lambda: 0.0, 0, "h2:19093")
-    result = follower.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, DIRS[2],
+    result = follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2],
                                                                 "c1"), 10)
-    answer = FetchResponse(leader_id=1, leader_epoch=1, leader_endpoint="h1:9093",
+    answer = fetch_response(leader_id=1, leader_epoch=1, leader_endpoint="h1:9093",
                            high_watermark=0, log_start_offset=0)
     result = follower.handle_response(1, reqs(result, FetchRequest)[0], answer, 12)
     (lost,) = reqs(result, UpdateRaftVoterRequest)
@@ -546,14 +563,14 @@ def test_describe_quorum_lists_a_removed_voter_that_fetches_until_its_session_ti
     leader = committed_leader()
     end = leader._log.end_offset()
     removal, _ = remove(leader, key(3), 2100)
-    assert removal.error_code == 0
+    assert flat(removal).error_code == 0
     flush(leader, 2101)
     fetch(leader, 2, DIRS[2], end + 1, 2102)
     fetch(leader, 3, DIRS[3], end + 1, 2103)  # the removed voter keeps fetching
     described = leader.describe_quorum(2104)
     assert isinstance(described, DescribeQuorumResponse)
-    assert [o.replica_id for o in described.current_voters] == [1, 2]
+    assert [o.replica_id for o in flat(described).current_voters] == [1, 2]
     assert [(o.replica_id, o.replica_directory_id, o.log_end_offset)
-            for o in described.observers] == [(3, DIRS[3], end + 1)]
+            for o in flat(described).observers] == [(3, DIRS[3], end + 1)]
     later = leader.describe_quorum(2103 + 300_000)
-    assert isinstance(later, DescribeQuorumResponse) and later.observers == []
+    assert isinstance(later, DescribeQuorumResponse) and flat(later).observers == ()

@@ -21,10 +21,15 @@ from kafkawire.errors import Errors
 from raft.core.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
-    FetchRequest,
     FetchResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    add_raft_voter_request,
+    answered_partition,
+    directory_id,
+    error_of,
+    fetch_request,
+    remove_raft_voter_request,
 )
 from raft.core.raft_replica import RaftConfig, RaftReplica
 from raft.core.replica_key import ReplicaKey
@@ -62,12 +67,11 @@ class MembershipScenario:
 
     def fetch(self, key: ReplicaKey, offset: int) -> None:
         leader = self.leader
-        result = leader.handle_request(key.id, FetchRequest(
+        result = leader.handle_request(key.id, fetch_request(
             replica_id=key.id, replica_directory_id=key.directory_id, fetch_offset=offset,
             last_fetched_epoch=leader.epoch if offset > 0 else 0,
-            current_leader_epoch=leader.epoch, cluster_id="c1",
-            replica_endpoint=f"h{key.id}:9093"), self.tick())
-        assert isinstance(result.response, FetchResponse) and result.response.error_code == 0
+            current_leader_epoch=leader.epoch, cluster_id="c1"), self.tick())
+        assert isinstance(result.response, FetchResponse) and error_of(result.response) == 0
 
     def commit(self) -> None:
         self.flush()
@@ -80,15 +84,15 @@ class MembershipScenario:
     def change(self, verb: str, key: ReplicaKey) -> Errors:
         request: AddRaftVoterRequest | RemoveRaftVoterRequest
         if verb == "add":
-            request = AddRaftVoterRequest(key.id, key.directory_id,
-                                          {"CONTROLLER": f"h{key.id}:9093"}, cluster_id="c1")
+            request = add_raft_voter_request(key.id, key.directory_id,
+                                             {"CONTROLLER": f"h{key.id}:9093"}, cluster_id="c1")
         else:
-            request = RemoveRaftVoterRequest(key.id, key.directory_id, cluster_id="c1")
+            request = remove_raft_voter_request(key.id, key.directory_id, cluster_id="c1")
         before = (self.leader._log.end_offset(), self.leader.voters.keys())
         result = self.leader.handle_request(-1, request, self.tick())
         response = result.response
         assert isinstance(response, (AddRaftVoterResponse, RemoveRaftVoterResponse))
-        error = Errors(response.error_code)
+        error = Errors(int(response.error_code))
         if error != Errors.NONE:  # a refused change changes nothing
             assert (self.leader._log.end_offset(), self.leader.voters.keys()) == before
             assert result.voters_record_offset == -1
@@ -98,8 +102,9 @@ class MembershipScenario:
         leader = self.leader
         pending = sum(1 for offset, _ in leader.voter_set_changes()[1:]
                       if offset >= leader.high_watermark)
-        described = leader.describe_quorum(self.now_ms)
-        observers = ",".join(key_text(ReplicaKey(o.replica_id, o.replica_directory_id))
+        described = answered_partition(leader.describe_quorum(self.now_ms))
+        observers = ",".join(key_text(ReplicaKey(o.replica_id,
+                                                 directory_id(o.replica_directory_id)))
                              for o in described.observers)
         return {"voters": ",".join(key_text(k) for k in leader.voters),
                 "pending": str(pending), "role": leader.role, "observers": observers}

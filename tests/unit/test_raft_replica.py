@@ -3,9 +3,11 @@ observers, and the error codes of INVARIANTS rules 1-4."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable
-from typing import TypeVar
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
 import pytest
 
@@ -21,10 +23,8 @@ from raft.core.control_records import (
 )
 from raft.core.memory_log import MemoryLog
 from raft.core.messages import (
-    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
-    DescribeQuorumRequest,
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
@@ -32,10 +32,24 @@ from raft.core.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
-    RemoveRaftVoterRequest,
-    UpdateRaftVoterRequest,
     VoteRequest,
     VoteResponse,
+    add_raft_voter_request,
+    answered_partition,
+    begin_quorum_epoch_request,
+    describe_quorum_request,
+    directory_id,
+    end_quorum_epoch_request,
+    error_of,
+    fetch_request,
+    fetch_response,
+    fetch_snapshot_request,
+    leader_of,
+    remove_raft_voter_request,
+    the_partition,
+    update_raft_voter_request,
+    vote_request,
+    vote_response,
 )
 from raft.core.quorum_state import ElectionState
 from raft.core.raft_replica import NotLeaderError, Outbound, RaftConfig, RaftReplica, RaftResult
@@ -79,6 +93,43 @@ def reqs(result: RaftResult, kind: type[T]) -> list[T]:
     return [o.request for o in result.send if isinstance(o.request, kind)]
 
 
+def flat(message: Any) -> SimpleNamespace:
+    """A raft message's values in one namespace, for assertions: its top-level fields and its
+    one partition's (Kafka's names), Kafka's nested ids spread out (diverging_end_offset,
+    snapshot_end_offset, ...) and, for an answer, its error (the top level's, else the
+    partition's) and the leader it names (leader_id, leader_epoch, leader_endpoint)."""
+    values = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
+    response = type(message).__name__.endswith("Response")
+    part = answered_partition(message) if response else (
+        the_partition(message) if "topics" in values else None)
+    if part is not None:
+        values.update({f.name: getattr(part, f.name) for f in dataclasses.fields(part)})
+    if "replica_state" in values:
+        values["replica_id"] = int(values["replica_state"].replica_id)
+    if "leader_endpoints" in values:
+        values["leader_endpoint"] = next(
+            (f"{e.host}:{e.port}" for e in values["leader_endpoints"]), "")
+    if "diverging_epoch" in values:
+        diverging = values["diverging_epoch"]
+        values["diverging_epoch"] = int(diverging.epoch)
+        values["diverging_end_offset"] = int(diverging.end_offset)
+    if "snapshot_id" in values:
+        values["snapshot_end_offset"] = int(values["snapshot_id"].end_offset)
+        values["snapshot_epoch"] = int(values["snapshot_id"].epoch)
+    for name in ("records", "unaligned_records"):
+        if name in values:
+            values[name] = bytes(values[name] or b"")
+    for name in ("voter_directory_id", "replica_directory_id", "candidate_directory_id"):
+        if name in values:
+            values[name] = directory_id(values[name])
+    if response:
+        values["error_code"] = error_of(message)
+        leader = leader_of(message)
+        values.update(leader_id=leader.id, leader_epoch=leader.epoch,
+                      leader_endpoint=leader.endpoint)
+    return SimpleNamespace(**values)
+
+
 def elect(node: RaftReplica, now_ms: int = 2000) -> RaftResult:
     """Drive node through pre-vote and vote, every other voter granting."""
     result = node.tick(now_ms)
@@ -86,7 +137,7 @@ def elect(node: RaftReplica, now_ms: int = 2000) -> RaftResult:
     while pending and node.role != "Leader":
         out = pending.pop(0)
         r = node.handle_response(out.dest_node_id, out.request,
-                                 VoteResponse(leader_epoch=node.epoch, vote_granted=True), now_ms)
+                                 vote_response(leader_epoch=node.epoch, vote_granted=True), now_ms)
         pending.extend(sent(r, VoteRequest))
         if r.became_leader:
             result = r
@@ -112,22 +163,22 @@ def test_election_prevote_then_vote_then_leader() -> None:
     assert result.persist is None  # rule 7: a pre-vote persists nothing
     pre_votes = sent(result, VoteRequest)
     assert sorted(o.dest_node_id for o in pre_votes) == [2, 3]
-    assert all(r.pre_vote and r.candidate_epoch == 1 for r in reqs(result, VoteRequest))
+    assert all(flat(r).pre_vote and flat(r).replica_epoch == 1 for r in reqs(result, VoteRequest))
     assert {o.address for o in pre_votes} == {"h2:9093", "h3:9093"}
     result = node.handle_response(2, pre_votes[0].request,
-                                  VoteResponse(leader_epoch=0, vote_granted=True), 2001)
+                                  vote_response(leader_epoch=0, vote_granted=True), 2001)
     assert node.role == "Candidate" and node.epoch == 1
     assert result.persist == ElectionState(1, None, key(1))  # rule 1: durable before Vote
     votes = sent(result, VoteRequest)
-    assert len(votes) == 2 and not any(r.pre_vote for r in reqs(result, VoteRequest))
+    assert len(votes) == 2 and not any(flat(r).pre_vote for r in reqs(result, VoteRequest))
     result = node.handle_response(3, votes[1].request,
-                                  VoteResponse(leader_epoch=1, vote_granted=True), 2002)
+                                  vote_response(leader_epoch=1, vote_granted=True), 2002)
     assert result.became_leader and result.leader_changed and result.flush
     assert result.persist == ElectionState(1, 1, key(1))
     assert node.role == "Leader" and node.leader_id == 1
     begins = sent(result, BeginQuorumEpochRequest)
     assert sorted(o.dest_node_id for o in begins) == [2, 3]
-    assert reqs(result, BeginQuorumEpochRequest)[0].leader_endpoint == "h1:9093"
+    assert flat(reqs(result, BeginQuorumEpochRequest)[0]).leader_endpoint == "h1:9093"
     # Rule 3: the leader's first entry in its epoch is a LeaderChange control record.
     batch, _ = decode_batch(node._log.read(0, 1 << 20))
     assert batch.is_control and batch.leader_epoch == 1
@@ -153,26 +204,26 @@ def test_single_voter_elects_itself() -> None:
 
 def test_prevote_refused_while_leader_is_alive() -> None:
     node = replica(2)
-    node.handle_request(1, BeginQuorumEpochRequest(1, 5, "h1:9093", 2, DIRS[2], "c1"), 100)
+    node.handle_request(1, begin_quorum_epoch_request(1, 5, "h1:9093", 2, DIRS[2], "c1"), 100)
     assert node.role == "Follower" and node.leader_id == 1 and node.epoch == 5
-    pre_vote = VoteRequest(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
+    pre_vote = vote_request(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
     response = node.handle_request(3, pre_vote, 200).response
     assert isinstance(response, VoteResponse)
-    assert not response.vote_granted and response.leader_id == 1 and response.leader_epoch == 5
+    assert not flat(response).vote_granted and flat(response).leader_id == 1 and flat(response).leader_epoch == 5
     assert node.epoch == 5  # a pre-vote moves nobody's epoch
     # After the fetch timeout without word from the leader, the pre-vote is granted.
     response = node.handle_request(3, pre_vote, 100 + CONFIG.fetch_timeout_ms).response
-    assert isinstance(response, VoteResponse) and response.vote_granted
+    assert isinstance(response, VoteResponse) and flat(response).vote_granted
     assert node.epoch == 5
 
 
 def test_end_quorum_epoch_lets_followers_grant_prevotes_at_once() -> None:
     node = replica(2)
-    node.handle_request(1, BeginQuorumEpochRequest(1, 5, "h1:9093", 2, DIRS[2], "c1"), 100)
-    node.handle_request(1, EndQuorumEpochRequest(1, 5, [2, 3], "c1"), 150)
-    pre_vote = VoteRequest(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
+    node.handle_request(1, begin_quorum_epoch_request(1, 5, "h1:9093", 2, DIRS[2], "c1"), 100)
+    node.handle_request(1, end_quorum_epoch_request(1, 5, [2, 3], "c1"), 150)
+    pre_vote = vote_request(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
     response = node.handle_request(3, pre_vote, 160).response
-    assert isinstance(response, VoteResponse) and response.vote_granted
+    assert isinstance(response, VoteResponse) and flat(response).vote_granted
     result = node.tick(160)  # first preferred successor: no backoff
     assert node.role == "Prospective"
     assert sorted(o.dest_node_id for o in sent(result, VoteRequest)) == [1, 3]
@@ -182,7 +233,7 @@ def test_end_quorum_epoch_lets_followers_grant_prevotes_at_once() -> None:
 
 def follower_of_1(node_id: int = 2, rand: float = 0.5, at_ms: int = 100) -> RaftReplica:
     node = replica(node_id, rand=rand)
-    node.handle_request(1, BeginQuorumEpochRequest(1, 5, "h1:9093", node_id, DIRS[node_id], "c1"),
+    node.handle_request(1, begin_quorum_epoch_request(1, 5, "h1:9093", node_id, DIRS[node_id], "c1"),
                         at_ms)
     assert node.role == "Follower" and node.leader_id == 1 and node.epoch == 5
     return node
@@ -198,9 +249,9 @@ def test_reset_leader_connection_starts_prevote_well_before_the_fetch_timeout() 
     assert node.role == "Follower" and sent(result, VoteRequest) == []
     assert node.next_deadline_ms() == 200 + jitter_ms  # stands after the jitter only
     # It no longer hears the leader, so it grants another survivor's pre-vote meanwhile.
-    pre_vote = VoteRequest(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
+    pre_vote = vote_request(6, 3, DIRS[3], 2, DIRS[2], 5, 100, pre_vote=True, cluster_id="c1")
     response = node.handle_request(3, pre_vote, 210).response
-    assert isinstance(response, VoteResponse) and response.vote_granted and node.epoch == 5
+    assert isinstance(response, VoteResponse) and flat(response).vote_granted and node.epoch == 5
     node.handle_connection_lost(1, 250)  # a refused reconnect does not push the stand back
     assert node.next_deadline_ms() == 200 + jitter_ms
     result = node.tick(200 + jitter_ms)
@@ -213,7 +264,7 @@ def test_reset_with_zero_jitter_stands_in_the_same_step() -> None:
     node = follower_of_1(rand=0.0)
     result = node.handle_connection_lost(1, 200)
     assert node.role == "Prospective"
-    assert all(r.pre_vote and r.candidate_epoch == 6 for r in reqs(result, VoteRequest))
+    assert all(flat(r).pre_vote and flat(r).replica_epoch == 6 for r in reqs(result, VoteRequest))
 
 
 def test_fetch_timeout_stands_after_a_random_jitter() -> None:
@@ -238,11 +289,11 @@ def test_prevote_refused_by_a_voter_that_heard_the_leader() -> None:
     result = lost.handle_connection_lost(1, 200)
     pre_votes = {o.dest_node_id: o.request for o in sent(result, VoteRequest)}
     response = hearing.handle_request(2, pre_votes[3], 201).response
-    assert isinstance(response, VoteResponse) and not response.vote_granted
-    assert response.leader_id == 1 and response.leader_epoch == 5 and hearing.epoch == 5
+    assert isinstance(response, VoteResponse) and not flat(response).vote_granted
+    assert flat(response).leader_id == 1 and flat(response).leader_epoch == 5 and hearing.epoch == 5
     lost.handle_response(3, pre_votes[3], response, 202)
     assert lost.role == "Prospective" and lost.epoch == 5  # no candidacy, no epoch bump
-    leader_says = VoteResponse(leader_id=1, leader_epoch=5, vote_granted=False)
+    leader_says = vote_response(leader_id=1, leader_epoch=5, vote_granted=False)
     result = lost.handle_response(1, pre_votes[1], leader_says, 203)
     assert lost.role == "Follower" and lost.leader_id == 1 and lost.epoch == 5
     assert [o.dest_node_id for o in sent(result, FetchRequest)] == [1]
@@ -256,11 +307,11 @@ def test_split_vote_backs_off_as_soon_as_no_majority_can_grant() -> None:
     result = node.tick(node.next_deadline_ms())
     pre_vote = next(o.request for o in sent(result, VoteRequest) if o.dest_node_id == 3)
     now_ms = node.next_deadline_ms() - 1
-    result = node.handle_response(3, pre_vote, VoteResponse(leader_epoch=5, vote_granted=True),
+    result = node.handle_response(3, pre_vote, vote_response(leader_epoch=5, vote_granted=True),
                                   now_ms)
     assert node.role == "Candidate" and node.epoch == 6
     vote = next(o.request for o in sent(result, VoteRequest) if o.dest_node_id == 3)
-    node.handle_response(3, vote, VoteResponse(leader_epoch=6, vote_granted=False), now_ms + 1)
+    node.handle_response(3, vote, vote_response(leader_epoch=6, vote_granted=False), now_ms + 1)
     assert node.role == "Candidate"  # node 1 has not answered yet
     node.handle_connection_lost(1, now_ms + 2)
     assert node.role == "Unattached" and node.epoch == 6
@@ -280,11 +331,11 @@ def test_prevote_at_a_higher_epoch_moves_the_receiver_to_it() -> None:
     elect(leader, now_ms=5000)
     assert leader.epoch == 4 and leader.role == "Leader"
     # Node 1, Prospective at epoch 5, asks at 5 + 1 with a log ending at offset 2 in epoch 1.
-    pre_vote = VoteRequest(6, 1, DIRS[1], 2, DIRS[2], 1, 2, pre_vote=True, cluster_id="c1")
+    pre_vote = vote_request(6, 1, DIRS[1], 2, DIRS[2], 1, 2, pre_vote=True, cluster_id="c1")
     result = leader.handle_request(1, pre_vote, 5100)
     response = result.response
-    assert isinstance(response, VoteResponse) and not response.vote_granted  # shorter log
-    assert response.leader_epoch == 5 and leader.epoch == 5 and leader.role == "Unattached"
+    assert isinstance(response, VoteResponse) and not flat(response).vote_granted  # shorter log
+    assert flat(response).leader_epoch == 5 and leader.epoch == 5 and leader.role == "Unattached"
     assert result.persist == ElectionState(5, None, None)  # rule 1: durable, forward only
     result = leader.handle_request(1, pre_vote, 5101)  # a retry moves nothing further
     assert leader.epoch == 5 and result.persist is None
@@ -299,7 +350,7 @@ def test_observer_looks_for_the_leader_again_when_its_connection_resets() -> Non
                            "h9:9093")
     fetch = sent(observer.tick(0), FetchRequest)[0]
     observer.handle_response(-1, fetch.request,
-                             FetchResponse(Errors.NOT_LEADER_OR_FOLLOWER, "", 2, 3, "h2:9093"), 5)
+                             fetch_response(Errors.NOT_LEADER_OR_FOLLOWER, 2, 3, "h2:9093"), 5)
     assert observer.leader_id == 2
     result = observer.handle_connection_lost(2, 10)
     assert observer.leader_id is None and observer.role == "Observer" and observer.epoch == 3
@@ -310,15 +361,15 @@ def test_observer_looks_for_the_leader_again_when_its_connection_resets() -> Non
 
 def test_vote_granted_once_per_epoch_and_persisted() -> None:
     node = replica(2)
-    vote_1 = VoteRequest(3, 1, DIRS[1], 2, DIRS[2], 0, 0, cluster_id="c1")
+    vote_1 = vote_request(3, 1, DIRS[1], 2, DIRS[2], 0, 0, cluster_id="c1")
     result = node.handle_request(1, vote_1, 10)
-    assert isinstance(result.response, VoteResponse) and result.response.vote_granted
+    assert isinstance(result.response, VoteResponse) and flat(result.response).vote_granted
     assert result.persist == ElectionState(3, None, key(1))  # rule 1
-    vote_3 = VoteRequest(3, 3, DIRS[3], 2, DIRS[2], 0, 0, cluster_id="c1")
+    vote_3 = vote_request(3, 3, DIRS[3], 2, DIRS[2], 0, 0, cluster_id="c1")
     result = node.handle_request(3, vote_3, 11)
-    assert isinstance(result.response, VoteResponse) and not result.response.vote_granted
+    assert isinstance(result.response, VoteResponse) and not flat(result.response).vote_granted
     result = node.handle_request(1, vote_1, 12)  # a retried request gets the same answer
-    assert isinstance(result.response, VoteResponse) and result.response.vote_granted
+    assert isinstance(result.response, VoteResponse) and flat(result.response).vote_granted
     assert result.persist is None
 
 
@@ -326,57 +377,57 @@ def test_vote_refused_when_candidate_log_is_behind() -> None:
     log = formatted_log()
     append_epochs(log, [1, 1, 2])
     node = replica(2, log, ElectionState(2, None, None))
-    response = node.handle_request(1, VoteRequest(3, 1, DIRS[1], 2, DIRS[2], 1, 5, cluster_id="c1"),
+    response = node.handle_request(1, vote_request(3, 1, DIRS[1], 2, DIRS[2], 1, 5, cluster_id="c1"),
                                    10).response
-    assert isinstance(response, VoteResponse) and not response.vote_granted
+    assert isinstance(response, VoteResponse) and not flat(response).vote_granted
     assert node.epoch == 3  # the higher epoch is still adopted
-    response = node.handle_request(3, VoteRequest(3, 3, DIRS[3], 2, DIRS[2], 2, 3, cluster_id="c1"),
+    response = node.handle_request(3, vote_request(3, 3, DIRS[3], 2, DIRS[2], 2, 3, cluster_id="c1"),
                                    11).response
-    assert isinstance(response, VoteResponse) and response.vote_granted
+    assert isinstance(response, VoteResponse) and flat(response).vote_granted
 
 
 def test_invalid_voter_key() -> None:
     node = replica(2)
     wrong = uuid.UUID(int=77)
-    response = node.handle_request(1, VoteRequest(1, 1, DIRS[1], 2, wrong, 0, 0, cluster_id="c1"),
+    response = node.handle_request(1, vote_request(1, 1, DIRS[1], 2, wrong, 0, 0, cluster_id="c1"),
                                    0).response
     assert isinstance(response, VoteResponse)
-    assert response.error_code == Errors.INVALID_VOTER_KEY and not response.vote_granted
-    response = node.handle_request(1, BeginQuorumEpochRequest(1, 1, "h1:9093", 2, wrong, "c1"),
+    assert flat(response).error_code == Errors.INVALID_VOTER_KEY and not flat(response).vote_granted
+    response = node.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, wrong, "c1"),
                                    0).response
     assert isinstance(response, BeginQuorumEpochResponse)
-    assert response.error_code == Errors.INVALID_VOTER_KEY
-    response = node.handle_request(1, EndQuorumEpochRequest(1, 1, [], "c1", 2, wrong), 0).response
+    assert flat(response).error_code == Errors.INVALID_VOTER_KEY
+    response = node.handle_request(1, end_quorum_epoch_request(1, 1, [2], "c1", 2, wrong), 0).response
     assert isinstance(response, EndQuorumEpochResponse)
-    assert response.error_code == Errors.INVALID_VOTER_KEY
+    assert flat(response).error_code == Errors.INVALID_VOTER_KEY
     assert node.role == "Unattached"
 
 
 def test_fenced_leader_epoch_and_not_leader() -> None:
     node = replica(2, state=ElectionState(4, 1, None))
     assert node.role == "Follower" and node.leader_id == 1
-    response = node.handle_request(3, VoteRequest(3, 3, DIRS[3], 2, DIRS[2], 9, 9, cluster_id="c1"),
+    response = node.handle_request(3, vote_request(3, 3, DIRS[3], 2, DIRS[2], 9, 9, cluster_id="c1"),
                                    0).response
     assert isinstance(response, VoteResponse)
-    assert response.error_code == Errors.FENCED_LEADER_EPOCH
-    assert (response.leader_id, response.leader_epoch) == (1, 4)
-    fetch = FetchRequest(3, DIRS[3], 0, 0, 4)
+    assert flat(response).error_code == Errors.FENCED_LEADER_EPOCH
+    assert (flat(response).leader_id, flat(response).leader_epoch) == (1, 4)
+    fetch = fetch_request(3, DIRS[3], 0, 0, 4)
     response = node.handle_request(3, fetch, 0).response
     assert isinstance(response, FetchResponse)
-    assert response.error_code == Errors.NOT_LEADER_OR_FOLLOWER
-    assert (response.leader_id, response.leader_epoch, response.leader_endpoint) == (
+    assert flat(response).error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert (flat(response).leader_id, flat(response).leader_epoch, flat(response).leader_endpoint) == (
         1, 4, "h1:9093")
-    response = node.handle_request(3, FetchRequest(3, DIRS[3], 0, 0, 2), 0).response
+    response = node.handle_request(3, fetch_request(3, DIRS[3], 0, 0, 2), 0).response
     assert isinstance(response, FetchResponse)
-    assert response.error_code == Errors.FENCED_LEADER_EPOCH
+    assert flat(response).error_code == Errors.FENCED_LEADER_EPOCH
 
 
 def test_inconsistent_cluster_id() -> None:
     node = replica(2)
-    response = node.handle_request(1, VoteRequest(1, 1, DIRS[1], 2, DIRS[2], 0, 0,
+    response = node.handle_request(1, vote_request(1, 1, DIRS[1], 2, DIRS[2], 0, 0,
                                                   cluster_id="other"), 0).response
     assert isinstance(response, VoteResponse)
-    assert response.error_code == Errors.INCONSISTENT_CLUSTER_ID
+    assert flat(response).error_code == Errors.INCONSISTENT_CLUSTER_ID
 
 
 def test_an_empty_cluster_id_is_inconsistent_only_none_skips_the_check() -> None:
@@ -384,15 +435,15 @@ def test_an_empty_cluster_id_is_inconsistent_only_none_skips_the_check() -> None
     # one included) must be ours, on every raft RPC that carries one, before anything else.
     def requests(cluster_id: str | None) -> list[object]:
         return [
-            VoteRequest(9, 3, DIRS[3], 1, DIRS[1], 9, 9, cluster_id=cluster_id),
-            BeginQuorumEpochRequest(3, 9, "h3:9093", 1, DIRS[1], cluster_id),
-            EndQuorumEpochRequest(3, 9, [1], cluster_id, 1, DIRS[1]),
-            FetchRequest(2, DIRS[2], 0, 0, 1, cluster_id=cluster_id),
-            FetchSnapshotRequest(2, 1, 0, 0, 0, replica_directory_id=DIRS[2],
+            vote_request(9, 3, DIRS[3], 1, DIRS[1], 9, 9, cluster_id=cluster_id),
+            begin_quorum_epoch_request(3, 9, "h3:9093", 1, DIRS[1], cluster_id),
+            end_quorum_epoch_request(3, 9, [1], cluster_id, 1, DIRS[1]),
+            fetch_request(2, DIRS[2], 0, 0, 1, cluster_id=cluster_id),
+            fetch_snapshot_request(2, 1, 0, 0, 0, replica_directory_id=DIRS[2],
                                  cluster_id=cluster_id),
-            AddRaftVoterRequest(4, DIRS[4], {"CONTROLLER": "h4:9093"}, cluster_id=cluster_id),
-            RemoveRaftVoterRequest(3, DIRS[3], cluster_id=cluster_id),
-            UpdateRaftVoterRequest(1, 2, DIRS[2], {"CONTROLLER": "h2:9093"}, 0, 1, cluster_id),
+            add_raft_voter_request(4, DIRS[4], {"CONTROLLER": "h4:9093"}, cluster_id=cluster_id),
+            remove_raft_voter_request(3, DIRS[3], cluster_id=cluster_id),
+            update_raft_voter_request(1, 2, DIRS[2], {"CONTROLLER": "h2:9093"}, 0, 1, cluster_id),
         ]
 
     for cluster_id in ("", "other"):
@@ -401,7 +452,7 @@ def test_an_empty_cluster_id_is_inconsistent_only_none_skips_the_check() -> None
             elect(node)
             epoch = node.epoch
             response = node.handle_request(3, request, 2100).response
-            assert response is not None and response.error_code == (
+            assert response is not None and flat(response).error_code == (
                 Errors.INCONSISTENT_CLUSTER_ID), (cluster_id, request)
             assert (node.role, node.epoch) == ("Leader", epoch)  # nothing else happened
     for request in requests(None):
@@ -409,7 +460,7 @@ def test_an_empty_cluster_id_is_inconsistent_only_none_skips_the_check() -> None
         elect(node)
         response = node.handle_request(3, request, 2100).response
         assert response is not None
-        assert response.error_code != Errors.INCONSISTENT_CLUSTER_ID, request
+        assert flat(response).error_code != Errors.INCONSISTENT_CLUSTER_ID, request
 
 
 def test_higher_epoch_in_a_response_moves_a_candidate_to_follower() -> None:
@@ -417,7 +468,7 @@ def test_higher_epoch_in_a_response_moves_a_candidate_to_follower() -> None:
     result = node.tick(2000)
     pre_vote = sent(result, VoteRequest)[0]
     result = node.handle_response(2, pre_vote.request,
-                                  VoteResponse(leader_id=3, leader_epoch=7), 2001)
+                                  vote_response(leader_id=3, leader_epoch=7), 2001)
     assert node.role == "Follower" and node.leader_id == 3 and node.epoch == 7
     assert result.persist == ElectionState(7, 3, None) and result.leader_changed
     fetches = sent(result, FetchRequest)
@@ -444,7 +495,7 @@ def leader_with_followers() -> tuple[RaftReplica, RaftReplica, RaftReplica]:
     followers = []
     for node_id in (2, 3):
         f = replica(node_id)
-        f.handle_request(1, BeginQuorumEpochRequest(1, leader.epoch, "h1:9093", node_id,
+        f.handle_request(1, begin_quorum_epoch_request(1, leader.epoch, "h1:9093", node_id,
                                                     DIRS[node_id], "c1"), 2000)
         followers.append(f)
     return leader, followers[0], followers[1]
@@ -478,12 +529,12 @@ def test_replication_and_high_watermark() -> None:
     pump_fetch(leader, f2, 2103)
     assert f2.high_watermark == end  # follower HWM = min(leader HWM, own end)
     assert f3.high_watermark == 0
-    describe = leader.handle_request(99, DescribeQuorumRequest(), 2104).response
+    describe = leader.handle_request(99, describe_quorum_request(), 2104).response
     assert isinstance(describe, DescribeQuorumResponse)
-    assert describe.leader_id == 1 and describe.high_watermark == end
-    ends = {s.replica_id: s.log_end_offset for s in describe.current_voters}
+    assert flat(describe).leader_id == 1 and flat(describe).high_watermark == end
+    ends = {s.replica_id: s.log_end_offset for s in flat(describe).current_voters}
     assert ends == {1: end, 2: end, 3: -1}
-    assert [e.voter_id for e in describe.voter_endpoints] == [1, 2, 3]
+    assert [n.node_id for n in describe.nodes] == [1, 2, 3]  # Kafka's Nodes: the voters' listeners
 
 
 def test_follower_fetches_again_only_after_flush() -> None:
@@ -496,7 +547,7 @@ def test_follower_fetches_again_only_after_flush() -> None:
     assert result.flush and sent(result, FetchRequest) == []  # rule 2: not before the fsync
     f2._log.flush()
     result = f2.handle_flushed(2102)
-    assert [r.fetch_offset for r in reqs(result, FetchRequest)] == [START_OF_EPOCH_RECORDS + 1]
+    assert [flat(r).fetch_offset for r in reqs(result, FetchRequest)] == [START_OF_EPOCH_RECORDS + 1]
 
 
 def test_leader_hwm_waits_for_an_entry_of_its_epoch() -> None:
@@ -506,10 +557,10 @@ def test_leader_hwm_waits_for_an_entry_of_its_epoch() -> None:
     elect(leader)  # epoch 2; LeaderChange at offset 3
     leader._log.flush()
     leader.handle_flushed(2000)
-    fetch = FetchRequest(2, DIRS[2], 3, 1, leader.epoch)
+    fetch = fetch_request(2, DIRS[2], 3, 1, leader.epoch)
     leader.handle_request(2, fetch, 2001)
     assert leader.high_watermark == 0  # offsets of epoch 1 alone do not commit (rule 3)
-    leader.handle_request(2, FetchRequest(2, DIRS[2], 4, 2, leader.epoch), 2002)
+    leader.handle_request(2, fetch_request(2, DIRS[2], 4, 2, leader.epoch), 2002)
     assert leader.high_watermark == 4
 
 
@@ -524,16 +575,16 @@ def test_diverging_follower_truncates_and_refetches() -> None:
     follower = replica(2, follower_log, ElectionState(4, 1, None))
     result = follower.tick(1)
     fetch = reqs(result, FetchRequest)[0]
-    assert (fetch.fetch_offset, fetch.last_fetched_epoch) == (5, 2)
+    assert (flat(fetch).fetch_offset, flat(fetch).last_fetched_epoch) == (5, 2)
     answer = leader.handle_request(2, fetch, 2).response
     assert isinstance(answer, FetchResponse)
-    assert (answer.diverging_epoch, answer.diverging_end_offset) == (1, 2)
+    assert (flat(answer).diverging_epoch, flat(answer).diverging_end_offset) == (1, 2)
     result = follower.handle_response(1, fetch, answer, 3)
     assert follower_log.end_offset() == 2 and result.flush  # rule 3: truncated to epoch 1's end
     follower_log.flush()
     result = follower.handle_flushed(4)
     fetch = reqs(result, FetchRequest)[0]
-    assert (fetch.fetch_offset, fetch.last_fetched_epoch) == (2, 1)
+    assert (flat(fetch).fetch_offset, flat(fetch).last_fetched_epoch) == (2, 1)
     response = leader.handle_request(2, fetch, 5).response
     follower.handle_response(1, fetch, response, 5)
     assert follower_log.entries() == leader_log.entries()
@@ -561,7 +612,7 @@ def test_follower_loads_snapshot_in_chunks() -> None:
     leader.append([b"x" * 10, b"y" * 10], 2001)
     leader_log.flush()
     leader.handle_flushed(2001)
-    leader.handle_request(2, FetchRequest(2, DIRS[2], leader_log.end_offset(), leader.epoch,
+    leader.handle_request(2, fetch_request(2, DIRS[2], leader_log.end_offset(), leader.epoch,
                                           leader.epoch), 2002)
     assert leader.high_watermark == START_OF_EPOCH_RECORDS + 2
     end = START_OF_EPOCH_RECORDS + 2
@@ -575,13 +626,13 @@ def test_follower_loads_snapshot_in_chunks() -> None:
     result = follower.tick(2004)
     fetch = reqs(result, FetchRequest)[0]
     response = leader.handle_request(3, fetch, 2005).response
-    assert isinstance(response, FetchResponse) and response.snapshot_end_offset == end
+    assert isinstance(response, FetchResponse) and flat(response).snapshot_end_offset == end
     result = follower.handle_response(1, fetch, response, 2005)
     chunks = 0
     while (out := sent(result, FetchSnapshotRequest)):
         request = out[0].request
         response = leader.handle_request(3, request, 2006).response
-        assert isinstance(response, FetchSnapshotResponse) and response.error_code == 0
+        assert isinstance(response, FetchSnapshotResponse) and flat(response).error_code == 0
         chunks += 1
         result = follower.handle_response(1, request, response, 2006)
     assert chunks > 1
@@ -590,18 +641,18 @@ def test_follower_loads_snapshot_in_chunks() -> None:
     assert follower.is_voter  # rule 7: the snapshot carries the voter set
     follower._log.flush()
     result = follower.handle_flushed(2007)
-    assert reqs(result, FetchRequest)[0].fetch_offset == end
+    assert flat(reqs(result, FetchRequest)[0]).fetch_offset == end
 
 
 def test_fetch_snapshot_errors() -> None:
     leader = replica(1, formatted_log([1]))
     leader.tick(2000)
-    response = leader.handle_request(2, FetchSnapshotRequest(2, leader.epoch, 9, 1, 0), 2001)
+    response = leader.handle_request(2, fetch_snapshot_request(2, leader.epoch, 9, 1, 0), 2001)
     assert isinstance(response.response, FetchSnapshotResponse)
-    assert response.response.error_code == Errors.SNAPSHOT_NOT_FOUND
-    response = leader.handle_request(2, FetchSnapshotRequest(2, leader.epoch, 0, 0, 10_000), 2001)
+    assert flat(response.response).error_code == Errors.SNAPSHOT_NOT_FOUND
+    response = leader.handle_request(2, fetch_snapshot_request(2, leader.epoch, 0, 0, 10_000), 2001)
     assert isinstance(response.response, FetchSnapshotResponse)
-    assert response.response.error_code == Errors.POSITION_OUT_OF_RANGE
+    assert flat(response.response).error_code == Errors.POSITION_OUT_OF_RANGE
 
 
 # -- observers ----------------------------------------------------------------------------------
@@ -614,7 +665,7 @@ def test_observer_finds_the_leader_through_bootstrap_servers() -> None:
     result = observer.tick(0)
     fetches = sent(result, FetchRequest)
     assert [(o.dest_node_id, o.address) for o in fetches] == [(-1, "h1:9093")]
-    response = FetchResponse(Errors.NOT_LEADER_OR_FOLLOWER, "", 2, 3, "h2:9093")
+    response = fetch_response(Errors.NOT_LEADER_OR_FOLLOWER, 2, 3, "h2:9093")
     result = observer.handle_response(-1, fetches[0].request, response, 5)
     assert observer.leader_id == 2 and observer.epoch == 3 and observer.role == "Observer"
     assert [(o.dest_node_id, o.address) for o in sent(result, FetchRequest)] == [(2, "h2:9093")]
@@ -666,7 +717,7 @@ def test_uncommitted_voters_record_is_undone_by_truncation() -> None:
     assert leader.epoch == 3
     fetch = reqs(node.tick(1), FetchRequest)[0]
     response = leader.handle_request(4, fetch, 2001).response
-    assert isinstance(response, FetchResponse) and response.diverging_end_offset == 1
+    assert isinstance(response, FetchResponse) and flat(response).diverging_end_offset == 1
     node.handle_response(1, fetch, response, 2001)
     assert follower_log.end_offset() == 1
     assert not node.is_voter and len(node.voters) == 3  # rule 5: the old set is back

@@ -33,6 +33,10 @@ from raft.core.messages import (
     FetchResponse,
     VoteRequest,
     VoteResponse,
+    answered_partition,
+    error_of,
+    leader_of,
+    the_partition,
 )
 from raft.core.raft_replica import Outbound, RaftReplica, RaftResult
 from tests.datadriven import run_transcript
@@ -143,30 +147,35 @@ def describe_log(log: MemoryLog) -> str:
 
 def describe(message: object) -> str:
     if isinstance(message, VoteRequest):
-        kind = "PreVote" if message.pre_vote else "Vote"
-        return (
-            f"{kind}(epoch={message.candidate_epoch} last={message.last_offset}"
-            f"@{message.last_offset_epoch})"
-        )
+        p = the_partition(message)
+        kind = "PreVote" if p.pre_vote else "Vote"
+        return f"{kind}(epoch={p.replica_epoch} last={p.last_offset}@{p.last_offset_epoch})"
     if isinstance(message, VoteResponse):
-        return f"VoteResponse(epoch={message.leader_epoch} granted={message.vote_granted})"
+        answer = answered_partition(message)
+        return (
+            f"VoteResponse(epoch={leader_of(message).epoch} "
+            f"granted={answer is not None and answer.vote_granted})"
+        )
     if isinstance(message, BeginQuorumEpochRequest):
-        return f"BeginQuorumEpoch(epoch={message.leader_epoch})"
+        return f"BeginQuorumEpoch(epoch={the_partition(message).leader_epoch})"
     if isinstance(message, BeginQuorumEpochResponse):
-        return f"BeginQuorumEpochResponse(error={message.error_code})"
+        return f"BeginQuorumEpochResponse(error={error_of(message)})"
     if isinstance(message, EndQuorumEpochRequest):
-        return f"EndQuorumEpoch(epoch={message.leader_epoch})"
+        return f"EndQuorumEpoch(epoch={the_partition(message).leader_epoch})"
     if isinstance(message, FetchRequest):
-        return f"Fetch(offset={message.fetch_offset} last_epoch={message.last_fetched_epoch})"
+        p = the_partition(message)
+        return f"Fetch(offset={p.fetch_offset} last_epoch={p.last_fetched_epoch})"
     if isinstance(message, FetchResponse):
+        answer = answered_partition(message)
+        assert answer is not None
         diverging = (
-            f" diverging={message.diverging_end_offset}@{message.diverging_epoch}"
-            if message.diverging_epoch >= 0
+            f" diverging={answer.diverging_epoch.end_offset}@{answer.diverging_epoch.epoch}"
+            if answer.diverging_epoch.epoch >= 0
             else ""
         )
         return (
-            f"FetchResponse(error={message.error_code} hwm={message.high_watermark} "
-            f"bytes={len(message.records)}{diverging})"
+            f"FetchResponse(error={error_of(message)} hwm={answer.high_watermark} "
+            f"bytes={len(answer.records or b'')}{diverging})"
         )
     return type(message).__name__ if message is not None else "timeout"
 
