@@ -17,6 +17,7 @@ metadata image by metadata.kafka_describe, as Kafka answers them on the broker a
 from __future__ import annotations
 
 import datetime
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from kafkawire.forwarding import Candidate, request_active
 from kafkawire.messages import error_code, response_schema
 from metadata import kafka_describe
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
+from metadata.metadata_image import MetadataImage
 
 FORWARD_TIMEOUT_MS = 30_000
 DESCRIBE_PARTITIONS_LIMIT_KEY = "max.request.partition.size.limit"
@@ -133,6 +135,20 @@ def forward_error_response(body: Any, version: int, error: Errors, message: str)
     )
 
 
+
+# MetadataResponse.NO_CONTROLLER_ID: what a KRaft broker answers while no broker is unfenced.
+NO_CONTROLLER_ID = -1
+
+
+def advertised_controller_id(image: MetadataImage) -> int:
+    """The "controller" a KRaft broker names in Metadata and DescribeCluster: a random
+    registered, unfenced broker (admin requests sent to it are forwarded to the active
+    controller), or -1 while there is none, as Kafka's KRaftMetadataCache.getRandomAliveBroker.
+    Never this broker while it is fenced: a client would wait for a controller it cannot find
+    among the brokers listed (librdkafka's admin client until its request timeout)."""
+    alive = [b.broker_id for b in image.brokers.values() if not b.fenced]
+    return random.choice(alive) if alive else NO_CONTROLLER_ID
+
 class KafkaAdminApis:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
@@ -201,13 +217,11 @@ class KafkaAdminApis:
         return kafka_describe.describe_topic_partitions(self.broker.metadata.image, body, limit)
 
     async def describe_cluster(self, body: Any, version: int, listener: str | None = None) -> Any:
-        # KRaft brokers name a live broker as "controller": admin requests sent to it are
-        # forwarded to the active controller.
         image = self.broker.metadata.image
         return kafka_describe.describe_cluster(
             version,
             self.broker.raft.cluster_id,
-            self.broker.broker_id,
+            advertised_controller_id(image),
             kafka_describe.live_brokers(
                 image,
                 listener or self.broker.listener.name,

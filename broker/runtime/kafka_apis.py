@@ -20,7 +20,7 @@ from broker.core import messages as bm
 from broker.runtime.broker_context import BrokerContext, listener_name
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.hosted_partition import HostedPartition
-from broker.runtime.kafka_admin_apis import KafkaAdminApis
+from broker.runtime.kafka_admin_apis import KafkaAdminApis, advertised_controller_id
 from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_log_dirs import describe_log_dirs
 from broker.runtime.kafka_replication import (
@@ -234,9 +234,7 @@ class KafkaApis:
             throttle_time=NO_THROTTLE,
             brokers=brokers,
             cluster_id=self.broker.raft.cluster_id,
-            # KRaft brokers name a live broker as "controller": admin requests sent to it are
-            # forwarded to the active controller.
-            controller_id=self.broker.broker_id,
+            controller_id=advertised_controller_id(self._image),
             topics=tuple(topics),
             cluster_authorized_operations=CLUSTER_OPERATIONS
             if getattr(body, "include_cluster_authorized_operations", False)
