@@ -80,6 +80,19 @@ class BrokerHeartbeatTracker:
                 out.append(registration)
         return out
 
+    def next_check_ms(
+        self, image: MetadataImage, now_ms: int, session_timeout_ms: int
+    ) -> int | None:
+        """When the least recently heard-from unfenced broker's session lapses (None: no
+        unfenced broker), Kafka's BrokerHeartbeatManager.nextCheckTimeNs; a broker never heard
+        from is timed from now, as in expired()."""
+        lasts = [
+            self.last_contact_ms.setdefault(broker_id, now_ms)
+            for broker_id, registration in image.brokers.items()
+            if not registration.fenced
+        ]
+        return min(lasts) + session_timeout_ms if lasts else None
+
 
 @dataclass(frozen=True, slots=True)
 class FencedBroker:

@@ -62,6 +62,8 @@ CONTROLLER_API_KEYS = frozenset(
     }
 )
 WRITE_TIMEOUT_MS = 10_000
+# The session check never spins: at most one every 10 ms while a lapsed broker is being fenced.
+SESSION_CHECK_MIN_S = 0.01
 # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP (= MAX_RECORDS_PER_BATCH): an operation a
 # user asked for (create/delete topics, create partitions, configs, elections) may write at most
 # this many records; a bigger one fails whole with Kafka's PolicyViolationException message
@@ -482,15 +484,33 @@ class QuorumController:
     # -- session timeouts --------------------------------------------------------------------
 
     async def _session_timer(self) -> None:
-        interval_s = max(0.05, min(self.session_timeout_ms / 4, 1000) / 1000)
+        # As Kafka's QuorumController.rescheduleMaybeFenceStaleBrokers: the check runs when the
+        # least recently heard-from broker's session lapses, so a killed broker is fenced at its
+        # session timeout rather than up to a period later, and an idle cluster runs no fencing
+        # write at all; woken at least every `cap_s` for new brokers and a new leadership.
+        cap_s = max(0.05, min(self.session_timeout_ms / 4, 1000) / 1000)
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(self._until_session_check_s(cap_s))
             if not self.is_active:
+                continue
+            now_ms = self._clock_ms()
+            due = self.tracker.next_check_ms(self.state.image, now_ms, self.session_timeout_ms)
+            if due is None or due >= now_ms:
                 continue
             try:
                 await self.fence_expired()
             except KafkaError as exc:
                 log.debug("Session check skipped: %s", exc)
+
+    def _until_session_check_s(self, cap_s: float) -> float:
+        if not self.is_active:
+            return cap_s
+        now_ms = self._clock_ms()
+        due = self.tracker.next_check_ms(self.state.image, now_ms, self.session_timeout_ms)
+        if due is None:
+            return cap_s
+        # Just past the deadline (expired() counts a session lapsed once strictly over it).
+        return min(cap_s, max(SESSION_CHECK_MIN_S, (due + 1 - now_ms) / 1000))
 
     async def fence_expired(self) -> list[cluster_control.FencedBroker]:
         """Fence the brokers whose `broker.session.timeout.ms` lapsed (active controller only)."""

@@ -187,6 +187,25 @@ def test_session_timeout_fences_and_moves_leadership() -> None:
     assert cluster.foo0.leader == 2 and cluster.foo0.isr == (2, 3)
 
 
+def test_next_session_check_is_when_the_stalest_session_lapses() -> None:
+    """Kafka's nextCheckTimeNs: the controller checks when the least recently heard-from
+    unfenced broker's session lapses, not on a fixed period (issue 36: a killed broker is
+    fenced at its session timeout); fenced brokers have no session to lapse."""
+    cluster = three_unfenced()
+    start = cluster.now_ms
+    cluster.now_ms += 2000
+    cluster.heartbeat(2)
+    cluster.heartbeat(3)
+    due = cluster.tracker.next_check_ms(cluster.image, cluster.now_ms, SESSION_MS)
+    assert due == cluster.tracker.last_contact_ms[1] + SESSION_MS
+    assert cc.fence_expired_brokers(cluster.image, cluster.tracker, due, SESSION_MS).records == ()
+    result = cc.fence_expired_brokers(cluster.image, cluster.tracker, due + 1, SESSION_MS)
+    assert [f.broker_id for f in result.response] == [1]
+    cluster.image = apply(cluster.image, result.records)
+    assert cluster.tracker.next_check_ms(cluster.image, due + 1, SESSION_MS) == (
+        start + 2000 + SESSION_MS)
+
+
 def test_fencing_several_brokers_at_once_elects_only_live_ones() -> None:
     cluster = three_unfenced()
     cluster.add_foo((1, 2, 3), min_isr=2)
