@@ -5,7 +5,8 @@
         producer = Producer({"bootstrap.servers": minikraft_bootstrap_servers})
 
 `minikraft_cluster` (session scope) starts the cluster on first use, each node its own process
-on 127.0.0.1, waits until it is ready, and stops every process by pid at the end of the session;
+on 127.0.0.1 (forked from one warm interpreter, cluster/launch/fork_server.py), waits until it
+is ready, and stops every process by pid at the end of the session;
 it can kill -9, stop and restart a node by id. Its layout comes from ini options (pytest.ini,
 pyproject's [tool.pytest.ini_options]) or the same options on the command line, which win:
 
@@ -182,6 +183,7 @@ def minikraft_cluster(
 ) -> Iterator[MinikraftCluster]:
     """A cluster for the whole session, started on first use and stopped (every process, by
     pid) when the session ends, pass or fail."""
+    from cluster.launch import fork_server
     from cluster.launch.layout import LayoutError
     from cluster.launch.readiness import wait_until_ready
 
@@ -193,6 +195,12 @@ def minikraft_cluster(
     if refused is not None:  # an option's value: say which, no traceback
         pytest.fail(refused, pytrace=False)
     timeout_s = float(_text(pytestconfig, "minikraft_timeout_s") or 60)
+    # The nodes are forked from one interpreter that imported their code once, as minikraft's
+    # own suite does (cluster/launch/fork_server.py): six execs would each import it again,
+    # 1.1-1.5 s of CPU apiece, most of a cold start on two cores (issue 36's Ready line).
+    own_server = fork_server.active() is None
+    if own_server:
+        fork_server.enable()
     cluster.format()
     try:
         cluster.start()
@@ -200,6 +208,8 @@ def minikraft_cluster(
         yield MinikraftCluster(cluster, timeout_s)
     finally:
         cluster.stop()
+        if own_server:  # after the stop: restarts during the session fork too
+            fork_server.disable()
 
 
 @pytest.fixture(scope="session")
