@@ -67,11 +67,14 @@ def speedup(result: dict[str, Any]) -> float | None:
 def print_report(title: str, report: dict[str, Any]) -> None:
     """The rich table, then the like-with-like notes and the load average under it."""
     peer = report.get("peer") or "peer"
+    goals = any("goal" in r for r in report["results"])  # bench kafka's lines carry theirs
     emit_table(
         title,
-        ["metric", "unit", "better", "minikraft", peer, "ratio (ours/peer)"],
+        ["metric", "unit", "better", "minikraft", peer, "ratio (ours/peer)"]
+        + (["goal", "met"] if goals else []),
         [
             [r["metric"], r["unit"], r["better"], r["minikraft"], r["peer"], r["ratio"]]
+            + ([r.get("goal") or "-", _met(r.get("goal_met"))] if goals else [])
             for r in report["results"]
         ],
     )
@@ -83,6 +86,10 @@ def print_report(title: str, report: dict[str, Any]) -> None:
         stdout.print(f"load average at the end of the run: {load}", highlight=False)
 
 
+def _met(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
 DURABILITY = {
     ("raft", "etcd"): "fsync per batch / fsync every commit",
     ("raft", "pysyncobj"): "no fsync / no fsync",
@@ -92,7 +99,10 @@ DURABILITY = {
 
 
 def durability(report: dict[str, Any], result: dict[str, Any]) -> str:
-    """What each side promises on disk when it acks, for the table beside every figure."""
+    """What each side promises on disk when it acks, for the table beside every figure (a
+    line that says its own, as `bench kafka`'s do, wins)."""
+    if result.get("durability"):
+        return str(result["durability"])
     if report["bench"] == "produce" and result["metric"].endswith("flush relaxed"):
         return "no fsync / no fsync"
     return DURABILITY.get((report["bench"], report.get("peer") or ""), "-")
@@ -170,19 +180,46 @@ def write_svg_chart(reports: Sequence[dict[str, Any]], path: Path) -> None:
     path.write_text("\n".join(parts) + "\n")
 
 
+def table_reports(markdown: str, skip: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The reports of BENCHMARKS.md's latest table (its rows grouped by bench and peer), for a
+    chart redrawn with one bench measured again: that bench's old rows (`skip`) left out."""
+    section = markdown.split("## Latest table", 1)[1].split("\n## ", 1)[0]
+    reports: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 9 or cells[0] in ("bench", "---") or cells[0] in skip:
+            continue
+        bench, peer, metric, unit, better, ours, theirs, _ratio, durable = cells
+        report = reports.setdefault((bench, peer), {"bench": bench, "peer": peer, "results": []})
+        line_row = row(metric, unit, better, _number(ours), _number(theirs))
+        line_row["durability"] = durable
+        report["results"].append(line_row)
+    return list(reports.values())
+
+
+def _number(cell: str) -> float | None:
+    return None if cell == "-" else float(cell)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m cluster.bench.report --svg benchmarks.svg a.json b.json`: the markdown table
-    of the `bench --output json` documents given, and the chart."""
+    of the `bench --output json` documents given, and the chart. `--table BENCHMARKS.md`: the
+    latest table's rows first, but those of the benches given again."""
     parser = argparse.ArgumentParser()
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--svg", type=Path, default=None)
+    parser.add_argument("--table", type=Path, default=None)
     args = parser.parse_args(argv)
     reports = [json.loads(path.read_text()) for path in args.reports]
     for report in reports:  # ratios from the figures, so older reports render alike
         report["results"] = [
-            row(r["metric"], r["unit"], r["better"], r["minikraft"], r["peer"])
+            {**row(r["metric"], r["unit"], r["better"], r["minikraft"], r["peer"]),
+             **({"durability": r["durability"]} if r.get("durability") else {})}
             for r in report["results"]
         ]
+    if args.table is not None:
+        given = [r["bench"] for r in reports]
+        reports = table_reports(args.table.read_text(), skip=given) + reports
     print(markdown_table(reports))
     if args.svg is not None:
         write_svg_chart(reports, args.svg)

@@ -1,9 +1,11 @@
-"""`minikraft bench raft|produce|failover|audit|scale [--compare PEER] [--output json]` (CLI.md).
+"""`minikraft bench raft|produce|failover|audit|scale|kafka [--compare PEER] [--output json]`
+(CLI.md).
 
 Peers run in the same run as minikraft with matched settings (BENCHMARKS.md): raft with etcd
 (fsync every commit) or PySyncObj (no fsync, minikraft then runs with minikraft.raft.fsync=false),
 failover with etcd at the same election timeout, produce with NATS JetStream R3; audit always
-compares Spark with the single-process baseline. The peers come from `make bench-deps`.
+compares Spark with the single-process baseline. The peers come from `make bench-deps`. kafka
+runs every line against Apache Kafka itself (`make kafka-deps`), its peer always.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ PEERS = {
     "produce": (None, "nats"),
     "audit": (None,),
     "scale": (None,),
+    "kafka": (None, "kafka"),
 }
 
 
 @click.command()
-@click.argument("which", type=click.Choice(["raft", "produce", "failover", "audit", "scale"]))
-@click.option("--compare", type=click.Choice(["etcd", "pysyncobj", "nats"]), default=None)
+@click.argument("which", type=click.Choice(["raft", "produce", "failover", "audit", "scale", "kafka"]))
+@click.option("--compare", type=click.Choice(["etcd", "pysyncobj", "nats", "kafka"]),
+              default=None)
 @click.option("--quick", is_flag=True, help="a short run (smoke test), not for quoting")
 @click.option("--records", type=click.IntRange(min=1), default=None,
               help="audit only: metadata records to generate (default 1,000,000)")
@@ -41,10 +45,14 @@ PEERS = {
               help="scale only: partitions to create, RF 3 (default 100,000)")
 @click.option("--topics", type=click.IntRange(min=1), default=None,
               help="scale only: topics they are spread over (default 10)")
+@click.option("--kills", type=(click.IntRange(min=1), click.IntRange(min=1)), default=None,
+              help="kafka only: controller and broker kills instead of 20 and 10")
+@click.option("--cold-starts", type=click.IntRange(min=1), default=None,
+              help="kafka only: Ready's cold starts of each instead of 5")
 @output_option
 def bench(which: str, compare: str | None, quick: bool, records: int | None,
           directory: Path | None, network: str, partitions: int | None, topics: int | None,
-          output: str) -> None:
+          kills: tuple[int, int] | None, cold_starts: int | None, output: str) -> None:
     """Run a bounded benchmark on localhost and print its figures."""
     if network == "netns" and which != "failover":
         fail("--network netns applies to bench failover only", EXIT_USAGE)
@@ -55,6 +63,8 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
         fail("--records and --dir apply to bench audit only", EXIT_USAGE)
     if which != "scale" and (partitions is not None or topics is not None):
         fail("--partitions and --topics apply to bench scale only", EXIT_USAGE)
+    if which != "kafka" and (kills is not None or cold_starts is not None):
+        fail("--kills and --cold-starts apply to bench kafka only", EXIT_USAGE)
     from cluster.bench.peers.procs import PeerMissing
     from cluster.bench.report import print_report
 
@@ -65,7 +75,8 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
             report = run_netns_failover_bench(cuts=3 if quick else 20, compare=compare)
             title = f"bench failover ({report['kills']} partitions isolating the leader, netns)"
         else:
-            report, title = _run(which, compare, quick, records, directory, partitions, topics)
+            report, title = _run(which, compare, quick, records, directory, partitions, topics,
+                                 kills, cold_starts)
     except PeerMissing as exc:
         fail(str(exc), EXIT_USAGE)
     except KafkaError as exc:  # CLI.md: one line with the Kafka error name, never a traceback
@@ -82,7 +93,16 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
 
 def _run(which: str, compare: str | None, quick: bool, records: int | None = None,
          directory: Path | None = None, partitions: int | None = None,
-         topics: int | None = None) -> tuple[dict[str, Any], str]:
+         topics: int | None = None, kills: tuple[int, int] | None = None,
+         cold_starts: int | None = None) -> tuple[dict[str, Any], str]:
+    if which == "kafka":
+        from cluster.bench.kafka_bench import run_kafka_bench
+
+        report = run_kafka_bench(quick=quick, kills=kills, cold_starts=cold_starts)
+        return report, (
+            f"bench kafka (minikraft vs Apache Kafka {report['kafka_version']}, 3 controllers "
+            "+ 3 brokers each, RF 3, min ISR 2, acks=all)"
+        )
     if which == "scale":
         from cluster.bench.scale_bench import run_scale_bench
 
