@@ -45,7 +45,7 @@ async def _caught_up(cluster: LocalCluster, timeout_s: float = RECOVERY_S) -> in
             now_ms = time.time() * 1000
             voters = status.voters
             if (status.leader_id is not None and len(voters) == len(cluster.controllers)
-                    and all(now_ms - v.last_caught_up_timestamp_ms < 1000 for v in voters
+                    and all(now_ms - int(v.last_caught_up_timestamp) < 1000 for v in voters
                             if v.replica_id != status.leader_id)):
                 return status.leader_id
             last = f"leader {status.leader_id}, voters {voters}"
