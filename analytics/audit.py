@@ -1,11 +1,11 @@
 """`run_audit`: read every metadata file under a directory, check the rules with Spark, report.
 
-Two reads, both outside Spark (analytics.staging: the driver's process, or a forked pool while
+Two reads, both outside Spark (analytics.engine.staging: the driver's process, or a forked pool while
 the JVM starts), into Parquet that Spark reads natively: every batch of every file from its
-header and CRC (cheap: rule 2 and the damage report, analytics.log_scan), then the records of
+header and CRC (cheap: rule 2 and the damage report, analytics.read.log_scan), then the records of
 one node only, the replay source (the longest controller log, chosen from the batch headers
 before Spark is up), plus every node's control batches (rules 1 and 5). The replay source's
-partitions are replayed as its records decode, in shards (analytics.replay_shards: rules 8,
+partitions are replayed as its records decode, in shards (analytics.rules.partitions.shards: rules 8,
 10, 11, 13, 19), and their findings are staged too. Every rule then runs over the Parquet
 tables; only counts, evidence (capped) and a few partitions' timelines reach the driver. Verdict: `corrupt` when a CRC or framing error has valid data after it (bit rot),
 else `violations` when a rule is broken, else `clean`; a torn tail after a crash is reported,
@@ -29,8 +29,45 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analytics.audit_result import AuditResult
-from analytics.broker_rules import (
+from analytics.engine.spark_session import (
+    DEFAULT_MASTER,
+    PYTHON_IN_DRIVER_CONF,
+    build_session,
+    warm_python_workers,
+)
+from analytics.engine.staging import Stager, Table
+from analytics.read.chaos_events import read_chaos_faults
+from analytics.read.datasource import (
+    BATCH_COLUMNS,
+    COLUMNS,
+    KIND_SEGMENT,
+    FileSpec,
+    discover_files,
+    iter_file_batches,
+)
+from analytics.read.log_scan import CORRUPT
+from analytics.read.record_columns import iter_record_columns
+from analytics.report.audit_result import AuditResult
+from analytics.rules.partitions.pure import POINT, TALLY
+from analytics.rules.partitions.shards import (
+    REPLAY_OUTPUT_COLUMNS,
+    TIMELINE_PARTITIONS,
+    TIMELINE_POINTS,
+    run_shard,
+)
+from analytics.rules.quorum.spark import (
+    RuleResult,
+    choose_replay_source,
+    partition_rule_results,
+    partition_summaries,
+    replay_partitions,
+    rule_1_one_leader_per_epoch,
+    rule_2_committed_prefix,
+    rule_5_voter_changes,
+    rule_order,
+    shard_plan,
+)
+from analytics.rules.replication.spark import (
     StagedBrokerInputs,
     group_rules,
     hwm_timelines,
@@ -43,56 +80,19 @@ from analytics.broker_rules import (
     rule_24_log_start,
     stage_broker_inputs,
 )
-from analytics.chaos_events import read_chaos_faults
-from analytics.datasource import (
-    BATCH_COLUMNS,
-    COLUMNS,
-    KIND_SEGMENT,
-    FileSpec,
-    discover_files,
-    iter_file_batches,
-)
-from analytics.log_replay import POINT, TALLY
-from analytics.log_scan import CORRUPT
-from analytics.record_columns import iter_record_columns
-from analytics.replay_shards import (
-    REPLAY_OUTPUT_COLUMNS,
-    TIMELINE_PARTITIONS,
-    TIMELINE_POINTS,
-    run_shard,
-)
-from analytics.rules import (
-    RuleResult,
-    choose_replay_source,
-    partition_rule_results,
-    partition_summaries,
-    replay_partitions,
-    rule_1_one_leader_per_epoch,
-    rule_2_committed_prefix,
-    rule_5_voter_changes,
-    rule_order,
-    shard_plan,
-)
-from analytics.spark_session import (
-    DEFAULT_MASTER,
-    PYTHON_IN_DRIVER_CONF,
-    build_session,
-    warm_python_workers,
-)
-from analytics.staging import Stager, Table
 
 # Below this much metadata log the files are decoded in the driver's process (a few thousand
 # records take milliseconds); above it, by a pool of forked processes while the JVM starts.
 PARALLEL_DECODE_BYTES = 8 << 20
 # Below this much metadata log Spark starts with the small-input settings
-# (analytics.spark_session.SMALL_INPUT_JAVA_OPTIONS): a demo cluster's few MiB.
+# (analytics.engine.spark_session.SMALL_INPUT_JAVA_OPTIONS): a demo cluster's few MiB.
 SMALL_INPUT_BYTES = 32 << 20
 # Below this much the JVM runs C1 and the serial collector (spark_session.LIGHT_JVM_JAVA_OPTIONS):
 # a million-record audit reads about 530 MiB.
 LIGHT_JVM_BYTES = 2 << 30
 # Up to this many staged broker rows (the broker journals, the ack journals, the partition
 # logs' entries) the broker rules' Python runs in the driver, not in Python workers
-# (analytics.spark_session.cogroup_in_arrow): the rows it reads are collected to the driver.
+# (analytics.engine.spark_session.cogroup_in_arrow): the rows it reads are collected to the driver.
 PYTHON_IN_DRIVER_ROWS = 200_000
 MAX_CORRUPT_LISTED = 100
 MAX_PARTITIONS_LISTED = 500
@@ -319,11 +319,11 @@ def run_audit(
 ) -> AuditResult:
     """Audit every metadata segment and snapshot under directory (INVARIANTS rules 1, 2, 5, 8,
     10, 11, 13, 19) and the broker journals, ack journals and partition logs (rules 20, 22,
-    23), and consumer journals when there are some (analytics.group_rules' named checks);
+    23), and consumer journals when there are some (analytics.rules.groups.pure' named checks);
     writes audit.json and index.html to report_dir when given. Without a session, one is
     started (and stopped) here, while the files are decoded; on_session sees it first.
     python_in_driver: run the rules' Python in the driver, not in Python workers
-    (analytics.spark_session.PYTHON_IN_DRIVER_CONF); None: up to PYTHON_IN_DRIVER_ROWS."""
+    (analytics.engine.spark_session.PYTHON_IN_DRIVER_CONF); None: up to PYTHON_IN_DRIVER_ROWS."""
     started = time.monotonic()
     say = progress or (lambda _message: None)
     files = discover_files(directory)
@@ -363,7 +363,7 @@ def run_audit(
         # The broker rules' Python may run in Python workers: start them while the input
         # stages (a large input with broker files only: the replay needs no worker).
         warming = (None if small or not any(staged_broker.files.values())
-                   else warm_python_workers(spark, ["analytics.broker_rules"]))
+                   else warm_python_workers(spark, ["analytics.rules.replication.spark"]))
         try:
             say("staging and replaying (Spark is up)")
             stager.wait()
@@ -386,7 +386,7 @@ def run_audit(
                 spark.stop()
     result.elapsed_s = time.monotonic() - started
     if report_dir is not None:
-        from analytics.report import write_report
+        from analytics.report.render import write_report
 
         say("writing the report")
         result.report_dir = write_report(result, report_dir)

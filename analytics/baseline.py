@@ -3,10 +3,10 @@
 It is the straightforward pass: every record of every replica decoded (iter_file_rows) and
 compared record by record for rule 2, where the Spark audit decodes the replay source only and
 compares the other replicas batch by batch (base offset, epoch, CRC). Damage is classified by
-the same analytics.log_scan, so both reach the same verdict (`corrupt` included).
+the same analytics.read.log_scan, so both reach the same verdict (`corrupt` included).
 
-Same files, same rows (analytics.datasource.iter_file_rows), same rule definitions (rules 1, 2,
-5 written as loops over the rows; rules 8-19 through analytics.rules.replay_partition), same
+Same files, same rows (analytics.read.datasource.iter_file_rows), same rule definitions (rules 1, 2,
+5 written as loops over the rows; rules 8-19 through analytics.rules.quorum.spark.replay_partition), same
 counts; no Spark. `python -m analytics.baseline --dir D` prints the audit.json-shaped document.
 """
 
@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analytics import data_rules as dr
-from analytics import group_rules as gr
-from analytics.broker_inputs import (
+from analytics.read.broker_inputs import (
     ACK_COLUMNS,
     CONSUMER_COLUMNS,
     JOURNAL_COLUMNS,
@@ -41,7 +39,7 @@ from analytics.broker_inputs import (
     names,
     read_log_bounds,
 )
-from analytics.datasource import (
+from analytics.read.datasource import (
     BATCH_COLUMNS,
     COL,
     KIND_SEGMENT,
@@ -52,9 +50,15 @@ from analytics.datasource import (
     iter_file_batches,
     iter_file_rows,
 )
-from analytics.log_replay import PARTITION_RECORD_TYPES, SIDE_FIELDS, SIDE_RECORD_TYPES, LogReplay
-from analytics.log_scan import CORRUPT
-from analytics.rules import (
+from analytics.read.log_scan import CORRUPT
+from analytics.rules.groups import pure as gr
+from analytics.rules.partitions.pure import (
+    PARTITION_RECORD_TYPES,
+    SIDE_FIELDS,
+    SIDE_RECORD_TYPES,
+    LogReplay,
+)
+from analytics.rules.quorum.spark import (
     MAX_EVIDENCE,
     METADATA_PARTITION,
     PARTITION_RULES,
@@ -65,6 +69,7 @@ from analytics.rules import (
     rule_order,
     rule_result,
 )
+from analytics.rules.replication import pure as dr
 
 _SIDE = tuple(COL[c] for c in SIDE_FIELDS)
 
@@ -271,7 +276,7 @@ def _rule_5(voters: dict[int, list[tuple[int, int, int, str, list[str]]]]) -> Ru
 def _partition_rules(node: int, items: list[tuple[int, int, bool, tuple[Any, ...]]]
                      ) -> list[RuleResult]:
     """Rules 8, 10, 11, 13, 19: the replay source's records, sorted into log order (a stable
-    sort: the snapshot's first), through analytics.log_replay as the Spark audit's shards
+    sort: the snapshot's first), through analytics.rules.partitions.pure as the Spark audit's shards
     replay them."""
     items.sort(key=lambda item: (item[0], item[1]))
     replay = LogReplay(node)
@@ -295,7 +300,7 @@ def _partition_rules(node: int, items: list[tuple[int, int, bool, tuple[Any, ...
 
 def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                   ) -> tuple[list[RuleResult], dict[str, int]]:
-    """Rules 20, 22, 23 with analytics.data_rules, as analytics.broker_rules runs them."""
+    """Rules 20, 22, 23 with analytics.rules.replication.pure, as analytics.rules.replication.spark runs them."""
     broker_journals, ack_journals = discover_journals(directory)
     log_files = discover_partition_logs(directory)
     journal_names, ack_names, log_names = (names(JOURNAL_COLUMNS), names(ACK_COLUMNS),
@@ -416,7 +421,7 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
 def _group_rules(journals: list[JournalFile],
                  entries: dict[tuple[str, int], list[dict[str, Any]]],
                  reference: dict[tuple[str, int], int]) -> list[RuleResult]:
-    """analytics.group_rules' checks, as analytics.broker_rules.group_rules runs them."""
+    """analytics.rules.groups.pure' checks, as analytics.rules.replication.spark.group_rules runs them."""
     if not journals:
         return []
     columns = names(CONSUMER_COLUMNS)

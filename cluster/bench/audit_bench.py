@@ -26,7 +26,7 @@ NOTE = ("same files, same run; Spark local[2] (decodes the replay source's recor
 def log_length(directory: Path) -> int:
     """The longest controller log's end offset, read from batch headers of each node's last
     segment (what `generate --records N` wrote, about N)."""
-    from analytics.datasource import KIND_SEGMENT, discover_files
+    from analytics.read.datasource import KIND_SEGMENT, discover_files
     from storage.core.record_batch import CorruptBatchError, read_header
 
     last_segment: dict[int, str] = {}
@@ -53,9 +53,9 @@ def run_audit_bench(
 ) -> dict[str, Any]:
     from analytics.audit import run_audit
     from analytics.baseline import run_baseline
-    from analytics.datasource import discover_files
     from analytics.generate import generate_cluster_dir
-    from analytics.phase_clock import PhaseClock
+    from analytics.read.datasource import discover_files
+    from cluster.bench.phase_clock import PhaseClock
 
     if quick:
         records = 100_000

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.phase_clock import CpuSince
 from cluster.bench.floor import measure_floor
 from cluster.bench.librdkafka_producer import (
     LIBRDKAFKA,
@@ -27,6 +26,7 @@ from cluster.bench.librdkafka_producer import (
     librdkafka_available,
     run_librdkafka_load,
 )
+from cluster.bench.phase_clock import CpuSince
 from cluster.cli.broker_client import Leaders, create_topic, data_client, metadata
 from cluster.cli.produce_cmd import percentile, send_batch
 from cluster.launch.local_cluster import LocalCluster

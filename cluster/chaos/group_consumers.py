@@ -8,7 +8,7 @@ acks=all), so the audit can check that committed offsets never move backwards an
 below a committed offset went unread by the group.
 
 Journal entries (msgpack maps written back to back to `journal/chaos-consumers.journal`, as the
-ack journal is; the audit reads them as analytics.broker_inputs.CONSUMER_COLUMNS):
+ack journal is; the audit reads them as analytics.read.broker_inputs.CONSUMER_COLUMNS):
 - {"event": "read", "run_id", "group", "member", "topic", "partition", "offset", "value", "ts"}
   (`value` is the record's identity, `<producer-id>-<seq>`, as in the ack journal);
 - {"event": "commit", "run_id", "group", "topic", "partition", "offset", "source", "ts"}

@@ -7,7 +7,7 @@ librdkafka retries by itself until `message.timeout.ms`; a record is acked once,
 delivery report says so. With `enable.idempotence=true` (the default here; InitProducerId and
 the brokers' per-producer sequences) its retries cannot write a value twice, and the audit
 counts a duplicate as a violation; without it, retries may duplicate and a duplicate is counted,
-not a violation (analytics.data_rules.classify_acked).
+not a violation (analytics.rules.replication.pure.classify_acked).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ the audit judges any. Every send and ack entry says whether its producer is idem
 clients run with idempotence on unless `--no-idempotence`; minikraft's own producer never sends a
 value twice (see _send), so a second copy can only come from the brokers and it is journaled as
 idempotent too. The audit counts a duplicate of a non-idempotent producer's value and reports one
-of an idempotent producer's as a violation (analytics.data_rules.classify_acked).
+of an idempotent producer's as a violation (analytics.rules.replication.pure.classify_acked).
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class _SparkProgress:
 def audit(directory: Path, master: str, report_dir: Path | None, output: str) -> None:
     """Check the rules of INVARIANTS.md on the files a cluster wrote (exit 1 on a violation)."""
     from analytics.audit import AuditInputError, run_audit
-    from analytics.datasource import discover_files
+    from analytics.read.datasource import discover_files
 
     if not discover_files(directory):
         fail(f"no metadata log segments or snapshots under {directory}", EXIT_USAGE)

@@ -99,7 +99,7 @@ def read_back(bootstrap: str) -> list[str]:
 def record_fault(journal: Path, action: str, spec: NodeSpec) -> None:
     """One fault the demo injects, as a chaos event line (`minikraft chaos`'s fields: ts_ms,
     action, node, pid), appended to journal: the audit report marks it on every timeline
-    (analytics.chaos_events reads `chaos/*.jsonl`)."""
+    (analytics.read.chaos_events reads `chaos/*.jsonl`)."""
     journal.parent.mkdir(parents=True, exist_ok=True)
     with journal.open("a", encoding="utf-8") as out:
         out.write(json.dumps(fault_event(action, spec)) + "\n")

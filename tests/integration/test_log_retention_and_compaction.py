@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from analytics import data_rules as dr
+from analytics.rules.replication import pure as dr
 from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
 from storage.core.record_batch import iter_segment_batches

@@ -15,7 +15,7 @@ if shutil.which("java") is None:
 
 from pyspark.sql import SparkSession  # noqa: E402
 
-from analytics.spark_session import build_session  # noqa: E402
+from analytics.engine.spark_session import build_session  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from analytics.spark_session import PYTHON_IN_DRIVER_CONF, cogroup_in_arrow
-from analytics.staging import Stager
+from analytics.engine.spark_session import PYTHON_IN_DRIVER_CONF, cogroup_in_arrow
+from analytics.engine.staging import Stager
 
 
 def _rows(spec: int) -> Iterator[tuple[Any, ...]]:

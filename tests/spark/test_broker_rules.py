@@ -17,15 +17,15 @@ from pyspark.sql import SparkSession
 
 from analytics.audit import run_audit
 from analytics.baseline import run_baseline
-from analytics.broker_inputs import (
+from analytics.generate import NodeLog, write_node
+from analytics.read.broker_inputs import (
     discover_journals,
     discover_partition_logs,
     iter_ack_rows,
     iter_journal_rows,
     iter_partition_log_rows,
 )
-from analytics.generate import NodeLog, write_node
-from analytics.group_rules import COMMITS_MONOTONIC, NO_SKIPPED
+from analytics.rules.groups.pure import COMMITS_MONOTONIC, NO_SKIPPED
 from broker.core.journal_events import HwmAdvanced, JournalEvent, RoleChanged, encode_event
 from metadata.records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from raft.core.control_records import LeaderChangeRecord, Voter, VotersRecord, bootstrap_snapshot
@@ -199,7 +199,7 @@ def check(rules: dict[int | str, Any], files: dict[str, Path]) -> None:
 def test_rules_20_22_23_on_hand_made_cluster(spark: SparkSession, tmp_path: Path,
                                              python_in_driver: bool) -> None:
     """The rules' Python in Python workers (mapInArrow, cogroup applyInArrow) and in the
-    driver (a small input's way, analytics.spark_session.cogroup_in_arrow): the same results."""
+    driver (a small input's way, analytics.engine.spark_session.cogroup_in_arrow): the same results."""
     files = build_cluster(tmp_path / "cluster")
     result = run_audit(tmp_path / "cluster", spark=spark, report_dir=tmp_path / "report",
                        python_in_driver=python_in_driver)

@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analytics.datasource import COLUMN_NAMES, FileSpec, discover_files, iter_file_rows
 from analytics.generate import generate_cluster_dir
+from analytics.read.datasource import COLUMN_NAMES, FileSpec, discover_files, iter_file_rows
 from storage.core.record_batch import read_header
 
 pytestmark = pytest.mark.spark

@@ -18,9 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analytics.audit import run_audit
-from analytics.datasource import BATCH_COLUMNS, discover_files, iter_file_batches
 from analytics.generate import generate_cluster_dir
-from analytics.report import ELECTION_COLOR, FAULT_COLORS
+from analytics.read.datasource import BATCH_COLUMNS, discover_files, iter_file_batches
+from analytics.report.render import ELECTION_COLOR, FAULT_COLORS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

@@ -1,11 +1,11 @@
 """The demo's injected faults reach the audit report: cluster.launch.demo.record_fault writes
-chaos events that analytics.chaos_events reads (the report marks them on every timeline)."""
+chaos events that analytics.read.chaos_events reads (the report marks them on every timeline)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.chaos_events import read_chaos_faults
+from analytics.read.chaos_events import read_chaos_faults
 from cluster.launch.demo import record_fault
 from cluster.launch.local_cluster import NodeSpec
 

@@ -1,4 +1,4 @@
-"""analytics.gc_pause: the collector's setting inside fewer_collections, and the previous one
+"""analytics.engine.gc_pause: the collector's setting inside fewer_collections, and the previous one
 back after the last of nested uses."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 
-from analytics.gc_pause import THRESHOLD, fewer_collections
+from analytics.engine.gc_pause import THRESHOLD, fewer_collections
 
 
 def test_threshold_and_freeze_inside_and_restored_after() -> None:

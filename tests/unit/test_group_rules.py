@@ -1,13 +1,13 @@
-"""The audit's consumer-group checks (analytics.group_rules) and rule 23's idempotence verdict
-(analytics.data_rules.classify_acked) on hand-made rows: each passes on a clean history and
+"""The audit's consumer-group checks (analytics.rules.groups.pure) and rule 23's idempotence verdict
+(analytics.rules.replication.pure.classify_acked) on hand-made rows: each passes on a clean history and
 flags a planted violation with its evidence."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from analytics import data_rules as dr
-from analytics import group_rules as gr
+from analytics.rules.groups import pure as gr
+from analytics.rules.replication import pure as dr
 
 TOPIC = "t"
 FILE = "journal/chaos-consumers.journal"

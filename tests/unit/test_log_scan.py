@@ -1,9 +1,9 @@
-"""analytics.log_scan: a damaged batch with valid data after it is corruption, a damaged last
+"""analytics.read.log_scan: a damaged batch with valid data after it is corruption, a damaged last
 batch of a log is a torn tail; reading resumes at the next valid batch either way."""
 
 from __future__ import annotations
 
-from analytics.log_scan import CORRUPT, TORN, Damage, walk_batches
+from analytics.read.log_scan import CORRUPT, TORN, Damage, walk_batches
 from storage.core.record_batch import BatchHeader, encode_batch
 
 

@@ -1,4 +1,4 @@
-"""analytics.phase_clock counts the CPU of child processes too (the JVM, Spark's workers), and
+"""cluster.bench.phase_clock counts the CPU of child processes too (the JVM, Spark's workers), and
 reads the CPU of given processes (bench produce's servers)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from analytics.phase_clock import CpuSince, PhaseClock, TreeCpu, cpu_seconds
+from cluster.bench.phase_clock import CpuSince, PhaseClock, TreeCpu, cpu_seconds
 
 # Burns 0.4 s of CPU, then stays a moment (what it used before its last sample counts).
 BURN = ("import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"

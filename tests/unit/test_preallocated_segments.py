@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from analytics.broker_inputs import PartitionLogFile, iter_partition_log_rows
-from analytics.log_scan import TORN, Damage, walk_batches
+from analytics.read.broker_inputs import PartitionLogFile, iter_partition_log_rows
+from analytics.read.log_scan import TORN, Damage, walk_batches
 from cluster.cli.dump_log_cmd import dump_file
 from kafkawire.config import ConfigError, NodeConfig
 from storage.core.record_batch import encode_batch, is_free_tail, iter_segment_batches

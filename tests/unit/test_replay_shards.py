@@ -1,5 +1,5 @@
 """The partition replay run in shards while the replay source's log is decoded
-(analytics.replay_shards, issue 15): every partition replayed by exactly one shard, the same
+(analytics.rules.partitions.shards, issue 15): every partition replayed by exactly one shard, the same
 violations and tallies whatever the number of shards, every staged row kept (the replayed
 partition records aside, RECOVERING ones staged too), a record whose fields do not fit their
 columns staged once as corrupt and not replayed, and the timeline points of the partitions the
@@ -19,8 +19,9 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from analytics.audit import file_summary, replay_specs  # noqa: E402
-from analytics.data_rules import RECOVERING  # noqa: E402
-from analytics.datasource import (  # noqa: E402
+from analytics.engine.staging import Stager, Table  # noqa: E402
+from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node  # noqa: E402
+from analytics.read.datasource import (  # noqa: E402
     BATCH_COLUMNS,
     COLUMNS,
     KIND_SEGMENT,
@@ -28,10 +29,9 @@ from analytics.datasource import (  # noqa: E402
     discover_files,
     iter_file_batches,
 )
-from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node  # noqa: E402
-from analytics.log_replay import PARTITION_RECORD_TYPES, POINT, TALLY, VIOLATION  # noqa: E402
-from analytics.record_columns import iter_record_columns  # noqa: E402
-from analytics.replay_shards import (  # noqa: E402
+from analytics.read.record_columns import iter_record_columns  # noqa: E402
+from analytics.rules.partitions.pure import PARTITION_RECORD_TYPES, POINT, TALLY, VIOLATION  # noqa: E402
+from analytics.rules.partitions.shards import (  # noqa: E402
     REPLAY_OUTPUT_COLUMNS,
     TIMELINE_PARTITIONS,
     PointSpill,
@@ -39,8 +39,8 @@ from analytics.replay_shards import (  # noqa: E402
     run_shard,
     timeline_rank,
 )
-from analytics.rules import ReplaySource, choose_replay_source, shard_plan  # noqa: E402
-from analytics.staging import Stager, Table  # noqa: E402
+from analytics.rules.quorum.spark import ReplaySource, choose_replay_source, shard_plan  # noqa: E402
+from analytics.rules.replication.pure import RECOVERING  # noqa: E402
 from metadata.records import PartitionChangeRecord, PartitionRecord, encode_record  # noqa: E402
 from storage.core.record_batch import encode_batch  # noqa: E402
 

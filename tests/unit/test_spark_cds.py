@@ -1,4 +1,4 @@
-"""The class-data archive of Spark's JVM (analytics.spark_session.cds_java_options): written by
+"""The class-data archive of Spark's JVM (analytics.engine.spark_session.cds_java_options): written by
 a JVM to a file of its own, taken into use only once whole, then mapped by later starts."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from analytics import spark_session
+from analytics.engine import spark_session
 
 DEAD_PID = 2**22 + 1  # above Linux's pid_max default: no such process
 

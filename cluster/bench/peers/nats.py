@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.phase_clock import CpuSince
 from cluster.bench.librdkafka_producer import LIBRDKAFKA
 from cluster.bench.peers.procs import PeerMissing, free_ports, require_binary, spawn, stop_pid
+from cluster.bench.phase_clock import CpuSince
 from cluster.bench.raft_workload import percentile
 
 NOTE = (

@@ -3,7 +3,7 @@
 - Process faults (kill -9, clean stop, restart, pause, resume) and network cuts (isolate, heal)
   go through cluster/chaos/process_faults.py's ProcessFaults, whose events are the chaos
   journal's: every event is appended to `D/chaos/console-<session>.jsonl`, which the audit's
-  report reads like a chaos run's summary (analytics/chaos_events.py), so its timelines mark
+  report reads like a chaos run's summary (analytics/read/chaos_events.py), so its timelines mark
   what was done from the page.
 - Elections go through the CLI's run_elections (ElectLeaders v3), the unclean-recovery tool
   through the CLI's run_recovery, the controller disk replacement (seed 003) through the CLI

@@ -1,4 +1,4 @@
-"""Rules 20, 22 and 23 (INVARIANTS.md) as plain Python over reader rows (analytics.broker_inputs):
+"""Rules 20, 22 and 23 (INVARIANTS.md) as plain Python over reader rows (analytics.read.broker_inputs):
 the Spark audit runs these functions per partition (applyInArrow) or as the same predicate in a
 DataFrame filter, and analytics.baseline calls them directly, so both share one definition.
 

@@ -18,13 +18,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from analytics.broker_inputs import (
+from analytics.read.broker_inputs import (
     AckJournalDataSource,
     BrokerJournalDataSource,
     ConsumerJournalDataSource,
     PartitionLogDataSource,
 )
-from analytics.datasource import MetadataBatchDataSource, MetadataLogDataSource
+from analytics.read.datasource import MetadataBatchDataSource, MetadataLogDataSource
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MASTER = "local[2]"

@@ -4,7 +4,7 @@ order: every partition's registration is rebuilt with the controller's own merge
 under the min ISR and the ELR feature level in force at that point of the log.
 
 One pass in log order, every partition at once (a dict of their states), so the records need no
-grouping and no sort: the audit's replay shards (analytics.replay_shards) feed it as they decode
+grouping and no sort: the audit's replay shards (analytics.rules.partitions.shards) feed it as they decode
 the log, the single-process baseline (analytics.baseline) feeds it the same records, and both
 get the same violations and tallies from this one definition. Pure Python, no Spark.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from analytics.datasource import PARTITION_VALUE_NAMES
+from analytics.read.datasource import PARTITION_VALUE_NAMES
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
@@ -57,7 +57,7 @@ TALLY = "tally"  # one row per partition: how many states and changes its replay
 _RULE_PREFIX = re.compile(r"^rule (\d+):")
 
 # A partition record as LogReplay.partition_record takes it: partition_values' tuple
-# (analytics.datasource: PARTITION_VALUE_NAMES, in that order), with null meaning "unchanged"
+# (analytics.read.datasource: PARTITION_VALUE_NAMES, in that order), with null meaning "unchanged"
 # in a PartitionChangeRecord.
 _AT = {name: index for index, name in enumerate(PARTITION_VALUE_NAMES)}
 (_TYPE, _TOPIC, _PARTITION, _LEADER, _LRS, _LEADER_EPOCH, _PARTITION_EPOCH, _LAST_KNOWN_LEADER,
@@ -276,7 +276,7 @@ class LogReplay:
 
 def point_row(node: int, state: PartitionState, file: str, point: tuple[int, ...]
               ) -> dict[str, Any]:
-    """A timeline point as a replay output row (analytics.rules.REPLAY_OUTPUT_SCHEMA)."""
+    """A timeline point as a replay output row (analytics.rules.quorum.spark.REPLAY_OUTPUT_SCHEMA)."""
     (offset, batch_timestamp_ms, is_change, leader, leader_epoch, partition_epoch, isr_size,
      elr_size, min_isr, recovering) = point
     return {"kind": POINT, "rule": None, "message": None, "node": node, "file": file,

@@ -1,10 +1,10 @@
-"""The audit's rules over the rows of analytics.datasource, each citing INVARIANTS.md.
+"""The audit's rules over the rows of analytics.read.datasource, each citing INVARIANTS.md.
 
 Set-wide rules (1, 2, 5) are DataFrame joins, aggregations and windows. Per-partition rules
 (8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest), record
-by record in log order (analytics.log_replay: PartitionRegistration.merge and controller.core.
+by record in log order (analytics.rules.partitions.pure: PartitionRegistration.merge and controller.core.
 invariants, which analytics.baseline runs too, one definition of each rule); the replay runs
-where that log is decoded, in shards (analytics.replay_shards), and Spark reads its output:
+where that log is decoded, in shards (analytics.rules.partitions.shards), and Spark reads its output:
 violations, a tally per partition and a few partitions' last points.
 Every rule returns a RuleResult: how many things it checked and the violations with evidence
 (file, offset, node, partition). Only small aggregates reach the driver.
@@ -27,11 +27,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from analytics.datasource import FileSpec
-from analytics.group_rules import GROUP_RULE_NAMES
-from analytics.log_replay import VIOLATION
-from analytics.replay_shards import REPLAY_OUTPUT_COLUMNS, ShardPlan
-from analytics.staging import Table
+from analytics.engine.staging import Table
+from analytics.read.datasource import FileSpec
+from analytics.rules.groups.pure import GROUP_RULE_NAMES
+from analytics.rules.partitions.pure import VIOLATION
+from analytics.rules.partitions.shards import REPLAY_OUTPUT_COLUMNS, ShardPlan
 from raft.core.replica_key import ZERO_UUID, uuid_to_str
 
 METADATA_PARTITION = "__cluster_metadata-0"
@@ -57,7 +57,7 @@ PARTITION_RULES = (8, 10, 11, 13, 19)
 
 @dataclass
 class RuleResult:
-    rule: int | str  # an INVARIANTS.md number, or a named check (analytics.group_rules)
+    rule: int | str  # an INVARIANTS.md number, or a named check (analytics.rules.groups.pure)
     name: str
     checked: int
     violations: list[dict[str, Any]] = field(default_factory=list)
@@ -92,7 +92,7 @@ def rule_order(result: RuleResult) -> tuple[int, int, str]:
     return 1, 0, result.rule
 
 
-# -- per-partition replay: analytics.log_replay, run by analytics.replay_shards ---------------
+# -- per-partition replay: analytics.rules.partitions.pure, run by analytics.rules.partitions.shards ---------------
 
 REPLAY_OUTPUT_SCHEMA = StructType([
     StructField(name, {"STRING": StringType(), "INT": IntegerType(), "BIGINT": LongType(),
@@ -309,7 +309,7 @@ def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
 
 def shard_plan(source: ReplaySource, files: Iterable[FileSpec], shards: int, records: Table,
                output: Table) -> ShardPlan:
-    """The replay source's files, replayed in `shards` shards (analytics.replay_shards) that
+    """The replay source's files, replayed in `shards` shards (analytics.rules.partitions.shards) that
     stage their rows into the records table and their output into the output table."""
     return ShardPlan(source.node, source.from_offset, source.snapshot_file,
                      tuple(f for f in files if f.node == source.node), max(1, shards),
@@ -317,7 +317,7 @@ def shard_plan(source: ReplaySource, files: Iterable[FileSpec], shards: int, rec
 
 
 def replay_partitions(spark: SparkSession, output: Table | None) -> DataFrame | None:
-    """The replay shards' output (analytics.replay_shards: violations, a tally per partition,
+    """The replay shards' output (analytics.rules.partitions.shards: violations, a tally per partition,
     the last points of a few partitions) as a DataFrame; None when nothing was replayed."""
     if output is None or output.rows == 0:
         return None

@@ -398,7 +398,7 @@ try:
     from pyspark.sql.datasource import DataSource, DataSourceReader
     from pyspark.sql.types import StructType
 
-    from analytics.datasource import ArrowFileReader
+    from analytics.read.datasource import ArrowFileReader
 
     def _path(options: Any, source: str) -> str:
         path = options.get("path")

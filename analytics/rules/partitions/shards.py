@@ -1,7 +1,7 @@
-"""The partition replay (rules 8, 10, 11, 13, 19: analytics.log_replay) run where the replay
+"""The partition replay (rules 8, 10, 11, 13, 19: analytics.rules.partitions.pure) run where the replay
 source's log is decoded, shard by shard, before any of its rows reaches Spark (issue 15).
 
-A shard is one process of the staging pool (analytics.staging). It reads the replay source's
+A shard is one process of the staging pool (analytics.engine.staging). It reads the replay source's
 files in log order (its snapshot, then its segments by offset), decodes every record once, and
 replays the partitions that hash to it (crc32 of the topic id, with the partition id, modulo
 the shards): a partition's records all go to one shard, in log order, so no record is sorted,
@@ -13,7 +13,7 @@ Every shard reads the whole log: decoding a record costs about half of what repl
 does, so each shard spends the decode on the records it does not replay, and the shards stay
 independent (no process waits for another). Each also stages a share of the files (index modulo the
 shards) for the Spark rules: every row of those files but the replayed partition records, and
-the ones that went RECOVERING (rule 23 reads those: analytics.broker_rules.
+the ones that went RECOVERING (rule 23 reads those: analytics.rules.replication.spark.
 recovering_partitions).
 
 A shard writes its output as Parquet rows of REPLAY_OUTPUT_COLUMNS: every violation, one TALLY
@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from analytics.data_rules import RECOVERING
-from analytics.datasource import (
+from analytics.engine.gc_pause import fewer_collections
+from analytics.engine.staging import ARROW_BATCH_ROWS, ParquetFile, arrow_schema
+from analytics.read.datasource import (
     COL,
     COLUMNS,
     KIND_SEGMENT,
@@ -49,22 +50,21 @@ from analytics.datasource import (
     unpack_partition,
     values_of,
 )
-from analytics.gc_pause import fewer_collections
-from analytics.log_replay import (
+from analytics.read.log_scan import CORRUPT, Damage, walk_batches
+from analytics.read.record_columns import Chunk
+from analytics.rules.partitions.pure import (
     SIDE_FIELDS,
     SIDE_RECORD_TYPES,
     LogReplay,
     PartitionState,
     point_row,
 )
-from analytics.log_scan import CORRUPT, Damage, walk_batches
-from analytics.record_columns import Chunk
-from analytics.staging import ARROW_BATCH_ROWS, ParquetFile, arrow_schema
+from analytics.rules.replication.pure import RECOVERING
 from storage.core.record_batch import decode_batch
 
 TIMELINE_PARTITIONS = 12  # partitions whose timeline the report draws
 TIMELINE_POINTS = 2000  # the last points of a partition kept for the report's timeline
-# The replay's output rows (analytics.rules reads them as a DataFrame of this schema).
+# The replay's output rows (analytics.rules.quorum.spark reads them as a DataFrame of this schema).
 REPLAY_OUTPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("kind", "STRING"), ("rule", "INT"), ("message", "STRING"), ("node", "INT"),
     ("file", "STRING"), ("offset", "BIGINT"), ("topic_id", "STRING"), ("partition_id", "INT"),
@@ -75,7 +75,7 @@ REPLAY_OUTPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("leader_changes", "BIGINT"),
 )
 _INT32 = range(-(2**31), 2**31)
-# partition_values' positions (analytics.datasource.PARTITION_VALUE_NAMES) of INT and
+# partition_values' positions (analytics.read.datasource.PARTITION_VALUE_NAMES) of INT and
 # ARRAY<INT> columns, by the columns' declared types
 _INT_VALUES = tuple(i for i, c in enumerate(PARTITION_VALUE_COLUMNS) if COLUMNS[c][1] == "INT")
 _LIST_VALUES = tuple(i for i, c in enumerate(PARTITION_VALUE_COLUMNS)
@@ -101,7 +101,7 @@ def shard_of(topic_id: bytes, partition_id: int, shards: int) -> int:
 def fits_columns(values: tuple[Any, ...]) -> bool:
     """partition_values' values fit their columns (INT, ARRAY<INT> of non-null ints): what
     staging's Arrow conversion accepts. A record that does not is staged as a corrupt row
-    (analytics.staging.fit_row) and not replayed, as when it went through Arrow."""
+    (analytics.engine.staging.fit_row) and not replayed, as when it went through Arrow."""
     for index in _INT_VALUES:
         value = values[index]
         if value is not None and (type(value) is not int or value not in _INT32):
@@ -195,7 +195,7 @@ class PointSpill:
 
 
 class _Staged:
-    """Staged rows (analytics.record_columns.Chunk) into one Parquet file, chunk by chunk; no
+    """Staged rows (analytics.read.record_columns.Chunk) into one Parquet file, chunk by chunk; no
     file when no row comes."""
 
     def __init__(self, spec: FileSpec, path: Path, schema: Any) -> None:
@@ -229,7 +229,7 @@ def run_shard(plan: ShardPlan, shard: int) -> ShardResult:
     misfits = _Staged(plan.specs[0], plan.records_dir / f"source-misfits-{shard:05d}.parquet",
                       schema)
     try:
-        with fewer_collections():  # analytics.gc_pause: a million small objects live here
+        with fewer_collections():  # analytics.engine.gc_pause: a million small objects live here
             for index, spec, in_replay in plan.log_order():
                 staged = (_Staged(spec, plan.records_dir / f"source-{index:05d}.parquet",
                                   schema) if index % plan.shards == shard else None)

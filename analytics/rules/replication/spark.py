@@ -1,6 +1,6 @@
-"""Rules 20, 22 and 23 and the consumer-group checks (analytics.group_rules) on Spark, over the
-broker journals, ack journals, consumer journals and partition logs (analytics.broker_inputs,
-staged by analytics.staging). Every verdict comes from analytics.data_rules' plain functions
+"""Rules 20, 22 and 23 and the consumer-group checks (analytics.rules.groups.pure) on Spark, over the
+broker journals, ack journals, consumer journals and partition logs (analytics.read.broker_inputs,
+staged by analytics.engine.staging). Every verdict comes from analytics.rules.replication.pure' plain functions
 (mapInArrow / cogroup applyInArrow), so analytics.baseline runs the same definitions; the
 set-wide parts (acked writes against the final leader's log, RECOVERING partitions) are joins.
 Only counts, capped evidence and a few partitions' HWM points reach the driver.
@@ -15,9 +15,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analytics import data_rules as dr
-from analytics import group_rules as gr
-from analytics.broker_inputs import (
+from analytics.engine.spark_session import cogroup_in_arrow
+from analytics.engine.staging import Stager, Table
+from analytics.read.broker_inputs import (
     ACK_COLUMNS,
     CONSUMER_COLUMNS,
     JOURNAL_COLUMNS,
@@ -33,9 +33,9 @@ from analytics.broker_inputs import (
     iter_partition_log_rows,
     read_log_bounds,
 )
-from analytics.rules import MAX_EVIDENCE, RuleResult, good_rows, rule_result
-from analytics.spark_session import cogroup_in_arrow
-from analytics.staging import Stager, Table
+from analytics.rules.groups import pure as gr
+from analytics.rules.quorum.spark import MAX_EVIDENCE, RuleResult, good_rows, rule_result
+from analytics.rules.replication import pure as dr
 
 HWM_TIMELINE_PARTITIONS = 12
 HWM_TIMELINE_POINTS = 2000
@@ -60,7 +60,7 @@ class BrokerInputs:
 
 
 def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
-    """The three kinds of file handed to the stager (decoded outside Spark, analytics.staging);
+    """The three kinds of file handed to the stager (decoded outside Spark, analytics.engine.staging);
     a kind with no file becomes an empty DataFrame of its schema when read."""
     brokers, acks = discover_journals(directory)
     consumers = discover_consumer_journals(directory)
@@ -102,7 +102,7 @@ def rule_20_hwm(journal: DataFrame) -> RuleResult:
     advances = journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")).select(
         "file", "broker_id", "topic", "partition", "leader_epoch", "old", "new", "isr_size",
         "min_isr", "ts")
-    # analytics.data_rules.hwm_violation as a column (a null in any operand: not a violation);
+    # analytics.rules.replication.pure.hwm_violation as a column (a null in any operand: not a violation);
     # the baseline agrees (tests/spark/test_audit_rules.py).
     moved_below_min = (F.col("new") > F.col("old")) & (F.col("isr_size") < F.col("min_isr"))
     flagged = advances.withColumn("bad", F.coalesce(moved_below_min, F.lit(False)))
@@ -138,10 +138,10 @@ def _arrow_schema(schema_ddl: str) -> Any:
 
 
 def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
-    """Rule 22 per data partition (analytics.data_rules.check_partition_replicas); its reference
+    """Rule 22 per data partition (analytics.rules.replication.pure.check_partition_replicas); its reference
     rows name each partition's final leader, which rule 23 reads. The caller persists it."""
     # Rules 24/25: below any replica's log start or cleaner checkpoint, replicas differ by
-    # design (analytics.data_rules.removal_floor).
+    # design (analytics.rules.replication.pure.removal_floor).
     entries = inputs.logs
     if inputs.bounds is not None:
         floors = inputs.bounds.groupBy("topic", "partition").agg(F.max(F.greatest(
@@ -224,11 +224,11 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     else:
         joined = joined.withColumn("log_start", F.lit(None).cast("bigint")).withColumn(
             "cleaned_to", F.lit(None).cast("bigint"))
-    # analytics.data_rules.classify_acked as a column: an idempotent producer's duplicate (or
+    # analytics.rules.replication.pure.classify_acked as a column: an idempotent producer's duplicate (or
     # one whose journal does not say: null) is a violation, a missing write on a partition that
     # went RECOVERING is attributed.
     count_in_log = F.coalesce(F.col("count"), F.lit(0))
-    # analytics.data_rules.removed_below: retention or the cleaner took it (rules 24, 25).
+    # analytics.rules.replication.pure.removed_below: retention or the cleaner took it (rules 24, 25).
     removed = (F.col("offset") < F.coalesce(F.col("log_start"), F.lit(-1))) | (
         F.col("offset") < F.coalesce(F.col("cleaned_to"), F.lit(-1)))
     outcome = (F.when((count_in_log == 0) & F.coalesce(removed, F.lit(False)), dr.REMOVED)
@@ -260,7 +260,7 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
 
 def rule_24_log_start(inputs: BrokerInputs) -> RuleResult:
     """Rule 24: no replica's log start offset (retention, DeleteRecords) is past the highest
-    HWM any leader of its partition journaled (analytics.data_rules.log_start_violation)."""
+    HWM any leader of its partition journaled (analytics.rules.replication.pure.log_start_violation)."""
     if inputs.bounds is None:
         return rule_result(24, 0, [])
     highest = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")) \
@@ -292,7 +292,7 @@ def _group_partition(entries: Any, events: Any) -> Any:
 
 
 def group_rules(inputs: BrokerInputs, replicas: DataFrame) -> list[RuleResult]:
-    """`committed_offsets_monotonic` and `no_skipped_committed_record` (analytics.group_rules)
+    """`committed_offsets_monotonic` and `no_skipped_committed_record` (analytics.rules.groups.pure)
     per data partition a consumer group read; nothing when no consumer journal exists."""
     if not inputs.files.get("consumer_journals"):
         return []

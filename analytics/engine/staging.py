@@ -1,6 +1,6 @@
 """Input files decoded outside Spark, into Parquet that Spark reads natively.
 
-The audit's readers (analytics.datasource, analytics.broker_inputs) are plain Python row
+The audit's readers (analytics.read.datasource, analytics.read.broker_inputs) are plain Python row
 generators. Run through a Python DataSource, every `load()` costs Spark a Python worker round
 trip to plan it and every row crosses from a Python worker into the JVM as it is read; here the
 same generators run in the driver's process (or, for large inputs, a pool of forked processes,
@@ -23,7 +23,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from analytics.gc_pause import fewer_collections
+from analytics.engine.gc_pause import fewer_collections
 
 ARROW_BATCH_ROWS = 8192
 # A staged table this small becomes an in-memory relation (Table.read).
@@ -32,7 +32,7 @@ _STRUCT_FIELD = re.compile(r"\s*(\w+)\s*:\s*(.+)\s*")
 
 Columns = Sequence[tuple[str, str]]
 Rows = Callable[[Any], Iterator[tuple[Any, ...]]]
-# A reader that builds Arrow columns itself (analytics.record_columns): (spec, schema) -> batches
+# A reader that builds Arrow columns itself (analytics.read.record_columns): (spec, schema) -> batches
 Batches = Callable[[Any, Any], Iterator[Any]]
 
 

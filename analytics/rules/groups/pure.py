@@ -1,5 +1,5 @@
 """The consumer-group checks (issue 16) as plain Python over reader rows
-(analytics.broker_inputs.CONSUMER_COLUMNS and the final leader's log offsets): the Spark audit
+(analytics.read.broker_inputs.CONSUMER_COLUMNS and the final leader's log offsets): the Spark audit
 runs `check_group_partition` per data partition (cogroup applyInArrow) and a test or a baseline
 can call it directly, so both share one definition.
 

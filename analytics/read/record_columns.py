@@ -1,14 +1,14 @@
 """A metadata log file's records as Arrow columns, decoded batch by batch: the audit's staging
-of its replay source (analytics.audit), the same table analytics.datasource.iter_file_rows
+of its replay source (analytics.audit), the same table analytics.read.datasource.iter_file_rows
 gives row by row (a test compares them), at a fraction of the per-record Python work.
 
 Per batch, the record framing is parsed once (storage.core.record_batch.decode_batch) and the
 batch-level columns (position, epoch, timestamp, control flag) are repeated, not set per row.
-Per record, a partition record's msgpack map gives one tuple (analytics.datasource.
+Per record, a partition record's msgpack map gives one tuple (analytics.read.datasource.
 partition_values: one C unpack and a few dict lookups); the columns are those tuples
 transposed by zip when a chunk of ARROW_BATCH_ROWS rows is flushed. Every other record (control
 records, brokers, topics, configs, anything that does not decode) and every damaged region
-goes through the row path (analytics.datasource: record_row, damage_row), which is the one
+goes through the row path (analytics.read.datasource: record_row, damage_row), which is the one
 definition of those rows, and is patched into the columns by index. The columns of a file's
 identity (node, file, ...) are one value repeated. Memory: one chunk of columns per process.
 """
@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from analytics.datasource import (
+from analytics.engine.staging import ARROW_BATCH_ROWS, arrow_schema, to_arrow
+from analytics.read.datasource import (
     COL,
     COLUMNS,
     KIND_SEGMENT,
@@ -31,8 +32,7 @@ from analytics.datasource import (
     read_file,
     record_row,
 )
-from analytics.log_scan import CORRUPT, Damage, walk_batches
-from analytics.staging import ARROW_BATCH_ROWS, arrow_schema, to_arrow
+from analytics.read.log_scan import CORRUPT, Damage, walk_batches
 from storage.core.record_batch import decode_batch
 
 _IDENTITY = tuple(COL[c] for c in ("node", "role", "directory_id", "file", "kind",

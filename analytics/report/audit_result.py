@@ -1,5 +1,5 @@
 """AuditResult: what one audit found (verdict, rules, inputs, timelines, damage), the value
-analytics.audit builds and analytics.report renders. Its own module so the report does not
+analytics.audit builds and analytics.report.render renders. Its own module so the report does not
 import the audit that imports the report (issue 18: no import cycles)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.rules import RuleResult
+from analytics.rules.quorum.spark import RuleResult
 
 CLEAN, VIOLATIONS, CORRUPT_VERDICT = "clean", "violations", "corrupt"
 

@@ -2,7 +2,7 @@
 every node under dir, one input partition per file, decoded with the project's own code.
 
 Each record becomes one row (schema below); a damaged region (a batch failing its CRC or framing,
-analytics.log_scan) becomes one row flagged corrupt at offset -1 with its byte position and its
+analytics.read.log_scan) becomes one row flagged corrupt at offset -1 with its byte position and its
 `damage` ("corrupt": bit rot, a finding; "torn": a crash's torn tail, not one), and reading goes
 on at the next valid batch. Record values that do not decode (a newer minikraft's type) become
 corrupt rows too (damage null), and reading goes on. With the option `source_node`, only that
@@ -28,7 +28,7 @@ from typing import Any
 
 import msgpack
 
-from analytics.log_scan import CORRUPT, Damage, walk_batches
+from analytics.read.log_scan import CORRUPT, Damage, walk_batches
 from metadata.records import (
     BROKER_FLAG_UNCHANGED,
     LAST_KNOWN_LEADER_UNCHANGED,
@@ -345,7 +345,7 @@ def partition_values(value: bytes) -> tuple[Any, ...] | None:
     PartitionChangeRecord straight from its msgpack map, the bulk of a metadata log; None for
     anything else or anything unexpected, which then goes through decode_record, the one
     definition of the format (metadata.records). Value types are checked where the values
-    become Arrow columns (analytics.staging.to_arrow, analytics.record_columns): a value that
+    become Arrow columns (analytics.engine.staging.to_arrow, analytics.read.record_columns): a value that
     does not fit its column makes that row corrupt there."""
     unpacked = unpack_partition(value)
     return None if unpacked is None else values_of(unpacked)
@@ -565,7 +565,7 @@ try:
         def read(self, partition: InputPartition) -> Iterator[Any]:
             from pyspark.sql.pandas.types import to_arrow_schema
 
-            from analytics.staging import iter_arrow
+            from analytics.engine.staging import iter_arrow
 
             assert isinstance(partition, FilePartition)
             yield from iter_arrow([partition.spec], self.rows, to_arrow_schema(self.schema))

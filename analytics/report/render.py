@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analytics.audit_result import AuditResult
+from analytics.report.audit_result import AuditResult
 
 AUDIT_JSON = "audit.json"
 INDEX_HTML = "index.html"
