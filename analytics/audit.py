@@ -29,6 +29,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from analytics.engine.broker_tables import StagedBrokerInputs, stage_broker_inputs
 from analytics.engine.spark_session import (
     DEFAULT_MASTER,
     PYTHON_IN_DRIVER_CONF,
@@ -48,38 +49,36 @@ from analytics.read.datasource import (
 from analytics.read.log_scan import CORRUPT
 from analytics.read.record_columns import iter_record_columns
 from analytics.report.audit_result import AuditResult
+from analytics.rules.cleanup.spark import rule_24_log_start
+from analytics.rules.groups.spark import group_rules
 from analytics.rules.partitions.pure import POINT, TALLY
 from analytics.rules.partitions.shards import (
     REPLAY_OUTPUT_COLUMNS,
     TIMELINE_PARTITIONS,
     TIMELINE_POINTS,
     run_shard,
+    shard_plan,
 )
-from analytics.rules.quorum.spark import (
-    RuleResult,
-    choose_replay_source,
+from analytics.rules.partitions.source import choose_replay_source
+from analytics.rules.partitions.spark import (
     partition_rule_results,
     partition_summaries,
     replay_partitions,
+)
+from analytics.rules.quorum.spark import (
     rule_1_one_leader_per_epoch,
     rule_2_committed_prefix,
     rule_5_voter_changes,
-    rule_order,
-    shard_plan,
 )
 from analytics.rules.replication.spark import (
-    StagedBrokerInputs,
-    group_rules,
     hwm_timelines,
-    no_broker_inputs,
     recovering_partitions,
     rule_20_hwm,
     rule_22_replicas,
     rule_22_result,
     rule_23_acked,
-    rule_24_log_start,
-    stage_broker_inputs,
 )
+from analytics.rules.result import RuleResult, rule_order, rule_result
 
 # Below this much metadata log the files are decoded in the driver's process (a few thousand
 # records take milliseconds); above it, by a pool of forked processes while the JVM starts.
@@ -278,6 +277,14 @@ def _named_tallies(tallies: list[dict[str, Any]], topic_names: dict[str, str]
     return out
 
 
+def no_broker_inputs() -> list[RuleResult]:
+    """Rules 20, 22, 23, 24 when there is no journal and no partition log (a metadata-only audit):
+    what the Spark path reports on empty inputs, without the Spark jobs that would say so."""
+    rule22 = rule_result(22, 0, [])
+    rule22.notes = {"unchecked_replicas": 0, "partitions": 0}
+    return [rule_result(20, 0, []), rule22, rule_result(23, 0, []), rule_result(24, 0, [])]
+
+
 def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_records: Table
                   ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Rules 20, 22, 23 and the HWM timelines; the journal and the rule-22 output are small and
@@ -363,7 +370,8 @@ def run_audit(
         # The broker rules' Python may run in Python workers: start them while the input
         # stages (a large input with broker files only: the replay needs no worker).
         warming = (None if small or not any(staged_broker.files.values())
-                   else warm_python_workers(spark, ["analytics.rules.replication.spark"]))
+                   else warm_python_workers(spark, ["analytics.rules.replication.spark",
+                                                    "analytics.rules.groups.spark"]))
         try:
             say("staging and replaying (Spark is up)")
             stager.wait()

@@ -5,8 +5,9 @@ compared record by record for rule 2, where the Spark audit decodes the replay s
 compares the other replicas batch by batch (base offset, epoch, CRC). Damage is classified by
 the same analytics.read.log_scan, so both reach the same verdict (`corrupt` included).
 
-Same files, same rows (analytics.read.datasource.iter_file_rows), same rule definitions (rules 1, 2,
-5 written as loops over the rows; rules 8-19 through analytics.rules.quorum.spark.replay_partition), same
+Same files, same rows (analytics.read.datasource.iter_file_rows), same rule definitions: every
+family's pure form (analytics.rules.<family>.pure: rules 1, 2, 5 as loops over the rows, rules
+8-19 through the partition replay, rules 20-25 and the group checks over the broker files), same
 counts; no Spark. `python -m analytics.baseline --dir D` prints the audit.json-shaped document.
 """
 
@@ -51,25 +52,23 @@ from analytics.read.datasource import (
     iter_file_rows,
 )
 from analytics.read.log_scan import CORRUPT
+from analytics.rules.cleanup import pure as cl
 from analytics.rules.groups import pure as gr
 from analytics.rules.partitions.pure import (
     PARTITION_RECORD_TYPES,
     SIDE_FIELDS,
     SIDE_RECORD_TYPES,
-    LogReplay,
+    replay_in_log_order,
 )
-from analytics.rules.quorum.spark import (
-    MAX_EVIDENCE,
-    METADATA_PARTITION,
-    PARTITION_RULES,
-    ZERO_DIRECTORY_ID,
-    ReplaySource,
-    RuleResult,
-    pick_replay_source,
-    rule_order,
-    rule_result,
+from analytics.rules.partitions.source import ReplaySource, pick_replay_source
+from analytics.rules.quorum.pure import (
+    NodeColumns,
+    rule_1_one_leader_per_epoch,
+    rule_2_committed_prefix,
+    rule_5_voter_changes,
 )
 from analytics.rules.replication import pure as dr
+from analytics.rules.result import MAX_EVIDENCE, RuleResult, rule_order, rule_result
 
 _SIDE = tuple(COL[c] for c in SIDE_FIELDS)
 
@@ -119,43 +118,6 @@ def _scan_replay_source(specs: Sequence[FileSpec]) -> tuple[ReplaySource | None,
     return source, bit_rot
 
 
-def _compare_logs(
-    logs: dict[int, tuple[array, array, array, str]],  # type: ignore[type-arg]
-) -> tuple[int, list[dict[str, Any]], int]:
-    """Rule 2 between every pair of nodes: a merge walk over their (sorted) offsets."""
-    checked, violations, count = 0, [], 0
-    nodes = sorted(logs)
-    for i, node in enumerate(nodes):
-        for other in nodes[i + 1:]:
-            offsets_a, epochs_a, hashes_a, file_a = logs[node]
-            offsets_b, epochs_b, hashes_b, file_b = logs[other]
-            common: list[tuple[int, int, int, bool]] = []  # (offset, epoch a, epoch b, match)
-            ia = ib = 0
-            while ia < len(offsets_a) and ib < len(offsets_b):
-                if offsets_a[ia] < offsets_b[ib]:
-                    ia += 1
-                elif offsets_a[ia] > offsets_b[ib]:
-                    ib += 1
-                else:
-                    match = epochs_a[ia] == epochs_b[ib] and hashes_a[ia] == hashes_b[ib]
-                    common.append((offsets_a[ia], epochs_a[ia], epochs_b[ib], match))
-                    ia += 1
-                    ib += 1
-            checked += len(common)
-            last_agreeing = max((o for o, _a, _b, m in common if m), default=None)
-            for offset, epoch_a, epoch_b, match in common:
-                below = last_agreeing is not None and offset < last_agreeing
-                if not match and (epoch_a == epoch_b or below):
-                    count += 1
-                    violations.append({
-                        "offset": offset, "node": node, "other_node": other, "file": file_a,
-                        "other_file": file_b, "epoch": epoch_a, "other_epoch": epoch_b,
-                        "last_agreeing_offset": last_agreeing, "partition": METADATA_PARTITION,
-                        "message": f"rule 2: offset {offset} differs between node {node} "
-                                   f"(epoch {epoch_a}) and node {other} (epoch {epoch_b}) "
-                                   f"below their agreeing offset {last_agreeing}"})
-    violations.sort(key=lambda v: (v["offset"], v["node"], v["other_node"]))
-    return checked, violations, count
 
 
 def run_baseline(directory: str | Path) -> BaselineResult:
@@ -165,7 +127,7 @@ def run_baseline(directory: str | Path) -> BaselineResult:
     records = corrupt = 0
     leaders: dict[int, set[int]] = defaultdict(set)
     first_change: dict[int, tuple[int, str, int]] = {}
-    logs: dict[int, tuple[array, array, array, str]] = {}  # type: ignore[type-arg]
+    logs: dict[int, NodeColumns] = {}
     voters: dict[int, list[tuple[int, int, int, str, list[str]]]] = defaultdict(list)
     replay_items: list[tuple[int, int, bool, tuple[Any, ...]]] = []
     names_by_id: dict[str, str] = {}
@@ -217,8 +179,9 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                         row[COL["batch_timestamp_ms"]], snapshot)))
                 else:
                     replay_items.append((major, minor, False, tuple(row[i] for i in _SIDE)))
-    rules = [_rule_1(leaders, first_change), _rule_2(logs), _rule_5(voters)]
-    rules += _partition_rules(source.node if source else 0, replay_items)
+    rules = [rule_1_one_leader_per_epoch(leaders, first_change), rule_2_committed_prefix(logs),
+             rule_5_voter_changes(voters)]
+    rules += replay_in_log_order(source.node if source else 0, replay_items)
     recovering = {(names_by_id[t], p) for t, p in recovering_ids if t in names_by_id}
     broker_rules, broker_files = _broker_rules(directory, recovering)
     rules += broker_rules
@@ -228,74 +191,12 @@ def run_baseline(directory: str | Path) -> BaselineResult:
     return BaselineResult(rules, inputs, time.monotonic() - started, bit_rot)
 
 
-def _rule_1(leaders: dict[int, set[int]],
-            first_change: dict[int, tuple[int, str, int]]) -> RuleResult:
-    violations = []
-    for epoch in sorted(leaders):
-        if len(leaders[epoch]) > 1:
-            node, file, offset = first_change[epoch]
-            violations.append({"epoch": epoch, "leaders": sorted(leaders[epoch]), "node": node,
-                               "file": file, "offset": offset, "partition": METADATA_PARTITION,
-                               "message": f"rule 1: epoch {epoch} has leaders "
-                                          f"{sorted(leaders[epoch])}"})
-    return rule_result(1, len(leaders), violations)
 
 
-def _rule_2(logs: dict[int, tuple[array, array, array, str]]) -> RuleResult:  # type: ignore[type-arg]
-    checked, violations, count = _compare_logs(logs)
-    return rule_result(2, checked, violations, count)
 
 
-def _rule_5(voters: dict[int, list[tuple[int, int, int, str, list[str]]]]) -> RuleResult:
-    checked = 0
-    found: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for node in sorted(voters):
-        previous: list[str] | None = None
-        for position, kind_order, offset, file, keys in sorted(voters[node]):
-            checked += 1
-            for key in keys:
-                if key.split(":", 1)[1] in ("", ZERO_DIRECTORY_ID):
-                    entry = found.setdefault(("zero", position, kind_order, key), {
-                        "node": node, "nodes": [], "file": file, "offset": offset,
-                        "message": f"rule 5: voter {key.split(':', 1)[0]} has no directory id"})
-                    entry["nodes"].append(node)
-            if previous is not None:
-                changed = len(set(keys) ^ set(previous))
-                if changed > 1:
-                    entry = found.setdefault(("change", position, tuple(keys), tuple(previous)), {
-                        "node": node, "nodes": [], "file": file, "offset": offset,
-                        "message": f"rule 5: voter set changed by {changed} keys at once"})
-                    entry["nodes"].append(node)
-            previous = keys
-    violations = sorted(found.values(), key=lambda v: (v["offset"], v["node"], v["message"]))
-    for v in violations:
-        v["partition"] = METADATA_PARTITION
-    return rule_result(5, checked, violations)
 
 
-def _partition_rules(node: int, items: list[tuple[int, int, bool, tuple[Any, ...]]]
-                     ) -> list[RuleResult]:
-    """Rules 8, 10, 11, 13, 19: the replay source's records, sorted into log order (a stable
-    sort: the snapshot's first), through analytics.rules.partitions.pure as the Spark audit's shards
-    replay them."""
-    items.sort(key=lambda item: (item[0], item[1]))
-    replay = LogReplay(node)
-    violations: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for _major, _minor, is_partition, args in items:
-        if not is_partition:
-            replay.side_record(*args)
-            continue
-        for out in replay.partition_record(*args):
-            out["partition"] = f"{out['topic_id']}-{out['partition_id']}"
-            violations[out["rule"]].append(out)
-    states = sum(s.states for s in replay.partitions.values())
-    changes = sum(s.changes for s in replay.partitions.values())
-    results = []
-    for rule in PARTITION_RULES:
-        found = sorted(violations.get(rule, []), key=lambda v: (v["offset"], v["topic_id"],
-                                                                 v["partition_id"]))
-        results.append(rule_result(rule, changes if rule == 8 else states, found))
-    return results
 
 
 def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
@@ -340,7 +241,7 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     # Rules 24/25: below any replica's log start or cleaner checkpoint replicas differ by design.
     compared: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, rows in entries.items():
-        floor = dr.removal_floor(bounds_of.get(key, []))
+        floor = cl.removal_floor(bounds_of.get(key, []))
         compared[key] = [r for r in rows if r["corrupt"] or r["offset"] >= floor]
     checked22, bad22, unchecked = 0, [], 0
     reference: dict[tuple[str, int], int] = {}
@@ -374,7 +275,7 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
         count = in_leader_log.get((topic, partition, write_key), 0)
         ref = next((b for b in bounds_of.get((topic, partition), [])
                     if b["node"] == reference.get((topic, partition))), {})
-        removed = dr.removed_below(row["offset"], ref.get("log_start"), ref.get("cleaned_to"))
+        removed = cl.removed_below(row["offset"], ref.get("log_start"), ref.get("cleaned_to"))
         outcome = dr.classify_acked(count, (topic, partition) in recovering, row["idempotent"],
                                     removed)
         if outcome == dr.DUPLICATED_COUNTED:
@@ -404,10 +305,10 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
         if bound["log_start"] is None or highest is None:
             continue
         checked24 += 1
-        if dr.log_start_violation(bound["log_start"], highest):
+        if cl.log_start_violation(bound["log_start"], highest):
             item = {**bound, "highest_hwm": highest, "offset": bound["log_start"],
                     "partition_id": bound["partition"]}
-            item["message"] = dr.log_start_message(item)
+            item["message"] = cl.log_start_message(item)
             item["partition"] = f"{bound['topic']}-{bound['partition']}"
             bad24.append(item)
     consumer_journals = discover_consumer_journals(directory)
@@ -418,10 +319,12 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
             *_group_rules(consumer_journals, entries, reference)], files
 
 
+
+
 def _group_rules(journals: list[JournalFile],
                  entries: dict[tuple[str, int], list[dict[str, Any]]],
                  reference: dict[tuple[str, int], int]) -> list[RuleResult]:
-    """analytics.rules.groups.pure' checks, as analytics.rules.replication.spark.group_rules runs them."""
+    """analytics.rules.groups.pure's checks, as analytics.rules.groups.spark runs them."""
     if not journals:
         return []
     columns = names(CONSUMER_COLUMNS)

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from analytics.rules.replication import pure as dr
+from analytics.rules.cleanup import pure as cl
 from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
 from storage.core.record_batch import iter_segment_batches
@@ -310,7 +310,7 @@ def _compact_and_check(
             # Rule 25 as the audit states it: every acked key's latest write is still held.
             held = [(key, offset) for offset, key, _value in rows if key is not None]
             deleted = [(k, o) for k, o in acked if expected.get(k) is None]
-            assert dr.compaction_violations(acked, held, tombstones=deleted) == [], directory
+            assert cl.compaction_violations(acked, held, tombstones=deleted) == [], directory
             keys = [key for _offset, key, _value in rows]
             if len(keys) != len(set(keys)):
                 return False

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from analytics.audit import AuditResult, run_audit
 from analytics.baseline import run_baseline
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node
-from analytics.rules.quorum.spark import RuleResult
+from analytics.rules.result import RuleResult
 from metadata.records import (
     MetadataRecord,
     NoOpRecord,

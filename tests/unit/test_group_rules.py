@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analytics.rules.cleanup import pure as cl
 from analytics.rules.groups import pure as gr
 from analytics.rules.replication import pure as dr
 
@@ -114,27 +115,27 @@ def test_a_duplicate_is_a_violation_for_idempotent_producers_and_counted_for_oth
 def test_retention_and_compaction_rules_24_and_25() -> None:
     # Rule 23: an acked write missing below the final leader's log start offset or cleaner
     # checkpoint was removed by retention or compaction, not lost; above them it is lost.
-    assert dr.removed_below(5, log_start=10, cleaned_to=None)
-    assert dr.removed_below(15, log_start=10, cleaned_to=20)
-    assert not dr.removed_below(25, log_start=10, cleaned_to=20)
+    assert cl.removed_below(5, log_start=10, cleaned_to=None)
+    assert cl.removed_below(15, log_start=10, cleaned_to=20)
+    assert not cl.removed_below(25, log_start=10, cleaned_to=20)
     assert dr.classify_acked(0, False, True, removed=True) == dr.REMOVED
     assert dr.classify_acked(0, False, True, removed=False) == dr.LOST
     assert dr.classify_acked(1, False, True, removed=True) == dr.PRESENT
     # Rule 22 compares replicas only above every replica's log start and cleaner checkpoint.
-    assert dr.removal_floor([{"log_start": 40, "cleaned_to": None},
+    assert cl.removal_floor([{"log_start": 40, "cleaned_to": None},
                              {"log_start": 20, "cleaned_to": 55}]) == 55
-    assert dr.removal_floor([]) == 0
+    assert cl.removal_floor([]) == 0
     # Rule 24: a log start past the partition's highest HWM is a violation.
-    assert dr.log_start_violation(101, 100)
-    assert not dr.log_start_violation(100, 100)
-    assert not dr.log_start_violation(50, None)
+    assert cl.log_start_violation(101, 100)
+    assert not cl.log_start_violation(100, 100)
+    assert not cl.log_start_violation(50, None)
     # Rule 25: each acked key's latest write is held, or superseded by a later record of its key.
     acked = [(b"a", 1), (b"a", 5), (b"b", 2), (b"c", 3)]
     log = [(b"a", 5), (b"b", 9)]
-    assert dr.compaction_violations(acked, log) == [(b"c", 3)]
-    assert dr.compaction_violations(acked, log, log_start=4) == []  # c went with retention
-    assert dr.compaction_violations(acked, [(b"a", 4), (b"b", 2), (b"c", 3)]) == [(b"a", 5)]
+    assert cl.compaction_violations(acked, log) == [(b"c", 3)]
+    assert cl.compaction_violations(acked, log, log_start=4) == []  # c went with retention
+    assert cl.compaction_violations(acked, [(b"a", 4), (b"b", 2), (b"c", 3)]) == [(b"a", 5)]
     # A deleted key (its latest acked write a tombstone) may be gone, never back to a value.
     deleted = [(b"c", 3)]
-    assert dr.compaction_violations(acked, log, tombstones=deleted) == []
-    assert dr.compaction_violations(acked, [*log, (b"c", 1)], tombstones=deleted) == [(b"c", 3)]
+    assert cl.compaction_violations(acked, log, tombstones=deleted) == []
+    assert cl.compaction_violations(acked, [*log, (b"c", 1)], tombstones=deleted) == [(b"c", 3)]

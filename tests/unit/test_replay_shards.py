@@ -37,9 +37,10 @@ from analytics.rules.partitions.shards import (  # noqa: E402
     PointSpill,
     ShardPlan,
     run_shard,
+    shard_plan,
     timeline_rank,
 )
-from analytics.rules.quorum.spark import ReplaySource, choose_replay_source, shard_plan  # noqa: E402
+from analytics.rules.partitions.source import ReplaySource, choose_replay_source  # noqa: E402
 from analytics.rules.replication.pure import RECOVERING  # noqa: E402
 from metadata.records import PartitionChangeRecord, PartitionRecord, encode_record  # noqa: E402
 from storage.core.record_batch import encode_batch  # noqa: E402

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from analytics.read.datasource import PARTITION_VALUE_NAMES
+from analytics.rules.result import RuleResult, rule_result
 from controller.core.invariants import (
     check_epochs_bumped,
     check_isr_elr_disjoint,
@@ -51,6 +53,7 @@ SIDE_RECORD_TYPES = ("TopicRecord", "ConfigRecord", "FeatureLevelRecord")
 # LogReplay.side_record's arguments: these columns of a side record's row.
 SIDE_FIELDS = ("record_type", "topic_id", "topic_name", "resource_type", "resource", "name",
                "value")
+PARTITION_RULES = (8, 10, 11, 13, 19)
 POINT = "point"
 VIOLATION = "violation"
 TALLY = "tally"  # one row per partition: how many states and changes its replay saw
@@ -276,7 +279,7 @@ class LogReplay:
 
 def point_row(node: int, state: PartitionState, file: str, point: tuple[int, ...]
               ) -> dict[str, Any]:
-    """A timeline point as a replay output row (analytics.rules.quorum.spark.REPLAY_OUTPUT_SCHEMA)."""
+    """A timeline point as a replay output row (analytics.rules.partitions.shards.REPLAY_OUTPUT_COLUMNS)."""
     (offset, batch_timestamp_ms, is_change, leader, leader_epoch, partition_epoch, isr_size,
      elr_size, min_isr, recovering) = point
     return {"kind": POINT, "rule": None, "message": None, "node": node, "file": file,
@@ -286,3 +289,29 @@ def point_row(node: int, state: PartitionState, file: str, point: tuple[int, ...
             "leader": leader, "leader_epoch": leader_epoch, "partition_epoch": partition_epoch,
             "isr_size": isr_size, "elr_size": elr_size, "min_isr": min_isr,
             "recovering": bool(recovering)}
+
+
+def replay_in_log_order(node: int, items: list[tuple[int, int, bool, tuple[Any, ...]]]
+                     ) -> list[RuleResult]:
+    """Rules 8, 10, 11, 13, 19 over the replay source's records as the baseline gathers them
+    ((major, minor, is_partition, LogReplay arguments)), sorted into log order (a stable sort:
+    the snapshot's first) and replayed as the Spark audit's shards replay them."""
+    items.sort(key=lambda item: (item[0], item[1]))
+    replay = LogReplay(node)
+    violations: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for _major, _minor, is_partition, args in items:
+        if not is_partition:
+            replay.side_record(*args)
+            continue
+        for out in replay.partition_record(*args):
+            out["partition"] = f"{out['topic_id']}-{out['partition_id']}"
+            violations[out["rule"]].append(out)
+    states = sum(s.states for s in replay.partitions.values())
+    changes = sum(s.changes for s in replay.partitions.values())
+    results = []
+    for rule in PARTITION_RULES:
+        found = sorted(violations.get(rule, []), key=lambda v: (v["offset"], v["topic_id"],
+                                                                 v["partition_id"]))
+        results.append(rule_result(rule, changes if rule == 8 else states, found))
+    return results
+

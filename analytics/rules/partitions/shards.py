@@ -28,12 +28,13 @@ from __future__ import annotations
 import collections
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from analytics.engine.gc_pause import fewer_collections
-from analytics.engine.staging import ARROW_BATCH_ROWS, ParquetFile, arrow_schema
+from analytics.engine.staging import ARROW_BATCH_ROWS, ParquetFile, Table, arrow_schema
 from analytics.read.datasource import (
     COL,
     COLUMNS,
@@ -59,6 +60,7 @@ from analytics.rules.partitions.pure import (
     PartitionState,
     point_row,
 )
+from analytics.rules.partitions.source import ReplaySource
 from analytics.rules.replication.pure import RECOVERING
 from storage.core.record_batch import decode_batch
 
@@ -138,6 +140,15 @@ class ShardPlan:
         others = [(i, s, False) for i, s in indexed
                   if s.kind != KIND_SEGMENT and s.file != self.snapshot_file]
         return snapshot + segments + others
+
+
+def shard_plan(source: ReplaySource, files: Iterable[FileSpec], shards: int, records: Table,
+               output: Table) -> ShardPlan:
+    """The replay source's files, replayed in `shards` shards that stage their rows into the
+    records table and their output into the output table."""
+    return ShardPlan(source.node, source.from_offset, source.snapshot_file,
+                     tuple(f for f in files if f.node == source.node), max(1, shards),
+                     records.directory, output.directory)
 
 
 @dataclass(frozen=True)

@@ -1,122 +1,19 @@
-"""The audit's rules over the rows of analytics.read.datasource, each citing INVARIANTS.md.
-
-Set-wide rules (1, 2, 5) are DataFrame joins, aggregations and windows. Per-partition rules
-(8, 10, 11, 13, 19) replay each partition once, from one controller's log (the longest), record
-by record in log order (analytics.rules.partitions.pure: PartitionRegistration.merge and controller.core.
-invariants, which analytics.baseline runs too, one definition of each rule); the replay runs
-where that log is decoded, in shards (analytics.rules.partitions.shards), and Spark reads its output:
-violations, a tally per partition and a few partitions' last points.
-Every rule returns a RuleResult: how many things it checked and the violations with evidence
-(file, offset, node, partition). Only small aggregates reach the driver.
+"""Rules 1, 2 and 5 (INVARIANTS.md, the Raft metadata quorum) on Spark, over the metadata log
+rows and batch rows of every node (analytics.read.datasource): DataFrame joins, aggregations and
+windows; only counts and capped evidence reach the driver. Their pure form, the baseline's, is
+analytics.rules.quorum.pure (rule 2 there compares records, here batches: the same verdict).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
-from analytics.engine.staging import Table
-from analytics.read.datasource import FileSpec
-from analytics.rules.groups.pure import GROUP_RULE_NAMES
-from analytics.rules.partitions.pure import VIOLATION
-from analytics.rules.partitions.shards import REPLAY_OUTPUT_COLUMNS, ShardPlan
-from raft.core.replica_key import ZERO_UUID, uuid_to_str
-
-METADATA_PARTITION = "__cluster_metadata-0"
-ZERO_DIRECTORY_ID = uuid_to_str(ZERO_UUID)
-MAX_EVIDENCE = 1000  # violations listed per rule; the count is always complete
-
-RULE_NAMES: dict[int, str] = {
-    1: "at most one leader per epoch",
-    2: "committed entries agree across replicas (log matching)",
-    5: "one voter change at a time; voters carry directory ids",
-    8: "partition epoch +1 per change; leader epoch bumps exactly on leader change",
-    10: "ISR and ELR disjoint; ELR empty while ISR >= min ISR",
-    11: "LastKnownELR / LastKnownLeader cleared when they must be",
-    13: "the leader is in the ISR unless RECOVERING",
-    19: "RECOVERING implies ISR == [leader]",
-    20: "HWM advances only while the committed ISR >= min ISR (journals)",
-    22: "no follower keeps entries the final leader does not have",
-    23: "every acked acks=all write is in the final log exactly once, or attributed",
-    24: "no replica's log start offset passes the partition's high watermark",
-}
-PARTITION_RULES = (8, 10, 11, 13, 19)
-
-
-@dataclass
-class RuleResult:
-    rule: int | str  # an INVARIANTS.md number, or a named check (analytics.rules.groups.pure)
-    name: str
-    checked: int
-    violations: list[dict[str, Any]] = field(default_factory=list)
-    violation_count: int = 0
-    # rule 23: losses an unclean or designated election explains (reported, not violations)
-    attributed: list[dict[str, Any]] = field(default_factory=list)
-    attributed_count: int = 0
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"rule": self.rule, "name": self.name, "checked": self.checked,
-               "violation_count": self.violation_count, "violations": self.violations}
-        if self.rule == 23:
-            out["attributed_count"] = self.attributed_count
-            out["attributed"] = self.attributed
-        if self.notes:
-            out["notes"] = self.notes
-        return out
-
-
-def rule_result(rule: int | str, checked: int, violations: list[dict[str, Any]],
-                violation_count: int | None = None) -> RuleResult:
-    count = len(violations) if violation_count is None else violation_count
-    name = RULE_NAMES[rule] if isinstance(rule, int) else GROUP_RULE_NAMES[rule]
-    return RuleResult(rule, name, checked, violations[:MAX_EVIDENCE], count)
-
-
-def rule_order(result: RuleResult) -> tuple[int, int, str]:
-    """Numbered rules first, by number; then the named checks, by name."""
-    if isinstance(result.rule, int):
-        return 0, result.rule, ""
-    return 1, 0, result.rule
-
-
-# -- per-partition replay: analytics.rules.partitions.pure, run by analytics.rules.partitions.shards ---------------
-
-REPLAY_OUTPUT_SCHEMA = StructType([
-    StructField(name, {"STRING": StringType(), "INT": IntegerType(), "BIGINT": LongType(),
-                       "BOOLEAN": BooleanType()}[kind]) for name, kind in REPLAY_OUTPUT_COLUMNS])
-
-
-# -- Spark rules -------------------------------------------------------------------------------
-
-def _evidence(bad: DataFrame, count: int, order: list[Any]) -> list[dict[str, Any]]:
-    """Up to MAX_EVIDENCE violation rows; no Spark job at all when there are none."""
-    if not count:
-        return []
-    return [r.asDict(recursive=True) for r in bad.orderBy(*order).limit(MAX_EVIDENCE).collect()]
-
-
-def _counts(df: DataFrame, violation: Any) -> tuple[int, int]:
-    """(rows checked, rows violating) in one job."""
-    row = df.agg(F.count(F.lit(1)).alias("checked"),
-                 F.sum(F.when(violation, 1).otherwise(0)).alias("bad")).collect()[0]
-    return int(row["checked"] or 0), int(row["bad"] or 0)
-
-
-def good_rows(df: DataFrame) -> DataFrame:
-    return df.filter(~F.col("corrupt") & (F.col("offset") >= 0))
+from analytics.rules.quorum.pure import METADATA_PARTITION, ZERO_DIRECTORY_ID
+from analytics.rules.result import MAX_EVIDENCE, RuleResult, rule_result
+from analytics.rules.spark_common import counts, evidence, good_rows
 
 
 def rule_1_one_leader_per_epoch(df: DataFrame) -> RuleResult:
@@ -126,12 +23,12 @@ def rule_1_one_leader_per_epoch(df: DataFrame) -> RuleResult:
         F.array_sort(F.collect_set("leader_id")).alias("leaders"),
         F.sort_array(F.collect_list(F.struct("node", "file", "offset", "leader_id")))
         .alias("records"))
-    checked, count = _counts(per_epoch, F.size("leaders") > 1)
+    checked, count = counts(per_epoch, F.size("leaders") > 1)
     bad = per_epoch.filter(F.size("leaders") > 1).select(
         "epoch", "leaders", F.slice("records", 1, 20).alias("records"),
         F.col("records")[0]["file"].alias("file"), F.col("records")[0]["offset"].alias("offset"),
         F.col("records")[0]["node"].alias("node"), F.lit(METADATA_PARTITION).alias("partition"))
-    violations = _evidence(bad, count, ["epoch"])
+    violations = evidence(bad, count, ["epoch"])
     for v in violations:
         v["message"] = f"rule 1: epoch {v['epoch']} has leaders {v['leaders']}"
     return rule_result(1, checked, violations, count)
@@ -187,7 +84,7 @@ def rule_2_committed_prefix(batches: DataFrame) -> RuleResult:
                    "other_file", "epoch", "other_epoch", "last_agreeing_offset",
                    F.lit(METADATA_PARTITION).alias("partition")))
     count = bad.count()
-    violations = _evidence(bad, count, ["offset", "node", "other_node"])
+    violations = evidence(bad, count, ["offset", "node", "other_node"])
     _name_divergent(violations)
     for v in violations:
         v["message"] = (f"rule 2: batch at offset {v['offset']} (to {v['last_offset']}) "
@@ -229,7 +126,7 @@ def rule_5_voter_changes(df: DataFrame) -> RuleResult:
             F.size(F.array_except("keys", "previous")) + F.size(F.array_except("previous", "keys"))))
     no_id = F.exists("voters", lambda v: v["directory_id"].isNull()
                      | (v["directory_id"] == ZERO_DIRECTORY_ID))
-    checked, suspects = _counts(with_prev, (F.col("changed") > 1) | no_id)
+    checked, suspects = counts(with_prev, (F.col("changed") > 1) | no_id)
     if not suspects:
         return rule_result(5, checked, [], 0)
     too_many = with_prev.filter(F.col("changed") > 1).groupBy("log_position", "keys", "previous").agg(
@@ -259,113 +156,15 @@ def rule_5_voter_changes(df: DataFrame) -> RuleResult:
                        len(violations) if len(violations) < MAX_EVIDENCE else bad.count())
 
 
-@dataclass(frozen=True)
-class ReplaySource:
-    """The one log each partition is replayed from: the longest controller log, starting at its
-    earliest snapshot that covers the log start (or at the log start)."""
-
-    node: int
-    snapshot_file: str | None
-    from_offset: int
 
 
-def pick_replay_source(
-    logs: Iterable[tuple[int, str, int, int]], snapshots: Iterable[tuple[int, str, int, bool]]
-) -> ReplaySource | None:
-    """From (node, role, log_start, log_end) and (node, file, end_offset, corrupt): the longest
-    controller log (lowest node id on a tie), from its earliest intact snapshot at or past the
-    log start, else from the log start; with no segments, the latest snapshot alone."""
-    log_list, snapshot_list = list(logs), list(snapshots)
-    if not log_list and not snapshot_list:
-        return None
-    if log_list:
-        node, _role, log_start, _end = min(
-            log_list, key=lambda r: (r[1] != "controller", -r[3], r[0]))
-    else:
-        node = min(s[0] for s in snapshot_list)
-    usable = sorted((s[2], s[1]) for s in snapshot_list if s[0] == node and not s[3])
-    if not log_list:
-        if not usable:
-            return None
-        return ReplaySource(node, usable[-1][1], usable[-1][0])
-    covering = [u for u in usable if u[0] >= log_start]
-    if covering:
-        return ReplaySource(node, covering[0][1], covering[0][0])
-    return ReplaySource(node, None, log_start)
 
 
-def choose_replay_source(summary: list[dict[str, Any]]) -> ReplaySource | None:
-    logs: dict[tuple[int, str], list[int]] = {}
-    for r in summary:
-        if r["kind"] == "segment" and r["first_offset"] is not None:
-            bounds = logs.setdefault((r["node"], r["role"]), [r["first_offset"], r["last_offset"]])
-            bounds[0] = min(bounds[0], r["first_offset"])
-            bounds[1] = max(bounds[1], r["last_offset"])
-    return pick_replay_source(
-        [(node, role, b[0], b[1]) for (node, role), b in logs.items()],
-        [(r["node"], r["file"], r["snapshot_end_offset"], bool(r["corrupt"]))
-         for r in summary if r["kind"] == "snapshot"])
 
 
-def shard_plan(source: ReplaySource, files: Iterable[FileSpec], shards: int, records: Table,
-               output: Table) -> ShardPlan:
-    """The replay source's files, replayed in `shards` shards (analytics.rules.partitions.shards) that
-    stage their rows into the records table and their output into the output table."""
-    return ShardPlan(source.node, source.from_offset, source.snapshot_file,
-                     tuple(f for f in files if f.node == source.node), max(1, shards),
-                     records.directory, output.directory)
 
 
-def replay_partitions(spark: SparkSession, output: Table | None) -> DataFrame | None:
-    """The replay shards' output (analytics.rules.partitions.shards: violations, a tally per partition,
-    the last points of a few partitions) as a DataFrame; None when nothing was replayed."""
-    if output is None or output.rows == 0:
-        return None
-    return output.read(spark)
 
 
-def partition_summaries(replayed: DataFrame) -> Any:
-    """One row per partition from the replay's output, as an Arrow table (the partitions'
-    count of rows, a few numbers each): violations in all and per partition rule (`rule_N`),
-    and the TALLY's states, changes, time without a leader, time under min ISR and leader
-    changes (null where the partition has no TALLY). One job feeds the rules' counts, the
-    report's index and its choice of timelines (analytics.audit)."""
-    violation = F.col("kind") == VIOLATION
-
-    def count_of(condition: Any) -> Any:
-        return F.sum(F.when(condition, 1).otherwise(0))
-
-    return replayed.groupBy("topic_id", "partition_id").agg(
-        count_of(violation).alias("violations"),
-        *(count_of(violation & (F.col("rule") == rule)).alias(f"rule_{rule}")
-          for rule in PARTITION_RULES),
-        *(F.sum(name).alias(name) for name in ("states", "changes", "unavailable_ms",
-                                               "under_min_isr_ms", "leader_changes")),
-    ).toArrow()
 
 
-def partition_rule_results(replayed: DataFrame | None, summaries: Any | None
-                           ) -> list[RuleResult]:
-    """Rules 8, 10, 11, 13, 19: counts from partition_summaries, evidence from the replay's
-    output (which the caller should persist) for a rule that has violations."""
-    if replayed is None or summaries is None:
-        return [rule_result(rule, 0, []) for rule in PARTITION_RULES]
-    import pyarrow.compute as pc
-
-    def total(column: str) -> int:
-        return int(pc.sum(summaries[column]).as_py() or 0)
-
-    states, changes = total("states"), total("changes")
-    results = []
-    for rule in PARTITION_RULES:
-        count = total(f"rule_{rule}")
-        evidence: list[dict[str, Any]] = []
-        if count:
-            bad = replayed.filter((F.col("kind") == VIOLATION) & (F.col("rule") == rule)).select(
-                "node", "file", "offset", "topic_id", "partition_id", "record_type", "message")
-            evidence = [r.asDict() for r in bad.orderBy("offset", "topic_id", "partition_id")
-                        .limit(MAX_EVIDENCE).collect()]
-            for v in evidence:
-                v["partition"] = f"{v['topic_id']}-{v['partition_id']}"
-        results.append(rule_result(rule, changes if rule == 8 else states, evidence, count))
-    return results

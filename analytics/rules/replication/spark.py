@@ -1,41 +1,25 @@
-"""Rules 20, 22 and 23 and the consumer-group checks (analytics.rules.groups.pure) on Spark, over the
-broker journals, ack journals, consumer journals and partition logs (analytics.read.broker_inputs,
-staged by analytics.engine.staging). Every verdict comes from analytics.rules.replication.pure' plain functions
-(mapInArrow / cogroup applyInArrow), so analytics.baseline runs the same definitions; the
-set-wide parts (acked writes against the final leader's log, RECOVERING partitions) are joins.
-Only counts, capped evidence and a few partitions' HWM points reach the driver.
+"""Rules 20, 22 and 23 (INVARIANTS.md: the broker's high watermark, truncation, acked writes) on
+Spark, over the broker journals, ack journals and partition logs (analytics.read.broker_inputs,
+staged as tables by analytics.engine.broker_tables). Every verdict comes from
+analytics.rules.replication.pure's plain functions (cogroup applyInArrow) or is the same
+predicate as a column, so analytics.baseline runs the same definitions; the set-wide parts
+(acked writes against the final leader's log, RECOVERING partitions) are joins. Only counts,
+capped evidence and a few partitions' HWM points reach the driver.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analytics.engine.broker_tables import BrokerInputs
 from analytics.engine.spark_session import cogroup_in_arrow
-from analytics.engine.staging import Stager, Table
-from analytics.read.broker_inputs import (
-    ACK_COLUMNS,
-    CONSUMER_COLUMNS,
-    JOURNAL_COLUMNS,
-    LOG_BOUND_COLUMNS,
-    PARTITION_LOG_COLUMNS,
-    ddl,
-    discover_consumer_journals,
-    discover_journals,
-    discover_partition_logs,
-    iter_ack_rows,
-    iter_consumer_rows,
-    iter_journal_rows,
-    iter_partition_log_rows,
-    read_log_bounds,
-)
-from analytics.rules.groups import pure as gr
-from analytics.rules.quorum.spark import MAX_EVIDENCE, RuleResult, good_rows, rule_result
+from analytics.rules.cleanup import spark as cleanup
 from analytics.rules.replication import pure as dr
+from analytics.rules.result import RuleResult, rule_result
+from analytics.rules.spark_common import arrow_schema, evidence, good_rows
 
 HWM_TIMELINE_PARTITIONS = 12
 HWM_TIMELINE_POINTS = 2000
@@ -43,58 +27,6 @@ TIMELINE_EVENTS = ("HwmAdvanced", "Truncated", "RecoveryStateChanged", "RoleChan
 
 R22_SCHEMA = ("topic STRING, partition INT, kind STRING, node INT, leader_epoch INT, "
               "count BIGINT, file STRING, offset BIGINT, message STRING")
-GROUP_SCHEMA = ("rule STRING, kind STRING, group_id STRING, topic STRING, partition INT, "
-                "offset BIGINT, count BIGINT, file STRING, message STRING")
-
-
-@dataclass
-class BrokerInputs:
-    journal: DataFrame
-    acks: DataFrame
-    logs: DataFrame
-    files: dict[str, int]
-    consumers: DataFrame
-    # LOG_BOUND_COLUMNS: log start and cleaner checkpoints (rules 24, 25); None if no replica
-    # wrote either (no join then)
-    bounds: DataFrame | None
-
-
-def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
-    """The three kinds of file handed to the stager (decoded outside Spark, analytics.engine.staging);
-    a kind with no file becomes an empty DataFrame of its schema when read."""
-    brokers, acks = discover_journals(directory)
-    consumers = discover_consumer_journals(directory)
-    logs = discover_partition_logs(directory)
-    return StagedBrokerInputs(
-        stager.submit("broker_journals", brokers, iter_journal_rows, JOURNAL_COLUMNS),
-        stager.submit("ack_journals", acks, iter_ack_rows, ACK_COLUMNS),
-        stager.submit("partition_logs", logs, iter_partition_log_rows, PARTITION_LOG_COLUMNS),
-        {"broker_journals": len(brokers), "ack_journals": len(acks),
-         "partition_log_segments": len(logs), "consumer_journals": len(consumers)},
-        stager.submit("consumer_journals", consumers, iter_consumer_rows, CONSUMER_COLUMNS),
-        read_log_bounds(directory))
-
-
-@dataclass
-class StagedBrokerInputs:
-    journal: Table
-    acks: Table
-    logs: Table
-    files: dict[str, int]
-    consumers: Table
-    bounds: list[tuple[Any, ...]]
-
-    def read(self, spark: SparkSession) -> BrokerInputs:
-        return BrokerInputs(self.journal.read(spark), self.acks.read(spark),
-                            self.logs.read(spark), self.files, self.consumers.read(spark),
-                            spark.createDataFrame(self.bounds, ddl(LOG_BOUND_COLUMNS))
-                            if self.bounds else None)
-
-
-def _evidence(bad: DataFrame, count: int, order: list[str]) -> list[dict[str, Any]]:
-    if not count:
-        return []
-    return [r.asDict(recursive=True) for r in bad.orderBy(*order).limit(MAX_EVIDENCE).collect()]
 
 
 def rule_20_hwm(journal: DataFrame) -> RuleResult:
@@ -109,7 +41,7 @@ def rule_20_hwm(journal: DataFrame) -> RuleResult:
     row = flagged.agg(F.count(F.lit(1)).alias("checked"),
                       F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
     checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
-    violations = _evidence(flagged.filter("bad").drop("bad"), count, ["ts", "broker_id"])
+    violations = evidence(flagged.filter("bad").drop("bad"), count, ["ts", "broker_id"])
     for v in violations:
         v["message"] = dr.hwm_message(v)
         v["node"] = v["broker_id"]
@@ -123,30 +55,18 @@ def _rule_22_group(entries: Any, roles: Any) -> Any:
     import pyarrow as pa
 
     out = list(dr.check_partition_replicas(entries.to_pylist(), roles.to_pylist()))
-    return pa.Table.from_pylist(out, schema=_arrow_schema(R22_SCHEMA))
-
-
-_ARROW_TYPES = {"STRING": "string", "INT": "int32", "BIGINT": "int64", "BOOLEAN": "bool_"}
-
-
-def _arrow_schema(schema_ddl: str) -> Any:
-    """The pyarrow schema of a flat DDL string (no SparkSession needed on executors)."""
-    import pyarrow as pa
-
-    fields = [part.strip().split() for part in schema_ddl.split(",")]
-    return pa.schema([pa.field(name, getattr(pa, _ARROW_TYPES[kind])()) for name, kind in fields])
+    return pa.Table.from_pylist(out, schema=arrow_schema(R22_SCHEMA))
 
 
 def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
-    """Rule 22 per data partition (analytics.rules.replication.pure.check_partition_replicas); its reference
-    rows name each partition's final leader, which rule 23 reads. The caller persists it."""
+    """Rule 22 per data partition (analytics.rules.replication.pure.
+    check_partition_replicas); its reference rows name each partition's final leader, which
+    rule 23 reads. The caller persists it."""
     # Rules 24/25: below any replica's log start or cleaner checkpoint, replicas differ by
-    # design (analytics.rules.replication.pure.removal_floor).
+    # design (analytics.rules.cleanup: removal_floor).
     entries = inputs.logs
     if inputs.bounds is not None:
-        floors = inputs.bounds.groupBy("topic", "partition").agg(F.max(F.greatest(
-            F.coalesce(F.col("log_start"), F.lit(0)), F.coalesce(F.col("cleaned_to"), F.lit(0))
-        )).alias("floor"))
+        floors = cleanup.removal_floors(inputs.bounds)
         entries = (entries.join(F.broadcast(floors), ["topic", "partition"], "left")
                    .filter(F.col("corrupt") | (F.col("offset") >= F.coalesce(F.col("floor"),
                                                                               F.lit(0)))))
@@ -157,21 +77,13 @@ def rule_22_replicas(inputs: BrokerInputs) -> DataFrame:
     return cogroup_in_arrow(entries, roles, ["topic", "partition"], _rule_22_group, R22_SCHEMA)
 
 
-def no_broker_inputs() -> list[RuleResult]:
-    """Rules 20, 22, 23, 24 when there is no journal and no partition log (a metadata-only audit):
-    what the Spark path reports on empty inputs, without the Spark jobs that would say so."""
-    rule22 = rule_result(22, 0, [])
-    rule22.notes = {"unchecked_replicas": 0, "partitions": 0}
-    return [rule_result(20, 0, []), rule22, rule_result(23, 0, []), rule_result(24, 0, [])]
-
-
 def rule_22_result(out: DataFrame) -> RuleResult:
     tallies = out.groupBy("kind").agg(F.count(F.lit(1)).alias("rows"),
                                       F.sum("count").alias("entries")).collect()
     by_kind = {r["kind"]: (int(r["rows"]), int(r["entries"] or 0)) for r in tallies}
     checked = by_kind.get(dr.CHECKED, (0, 0))[1]
     count = by_kind.get(dr.VIOLATION, (0, 0))[0]
-    violations = _evidence(out.filter(F.col("kind") == dr.VIOLATION), count,
+    violations = evidence(out.filter(F.col("kind") == dr.VIOLATION), count,
                            ["topic", "partition", "node"])
     for v in violations:
         v["partition"] = f"{v['topic']}-{v['partition']}"
@@ -228,9 +140,8 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     # one whose journal does not say: null) is a violation, a missing write on a partition that
     # went RECOVERING is attributed.
     count_in_log = F.coalesce(F.col("count"), F.lit(0))
-    # analytics.rules.replication.pure.removed_below: retention or the cleaner took it (rules 24, 25).
-    removed = (F.col("offset") < F.coalesce(F.col("log_start"), F.lit(-1))) | (
-        F.col("offset") < F.coalesce(F.col("cleaned_to"), F.lit(-1)))
+    # Retention or the cleaner took it (rules 24, 25: analytics.rules.cleanup's removed_below).
+    removed = cleanup.removed_below(F.col("offset"), F.col("log_start"), F.col("cleaned_to"))
     outcome = (F.when((count_in_log == 0) & F.coalesce(removed, F.lit(False)), dr.REMOVED)
                .when(count_in_log == 1, dr.PRESENT)
                .when(count_in_log > 1, F.when(F.col("idempotent") == F.lit(False),
@@ -243,8 +154,8 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
                classified.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()}
     count = tallies.get(dr.LOST, 0) + tallies.get(dr.DUPLICATED, 0)
     bad = classified.filter(F.col("outcome").isin(dr.LOST, dr.DUPLICATED))
-    violations = _evidence(bad, count, ["topic", "partition", "offset", "key"])
-    attributed = _evidence(classified.filter(F.col("outcome") == dr.ATTRIBUTED),
+    violations = evidence(bad, count, ["topic", "partition", "offset", "key"])
+    attributed = evidence(classified.filter(F.col("outcome") == dr.ATTRIBUTED),
                            tallies.get(dr.ATTRIBUTED, 0), ["topic", "partition", "offset", "key"])
     for v in violations + attributed:
         v["message"] = dr.acked_message(v["outcome"], v)
@@ -256,72 +167,6 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     result.notes = {"duplicates_counted": tallies.get(dr.DUPLICATED_COUNTED, 0),
                     "removed_by_retention_or_compaction": tallies.get(dr.REMOVED, 0)}
     return result
-
-
-def rule_24_log_start(inputs: BrokerInputs) -> RuleResult:
-    """Rule 24: no replica's log start offset (retention, DeleteRecords) is past the highest
-    HWM any leader of its partition journaled (analytics.rules.replication.pure.log_start_violation)."""
-    if inputs.bounds is None:
-        return rule_result(24, 0, [])
-    highest = inputs.journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")) \
-        .groupBy("topic", "partition").agg(F.max("new").alias("highest_hwm"))
-    starts = inputs.bounds.filter(F.col("log_start").isNotNull()).join(
-        highest, ["topic", "partition"])
-    past = F.col("log_start") > F.col("highest_hwm")
-    row = starts.agg(F.count(F.lit(1)).alias("checked"),
-                     F.sum(past.cast("int")).alias("bad")).collect()[0]
-    checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
-    bad = starts.filter(past)
-    violations = _evidence(bad, count, ["topic", "partition", "node"])
-    for v in violations:
-        v["message"] = dr.log_start_message(v)
-        v["partition_id"] = v["partition"]
-        v["partition"] = f"{v['topic']}-{v['partition']}"
-        v["offset"] = v["log_start"]
-    return rule_result(24, checked, violations, count)
-
-
-def _group_partition(entries: Any, events: Any) -> Any:
-    """cogroup applyInArrow body: one data partition's final-leader offsets and its consumer
-    journal rows."""
-    import pyarrow as pa
-
-    out = list(gr.check_group_partition(entries.column("offset").to_pylist(),
-                                        events.to_pylist()))
-    return pa.Table.from_pylist(out, schema=_arrow_schema(GROUP_SCHEMA))
-
-
-def group_rules(inputs: BrokerInputs, replicas: DataFrame) -> list[RuleResult]:
-    """`committed_offsets_monotonic` and `no_skipped_committed_record` (analytics.rules.groups.pure)
-    per data partition a consumer group read; nothing when no consumer journal exists."""
-    if not inputs.files.get("consumer_journals"):
-        return []
-    events = inputs.consumers.filter(~F.col("corrupt")).select(
-        "file", "position", "event", "group_id", "topic", "partition", "offset", "corrupt")
-    read = events.select("topic", "partition").distinct()
-    reference = replicas.filter(F.col("kind") == dr.REFERENCE).select("topic", "partition",
-                                                                      "node")
-    entries = (inputs.logs.filter(~F.col("corrupt") & (F.col("offset") >= 0))
-               .join(F.broadcast(reference), ["topic", "partition", "node"])
-               .join(F.broadcast(read), ["topic", "partition"])
-               .select("topic", "partition", "offset"))
-    out = cogroup_in_arrow(entries, events, ["topic", "partition"], _group_partition, GROUP_SCHEMA)
-    tallies = {(r["rule"], r["kind"]): (int(r["rows"]), int(r["entries"] or 0)) for r in
-               out.groupBy("rule", "kind").agg(F.count(F.lit(1)).alias("rows"),
-                                               F.sum("count").alias("entries")).collect()}
-    results = []
-    for rule in (gr.COMMITS_MONOTONIC, gr.NO_SKIPPED):
-        count = tallies.get((rule, gr.VIOLATION), (0, 0))[0]
-        bad = out.filter((F.col("rule") == rule) & (F.col("kind") == gr.VIOLATION))
-        violations = _evidence(bad, count, ["topic", "partition", "group_id", "offset"])
-        for v in violations:
-            v["partition_id"] = v["partition"]
-            v["partition"] = f"{v['topic']}-{v['partition']}"
-        result = rule_result(rule, tallies.get((rule, gr.CHECKED), (0, 0))[1], violations, count)
-        if rule == gr.NO_SKIPPED:
-            result.notes = {"skipped_records": tallies.get((rule, gr.VIOLATION), (0, 0))[1]}
-        results.append(result)
-    return results
 
 
 def hwm_timelines(journal: DataFrame) -> dict[str, list[dict[str, Any]]]:

@@ -1,0 +1,41 @@
+"""Spark helpers every family's spark.py shares: capped evidence, counts in one job, the
+undamaged rows, and the Arrow schema of an applyInArrow body's output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from analytics.rules.result import MAX_EVIDENCE
+
+
+def evidence(bad: DataFrame, count: int, order: list[Any]) -> list[dict[str, Any]]:
+    """Up to MAX_EVIDENCE violation rows; no Spark job at all when there are none."""
+    if not count:
+        return []
+    return [r.asDict(recursive=True) for r in bad.orderBy(*order).limit(MAX_EVIDENCE).collect()]
+
+
+def counts(df: DataFrame, violation: Any) -> tuple[int, int]:
+    """(rows checked, rows violating) in one job."""
+    row = df.agg(F.count(F.lit(1)).alias("checked"),
+                 F.sum(F.when(violation, 1).otherwise(0)).alias("bad")).collect()[0]
+    return int(row["checked"] or 0), int(row["bad"] or 0)
+
+
+def good_rows(df: DataFrame) -> DataFrame:
+    return df.filter(~F.col("corrupt") & (F.col("offset") >= 0))
+
+
+
+_ARROW_TYPES = {"STRING": "string", "INT": "int32", "BIGINT": "int64", "BOOLEAN": "bool_"}
+
+
+def arrow_schema(schema_ddl: str) -> Any:
+    """The pyarrow schema of a flat DDL string (no SparkSession needed on executors)."""
+    import pyarrow as pa
+
+    fields = [part.strip().split() for part in schema_ddl.split(",")]
+    return pa.schema([pa.field(name, getattr(pa, _ARROW_TYPES[kind])()) for name, kind in fields])
