@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytics.engine.broker_tables import StagedBrokerInputs, stage_broker_inputs
+from analytics.engine.record_columns import iter_record_columns
 from analytics.engine.spark_session import (
     DEFAULT_MASTER,
     PYTHON_IN_DRIVER_CONF,
@@ -47,7 +48,6 @@ from analytics.read.datasource import (
     iter_file_batches,
 )
 from analytics.read.log_scan import CORRUPT
-from analytics.read.record_columns import iter_record_columns
 from analytics.report.audit_result import AuditResult
 from analytics.rules.cleanup.spark import rule_24_log_start
 from analytics.rules.groups.spark import group_rules

@@ -201,7 +201,8 @@ def run_baseline(directory: str | Path) -> BaselineResult:
 
 def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                   ) -> tuple[list[RuleResult], dict[str, int]]:
-    """Rules 20, 22, 23 with analytics.rules.replication.pure, as analytics.rules.replication.spark runs them."""
+    """Rules 20, 22, 23 and 24 with analytics.rules.replication.pure and cleanup.pure, as their
+    spark.py forms run them."""
     broker_journals, ack_journals = discover_journals(directory)
     log_files = discover_partition_logs(directory)
     journal_names, ack_names, log_names = (names(JOURNAL_COLUMNS), names(ACK_COLUMNS),

@@ -1,7 +1,7 @@
 """Fewer garbage collections while the audit's Python passes run (issue 15).
 
-Staging decodes a million records into tuples and lists, and the replay (analytics.
-replay_shards) builds registrations and records per partition record while it holds every
+Staging decodes a million records into tuples and lists, and the replay (analytics.rules.
+partitions.shards) builds registrations and records per partition record while it holds every
 partition's state alive. With CPython's default threshold a collection ran every 700 container
 allocations and a full one 18 times per 450k replayed rows: measured with gc.callbacks (session
 10), 14% of a staging process's CPU and 11-12% of a replay's. Reference counting frees those objects

@@ -18,13 +18,14 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from analytics.read.broker_inputs import (
+from analytics.engine.data_sources import (
     AckJournalDataSource,
     BrokerJournalDataSource,
     ConsumerJournalDataSource,
+    MetadataBatchDataSource,
+    MetadataLogDataSource,
     PartitionLogDataSource,
 )
-from analytics.read.datasource import MetadataBatchDataSource, MetadataLogDataSource
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MASTER = "local[2]"

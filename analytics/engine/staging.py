@@ -32,7 +32,7 @@ _STRUCT_FIELD = re.compile(r"\s*(\w+)\s*:\s*(.+)\s*")
 
 Columns = Sequence[tuple[str, str]]
 Rows = Callable[[Any], Iterator[tuple[Any, ...]]]
-# A reader that builds Arrow columns itself (analytics.read.record_columns): (spec, schema) -> batches
+# A reader that builds Arrow columns itself (analytics.engine.record_columns): (spec, schema) -> batches
 Batches = Callable[[Any, Any], Iterator[Any]]
 
 

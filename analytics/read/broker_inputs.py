@@ -29,10 +29,6 @@ import msgpack
 from storage.core.record_batch import CorruptBatchError, iter_segment_batches
 
 JOURNAL_DIR_NAME = "journal"
-BROKER_JOURNAL_SOURCE = "minikraft-broker-journal"
-ACK_JOURNAL_SOURCE = "minikraft-ack-journal"
-CONSUMER_JOURNAL_SOURCE = "minikraft-consumer-journal"
-PARTITION_LOG_SOURCE = "minikraft-partition-log"
 _BROKER_JOURNAL_NAME = re.compile(r"^broker-(\d+)\.journal$")
 _CONSUMER_JOURNAL_NAME = re.compile(r"^(?:.*-)?consumers\.journal$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -390,69 +386,3 @@ def iter_partition_log_rows(spec: PartitionLogFile) -> Iterator[tuple[Any, ...]]
                            record_key(record.value), False, None)
     except CorruptBatchError as exc:
         yield (*head, exc.position, -1, None, None, True, exc.reason)
-
-
-# -- Spark side: one DataSource per kind, each yielding pyarrow RecordBatches -----------------
-
-try:
-    from pyspark.sql.datasource import DataSource, DataSourceReader
-    from pyspark.sql.types import StructType
-
-    from analytics.read.datasource import ArrowFileReader
-
-    def _path(options: Any, source: str) -> str:
-        path = options.get("path")
-        if not path:
-            raise ValueError(f"{source} needs a directory: .load(dir)")
-        return str(path)
-
-    class BrokerJournalDataSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return BROKER_JOURNAL_SOURCE
-
-        def schema(self) -> str:
-            return ddl(JOURNAL_COLUMNS)
-
-        def reader(self, schema: StructType) -> DataSourceReader:
-            specs = discover_journals(_path(self.options, BROKER_JOURNAL_SOURCE))[0]
-            return ArrowFileReader(specs, iter_journal_rows, schema)
-
-    class AckJournalDataSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return ACK_JOURNAL_SOURCE
-
-        def schema(self) -> str:
-            return ddl(ACK_COLUMNS)
-
-        def reader(self, schema: StructType) -> DataSourceReader:
-            specs = discover_journals(_path(self.options, ACK_JOURNAL_SOURCE))[1]
-            return ArrowFileReader(specs, iter_ack_rows, schema)
-
-    class ConsumerJournalDataSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return CONSUMER_JOURNAL_SOURCE
-
-        def schema(self) -> str:
-            return ddl(CONSUMER_COLUMNS)
-
-        def reader(self, schema: StructType) -> DataSourceReader:
-            specs = discover_consumer_journals(_path(self.options, CONSUMER_JOURNAL_SOURCE))
-            return ArrowFileReader(specs, iter_consumer_rows, schema)
-
-    class PartitionLogDataSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return PARTITION_LOG_SOURCE
-
-        def schema(self) -> str:
-            return ddl(PARTITION_LOG_COLUMNS)
-
-        def reader(self, schema: StructType) -> DataSourceReader:
-            specs = discover_partition_logs(_path(self.options, PARTITION_LOG_SOURCE))
-            return ArrowFileReader(specs, iter_partition_log_rows, schema)
-
-except ImportError:  # pragma: no cover - pyspark is the `spark` extra
-    pass

@@ -1,5 +1,6 @@
-"""`spark.read.format("minikraft-metadata").load(dir)`: every metadata log segment and snapshot of
-every node under dir, one input partition per file, decoded with the project's own code.
+"""Every metadata log segment and snapshot of every node under a directory, one file at a
+time, decoded with the project's own code (read by Spark as `minikraft-metadata`,
+analytics.engine.data_sources, or staged as Parquet, analytics.engine.staging).
 
 Each record becomes one row (schema below); a damaged region (a batch failing its CRC or framing,
 analytics.read.log_scan) becomes one row flagged corrupt at offset -1 with its byte position and its
@@ -8,7 +9,7 @@ on at the next valid batch. Record values that do not decode (a newer minikraft'
 corrupt rows too (damage null), and reading goes on. With the option `source_node`, only that
 node's segments are decoded in full: the other nodes' segments give their control batches only
 (rules 1 and 5 read every node's LeaderChange and Voters records; rule 2 compares the others
-batch by batch, from "minikraft-metadata-batches": one row per batch or damaged region).
+batch by batch, from the batch rows: one row per batch or damaged region).
 The pure-Python part (`discover_files`, `iter_file_rows`) is shared with analytics.baseline, so the
 Spark audit and the single-process pass read the same rows. Other on-disk kinds (broker event
 journals, the chaos ack journal, partition logs) plug in as further `FileSpec.kind`s and readers.
@@ -17,11 +18,10 @@ journals, the chaos ack journal, partition logs) plug in as further `FileSpec.ki
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,9 +59,6 @@ from raft.core.control_records import (
 from raft.core.replica_key import uuid_to_str
 from storage.core.record_batch import Record, RecordBatch, decode_batch
 
-DATA_SOURCE_NAME = "minikraft-metadata"
-BATCH_SOURCE_NAME = "minikraft-metadata-batches"
-SOURCE_NODE_OPTION = "source_node"
 METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"
 META_PROPERTIES_FILE_NAME = "meta.properties"
 KIND_SEGMENT = "segment"
@@ -345,7 +342,7 @@ def partition_values(value: bytes) -> tuple[Any, ...] | None:
     PartitionChangeRecord straight from its msgpack map, the bulk of a metadata log; None for
     anything else or anything unexpected, which then goes through decode_record, the one
     definition of the format (metadata.records). Value types are checked where the values
-    become Arrow columns (analytics.engine.staging.to_arrow, analytics.read.record_columns): a value that
+    become Arrow columns (analytics.engine.staging.to_arrow, analytics.engine.record_columns): a value that
     does not fit its column makes that row corrupt there."""
     unpacked = unpack_partition(value)
     return None if unpacked is None else values_of(unpacked)
@@ -537,78 +534,3 @@ def iter_file_batches(spec: FileSpec) -> Iterator[tuple[Any, ...]]:
 
 
 # -- Spark side: imported lazily so the pure readers work without pyspark ---------------------
-
-try:
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-    from pyspark.sql.types import StructType
-
-    class FilePartition(InputPartition):
-        """One file: Spark reads files in parallel, never one file in two tasks."""
-
-        def __init__(self, spec: Any) -> None:
-            super().__init__(spec)
-            self.spec = spec
-
-    class ArrowFileReader(DataSourceReader):
-        """One input partition per file spec; each file's rows (a row generator in schema
-        order) shipped to Spark as Arrow batches. Every minikraft data source reads this way."""
-
-        def __init__(self, specs: Sequence[Any], rows: Callable[[Any], Iterator[tuple[Any, ...]]],
-                     schema: StructType) -> None:
-            self.specs = list(specs)
-            self.rows = rows
-            self.schema = schema
-
-        def partitions(self) -> Sequence[InputPartition]:
-            return [FilePartition(spec) for spec in self.specs]
-
-        def read(self, partition: InputPartition) -> Iterator[Any]:
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            from analytics.engine.staging import iter_arrow
-
-            assert isinstance(partition, FilePartition)
-            yield from iter_arrow([partition.spec], self.rows, to_arrow_schema(self.schema))
-
-    class MetadataLogDataSource(DataSource):
-        """Registered as "minikraft-metadata"; `load(dir)` passes dir as the "path" option."""
-
-        @classmethod
-        def name(cls) -> str:
-            return DATA_SOURCE_NAME
-
-        def schema(self) -> str:
-            return SCHEMA_DDL
-
-        def reader(self, schema: StructType) -> DataSourceReader:
-            path = self.options.get("path")
-            if not path:
-                raise ValueError("minikraft-metadata needs a directory: .load(dir)")
-            specs = discover_files(str(path))
-            source = self.options.get(SOURCE_NODE_OPTION)
-            if source is None:
-                return ArrowFileReader(specs, iter_file_rows, schema)
-            # Only the replay source is decoded in full; rule 2 compares the others by batch.
-            specs = [dataclasses.replace(s, control_only=True)
-                     if s.kind == KIND_SEGMENT and s.node != int(source) else s for s in specs]
-            return ArrowFileReader(specs, functools.partial(iter_file_rows, hashes=False),
-                                   schema)
-
-    class MetadataBatchDataSource(DataSource):
-        """Registered as "minikraft-metadata-batches": one row per batch (BATCH_COLUMNS)."""
-
-        @classmethod
-        def name(cls) -> str:
-            return BATCH_SOURCE_NAME
-
-        def schema(self) -> str:
-            return BATCH_SCHEMA_DDL
-
-        def reader(self, schema: StructType) -> DataSourceReader:
-            path = self.options.get("path")
-            if not path:
-                raise ValueError("minikraft-metadata-batches needs a directory: .load(dir)")
-            return ArrowFileReader(discover_files(str(path)), iter_file_batches, schema)
-
-except ImportError:  # pragma: no cover - pyspark is the `spark` extra
-    pass

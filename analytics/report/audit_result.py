@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.rules.quorum.spark import RuleResult
+from analytics.rules.result import RuleResult
 
 CLEAN, VIOLATIONS, CORRUPT_VERDICT = "clean", "violations", "corrupt"
 

@@ -38,7 +38,7 @@ SIGTERM_WAIT_S = 15.0
 
 def fault_event(action: str, spec: NodeSpec | None = None, **extra: Any) -> dict[str, Any]:
     """One chaos event as the run summaries and the audit report read it (analytics.
-    chaos_events): ts_ms, action, the node's name and pid, anything extra."""
+    read.chaos_events): ts_ms, action, the node's name and pid, anything extra."""
     event = {"ts_ms": int(time.time() * 1000), "action": action, **extra}
     if spec is not None:
         event["node"] = spec.name

@@ -1,4 +1,4 @@
-"""analytics.read.record_columns gives exactly the table analytics.read.datasource's row path gives
+"""analytics.engine.record_columns gives exactly the table analytics.read.datasource's row path gives
 (iter_file_rows, hashes off, through analytics.engine.staging.to_arrow), on every shape of input:
 generated logs with a snapshot, control-only specs, a flipped byte, a torn tail, a partition
 record with a wrongly typed field, an unknown record type, an unreadable file."""
@@ -16,6 +16,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
+from analytics.engine.record_columns import iter_record_columns  # noqa: E402
 from analytics.engine.staging import ARROW_BATCH_ROWS, arrow_schema, iter_arrow  # noqa: E402
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node  # noqa: E402
 from analytics.read.datasource import (  # noqa: E402
@@ -25,7 +26,6 @@ from analytics.read.datasource import (  # noqa: E402
     discover_files,
     iter_file_rows,
 )
-from analytics.read.record_columns import iter_record_columns  # noqa: E402
 from metadata.records import NoOpRecord, PartitionChangeRecord, encode_record  # noqa: E402
 from storage.core.record_batch import encode_batch, read_header  # noqa: E402
 

@@ -19,6 +19,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from analytics.audit import file_summary, replay_specs  # noqa: E402
+from analytics.engine.record_columns import iter_record_columns  # noqa: E402
 from analytics.engine.staging import Stager, Table  # noqa: E402
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node  # noqa: E402
 from analytics.read.datasource import (  # noqa: E402
@@ -29,7 +30,6 @@ from analytics.read.datasource import (  # noqa: E402
     discover_files,
     iter_file_batches,
 )
-from analytics.read.record_columns import iter_record_columns  # noqa: E402
 from analytics.rules.partitions.pure import PARTITION_RECORD_TYPES, POINT, TALLY, VIOLATION  # noqa: E402
 from analytics.rules.partitions.shards import (  # noqa: E402
     REPLAY_OUTPUT_COLUMNS,

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from analytics.engine.gc_pause import fewer_collections
+from analytics.engine.record_columns import Chunk
 from analytics.engine.staging import ARROW_BATCH_ROWS, ParquetFile, Table, arrow_schema
 from analytics.read.datasource import (
     COL,
@@ -52,7 +53,6 @@ from analytics.read.datasource import (
     values_of,
 )
 from analytics.read.log_scan import CORRUPT, Damage, walk_batches
-from analytics.read.record_columns import Chunk
 from analytics.rules.partitions.pure import (
     SIDE_FIELDS,
     SIDE_RECORD_TYPES,
@@ -66,7 +66,7 @@ from storage.core.record_batch import decode_batch
 
 TIMELINE_PARTITIONS = 12  # partitions whose timeline the report draws
 TIMELINE_POINTS = 2000  # the last points of a partition kept for the report's timeline
-# The replay's output rows (analytics.rules.quorum.spark reads them as a DataFrame of this schema).
+# The replay's output rows (analytics.rules.partitions.spark reads them as a DataFrame of this schema).
 REPLAY_OUTPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("kind", "STRING"), ("rule", "INT"), ("message", "STRING"), ("node", "INT"),
     ("file", "STRING"), ("offset", "BIGINT"), ("topic_id", "STRING"), ("partition_id", "INT"),
@@ -206,7 +206,7 @@ class PointSpill:
 
 
 class _Staged:
-    """Staged rows (analytics.read.record_columns.Chunk) into one Parquet file, chunk by chunk; no
+    """Staged rows (analytics.engine.record_columns.Chunk) into one Parquet file, chunk by chunk; no
     file when no row comes."""
 
     def __init__(self, spec: FileSpec, path: Path, schema: Any) -> None:
