@@ -27,7 +27,7 @@ from analytics.engine.data_sources import (
     PartitionLogDataSource,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the repository: executors import from it
 DEFAULT_MASTER = "local[2]"
 # In local mode the executors live in the driver's JVM: Spark's 1g default makes the cached
 # rows of a million-record audit spill to disk. Still a bound: no data is collected to the

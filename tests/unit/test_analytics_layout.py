@@ -60,3 +60,13 @@ def test_pure_rule_forms_need_no_spark_and_do_no_io(path: Path) -> None:
            or n.startswith(("analytics.engine", "analytics.read.datasource.Arrow"))
            or n.endswith(".spark")]
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}: a pure form takes rows, not files"
+
+
+def test_the_spark_executors_path_is_the_repository_root() -> None:
+    """Executors import the audit's modules from PROJECT_ROOT (spark.executorEnv.PYTHONPATH):
+    a module moved one package deeper must still name the repository, not analytics/."""
+    pytest.importorskip("pyspark", reason="the spark extra")
+    from analytics.engine import spark_session
+
+    assert (spark_session.PROJECT_ROOT / "pyproject.toml").is_file()
+    assert (spark_session.PROJECT_ROOT / "analytics" / "__init__.py").is_file()
