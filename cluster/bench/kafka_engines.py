@@ -17,9 +17,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from analytics.phase_clock import cpu_seconds
 from cluster.apache_kafka import tools
 from cluster.apache_kafka.cluster import ApacheKafkaCluster
+from cluster.bench.phase_clock import cpu_seconds
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 
 KAFKA = "kafka"
