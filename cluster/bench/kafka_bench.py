@@ -41,7 +41,13 @@ from cluster.bench.kafka_engines import (
     tree_cpu_seconds,
 )
 from cluster.bench.kafka_failover import broker_failovers, controller_failovers
-from cluster.bench.kafka_ready import cold_start, cold_start_seconds, fixture_seconds
+from cluster.bench.kafka_ready import (
+    START_TIMEOUT_S,
+    cold_start,
+    cold_start_seconds,
+    fixture_seconds,
+    hung_starts,
+)
 from cluster.bench.peers.procs import PeerMissing
 from cluster.bench.report import make_report, row
 from cluster.cli.produce_cmd import percentile
@@ -347,6 +353,8 @@ def run_kafka_bench(*, quick: bool = False, fsync_lines: bool = True,
         f"{[round(s, 1) for s in fixture[KAFKA]]}, minikraft "
         f"{[round(s, 2) for s in fixture[MINIKRAFT]]}; forked: "
         f"{[round(s, 2) for s in forked]}",
+        f"starts that never became ready in {START_TIMEOUT_S:.0f} s, stopped and made again "
+        f"(not in the figures): {dict(hung_starts) or 'none'}",
     ]
     return make_report("kafka", "kafka", results, notes, quick=quick,
                        load_average_before=load_before,

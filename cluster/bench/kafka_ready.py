@@ -28,6 +28,7 @@ from cluster.bench.kafka_engines import (
     MINIKRAFT_ONLY,
     SHARED,
     plan,
+    progress,
 )
 from cluster.launch import fork_server
 from cluster.launch.local_cluster import LocalCluster
@@ -42,18 +43,39 @@ def first_write(cluster: LocalCluster, deadline: float) -> None:
     produce_one(bootstrap, READY_TOPIC, deadline)
 
 
+# Apache Kafka's brokers sometimes never finish starting on this machine under heavy load (all
+# three wait in BrokerServer.startup for "the controller to acknowledge that we are caught up"
+# while the controllers re-elect); such a start is stopped after START_TIMEOUT_S, counted in
+# `hung_starts` and tried again, at most START_ATTEMPTS times.
+START_TIMEOUT_S = 300.0
+START_ATTEMPTS = 3
+hung_starts: dict[str, int] = {}
+
+
 def cold_start(engine: str, directory: Path) -> tuple[float, LocalCluster]:
     """Seconds from launch to the first acknowledged write; the cluster is left running."""
-    started = time.monotonic()
-    cluster = plan(engine, directory)
-    try:
-        cluster.format()
-        cluster.start()
-        first_write(cluster, started + READY_TIMEOUT_S)
-    except BaseException:
-        cluster.stop()
-        raise
-    return time.monotonic() - started, cluster
+    for attempt in range(1, START_ATTEMPTS + 1):
+        target = directory if attempt == 1 else directory.with_name(
+            f"{directory.name}-attempt{attempt}")
+        started = time.monotonic()
+        cluster = plan(engine, target)
+        try:
+            cluster.format()
+            cluster.start()
+            first_write(cluster, started + START_TIMEOUT_S)
+        except TimeoutError as exc:
+            cluster.stop()
+            hung_starts[engine] = hung_starts.get(engine, 0) + 1
+            progress(f"{engine}: start {attempt} not ready in {START_TIMEOUT_S:.0f} s ({exc}); "
+                     f"kept in {target}")
+            if attempt == START_ATTEMPTS:
+                raise
+            continue
+        except BaseException:
+            cluster.stop()
+            raise
+        return time.monotonic() - started, cluster
+    raise AssertionError("unreachable")
 
 
 def cold_start_seconds(engine: str, forked: bool = False) -> float:
@@ -101,7 +123,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from cluster.bench.kafka_clients import PROBE, wait_brokers
 from cluster.bench.kafka_engines import KAFKA, plan
-from cluster.bench.kafka_ready import READY_TIMEOUT_S
+from cluster.bench.kafka_ready import START_TIMEOUT_S
 
 @pytest.fixture(scope="session")
 def bench_bootstrap(tmp_path_factory):
@@ -111,7 +133,7 @@ def bench_bootstrap(tmp_path_factory):
         cluster.start()
         bootstrap = ",".join(b.address for b in cluster.brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap, **PROBE})
-        wait_brokers(admin, 3, time.monotonic() + READY_TIMEOUT_S)
+        wait_brokers(admin, 3, time.monotonic() + START_TIMEOUT_S)
         yield bootstrap
     finally:
         cluster.stop()
@@ -135,11 +157,17 @@ def fixture_seconds(engine: str) -> float:
                 args += ["--minikraft-set", f"{key}={value}"]
         marker = directory / "ready"
         env = {**os.environ, "BENCH_READY_FILE": str(marker)}
-        started = time.time()
-        proc = subprocess.run(args, cwd=directory, env=env, capture_output=True, text=True,
-                              timeout=READY_TIMEOUT_S + 120)
-        if proc.returncode != 0 or not marker.exists():
-            raise RuntimeError(f"pytest fixture run ({engine}) failed: {proc.stdout[-800:]}")
-        return float(marker.read_text()) - started
+        for attempt in range(1, START_ATTEMPTS + 1):
+            started = time.time()
+            proc = subprocess.run(args, cwd=directory, env=env, capture_output=True, text=True,
+                                  timeout=READY_TIMEOUT_S + 120)
+            if proc.returncode == 0 and marker.exists():
+                return float(marker.read_text()) - started
+            hung = "TimeoutError" in proc.stdout and attempt < START_ATTEMPTS
+            if engine != KAFKA or not hung:
+                raise RuntimeError(f"pytest fixture run ({engine}) failed: {proc.stdout[-800:]}")
+            hung_starts[engine] = hung_starts.get(engine, 0) + 1
+            progress(f"{engine}: fixture start {attempt} not ready, tried again")
+        raise AssertionError("unreachable")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
