@@ -72,11 +72,19 @@ async def window(cluster: LocalCluster, seconds: float, stream_url: str | None) 
     return {"nodes_cpu_pct": 100 * used / elapsed, "streamed_bytes": streamed}
 
 
+async def _background_rate(pid: int, seconds: float) -> float:
+    """CPU seconds per second the node spends with nothing asked of it (its fetchers, timers)."""
+    before, started = cpu_s(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    return (cpu_s(pid) - before) / (time.monotonic() - started)
+
+
 async def per_request_cpu_ms(cluster: LocalCluster, requests: int = 100) -> dict[str, Any]:
     """The CPU one poll's requests cost each node, measured with a signal far above the
     machine's noise: `requests` GET /v1/status in a row to each node (and as many
-    DescribeQuorum to the quorum), the node's CPU time divided by the count. The console
-    sends one of each per node per interval."""
+    DescribeQuorum to the quorum), the node's CPU time over them less what it spent anyway
+    (its rate over the seconds before and after), divided by the count. The console sends
+    one of each per node per interval."""
     from cluster.cli.admin_client import describe_quorum
 
     out: dict[str, Any] = {}
@@ -84,17 +92,29 @@ async def per_request_cpu_ms(cluster: LocalCluster, requests: int = 100) -> dict
         for spec in cluster.all_nodes():
             assert spec.pid is not None
             url = f"http://{spec.host}:{spec.http_port}/v1/status"
-            before = cpu_s(spec.pid)
+            idle = await _background_rate(spec.pid, 3.0)
+            before, started = cpu_s(spec.pid), time.monotonic()
             for _ in range(requests):
                 async with session.get(url) as response:
                     await response.read()
-            out[spec.name] = round(1000 * (cpu_s(spec.pid) - before) / requests, 2)
+            elapsed = time.monotonic() - started
+            used = cpu_s(spec.pid) - before
+            idle = (idle + await _background_rate(spec.pid, 3.0)) / 2
+            out[spec.name] = round(1000 * max(0.0, used - idle * elapsed) / requests, 2)
     leader_pids = [s.pid for s in cluster.controllers if s.pid]
-    before = sum(cpu_s(p) for p in leader_pids)
+
+    def controllers_cpu() -> float:
+        return sum(cpu_s(p) for p in leader_pids)
+
+    before, started = controllers_cpu(), time.monotonic()
+    await asyncio.sleep(3.0)
+    idle = (controllers_cpu() - before) / (time.monotonic() - started)
+    before, started = controllers_cpu(), time.monotonic()
     for _ in range(requests):
         await describe_quorum(cluster.bootstrap_controller, timeout_ms=3000)
+    used, elapsed = controllers_cpu() - before, time.monotonic() - started
     out["describe_quorum_all_controllers"] = round(
-        1000 * (sum(cpu_s(p) for p in leader_pids) - before) / requests, 2)
+        1000 * max(0.0, used - idle * elapsed) / requests, 2)
     return out
 
 

@@ -7,7 +7,7 @@ Compose v2 (`docker compose`) where the CLI has the plugin, else v1 (`docker-com
 
 `describe_nodes` turns the project's containers into the NodeSpecs a LocalCluster holds: the
 node id and role from the container's KAFKA_* environment, the address its port is published
-on (127.0.0.1), the host directory bind-mounted at the node's data path, and the container's
+on (127.0.0.1) and its HTTP listener's, the host directory bind-mounted at the node's data path, and the container's
 main process as the pid (a container's processes are host processes; the pid with its start
 time names this incarnation, as for local nodes). `write_cluster_file` writes them as
 `cluster.json` (network "compose") under the data directory, so `minikraft chaos` and
@@ -117,18 +117,32 @@ def _env(info: dict[str, Any]) -> dict[str, str]:
     return {key: value for key, _, value in pairs}
 
 
-def _published(info: dict[str, Any]) -> int:
-    """The host port of the container's one port published on 127.0.0.1."""
-    for bindings in (info["NetworkSettings"].get("Ports") or {}).values():
-        for binding in bindings or []:
-            if binding.get("HostIp") in ("127.0.0.1", "0.0.0.0", "") and binding.get("HostPort"):
-                return int(binding["HostPort"])
-    # A stopped container has no bindings in NetworkSettings; its HostConfig still has them.
-    for bindings in (info["HostConfig"].get("PortBindings") or {}).values():
-        for binding in bindings or []:
-            if binding.get("HostPort"):
-                return int(binding["HostPort"])
-    raise ComposeProjectError(f"{info['Name']}: no published port")
+HTTP_PORT = 8080  # KAFKA_HTTP_LISTENER in docker-compose.yml
+
+
+def _published_ports(info: dict[str, Any]) -> dict[int, int]:
+    """Container port -> host port, of the ports published on 127.0.0.1 (a stopped container
+    has no bindings in NetworkSettings; its HostConfig still has them)."""
+    found: dict[int, int] = {}
+    for section, key in (("NetworkSettings", "Ports"), ("HostConfig", "PortBindings")):
+        for container_port, bindings in ((info.get(section) or {}).get(key) or {}).items():
+            for binding in bindings or []:
+                if binding.get("HostIp") in ("127.0.0.1", "0.0.0.0", "") and binding.get(
+                    "HostPort"
+                ):
+                    found.setdefault(int(str(container_port).split("/")[0]),
+                                     int(binding["HostPort"]))
+    return found
+
+
+def _published(info: dict[str, Any]) -> tuple[int, int]:
+    """(Kafka port, HTTP port) on the host: the container's published Kafka listener, and its
+    HTTP listener (0 when a compose file does not publish it)."""
+    ports = _published_ports(info)
+    kafka = [host for container, host in sorted(ports.items()) if container != HTTP_PORT]
+    if not kafka:
+        raise ComposeProjectError(f"{info['Name']}: no published port")
+    return kafka[0], ports.get(HTTP_PORT, 0)
 
 
 def _data_dir(info: dict[str, Any]) -> str:
@@ -146,12 +160,15 @@ def node_spec(service: str, info: dict[str, Any]) -> NodeSpec:
     running = bool(info["State"].get("Running"))
     pid = int(info["State"]["Pid"]) if running and info["State"].get("Pid") else None
     networks = info["NetworkSettings"].get("Networks") or {}
+    port, http_port = _published(info)
     return NodeSpec(
         role=role,
         node_id=int(env["KAFKA_NODE_ID"]),
         host="127.0.0.1",
-        port=_published(info),
-        http_port=0,  # not published: network faults go through the engine, not /v1/faults
+        port=port,
+        # The node's status for `minikraft console`; network faults go through the engine
+        # (docker network disconnect), never this listener's /v1/faults.
+        http_port=http_port,
         dir=_data_dir(info),
         config="",
         log_file="",

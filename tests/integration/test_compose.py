@@ -55,7 +55,7 @@ CONTROLLERS = ["controller-1", "controller-2", "controller-3"]
 BROKERS = ["broker-1", "broker-2", "broker-3"]
 PORT_VARIABLES = [f"MINIKRAFT_CONTROLLER_{i}_PORT" for i in (1, 2, 3)] + [
     f"MINIKRAFT_BROKER_{i}_PORT" for i in (1, 2, 3)
-]
+] + [f"MINIKRAFT_{role}_{i}_HTTP_PORT" for role in ("CONTROLLER", "BROKER") for i in (1, 2, 3)]
 HEALTHY_TIMEOUT_S = 600.0  # cold start took 353 s at load average 34 on 2 cores
 RECORDS = 2000
 IMAGE_MAX_BYTES = 300 * 1024 * 1024
@@ -415,6 +415,80 @@ def test_chaos_kill_pause_disconnect_against_the_compose_cluster(run: Run) -> No
     run.figures["chaos"] = {"acked": summary["acked"], "recovery_s": summary["recovery_s"]}
     cluster = json.loads((run.data / "cluster.json").read_text())
     assert cluster["compose"]["project"] == run.project.name
+    run.wait_healthy()
+
+
+def _console_state(url: str) -> dict[str, Any]:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "api/state", timeout=10) as answer:
+        state: dict[str, Any] = json.loads(answer.read())
+    return state
+
+
+def test_console_watches_the_compose_cluster_and_pauses_a_container(run: Run) -> None:
+    """`minikraft console --dir <data dir>`: the nodes' status through their published HTTP
+    listeners, the metadata log from the bind-mounted controller directories, and a pause
+    clicked on the page going through the engine (docker pause)."""
+    from cluster.launch.local_cluster import LocalCluster
+
+    port = free_ports(1)[0]
+    url = f"http://127.0.0.1:{port}/"
+    console = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli.main", "console", "--dir", str(run.data),
+         "--compose", str(COMPOSE), "--project-name", run.project.name, "--port", str(port)],
+        cwd=REPO, env=run.project.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        deadline = time.monotonic() + 60
+        state: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            assert console.poll() is None, console.communicate()[1][-3000:]
+            try:
+                state = _console_state(url)
+            except OSError:
+                time.sleep(0.5)
+                continue
+            nodes = state["quorum"].get("nodes", {})
+            if (set(nodes.values()) == {"running"} and len(nodes) == 6
+                    and state["quorum"].get("leader_id") is not None and state["rows"]):
+                break
+            time.sleep(0.5)
+        # cluster.json, (re)written from the engine: every node's published HTTP listener.
+        assert all(s.http_port > 0 for s in LocalCluster.load(run.data).all_nodes())
+        assert state.get("down") is None, state.get("down")
+        assert state["quorum"]["network"] == "compose"
+        assert len(state["quorum"]["controllers"]) == 3
+        assert all(c["up"] and c["log_end_offset"] > 0 for c in state["quorum"]["controllers"])
+        brokers = state["brokers"]
+        assert [b["id"] for b in brokers] == [101, 102, 103]
+        assert all(b["up"] and b["fenced"] is False and b["epoch"] > 0 for b in brokers), brokers
+        # The metadata log, read from the bind mounts, has the topics the earlier tests wrote.
+        assert any(e["type"] == "TopicRecord" for e in state["log"])
+        assert state["rows"] and all(r["leader"] in (101, 102, 103) for r in state["rows"])
+        request = json.dumps({"action": "pause", "node": "broker-103"}).encode()
+        import urllib.request
+
+        for body in (request, json.dumps({"action": "resume", "node": "broker-103"}).encode()):
+            post = urllib.request.Request(url + "api/action", data=body, method="POST",
+                                          headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(post, timeout=60) as answer:
+                assert json.loads(answer.read())["ok"] is True
+            if body is request:
+                paused = run.project.containers()["broker-3"]["State"]
+                assert paused["Paused"] is True, paused
+                deadline = time.monotonic() + 15
+                while _console_state(url)["quorum"]["nodes"]["broker-103"] != "paused":
+                    assert time.monotonic() < deadline, "the page never showed the pause"
+                    time.sleep(0.3)
+        assert run.project.containers()["broker-3"]["State"]["Paused"] is False
+    finally:
+        console.terminate()
+        try:
+            console.wait(15)
+        except subprocess.TimeoutExpired:
+            console.kill()
+            console.wait(5)
     run.wait_healthy()
 
 

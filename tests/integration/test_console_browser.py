@@ -4,8 +4,12 @@ clicked on the page moves leadership and the row shows it within 2 s of the comm
 guided scenario (two followers stopped cleanly, the leader killed, restarts) shows ELR,
 LastKnownELR and LastKnownLeader as seed 001 and tests/scenarios/03 say, each step checked
 against `minikraft topics describe`; the unclean-recovery guided scenario ends RECOVERED with
-the page showing each step. Screenshots go to test-artifacts/console/ (MINIKRAFT_ARTIFACTS).
-Skipped without Chromium (make system-deps)."""
+the page showing each step. The other actions: pause (SIGSTOP: the broker is fenced) and
+resume (unfenced again), a workload started and stopped from the page with its sent/acked/lost
+counters, "run the audit" linking a report that lists what the page did (slow: a Spark audit),
+and isolate on a `--network netns` cluster of its own (nftables in the node's namespace: fenced,
+then heal; skipped with the reason where namespaces or nft are missing). Screenshots go to
+test-artifacts/console/ (MINIKRAFT_ARTIFACTS). Skipped without Chromium (make system-deps)."""
 
 from __future__ import annotations
 
@@ -430,3 +434,184 @@ def test_page_stays_responsive_at_10000_partitions_and_says_when_the_cluster_is_
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         b.goto(env.url)
+
+
+# ---- the other actions: pause/resume, the workload, the audit, isolate (netns) ----------------
+
+
+def _process_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat: T once SIGSTOPped."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _broker_row(env: Env, broker_id: int) -> str:
+    text: str = env.browser.js(
+        f"document.querySelector('#brokers tr[data-node=\"broker-{broker_id}\"]')?.textContent"
+        " || ''")
+    return text
+
+
+def test_pausing_a_broker_from_the_page_fences_it_and_resuming_unfences_it(env: Env) -> None:
+    """pause is SIGSTOP (the process holds its sockets, answers nothing): its heartbeats stop,
+    the controller fences it after broker.session.timeout.ms (3 s here); resume is SIGCONT."""
+    b = env.browser
+    heal(env)  # the guided scenarios before may leave brokers stopped
+    broker = env.cluster.brokers[-1]
+    pid = LocalCluster.load(env.cluster.dir).node(f"broker-{broker.node_id}").pid
+    assert pid is not None
+    name = f"broker-{broker.node_id}"
+    b.wait_js(f"!!document.querySelector('#brokers tr[data-node=\"{name}\"] "
+              f"button[data-act=\"pause\"]')", 20)
+    b.js(f"document.querySelector('#brokers tr[data-node=\"{name}\"] "
+         f"button[data-act=\"pause\"]').click()")
+    b.wait_js(f"!!document.querySelector('#brokers tr[data-node=\"{name}\"] .state-paused')", 10)
+    assert _process_state(pid) == "T"
+    b.wait_js(f"(() => {{ const t = document.querySelector('#brokers tr[data-node=\"{name}\"]')"
+              f"?.textContent || ''; return t.includes('fenced') && !t.includes('unfenced'); }})()",
+              30, poll_s=0.2)
+    shot(env, "pause-fenced")
+    b.js(f"document.querySelector('#brokers tr[data-node=\"{name}\"] "
+         f"button[data-act=\"resume\"]').click()")
+    b.wait_js(f"!!document.querySelector('#brokers tr[data-node=\"{name}\"] .state-running')", 10)
+    assert _process_state(pid) != "T"
+    b.wait_js(f"(document.querySelector('#brokers tr[data-node=\"{name}\"]')?.textContent || '')"
+              ".includes('unfenced')", 30, poll_s=0.2)
+    # Both went to the console's chaos journal, which the audit's report reads.
+    events = [json.loads(line) for path in (env.cluster.dir / "chaos").glob("console-*.jsonl")
+              for line in path.read_text().splitlines()]
+    assert [e["action"] for e in events if e.get("node") == name][-2:] == ["pause", "resume"]
+
+
+def test_a_workload_started_from_the_page_counts_acked_and_lost_writes(env: Env) -> None:
+    """acks=all at 100 records/s; stop reads the topic back: the page shows sent, acked, and
+    lost acked writes (0 here: no fault), the same numbers as the console's workload result."""
+    b = env.browser
+    heal(env)
+    b.js("(() => { document.getElementById('w-acks').value = '-1'; "
+         "document.getElementById('w-rate').value = '100'; "
+         "document.getElementById('w-start').click(); return true; })()")
+    acked = b.wait_js("(() => { const a = document.getElementById('w-acked'); "
+                      "return a && parseInt(a.textContent, 10) >= 100 && a.textContent; })()",
+                      60, poll_s=0.2)
+    assert int(acked) >= 100
+    b.js("document.getElementById('w-stop').click()")
+    lost = b.wait_js("document.getElementById('w-lost')?.textContent", 60, poll_s=0.2)
+    workload = b.js("window.minikraftConsole.workload")
+    result = workload["result"]
+    assert int(lost) == result["lost"] == 0, result
+    assert result["acked"] >= 100 and result["sent"] >= result["acked"], result
+    assert int(b.js("document.getElementById('w-acked').textContent")) == workload["acked"]
+    assert workload["running"] is False and workload["acks"] == -1
+    # Every acked write is in the workload's journal, where the audit finds them.
+    journal = env.cluster.dir / "journal" / "console-acks.journal"
+    assert journal.exists() and journal.stat().st_size > 0
+    shot(env, "workload-stopped")
+
+
+def _pause_and_resume(env: Env, name: str) -> None:
+    b = env.browser
+    b.wait_js(f"!!document.querySelector('#brokers tr[data-node=\"{name}\"] "
+              f"button[data-act=\"pause\"]')", 20)
+    b.js(f"document.querySelector('#brokers tr[data-node=\"{name}\"] "
+         f"button[data-act=\"pause\"]').click()")
+    b.wait_js(f"!!document.querySelector('#brokers tr[data-node=\"{name}\"] .state-paused')", 10)
+    b.js(f"document.querySelector('#brokers tr[data-node=\"{name}\"] "
+         f"button[data-act=\"resume\"]').click()")
+    b.wait_js(f"!!document.querySelector('#brokers tr[data-node=\"{name}\"] .state-running')", 10)
+
+
+@pytest.mark.slow  # a Spark audit: 100-360 s on this 2-core machine under load
+@pytest.mark.timeout(1200)
+def test_the_audit_button_runs_minikraft_audit_and_links_its_report(env: Env) -> None:
+    """`minikraft audit` over the cluster directory (Spark, local[2]); the page links the report,
+    whose faults include what was done from the page (the console's chaos journal)."""
+    b = env.browser
+    heal(env)
+    _pause_and_resume(env, f"broker-{env.cluster.brokers[0].node_id}")
+    b.js("document.getElementById('audit').click()")
+    href = b.wait_js("document.querySelector('#audits a')?.getAttribute('href')", 1000, poll_s=1.0)
+    assert href.startswith("/audit/") and href.endswith("/index.html")
+    verdict = b.js("document.getElementById('audits').textContent")
+    audit = b.js("window.minikraftConsole.audits.at(-1)")
+    assert audit["verdict"] in ("clean", "violations") and audit["verdict"] in verdict, audit
+    page = b.js(f"fetch('{href}').then(r => r.status)")
+    assert page == 200
+    report = b.js(f"fetch('{href.replace('index.html', 'audit.json')}').then(r => r.json())")
+    assert report["verdict"] == audit["verdict"]
+    actions = {f.get("action") for f in report["faults"]}
+    assert {"pause", "resume"} <= actions, actions
+    shot(env, "audit-linked")
+
+
+def _start_console(directory: Path) -> tuple[subprocess.Popen[str], str]:
+    port = free_ports(1)[0]
+    console = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli.main", "console", "--dir", str(directory),
+         "--port", str(port)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    _wait_console(url, console)
+    return console, url
+
+
+def _stop_console(console: subprocess.Popen[str]) -> None:
+    console.send_signal(signal.SIGINT)
+    try:
+        console.wait(15)
+    except subprocess.TimeoutExpired:
+        console.kill()
+        console.wait(5)
+
+
+def test_isolating_a_broker_in_netns_mode_fences_it_and_heal_brings_it_back(
+    env: Env, tmp_path: Path
+) -> None:
+    """A `--network netns` cluster (1 controller, 2 brokers, each node in its own namespace):
+    the page's isolate cuts the broker off from every other node with nftables in its
+    namespace; its heartbeats stop reaching the controller, which fences it; heal removes the
+    rules and it is unfenced again."""
+    from cluster.launch.netns import NetnsPlan, network_faults_unavailable_reason
+
+    reason = network_faults_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"isolate needs a netns cluster and its fault tools: {reason}")
+    directory = tmp_path / "netns"
+    started = minikraft(
+        "up", "--dir", str(directory), "--network", "netns", "--controllers", "1",
+        "--brokers", "2", "--detach", "--base-port", "0", "--timeout-s", "90",
+        *[a for k, v in OVERRIDES.items() for a in ("--set", f"{k}={v}")], timeout=150)
+    console: subprocess.Popen[str] | None = None
+    b = env.browser
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        console, url = _start_console(directory)
+        b.goto(url)
+        b.wait_js("(document.getElementById('cluster').textContent || '').includes('netns')", 30)
+        b.wait_js("[...document.querySelectorAll('#brokers tbody tr')].filter(tr => "
+                  "tr.querySelector('.state-running') && tr.textContent.includes('unfenced'))"
+                  ".length === 2", 60, poll_s=0.2)
+        name = "broker-102"
+        b.js(f"document.querySelector('#brokers tr[data-node=\"{name}\"] "
+             f"button[data-act=\"isolate\"]').click()")
+        done = b.wait_js("(() => { const a = window.minikraftConsole.actions.at(-1); "
+                         "return a && a.action === 'isolate' && a.result; })()", 30, poll_s=0.2)
+        assert done == {"node": name, "how": "nftables"}, done
+        b.wait_js(f"(() => {{ const t = document.querySelector('#brokers tr[data-node=\"{name}\"]')"
+                  f"?.textContent || ''; return t.includes('fenced') && !t.includes('unfenced'); }})()",
+                  30, poll_s=0.2)
+        shot(env, "netns-isolated")
+        b.js("document.getElementById('heal').click()")
+        b.wait_js(f"(document.querySelector('#brokers tr[data-node=\"{name}\"]')?.textContent"
+                  " || '').includes('unfenced')", 60, poll_s=0.2)
+        events = [json.loads(line) for path in (directory / "chaos").glob("console-*.jsonl")
+                  for line in path.read_text().splitlines()]
+        assert [e["action"] for e in events][-2:] == ["net-partition", "net-heal"], events
+    finally:
+        if console is not None:
+            _stop_console(console)
+        b.goto(env.url)
+        if (directory / "cluster.json").exists():
+            stopped = minikraft("down", "--dir", str(directory), "--output", "json", timeout=90)
+            final = LocalCluster.load(directory)
+            assert json.loads(stopped.stdout)["still_running"] == [], stopped.stderr[-2000:]
+            assert NetnsPlan.for_directory(directory, final.netns_subnet).leftovers() == []
