@@ -13,7 +13,8 @@ The ISR changes come from these cores: their AlterPartition proposals go to the 
 A broker restart (the controller registering a known broker) builds a new core from the log;
 the log survives whole (the OS kept the page cache): losing an unflushed tail is not simulated.
 
-Checked from the cores' outputs after every input (INVARIANTS numbers):
+Checked from the cores' outputs after every input (INVARIANTS numbers), with the audit's own
+checkers where the rule is one the audit judges (analytics.rules.replication.pure: 20, 22, 23):
 - 17: an ISR expansion names the new member with the broker epoch the leader's image has for it
   (our followers always send theirs), and the member is unfenced there;
 - 20: a leader's HWM never goes back and never passes its log end, nor its flushed offset
@@ -33,9 +34,12 @@ Checked from the cores' outputs after every input (INVARIANTS numbers):
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, RoleChanged
+from analytics.rules.replication import pure as dr
+from broker.core.high_watermark import hwm_may_advance
+from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, RoleChanged, event_to_dict
 from broker.core.partition_state import (
     ACKS_ALL,
     CONSUMER_REPLICA_ID,
@@ -292,7 +296,11 @@ class BrokerSim(ControllerSim):
                 self.flush_first.get(follower.broker_id, 0), follower.log.end_offset)
             self._handle(follower, state.on_truncated(
                 before, follower.log.end_offset, follower.log.flushed, "sim", self.now_ms))
-        if not leader.log.holds(follower.log, follower.log.end_offset):
+        lacked = dr.entries_the_leader_lacks(
+            _EntriesByOffset(leader.log.entries),
+            ((offset, epoch, None, None) for offset, epoch in enumerate(follower.log.entries)),
+        )
+        if lacked:
             self.fail(f"rule 22: follower {follower.broker_id} fetches from leader "
                       f"{leader.broker_id} with entries the leader lacks: "
                       f"{_describe(follower.log)} vs {_describe(leader.log)}")
@@ -350,7 +358,10 @@ class BrokerSim(ControllerSim):
         assert state is not None
         if state.is_recovering:
             self.fail(f"rule 21: broker {broker.broker_id} advanced the HWM while RECOVERING")
-        if event.isr_size < event.min_isr or event.new <= event.old:
+        row = event_to_dict(event)  # as journaled, and as the audit judges it
+        if dr.hwm_violation(row["event"], event.old, event.new, event.isr_size, event.min_isr):
+            self.fail(dr.hwm_message(row))
+        if event.new <= event.old:
             self.fail(f"rule 20: broker {broker.broker_id} {event}")
         unflushed = self.flush_first.get(broker.broker_id, 0)
         if broker.log.flushed < unflushed and event.new > broker.log.flushed:
@@ -384,14 +395,17 @@ class BrokerSim(ControllerSim):
         if not current:
             return
         holders = [b for b in self.brokers.values() if b.log.holds(broker.log, last + 1)]
-        if len(holders) < min(state.effective_min_isr, len(state.replicas)):
+        # An acked acks=all write is on enough replicas to have moved the HWM (rule 20).
+        if not hwm_may_advance(len(holders), min(state.effective_min_isr, len(state.replicas))):
             self.fail(f"rule 20: acked offset {last} on {[b.broker_id for b in holders]} only, "
                       f"min ISR {state.effective_min_isr}")
 
     def _check_acked_kept(self, broker: SimBroker) -> None:
         entries = broker.log.entries
         for offset, epoch in self.acked_entries.items():
-            if offset >= len(entries) or entries[offset] != epoch:
+            held = int(offset < len(entries) and entries[offset] == epoch)
+            # No RECOVERING since it was acked: acked_entries is cleared at an unclean election.
+            if dr.classify_acked(held, recovered=False) == dr.LOST:
                 self.fail(f"rule 23: leader {broker.broker_id} lacks acked offset {offset} of "
                           f"epoch {epoch} with no unclean election: {_describe(broker.log)}")
 
@@ -436,6 +450,25 @@ class BrokerSim(ControllerSim):
             broker.broker_id, broker_epoch, [(topic.topic_id, [_partition_data(0, proposal)])]
         )
         self.alter_queue.append(_Proposal(broker.broker_id, broker.incarnation, proposal, request))
+
+
+class _EntriesByOffset(Mapping[int, tuple[int, str | None]]):
+    """A replica log as rule 22's checker reads a leader's: offset -> (leader epoch, key); the
+    simulator's records have no keys."""
+
+    def __init__(self, epochs: list[int]) -> None:
+        self._epochs = epochs
+
+    def __getitem__(self, offset: int) -> tuple[int, str | None]:
+        if not 0 <= offset < len(self._epochs):
+            raise KeyError(offset)
+        return self._epochs[offset], None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self._epochs)))
+
+    def __len__(self) -> int:
+        return len(self._epochs)
 
 
 def _describe(log: ReplicaLog) -> str:

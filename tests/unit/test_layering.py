@@ -34,9 +34,9 @@ LAYERS = {
     # neither imports the other (issue 33: the broker read BrokerState from controller.core).
     "broker": {"controller", "cluster", "analytics"},
     # The audit decodes with the code that wrote (the foundation, raft.core, metadata, the rule
-    # checkers in controller.core);
-    # it runs no node (ARCHITECTURE.md).
-    "analytics": {"cluster", "broker", *_NODE_RUNTIMES},
+    # checkers in controller.core) and judges the broker's HWM with the broker core's own rule
+    # (broker.core.high_watermark); it runs no node (ARCHITECTURE.md).
+    "analytics": {"cluster", "broker.runtime", *_NODE_RUNTIMES},
     # The tools on top: the launcher and CLI start nodes and run the audit (nothing above).
     "cluster": set(),
 }

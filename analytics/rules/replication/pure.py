@@ -1,8 +1,9 @@
 """Rules 20, 22 and 23 (INVARIANTS.md: the broker's high watermark, truncation, acked writes) as
 plain Python over reader rows (analytics.read.broker_inputs): the Spark audit
 (analytics.rules.replication.spark) runs these functions per partition (applyInArrow) or as the
-same predicate in a DataFrame filter, and analytics.baseline calls them directly, so both share
-one definition.
+same predicate in a DataFrame filter, analytics.baseline calls them directly, and so does the
+broker simulator (tests/sim/broker_sim.py) on its cores' outputs, so all three share one
+definition. Rule 20's predicate is the broker's own (broker.core.high_watermark.hwm_may_advance).
 
 Rule 22, made precise for files: the reference log of a data partition is its final leader's
 (the broker of the highest-epoch `RoleChanged role=leader` journal event, latest first; without
@@ -30,8 +31,12 @@ twice, so then a duplicate is counted (rule 23's notes), not a violation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from broker.core.high_watermark import hwm_may_advance
+
+T = TypeVar("T")
 
 RECOVERING = 1
 ACKS_ALL = -1
@@ -57,9 +62,11 @@ DUPLICATED_COUNTED = "duplicated-counted"  # a non-idempotent producer's retry: 
 def hwm_violation(event: str | None, old: int | None, new: int | None,
                   isr_size: int | None, min_isr: int | None) -> bool:
     """Rule 20: an HwmAdvanced that moved the HWM forward while the committed ISR was smaller
-    than the effective min ISR in force."""
+    than the effective min ISR in force: where broker.core.high_watermark.hwm_may_advance, the
+    broker's own decision, says no (the Spark column is built from it too)."""
     return (event == "HwmAdvanced" and old is not None and new is not None and new > old
-            and isr_size is not None and min_isr is not None and isr_size < min_isr)
+            and isr_size is not None and min_isr is not None
+            and not hwm_may_advance(isr_size, min_isr))
 
 
 def hwm_message(row: dict[str, Any]) -> str:
@@ -127,8 +134,7 @@ def check_partition_replicas(entries: Iterable[dict[str, Any]],
             continue
         yield {**base, "kind": CHECKED, "node": node, "leader_epoch": None,
                "count": len(node_entries), "file": None, "offset": None, "message": None}
-        bad = [(o, ep, key, f) for o, ep, key, f in node_entries
-               if o not in leader_log or leader_log[o] != (ep, key)]
+        bad = entries_the_leader_lacks(leader_log, node_entries)
         if not bad:
             continue
         offset, bad_epoch, _key, file = bad[0]
@@ -139,6 +145,16 @@ def check_partition_replicas(entries: Iterable[dict[str, Any]],
                           f"entries the final leader {leader} (epoch {epoch}, log end "
                           f"{leader_end}) does not have, from offset {offset} (epoch "
                           f"{bad_epoch}; leader's epoch there: {leader_epoch_there})"}
+
+
+def entries_the_leader_lacks(
+    leader_log: Mapping[int, tuple[int, str | None]],
+    entries: Iterable[tuple[int, int, str | None, T]],
+) -> list[tuple[int, int, str | None, T]]:
+    """Rule 22: a follower's entries (offset, leader epoch, key, where) that its leader's log
+    (offset -> (leader epoch, key)) does not have: no entry at that offset, or another one."""
+    return [(o, ep, key, f) for o, ep, key, f in entries
+            if o not in leader_log or leader_log[o] != (ep, key)]
 
 
 def classify_acked(count_in_leader_log: int, recovered: bool,

@@ -20,6 +20,7 @@ from analytics.rules.cleanup import spark as cleanup
 from analytics.rules.replication import pure as dr
 from analytics.rules.result import RuleResult, rule_result
 from analytics.rules.spark_common import arrow_schema, evidence, good_rows
+from broker.core.high_watermark import hwm_may_advance
 
 HWM_TIMELINE_PARTITIONS = 12
 HWM_TIMELINE_POINTS = 2000
@@ -34,9 +35,12 @@ def rule_20_hwm(journal: DataFrame) -> RuleResult:
     advances = journal.filter(~F.col("corrupt") & (F.col("event") == "HwmAdvanced")).select(
         "file", "broker_id", "topic", "partition", "leader_epoch", "old", "new", "isr_size",
         "min_isr", "ts")
-    # analytics.rules.replication.pure.hwm_violation as a column (a null in any operand: not a violation);
-    # the baseline agrees (tests/spark/test_audit_rules.py).
-    moved_below_min = (F.col("new") > F.col("old")) & (F.col("isr_size") < F.col("min_isr"))
+    # analytics.rules.replication.pure.hwm_violation as a column, built from the broker's own
+    # predicate (a null in any operand: not a violation); tests/spark/test_rule_forms.py holds
+    # the two forms equal.
+    moved_below_min = (F.col("new") > F.col("old")) & ~hwm_may_advance(
+        F.col("isr_size"), F.col("min_isr")
+    )
     flagged = advances.withColumn("bad", F.coalesce(moved_below_min, F.lit(False)))
     row = flagged.agg(F.count(F.lit(1)).alias("checked"),
                       F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
