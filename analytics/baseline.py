@@ -69,6 +69,7 @@ from analytics.rules.quorum.pure import (
 )
 from analytics.rules.replication import pure as dr
 from analytics.rules.result import MAX_EVIDENCE, RuleResult, rule_order, rule_result
+from kafkawire.constants import ACKS_ALL
 
 _SIDE = tuple(COL[c] for c in SIDE_FIELDS)
 
@@ -265,7 +266,7 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     for ack_journal in ack_journals:
         for raw in iter_ack_rows(ack_journal):
             row = dict(zip(ack_names, raw, strict=True))
-            if (not row["corrupt"] and row["event"] == "ack" and row["acks"] == dr.ACKS_ALL
+            if (not row["corrupt"] and row["event"] == "ack" and row["acks"] == ACKS_ALL
                     and row["error"] == dr.ACK_OK and row["key"] is not None):
                 acked.setdefault((row["topic"], row["partition"], row["key"]), row)
     bad23: list[dict[str, Any]] = []

@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import uuid
 
-ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no topic id"
-NO_BROKER_EPOCH = -1  # KIP-903: a sender that cannot report a member's epoch skips the check
+# Uuid.ZERO_UUID: no topic id, no directory id (an old replica or voter that sent none).
+ZERO_UUID = uuid.UUID(int=0)
+# KIP-903's default broker epoch (AlterPartitionRequest, BrokerRegistrationRequest's
+# PreviousBrokerEpoch): a sender that cannot report one, whose epoch check is skipped.
+NO_BROKER_EPOCH = -1
+# RecordBatch.NO_PARTITION_LEADER_EPOCH: a request or offset that names no leader epoch.
+NO_LEADER_EPOCH = -1
+# RecordBatch.NO_PRODUCER_ID: a batch or producer without an idempotent producer id.
+NO_PRODUCER_ID = -1
+
+# ProduceRequest.acks (the producer's `acks`): 0 no answer, 1 the leader's append, -1 the ISR.
+ACKS_NONE = 0
+ACKS_ALL = -1
 
 # ConfigResource.Type ids (ConfigRecord.resource_type, DescribeConfigs, IncrementalAlterConfigs).
 CONFIG_RESOURCE_TOPIC = 2

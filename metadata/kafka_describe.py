@@ -15,6 +15,7 @@ from kafkawire import topic as topic_names
 from kafkawire.api_keys import ApiKey
 from kafkawire.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from kafkawire.config import NodeConfig
+from kafkawire.constants import ZERO_UUID
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code, response_schema
@@ -30,7 +31,6 @@ from metadata.config_defs import (
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage
 from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 
-ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: the topic id of a topic not found
 DESCRIBE_PARTITIONS_DEFAULT_LIMIT = 2000  # seed 001: max.request.partition.size.limit
 ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2  # KIP-919: DescribeCluster to controllers lists controllers

@@ -36,14 +36,12 @@ from broker.core.journal_events import (
 )
 from broker.core.leader_epoch_cache import EpochEntry
 from kafkawire.broker_lifecycle import AlterPartitionPartitionResult, BrokerState, broker_state
-from kafkawire.constants import NO_BROKER_EPOCH
+from kafkawire.constants import ACKS_ALL, NO_BROKER_EPOCH, NO_LEADER_EPOCH
 from kafkawire.errors import Errors
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 
-ACKS_ALL = -1
 VALID_ACKS = frozenset({0, 1, ACKS_ALL})
 CONSUMER_REPLICA_ID = -1
-NO_LEADER_EPOCH = -1  # a request that does not name the leader epoch skips the check
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 UNKNOWN_OFFSET = -1
 

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field, replace
 
 import crc32c
 
+from kafkawire.constants import NO_PRODUCER_ID
 from kafkawire.errors import Errors, KafkaError
 
 NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
-NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 SNAPSHOT_SUFFIX = ".snapshot"

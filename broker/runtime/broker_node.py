@@ -29,7 +29,6 @@ from prometheus_client import CollectorRegistry, Gauge
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import Role
 from broker.runtime.clean_shutdown import (
-    NO_BROKER_EPOCH,
     previous_broker_epoch,
     remove_clean_shutdown,
     write_clean_shutdown,
@@ -43,6 +42,7 @@ from broker.runtime.replica_manager import HostedPartition, ReplicaManager, Repl
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.config import NodeConfig
+from kafkawire.constants import NO_BROKER_EPOCH
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
 from kafkawire.http_status import HttpStatusServer

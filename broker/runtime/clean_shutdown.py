@@ -14,11 +14,11 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from kafkawire.constants import NO_BROKER_EPOCH
 from storage.runtime.fsutil import fsync_dir, storage_errors, write_atomic
 
 CLEAN_SHUTDOWN_FILE_NAME = ".kafka_cleanshutdown"
 CLEAN_SHUTDOWN_VERSION = 0
-NO_BROKER_EPOCH = -1
 
 _log = logging.getLogger("minikraft.broker")
 

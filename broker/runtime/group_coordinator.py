@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,8 @@ from broker.core.group_coordinator_shard import (
 )
 from broker.core.partition_state import Role
 from broker.runtime.broker_context import BrokerContext
+from kafkawire.clock import now_ms
+from kafkawire.constants import ACKS_ALL
 from kafkawire.create_topics import NewTopic
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.group_coordinator_records import (
@@ -49,7 +50,6 @@ from storage.core.record_batch import Record, encode_batch, iter_batches
 log = logging.getLogger("minikraft.broker.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-ACKS_ALL = -1
 TICK_INTERVAL_S = 0.1
 LOAD_READ_BYTES = 1 << 20
 # Kafka's broker settings, sized for a laptop cluster (Kafka: 50 partitions, RF 3).
@@ -92,10 +92,6 @@ def produce_error_to_coordinator_error(error: Errors) -> Errors:
     if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
         return Errors.UNKNOWN_SERVER_ERROR
     return error
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -37,6 +37,7 @@ from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, api_versions_response
 from kafkawire.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from kafkawire.connection import KafkaRequestContext, KafkaService
+from kafkawire.constants import ACKS_NONE, ZERO_UUID
 from kafkawire.create_topics import NewTopic
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
@@ -46,7 +47,6 @@ from metadata.metadata_image import MetadataImage
 
 log = logging.getLogger("minikraft.broker.kafka")
 
-ACKS_NONE = 0
 # Kafka's broker defaults for topic auto-creation (Metadata with allow_auto_topic_creation).
 AUTO_CREATE_DEFAULTS = {
     "auto.create.topics.enable": "true",
@@ -185,7 +185,7 @@ class KafkaApis:
                         topic_cls,
                         error_code=error_code(error),
                         name=name,
-                        topic_id=topic_id or uuid.UUID(int=0),
+                        topic_id=topic_id or ZERO_UUID,
                         is_internal=name is not None and topic_names.is_internal(name),
                         partitions=(),
                         topic_authorized_operations=topic_operations,

@@ -20,6 +20,7 @@ from broker.runtime.group_coordinator import GroupCoordinator
 from kafkawire.api_keys import ApiKey
 from kafkawire.authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED
 from kafkawire.connection import KafkaRequestContext
+from kafkawire.constants import NO_LEADER_EPOCH
 from kafkawire.entities import build, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, response_schema
@@ -31,7 +32,6 @@ NO_TRANSACTIONS = (
     "(idempotent producers are)"
 )
 NO_OFFSET = -1
-NO_LEADER_EPOCH = -1
 
 GroupHandler = Callable[[Any, int, KafkaRequestContext], Awaitable[Any]]
 

@@ -51,7 +51,8 @@ from broker.core.log_retention import SegmentView
 from broker.core.partition_state import Role
 from broker.core.throttler import UNLIMITED, Throttler
 from broker.runtime.partition_log import read_offset_checkpoint, write_offset_checkpoint
-from broker.runtime.replica_manager import HostedPartition, ReplicaManager, now_ms
+from broker.runtime.replica_manager import HostedPartition, ReplicaManager
+from kafkawire.clock import now_ms
 from kafkawire.config import ConfigError
 from metadata.config_defs import BROKER_CONFIGS, BrokerLevels
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE

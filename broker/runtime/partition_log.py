@@ -32,7 +32,6 @@ import logging
 import os
 import re
 import struct
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,6 @@ from broker.core.log_retention import (
     segments_to_delete,
     should_roll_by_time,
 )
-from broker.core.partition_state import ACKS_ALL
 from broker.core.producer_state import (
     CorruptSnapshotError,
     ProducerBatch,
@@ -62,6 +60,8 @@ from broker.core.topic_write_configs import (
     check_timestamps,
     stored_batch,
 )
+from kafkawire.clock import now_ms
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_from_str, uuid_to_str
 from storage.core.compression import UnsupportedCompressionError
@@ -287,10 +287,6 @@ def producer_batch(header: BatchHeader, base_offset: int | None = None) -> Produ
         base + header.last_offset_delta,
         header.max_timestamp_ms,
     )
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _max_timestamp_of(raw_batches: bytes) -> int:
@@ -566,7 +562,7 @@ class PartitionLog:
         first = self._log.active_first_timestamp_ms()
         if first is None:
             return
-        created, now = (0, 0) if first >= 0 else (self._log.active_modified_ms(), _now_ms())
+        created, now = (0, 0) if first >= 0 else (self._log.active_modified_ms(), now_ms())
         if should_roll_by_time(first, incoming_max_timestamp_ms, created, now, self.retention):
             self.roll()
 

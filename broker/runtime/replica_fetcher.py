@@ -25,8 +25,9 @@ from broker.runtime.kafka_replication import (
     offset_for_leader_epoch_request_to_kio,
     offset_for_leader_epoch_response_from_kio,
 )
-from broker.runtime.replica_manager import HostedPartition, ReplicaManager, now_ms
+from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.client import KafkaClient
+from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
 
 log = logging.getLogger("minikraft.broker")

@@ -13,12 +13,11 @@ from kio.static.primitive import i32, i64
 from broker.core.messages import TopicIdPartition
 from broker.runtime.hosted_partition import HostedPartition
 from kafkawire import get_replica_log_info as grli
+from kafkawire.constants import ZERO_UUID
 from kafkawire.entities import NO_THROTTLE
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code
 from metadata.metadata_image import MetadataImage
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def replica_log_info(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,13 +25,7 @@ from broker.core import messages as bm
 from broker.core.leader_epoch_cache import diverging_epoch
 from broker.core.log_retention import RetentionConfig
 from broker.core.messages import TopicIdPartition
-from broker.core.partition_state import (
-    ACKS_ALL,
-    IsrProposal,
-    PartitionReady,
-    PartitionState,
-    Role,
-)
+from broker.core.partition_state import IsrProposal, PartitionReady, PartitionState, Role
 from broker.core.record_validation import RecordValidationError
 from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
@@ -50,6 +43,8 @@ from broker.runtime.replica_delta import ReplicaDelta
 from broker.runtime.replica_log_info import replica_log_info
 from broker.runtime.topic_config_cache import TopicConfigCache
 from kafkawire import get_replica_log_info as grli
+from kafkawire.clock import now_ms
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
 from metadata.config_defs import PREALLOCATE, SEGMENT_BYTES
 from metadata.metadata_image import MetadataDelta, MetadataImage
@@ -62,10 +57,6 @@ log = logging.getLogger("minikraft.broker")
 
 # DeleteRecords' offset -1: delete up to the high watermark (Kafka's DeleteRecordsRequest).
 DELETE_TO_HIGH_WATERMARK = -1
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,11 +32,12 @@ from cluster.cli.produce_cmd import percentile, send_batch
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient
+from kafkawire.clock import now_ms
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
 from storage.core.record_batch import Record, encode_batch
 
 BENCH_TOPIC = "bench-produce"
-ACKS_ALL = -1
 PRODUCE_TIMEOUT_MS = 30_000
 BENCH_PROPS = {
     "metadata.log.snapshot.interval.records": "1000000",
@@ -112,7 +113,7 @@ async def _producer(
                 Record(None, _value(producer_index, seq, i, load.record_size))
                 for i in range(load.records_per_batch)
             ]
-            batch = encode_batch(0, 0, int(time.time() * 1000), records)
+            batch = encode_batch(0, 0, now_ms(), records)
             sent_at = time.monotonic()
             # A real producer's path: a moved leader refreshes metadata and resends.
             error = (

@@ -29,6 +29,7 @@ from typing import Any
 from cluster.cli.bootstrap import new_client
 from cluster.cli.consumer_groups_cmd import LATEST, GroupsAdmin
 from cluster.cli.produce_cmd import AckJournal
+from kafkawire.clock import now_ms
 from kafkawire.errors import KafkaError
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class GroupConsumers:
             self.journal.write(
                 {"event": READ, "run_id": self.run_id, "group": self.group, "member": member,
                  "topic": self.topic, "partition": partition, "offset": offset, "value": key,
-                 "ts": int(time.time() * 1000)}
+                 "ts": now_ms()}
             )
             if key is not None:
                 self.values[key] += 1
@@ -160,7 +161,7 @@ class GroupConsumers:
                 self.journal.write(
                     {"event": COMMIT, "run_id": self.run_id, "group": self.group,
                      "topic": topic, "partition": partition, "offset": offset,
-                     "source": OFFSET_FETCH, "ts": int(time.time() * 1000)}
+                     "source": OFFSET_FETCH, "ts": now_ms()}
                 )
         return True
 

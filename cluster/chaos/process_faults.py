@@ -30,6 +30,7 @@ from cluster.launch.local_cluster import (
     is_running,
     send_signal,
 )
+from kafkawire.clock import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ SIGTERM_WAIT_S = 15.0
 def fault_event(action: str, spec: NodeSpec | None = None, **extra: Any) -> dict[str, Any]:
     """One chaos event as the run summaries and the audit report read it (analytics.
     read.chaos_events): ts_ms, action, the node's name and pid, anything extra."""
-    event = {"ts_ms": int(time.time() * 1000), "action": action, **extra}
+    event = {"ts_ms": now_ms(), "action": action, **extra}
     if spec is not None:
         event["node"] = spec.name
         event["pid"] = spec.pid

@@ -38,10 +38,11 @@ from cluster.cli.broker_client import (
 )
 from cluster.cli.consume_cmd import consume_records
 from cluster.cli.produce_cmd import AckJournal, record_value
+from kafkawire.clock import now_ms
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
 from storage.core.record_batch import Record, encode_batch
 
-ACKS_ALL = -1
 # --client: minikraft's own producer, or librdkafka's (confluent-kafka) or aiokafka's (the dev
 # extra).
 MINIKRAFT = "minikraft"
@@ -60,10 +61,6 @@ MAX_ATTEMPTS = 4
 RECORD_SIZE = 24
 # A send slower than this counts as the partition being unavailable for that long.
 UNAVAILABLE_LATENCY_MS = 1000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def value_id(value: str | None) -> str | None:

@@ -28,6 +28,7 @@ from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 from cluster.cli.bootstrap import new_client as new_kafka_client
 from cluster.cli.bootstrap import send_to_any
 from kafkawire.client import KafkaClient
+from kafkawire.constants import ACKS_NONE
 from kafkawire.create_topics import NewTopic
 from kafkawire.create_topics import create_topics_request as build_create_topics
 from kafkawire.errors import Errors, KafkaError
@@ -40,7 +41,6 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 READ_COMMITTED = 1  # no transactions yet: the last stable offset is the HWM (rule 20)
 NO_REPLICA = -1  # a consumer, not a follower
-ACKS_NONE = 0
 # Errors a data client refreshes metadata on and retries, as Kafka's clients do: the leader
 # moved, is being elected, or is RECOVERING (rule 21 answers NOT_LEADER_OR_FOLLOWER until the
 # recovery commits), or the leader has not replayed a just-created topic yet, or a new leader's

@@ -17,6 +17,7 @@ from cluster.cli.admin_client import describe_quorum
 from cluster.cli.bootstrap import new_client, send_to_any
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
 from cluster.cli.topics_cmd import describe_all, partition_rows, unavailable, under_min_isr_row
+from kafkawire.clock import now_ms
 from kafkawire.errors import KafkaError
 from metadata.kafka_describe import ENDPOINT_TYPE_BROKER
 
@@ -60,7 +61,7 @@ async def check_health(bootstrap: str, timeout_ms: int = 3000) -> tuple[int, dic
     try:
         # Through the brokers, which forward DescribeQuorum to the controllers (Kafka's way).
         status = await describe_quorum(bootstrap, timeout_ms=timeout_ms)
-        now_ms = int(time.time() * 1000)
+        checked_ms = now_ms()
         rows = status.replication_json()
         quorum = {"leader_id": status.leader_id, "leader_epoch": status.leader_epoch,
                   "voters": [r for r in rows if r["status"] != "Observer"]}
@@ -69,7 +70,7 @@ async def check_health(bootstrap: str, timeout_ms: int = 3000) -> tuple[int, dic
         for row in quorum["voters"]:
             if row["status"] == "Leader":
                 continue
-            stale = now_ms - row["last_fetch_timestamp_ms"] > VOTER_FETCH_STALE_MS
+            stale = checked_ms - row["last_fetch_timestamp_ms"] > VOTER_FETCH_STALE_MS
             if row["lag"] is None or row["lag"] > VOTER_MAX_LAG or stale:
                 problems.append(f"voter {row['node_id']} is missing or lagging")
     except KafkaError as exc:

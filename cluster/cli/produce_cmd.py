@@ -26,6 +26,7 @@ from cluster.cli.broker_client import (
     produce_batch,
 )
 from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, output_option, stdout
+from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
 from storage.core.record_batch import Record, encode_batch
 
@@ -87,11 +88,11 @@ async def produce_records(
         for seq in range(num_records):
             target = partitions[seq % len(partitions)]
             value = record_value(producer_id, seq, record_size)
-            now_ms = int(time.time() * 1000)
-            batch = encode_batch(0, 0, now_ms, [Record(None, value)])
+            timestamp_ms = now_ms()
+            batch = encode_batch(0, 0, timestamp_ms, [Record(None, value)])
             ack_journal.write(
                 {"event": "send", "producer_id": producer_id, "seq": seq, "topic": topic,
-                 "partition": target, "acks": acks, "value": value[:64].decode(), "ts": now_ms}
+                 "partition": target, "acks": acks, "value": value[:64].decode(), "ts": timestamp_ms}
             )
             sent_at = time.monotonic()
             ack = await send_batch(leaders, target, batch, acks, timeout_ms)
@@ -106,7 +107,7 @@ async def produce_records(
                 {"event": "ack", "producer_id": producer_id, "seq": seq, "topic": topic,
                  "partition": target, "acks": acks, "error": error.name,
                  "offset": ack.base_offset, "leader_epoch": ack.leader_epoch,
-                 "ts": int(time.time() * 1000)}
+                 "ts": now_ms()}
             )
     finally:
         ack_journal.close()

@@ -13,7 +13,6 @@ out of the router (that would close the connection): a forwarding broker retries
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from controller.runtime.quorum_controller import QuorumController
 from kafkawire import constants
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
+from kafkawire.constants import ZERO_UUID
 from kafkawire.elect_leaders_error import elect_leaders_error
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
@@ -30,7 +30,6 @@ from kafkawire.messages import error_code, error_message, response_schema
 from kafkawire.router import KafkaRouter
 from metadata import kafka_describe
 
-ZERO_UUID = uuid.UUID(int=0)
 # Kafka's defaults for a CreateTopics that leaves partitions / replication factor to the
 # controller (-1): the controller's `num.partitions` and `default.replication.factor`.
 CREATE_TOPICS_DEFAULTS = {"num.partitions": "1", "default.replication.factor": "1"}

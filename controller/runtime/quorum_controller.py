@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -30,6 +29,7 @@ from kafkawire.broker_lifecycle import (
     BrokerRegistrationResponse,
     registration_response,
 )
+from kafkawire.clock import now_ms
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
@@ -85,10 +85,6 @@ _SUMMARY_KINDS = {
     "unclean": "unclean elections",
     "offline": "partitions left without a leader",
 }
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class QuorumController:

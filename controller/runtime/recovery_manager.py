@@ -41,6 +41,7 @@ from kafkawire import constants
 from kafkawire import get_replica_log_info as grli
 from kafkawire.client import KafkaClient
 from kafkawire.config import NodeConfig
+from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors, KafkaError
 from metadata.metadata_image import MetadataImage
 
@@ -305,7 +306,7 @@ class RecoveryManager:
             received_ms = self._clock_ms()
             for topic_info in response.topic_partition_log_info_list:
                 for info in topic_info.partition_log_info:
-                    topic_id = topic_info.topic_id or uuid.UUID(int=0)
+                    topic_id = topic_info.topic_id or ZERO_UUID
                     session = self._sessions.get((topic_id, int(info.partition)))
                     if session is None:
                         continue

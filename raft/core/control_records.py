@@ -34,8 +34,9 @@ from kio.schema.voters_record.v0.data import VotersRecord as KafkaVotersRecord
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i64, u16
 
+from kafkawire.constants import ZERO_UUID
 from raft.core.kraft_version_schema import KRaftVersionRecord as KafkaKRaftVersionRecord
-from raft.core.replica_key import ZERO_UUID, ReplicaKey
+from raft.core.replica_key import ReplicaKey
 from storage.core.record_batch import Record, decode_batch, encode_batch
 
 LEADER_CHANGE = 2

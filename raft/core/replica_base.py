@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors
 from raft.core.leader_state import LeaderState
 from raft.core.quorum_state import (
@@ -24,7 +25,7 @@ from raft.core.quorum_state import (
     ResignedState,
     UnattachedState,
 )
-from raft.core.replica_key import ZERO_UUID, ReplicaKey
+from raft.core.replica_key import ReplicaKey
 from raft.core.replicated_log import ReplicatedLog
 from raft.core.voter_log import load_voter_history
 from raft.core.voter_set import VoterSet

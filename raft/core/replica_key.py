@@ -6,10 +6,8 @@ import base64
 import uuid
 from typing import NamedTuple
 
-from kafkawire import constants
-
 # Kafka's "no directory id" (Uuid.ZERO_UUID): an old voter or a replica that did not send one.
-ZERO_UUID = constants.ZERO_UUID
+from kafkawire.constants import ZERO_UUID
 
 
 def uuid_to_str(value: uuid.UUID) -> str:

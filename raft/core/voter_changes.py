@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors
 from raft.core.leader_state import LeaderState
 from raft.core.messages import (
@@ -20,7 +21,7 @@ from raft.core.messages import (
     listeners_of,
     update_raft_voter_request,
 )
-from raft.core.replica_key import ZERO_UUID, ReplicaKey
+from raft.core.replica_key import ReplicaKey
 from raft.core.voter_set import VoterSet, VoterSetHistory
 
 # The kraft.version this replica writes (KRaftVersionRecord 1: voters in the log, KIP-853).

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors
-from raft.core.replica_key import ZERO_UUID, uuid_from_str, uuid_to_str
+from raft.core.replica_key import uuid_from_str, uuid_to_str
 from storage.runtime.fsutil import StorageError, storage_errors, write_atomic
 from storage.runtime.snapshot_file import BOOTSTRAP_SNAPSHOT_ID, write_snapshot
 

@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from kafkawire.constants import ZERO_UUID
 from raft.core.quorum_state import ElectionState
-from raft.core.replica_key import ZERO_UUID, ReplicaKey, uuid_from_str, uuid_to_str
+from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
 from storage.runtime.fsutil import StorageError, storage_errors, write_atomic
 
 QUORUM_STATE_FILE_NAME = "quorum-state"

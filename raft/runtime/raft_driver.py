@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafkawire.client import KafkaClient
+from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
 from raft.core.messages import (
     DEFAULT_VOTER_CHANGE_TIMEOUT_MS,
@@ -49,10 +50,6 @@ MAX_APPEND_BATCH_RECORDS = 4096
 _FETCH_WAKE_ITERATIONS = 4
 # How often a waiting AddRaftVoter/RemoveRaftVoter asks the core again (catch-up is not an event).
 _VOTER_CHANGE_POLL_S = 0.05
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class RaftListener(Protocol):

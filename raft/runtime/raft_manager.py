@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.clock import now_ms
 from kafkawire.config import NodeConfig
 from kafkawire.faults import FaultInjector
 from raft.core.raft_replica import RaftConfig, RaftReplica
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import MetaProperties, ensure_storage_identity
 from raft.runtime.quorum_state_file import ElectionStateFile
-from raft.runtime.raft_driver import RaftDriver, RaftListener, now_ms
+from raft.runtime.raft_driver import RaftDriver, RaftListener
 from storage.runtime.disk_log import DiskLog
 
 log = logging.getLogger("minikraft.raft")

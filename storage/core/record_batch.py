@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from kafkawire.constants import NO_PRODUCER_ID
 from storage.core.compression import (
     CODEC_MASK,
     NONE,
@@ -49,7 +50,6 @@ _MAGIC_POSITION = 16  # same place in message formats v0/v1, so old magics are r
 _CRC_START = 8 + 4 + 4 + 1 + 4  # attributes start here
 _BATCH_LENGTH_OVERHEAD = 4 + 1 + 4  # partitionLeaderEpoch + magic + crc, counted in batchLength
 MAGIC = 2
-NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 TIMESTAMP_TYPE_FLAG = 0x08  # LogAppendTime when set, CreateTime otherwise

@@ -20,10 +20,10 @@ import contextlib
 import os
 import re
 import struct
-import time
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkawire.clock import now_ms
 from storage.core.record_batch import CorruptBatchError, is_free_tail, verify_batch
 from storage.runtime.fsutil import pwrite_all, raise_storage_error, storage_errors
 
@@ -100,7 +100,7 @@ class Segment:
         if lazy:
             segment = cls(path, base_offset, -1, [], preallocate_bytes)
             segment.pending_create = True
-            segment._created_ms = int(time.time() * 1000)
+            segment._created_ms = now_ms()
             return segment
         return cls(path, base_offset, cls._create_file(path), [], preallocate_bytes)
 

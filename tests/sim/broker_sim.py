@@ -41,7 +41,6 @@ from analytics.rules.replication import pure as dr
 from broker.core.high_watermark import hwm_may_advance
 from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, RoleChanged, event_to_dict
 from broker.core.partition_state import (
-    ACKS_ALL,
     CONSUMER_REPLICA_ID,
     IsrProposal,
     PartitionReady,
@@ -53,6 +52,7 @@ from broker.runtime.alter_partition_manager import _partition_data
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from kafkawire import broker_lifecycle as lifecycle
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors
 from metadata.metadata_image import MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration

@@ -21,6 +21,7 @@ from analytics.audit import AuditResult, run_audit
 from analytics.baseline import run_baseline
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node
 from analytics.rules.result import RuleResult
+from kafkawire.constants import ZERO_UUID
 from metadata.records import (
     MetadataRecord,
     NoOpRecord,
@@ -36,7 +37,7 @@ from raft.core.control_records import (
     bootstrap_snapshot,
     encode_control,
 )
-from raft.core.replica_key import ZERO_UUID, uuid_to_str
+from raft.core.replica_key import uuid_to_str
 from storage.core.record_batch import encode_batch
 
 pytestmark = pytest.mark.spark

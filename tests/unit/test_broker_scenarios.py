@@ -45,8 +45,9 @@ from broker.core.journal_events import (
     RoleChanged,
     Truncated,
 )
-from broker.core.partition_state import ACKS_ALL, IsrProposal, PartitionReady, PartitionState
+from broker.core.partition_state import IsrProposal, PartitionReady, PartitionState
 from kafkawire.broker_lifecycle import alter_partition_result
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration

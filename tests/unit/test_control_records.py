@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from kafkawire.constants import ZERO_UUID
 from raft.core.control_records import (
     LEADER_CHANGE,
     SNAPSHOT_FOOTER,
@@ -26,7 +27,7 @@ from raft.core.control_records import (
     snapshot_data_records,
     snapshot_voters,
 )
-from raft.core.replica_key import ZERO_UUID, ReplicaKey
+from raft.core.replica_key import ReplicaKey
 from storage.core.record_batch import Record, iter_batches
 
 D1 = uuid.UUID(int=1)

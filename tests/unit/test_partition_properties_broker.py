@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from broker.core.high_watermark import hwm_may_advance
 from broker.core.journal_events import HwmAdvanced
-from broker.core.partition_state import ACKS_ALL, PartitionState
+from broker.core.partition_state import PartitionState
 from kafkawire.broker_lifecycle import alter_partition_result
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage
 from metadata.partition_registration import PartitionRegistration

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from broker.core.partition_state import ACKS_ALL, ProposalKind, Role
+from broker.core.partition_state import ProposalKind, Role
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors
 from tests.unit.test_partition_state import EPOCHS, image, leader, reg
 

@@ -10,7 +10,6 @@ from types import MappingProxyType
 from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated
 from broker.core.leader_epoch_cache import EpochEntry
 from broker.core.partition_state import (
-    ACKS_ALL,
     CONSUMER_REPLICA_ID,
     PartitionReady,
     PartitionState,
@@ -22,6 +21,7 @@ from kafkawire.broker_lifecycle import (
     alter_partition_result,
     broker_state,
 )
+from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors
-from raft.core.replica_key import ZERO_UUID, ReplicaKey, uuid_from_str, uuid_to_str
+from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import (
     AlreadyFormattedError,
     InconsistentClusterIdError,

@@ -11,7 +11,8 @@ from array import array
 from typing import Any
 
 from analytics.rules.result import RuleResult, rule_result
-from raft.core.replica_key import ZERO_UUID, uuid_to_str
+from kafkawire.constants import ZERO_UUID
+from raft.core.replica_key import uuid_to_str
 
 METADATA_PARTITION = "__cluster_metadata-0"
 ZERO_DIRECTORY_ID = uuid_to_str(ZERO_UUID)

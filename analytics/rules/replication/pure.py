@@ -39,7 +39,6 @@ from broker.core.high_watermark import hwm_may_advance
 T = TypeVar("T")
 
 RECOVERING = 1
-ACKS_ALL = -1
 ACK_OK = "NONE"
 LEADER = "leader"
 FOLLOWER = "follower"

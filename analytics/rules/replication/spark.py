@@ -21,6 +21,7 @@ from analytics.rules.replication import pure as dr
 from analytics.rules.result import RuleResult, rule_result
 from analytics.rules.spark_common import arrow_schema, evidence, good_rows
 from broker.core.high_watermark import hwm_may_advance
+from kafkawire.constants import ACKS_ALL
 
 HWM_TIMELINE_PARTITIONS = 12
 HWM_TIMELINE_POINTS = 2000
@@ -121,7 +122,7 @@ def rule_23_acked(inputs: BrokerInputs, replicas: DataFrame,
     a missing one on a RECOVERING partition is listed as attributed, not as a violation, and a
     non-idempotent producer's duplicate is counted in the notes, not as a violation."""
     acked = inputs.acks.filter(
-        ~F.col("corrupt") & (F.col("event") == "ack") & (F.col("acks") == dr.ACKS_ALL)
+        ~F.col("corrupt") & (F.col("event") == "ack") & (F.col("acks") == ACKS_ALL)
         & (F.col("error") == dr.ACK_OK) & F.col("key").isNotNull()).select(
         "topic", "partition", "key", "offset", "leader_epoch", "file", "idempotent") \
         .dropDuplicates(["topic", "partition", "key"])

@@ -31,15 +31,12 @@ from cluster.console.core.view import (
 )
 from cluster.console.runtime.metadata_tail import MetadataTail
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster, NodeSpec, is_running
+from kafkawire.clock import now_ms
 from kafkawire.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def clean_shutdown_file_present(spec: NodeSpec) -> bool:

@@ -12,6 +12,7 @@ from cluster.console.core.scenarios import SCENARIOS, Scenario, Snapshot, scenar
 from cluster.console.core.view import Tick
 from cluster.console.runtime.actions import ActionError, ConsoleActions
 from cluster.console.runtime.poller import ClusterWatcher
+from kafkawire.clock import now_ms
 
 
 class ScenarioRunner:
@@ -71,7 +72,7 @@ class ScenarioRunner:
         assert self.scenario is not None
         step = self.scenario.steps[index]
         status = self.steps[index]
-        status.update(state="running", detail="", started_ms=int(time.time() * 1000))
+        status.update(state="running", detail="", started_ms=now_ms())
         self._bump()
         try:
             request = step.act(self.ctx, self.snapshot())
@@ -92,7 +93,7 @@ class ScenarioRunner:
                     break
         except Exception as exc:  # a failed step is shown, never ends the console
             status.update(state="failed", detail=str(exc) or type(exc).__name__)
-        status["ended_ms"] = int(time.time() * 1000)
+        status["ended_ms"] = now_ms()
         self._bump()
         return status
 

@@ -23,8 +23,9 @@ from aiohttp import web
 from cluster.console.core.scenarios import SCENARIOS, scenario_json
 from cluster.console.core.view import RowFilter, Tick
 from cluster.console.runtime.actions import ActionError, ConsoleActions
-from cluster.console.runtime.poller import ClusterWatcher, now_ms
+from cluster.console.runtime.poller import ClusterWatcher
 from cluster.console.runtime.scenario_runner import ScenarioRunner
+from kafkawire.clock import now_ms
 
 log = logging.getLogger(__name__)
 

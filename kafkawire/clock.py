@@ -1,0 +1,10 @@
+"""The wall clock in milliseconds, as Kafka's Time.SYSTEM.milliseconds(): the one a runtime
+reads and passes into a core (a core never reads a clock; the layering test keeps it out)."""
+
+from __future__ import annotations
+
+import time
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
