@@ -1,9 +1,9 @@
 """Compiled writers and readers for kio entities: the same bytes and the same entities as kio's
 generic `entity_writer` / `entity_reader`, without their per-field dispatch.
 
-For each entity class, once, we ask kio's own introspection (`classify_field`, `get_field_tag`,
-`get_schema_field_type`, `is_optional`, `get_tagged_field_default`, and kio's choice of writer /
-reader for each kafka type) how every field travels, and generate straight-line Python source:
+For each entity class, once, we ask how every field travels (kafkawire.entity_fields reads it
+from kio's dataclass: Kafka type, tag, nullability, array or entity, a tagged field's default,
+and kio's choice of writer / reader for each Kafka type) and generate straight-line Python source:
 runs of fixed-size fields are one `struct.Struct` pack/unpack, values are local variables, nested
 entities are direct calls. Nothing about a schema is declared here; kio's dataclasses stay the
 only schema.
@@ -28,24 +28,24 @@ from functools import cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import _parse, _serialize, writers
-from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
+from kio.serial import writers
 from kio.serial.errors import BufferUnderflow, NegativeByteLength, UnexpectedNull
 from kio.serial.readers import read_datetime_i64, read_nullable_datetime_i64
+
+from kafkawire.constants import ZERO_UUID
+from kafkawire.entity_fields import (
+    field_tag,
+    is_nullable,
+    kafka_type,
+    shape,
+    tagged_default,
+    wire_form,
+)
 
 Writer = Callable[[Any], bytes]
 Reader = Callable[[bytes, int], tuple[Any, int]]
 
-_ZERO_UUID = bytes(16)
+_ZERO_UUID = ZERO_UUID.bytes
 
 # kio's writer for a kafka type -> (struct code, value expression) for fixed-size values.
 _FIXED_WRITE: dict[Any, tuple[str, str]] = {
@@ -249,13 +249,8 @@ def _field_writer_kind(entity_type: type, field: dataclasses.Field[Any], tagged:
     """kio's own primitive writer for a primitive (or primitive array) field."""
     if _is_request_header(entity_type) and field.name == "client_id":
         return writers.write_nullable_legacy_string
-    field_class = classify_field(field)
-    optional = False if (tagged or field_class.is_array) else is_optional(field)
-    return _serialize.get_writer(
-        kafka_type=get_schema_field_type(field),
-        flexible=_flexible(entity_type),
-        optional=optional,
-    )
+    nullable = False if (tagged or shape(field).is_array) else is_nullable(field)
+    return wire_form(kafka_type(field), _flexible(entity_type), nullable)[0]
 
 
 class UnknownFieldTypeError(TypeError):
@@ -318,8 +313,8 @@ def _emit_write_field(
     var: str, tagged: bool,
 ) -> None:
     flexible = _flexible(entity_type)
-    field_class = classify_field(field)
-    if field_class.is_array:
+    field_shape = shape(field)
+    if field_shape.is_array:
         null_array = "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'"
         src.emit(ind, f"if {var} is None: {out} += {null_array}")
         src.emit(ind, "else:")
@@ -329,8 +324,8 @@ def _emit_write_field(
         else:
             src.emit(ind, f"{out} += _I32.pack(len({var}))")
         item = src.name("_x")
-        if isinstance(field_class, EntityTupleField):
-            writer = src.const("_w", _entity_write_into(field_class.type_))
+        if field_shape.is_entity:
+            writer = src.const("_w", _entity_write_into(field_shape.type_))
             src.emit(ind, f"for {item} in {var}: {writer}({out}, {item})")
             return
         kio_writer = _field_writer_kind(entity_type, field, tagged)
@@ -342,9 +337,9 @@ def _emit_write_field(
         src.emit(ind, f"for {item} in {var}:")
         _emit_write_primitive(src, ind + 1, out, kio_writer, item)
         return
-    if isinstance(field_class, EntityField):
-        writer = src.const("_w", _entity_write_into(field_class.type_))
-        if not tagged and is_optional(field):
+    if field_shape.is_entity:
+        writer = src.const("_w", _entity_write_into(field_shape.type_))
+        if not tagged and is_nullable(field):
             # KIP-893 nullable struct: int8 -1 for null, 1 then the struct.
             src.emit(ind, f"if {var} is None: {out} += b'\\xff'")
             src.emit(ind, "else:")
@@ -353,15 +348,14 @@ def _emit_write_field(
         else:
             src.emit(ind, f"{writer}({out}, {var})")
         return
-    assert isinstance(field_class, PrimitiveField)
     _emit_write_primitive(src, ind, out, _field_writer_kind(entity_type, field, tagged), var)
 
 
 def _fixed_write_of(entity_type: type, field: dataclasses.Field[Any]) -> tuple[str, str] | None:
-    if get_field_tag(field) is not None:
+    if field_tag(field) is not None:
         return None
-    field_class = classify_field(field)
-    if not isinstance(field_class, PrimitiveField):
+    field_shape = shape(field)
+    if field_shape.is_array or field_shape.is_entity:
         return None
     return _FIXED_WRITE.get(_field_writer_kind(entity_type, field, False))
 
@@ -372,10 +366,10 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
     ns = dict(_BASE_NS)
     src = _Source(ns)
     src.emit(0, "def write(out, e):")
-    plain = [f for f in fields(entity_type) if get_field_tag(f) is None]
+    plain = [f for f in fields(entity_type) if field_tag(f) is None]
     tagged = sorted(
-        (f for f in fields(entity_type) if get_field_tag(f) is not None),
-        key=lambda f: int(get_field_tag(f)),  # type: ignore[arg-type]
+        (f for f in fields(entity_type) if field_tag(f) is not None),
+        key=lambda f: field_tag(f) or 0,
     )
     if tagged and not _flexible(entity_type):
         raise ValueError("Found tagged fields on a non-flexible model")
@@ -402,7 +396,7 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
             src.emit(1, "_tc = 0")
             src.emit(1, "_tb = bytearray()")
             for field in tagged:
-                tag = int(get_field_tag(field))  # type: ignore[arg-type]
+                tag = field_tag(field) or 0
                 var = src.name("_v")
                 src.emit(1, f"{var} = e.{field.name}")
                 # kio skips a tagged field equal to its declared default, or, without one,
@@ -410,7 +404,7 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
                 if field.default is not MISSING:
                     default = src.const("_D", field.default)
                 else:
-                    default = src.const("_D", get_tagged_field_default(field))
+                    default = src.const("_D", tagged_default(field))
                 src.emit(1, f"if not ({var} == {default}):")
                 sub = src.name("_sub")
                 src.emit(2, f"{sub} = bytearray()")
@@ -459,10 +453,8 @@ def _make_writer(entity_type: type) -> Writer:
 def _kio_reader_name(entity_type: type, field: dataclasses.Field[Any], tagged: bool) -> str:
     if _is_request_header(entity_type) and field.name == "client_id":
         return "read_nullable_legacy_string"
-    field_class = classify_field(field)
-    optional = False if (tagged or field_class.is_array) else is_optional(field)
-    reader = _parse.get_reader(get_schema_field_type(field), _flexible(entity_type), optional)
-    return str(getattr(reader, "__name__", reader))
+    nullable = False if (tagged or shape(field).is_array) else is_nullable(field)
+    return wire_form(kafka_type(field), _flexible(entity_type), nullable)[1]
 
 
 def _emit_read_uvarint(src: _Source, ind: int, var: str) -> None:
@@ -522,8 +514,8 @@ def _emit_read_field(
     tagged: bool,
 ) -> None:
     flexible = _flexible(entity_type)
-    field_class = classify_field(field)
-    if field_class.is_array:
+    field_shape = shape(field)
+    if field_shape.is_array:
         n = src.name("_n")
         if flexible:
             _emit_read_uvarint(src, ind, n)
@@ -540,8 +532,8 @@ def _emit_read_field(
         # Apache Kafka's rule: a count larger than the bytes left is an error, checked before
         # anything is allocated or looped over.
         src.emit(ind, f"if {n} > L - p: raise _underflow()")
-        if isinstance(field_class, EntityTupleField):
-            reader = src.const("_r", _entity_read(field_class.type_))
+        if field_shape.is_entity:
+            reader = src.const("_r", _entity_read(field_shape.type_))
             src.emit(ind, f"{var} = [None] * {n}")
             item = src.name("_i")
             src.emit(ind, f"for {item} in range({n}): {var}[{item}], p = {reader}(buf, p, L)")
@@ -563,9 +555,9 @@ def _emit_read_field(
         src.emit(ind + 1, f"{var}[{item}] = {value}")
         src.emit(ind, f"{var} = tuple({var})")
         return
-    if isinstance(field_class, EntityField):
-        reader = src.const("_r", _entity_read(field_class.type_))
-        if not tagged and is_optional(field):
+    if field_shape.is_entity:
+        reader = src.const("_r", _entity_read(field_shape.type_))
+        if not tagged and is_nullable(field):
             src.emit(ind, "if p >= L: raise _underflow()")
             src.emit(ind, "if buf[p] == 255:")  # int8 -1: null struct (KIP-893)
             src.emit(ind + 1, f"{var} = None")
@@ -574,14 +566,14 @@ def _emit_read_field(
         else:
             src.emit(ind, f"{var}, p = {reader}(buf, p, L)")
         return
-    assert isinstance(field_class, PrimitiveField)
     _emit_read_primitive(src, ind, _kio_reader_name(entity_type, field, tagged), var)
 
 
 def _fixed_read_of(entity_type: type, field: dataclasses.Field[Any]) -> tuple[str, str] | None:
-    if get_field_tag(field) is not None:
+    if field_tag(field) is not None:
         return None
-    if not isinstance(classify_field(field), PrimitiveField):
+    field_shape = shape(field)
+    if field_shape.is_array or field_shape.is_entity:
         return None
     return _FIXED_READ.get(_kio_reader_name(entity_type, field, False))
 
@@ -606,8 +598,8 @@ def _entity_read(entity_type: type) -> Callable[[bytes, int, int], tuple[Any, in
     src = _Source(ns)
     src.emit(0, "def read(buf, p, L):")
     all_fields = fields(entity_type)
-    plain = [f for f in all_fields if get_field_tag(f) is None]
-    tagged = [f for f in all_fields if get_field_tag(f) is not None]
+    plain = [f for f in all_fields if field_tag(f) is None]
+    tagged = [f for f in all_fields if field_tag(f) is not None]
     if tagged and not _flexible(entity_type):
         raise ValueError("Found tagged fields on a non-flexible model")
     names: dict[str, str] = {}
@@ -636,14 +628,14 @@ def _entity_read(entity_type: type) -> Callable[[bytes, int, int], tuple[Any, in
         for field in tagged:
             var = src.name("_v")
             names[field.name] = var
-            src.emit(1, f"{var} = {src.const('_D', get_tagged_field_default(field))}")
+            src.emit(1, f"{var} = {src.const('_D', tagged_default(field))}")
         _emit_read_uvarint(src, 1, "_nt")
         src.emit(1, "for _k in range(_nt):")
         _emit_read_uvarint(src, 2, "_tag")
         _emit_read_uvarint(src, 2, "_tsz")  # kio reads the value itself, not the size
         branch = "if"
         for field in tagged:
-            src.emit(2, f"{branch} _tag == {int(get_field_tag(field))}:")  # type: ignore[arg-type]
+            src.emit(2, f"{branch} _tag == {field_tag(field)}:")
             _emit_read_field(src, 3, entity_type, field, names[field.name], tagged=True)
             branch = "elif"
         if tagged:
