@@ -34,8 +34,8 @@ checkers where the rule is one the audit judges (analytics.rules.replication.pur
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from analytics.rules.replication import pure as dr
 from broker.core.high_watermark import hwm_may_advance
@@ -296,9 +296,10 @@ class BrokerSim(ControllerSim):
                 self.flush_first.get(follower.broker_id, 0), follower.log.end_offset)
             self._handle(follower, state.on_truncated(
                 before, follower.log.end_offset, follower.log.flushed, "sim", self.now_ms))
+        end = follower.log.end_offset  # the simulator's records have no keys
         lacked = dr.entries_the_leader_lacks(
-            _EntriesByOffset(leader.log.entries),
-            ((offset, epoch, None, None) for offset, epoch in enumerate(follower.log.entries)),
+            dict(enumerate(zip(leader.log.entries[:end], repeat(None)))),
+            zip(range(end), follower.log.entries, repeat(None), repeat(None)),
         )
         if lacked:
             self.fail(f"rule 22: follower {follower.broker_id} fetches from leader "
@@ -450,25 +451,6 @@ class BrokerSim(ControllerSim):
             broker.broker_id, broker_epoch, [(topic.topic_id, [_partition_data(0, proposal)])]
         )
         self.alter_queue.append(_Proposal(broker.broker_id, broker.incarnation, proposal, request))
-
-
-class _EntriesByOffset(Mapping[int, tuple[int, str | None]]):
-    """A replica log as rule 22's checker reads a leader's: offset -> (leader epoch, key); the
-    simulator's records have no keys."""
-
-    def __init__(self, epochs: list[int]) -> None:
-        self._epochs = epochs
-
-    def __getitem__(self, offset: int) -> tuple[int, str | None]:
-        if not 0 <= offset < len(self._epochs):
-            raise KeyError(offset)
-        return self._epochs[offset], None
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(range(len(self._epochs)))
-
-    def __len__(self) -> int:
-        return len(self._epochs)
 
 
 def _describe(log: ReplicaLog) -> str:
