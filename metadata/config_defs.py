@@ -591,6 +591,31 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "How long a follower may lag before it leaves the ISR.",
     ),
     _broker(
+        "replica.fetch.max.bytes", ConfigType.INT, "1048576",
+        "Bytes a follower fetches per partition in one Fetch (the first batch may exceed it).",
+        at_least(0),
+    ),
+    _broker(
+        "replica.fetch.response.max.bytes", ConfigType.INT, "10485760",
+        "Bytes a follower's Fetch answer may carry over all its partitions.", at_least(0),
+    ),
+    _broker(
+        "replica.fetch.wait.max.ms", ConfigType.INT, "500",
+        "How long the leader holds a follower's Fetch waiting for replica.fetch.min.bytes.",
+    ),
+    _broker(
+        "replica.fetch.min.bytes", ConfigType.INT, "1",
+        "Bytes a follower's Fetch waits for before it is answered.",
+    ),
+    _broker(
+        "max.incremental.fetch.session.cache.slots", ConfigType.INT, "1000",
+        "Incremental fetch sessions (KIP-227) a broker keeps.", at_least(0),
+    ),
+    _broker(
+        "min.incremental.fetch.session.eviction.ms", ConfigType.INT, "120000",
+        "How long a fetch session is unused before another may take its slot.", at_least(0),
+    ),
+    _broker(
         "log.retention.check.interval.ms", ConfigType.LONG, "300000",
         "How often logs are checked for segments to delete.", at_least(1),
     ),

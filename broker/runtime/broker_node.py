@@ -26,8 +26,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from broker.core.messages import TopicIdPartition
-from broker.core.partition_state import Role
 from broker.runtime.clean_shutdown import (
     previous_broker_epoch,
     remove_clean_shutdown,
@@ -37,7 +35,8 @@ from broker.runtime.event_journal import EventJournal
 from broker.runtime.kafka_apis import KafkaApis
 from broker.runtime.log_manager import LogManager, cleaner_settings
 from broker.runtime.metadata_publisher import BrokerMetadataPublisher
-from broker.runtime.replica_fetcher import ReplicaFetcher
+from broker.runtime.replica_fetcher import FetchSettings, ReplicaFetcher
+from broker.runtime.replica_fetcher_manager import ReplicaFetcherManager
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient, client_id_for_node
@@ -61,6 +60,13 @@ log = logging.getLogger("minikraft.broker")
 BROKER_DEFAULTS = {
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.backoff.ms": "200",
+    # Kafka's defaults (ReplicaFetcherThread): 1 MiB a partition, 10 MiB a request.
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "max.incremental.fetch.session.cache.slots": "1000",
+    "min.incremental.fetch.session.eviction.ms": "120000",
     "message.max.bytes": "1048588",
     "controlled.shutdown.timeout.ms": "8000",
     # log.preallocate on, log.segment.bytes 8 MiB (metadata.config_defs says why).
@@ -155,7 +161,14 @@ class BrokerNode:
                 BrokerMetadataPublisher(self.replicas, self._update_fetcher),
             ]
         )
-        self.fetchers: dict[TopicIdPartition, ReplicaFetcher] = {}
+        self.fetch_settings = FetchSettings(
+            max_bytes=config.get_int("replica.fetch.max.bytes"),
+            response_max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+            max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+            min_bytes=config.get_int("replica.fetch.min.bytes"),
+            backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+        )
+        self.fetchers = ReplicaFetcherManager(self._make_fetcher)
         self._strays_checked = False
         # Kafka's BrokerLifecycleManager heartbeats every 10 ms while the broker starts (STARTING,
         # then RECOVERY until the controller unfences it), so a fresh broker is unfenced as soon
@@ -202,7 +215,6 @@ class BrokerNode:
         self._stopped = asyncio.Event()
         self._shutting_down = False
         self._tasks: list[asyncio.Task[None]] = []
-        self._stopping_fetchers: set[asyncio.Future[None]] = set()
 
     # ---- lifecycle ----
 
@@ -251,13 +263,7 @@ class BrokerNode:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.log_manager.close()
-        # All at once, as Kafka's ReplicaFetcherManager.shutdown: each stop awaits its task and
-        # its connection, and a broker following thousands of partitions has as many (issue 35:
-        # `minikraft down` SIGKILLed such brokers after its 10 s timeout).
-        await asyncio.gather(
-            *(fetcher.stop() for fetcher in self.fetchers.values()), return_exceptions=True
-        )
-        self.fetchers.clear()
+        await self.fetchers.close()
         for server in self.servers:
             await server.stop()
         if self.http is not None:
@@ -449,23 +455,18 @@ class BrokerNode:
     # ---- metadata ----
 
     def _update_fetcher(self, hosted: HostedPartition) -> None:
-        key = hosted.key
-        old = self.fetchers.pop(key, None)
-        if old is not None:
-            self._stopping_fetchers.add(asyncio.ensure_future(old.stop()))
-            self._stopping_fetchers = {t for t in self._stopping_fetchers if not t.done()}
-        if hosted.state.role is Role.FOLLOWER and not self._shutting_down:
-            fetcher = ReplicaFetcher(
-                self.replicas,
-                hosted,
-                KafkaClient(client_id_for_node(self.broker_id), faults=self.faults),
-                self._broker_address,
-                lambda: self.broker_epoch,
-                self.config.get_int("replica.fetch.backoff.ms"),
-                self.raft.cluster_id,
-            )
-            self.fetchers[key] = fetcher
-            fetcher.start()
+        self.fetchers.update(hosted, follow=not self._shutting_down)
+
+    def _make_fetcher(self, leader_id: int) -> ReplicaFetcher:
+        return ReplicaFetcher(
+            self.replicas,
+            leader_id,
+            KafkaClient(client_id_for_node(self.broker_id), faults=self.faults),
+            self._broker_address,
+            lambda: self.broker_epoch,
+            self.fetch_settings,
+            self.raft.cluster_id,
+        )
 
     def _broker_address(self, broker_id: int) -> str | None:
         registration = self.metadata.image.brokers.get(broker_id)
@@ -493,6 +494,7 @@ class BrokerNode:
             "broker_epoch": self.broker_epoch,
             "fenced": self.fenced,
             "started_after_clean_shutdown": self.started_after_clean_shutdown,
+            "replica_fetchers": self.fetchers.status(),
             "partitions": {
                 f"{h.topic}-{h.partition}": {
                     "role": h.state.role.value,

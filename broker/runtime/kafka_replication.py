@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import functools
 import uuid
+from collections.abc import Sequence
 from typing import Any, cast
 
 from kio.schema.fetch.v17 import request as fetch_req
@@ -43,38 +44,74 @@ NO_FETCH_SESSION_EPOCH = -1  # Kafka's FINAL_EPOCH: a full fetch outside any ses
 def fetch_request_to_kio(
     request: bm.FetchRequest, topic_id: uuid.UUID, cluster_id: str | None
 ) -> fetch_req.FetchRequest:
-    """A follower's Fetch v17 for one partition.
+    """A follower's Fetch v17 for one partition (its max bytes the whole request's too)."""
+    return replica_fetch_to_kio(
+        request.replica_id,
+        request.replica_epoch,
+        cluster_id,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=MIN_BYTES,
+        max_bytes=request.max_bytes,
+        partitions=((topic_id, request),),
+    )
 
-    Built once per fetch on the acks=all path, so the ints go in as they are: kio's i32()/i64()
-    return the same int after a range check, which the codec's writer makes again on encoding."""
+
+def replica_fetch_to_kio(
+    replica_id: int,
+    replica_epoch: int,
+    cluster_id: str | None,
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    partitions: Sequence[tuple[uuid.UUID, bm.FetchRequest]],
+    session_id: int = 0,
+    session_epoch: int = NO_FETCH_SESSION_EPOCH,
+    forgotten: Sequence[tuple[uuid.UUID, int]] = (),
+) -> fetch_req.FetchRequest:
+    """A follower's Fetch v17 for every partition it follows from one leader (Kafka's
+    ReplicaFetcherThread.buildFetch): topics in first-seen order, each partition with its own
+    partition_max_bytes (replica.fetch.max.bytes), the request's max_bytes
+    (replica.fetch.response.max.bytes), max_wait and min_bytes (replica.fetch.wait.max.ms,
+    replica.fetch.min.bytes).
+
+    Built on the acks=all path, so the ints go in as they are: kio's i32()/i64() return the same
+    int after a range check, which the codec's writer makes again on encoding."""
+    by_topic: dict[uuid.UUID, list[fetch_req.FetchPartition]] = {}
+    for topic_id, request in partitions:
+        by_topic.setdefault(topic_id, []).append(
+            fetch_req.FetchPartition(
+                partition=cast(i32, request.partition),
+                current_leader_epoch=cast(i32, request.current_leader_epoch),
+                fetch_offset=cast(i64, request.fetch_offset),
+                last_fetched_epoch=cast(i32, request.last_fetched_epoch),
+                log_start_offset=cast(i64, -1),
+                partition_max_bytes=cast(i32, request.max_bytes),
+            )
+        )
+    forgotten_by_topic: dict[uuid.UUID, list[i32]] = {}
+    for topic_id, index in forgotten:
+        forgotten_by_topic.setdefault(topic_id, []).append(cast(i32, index))
     return fetch_req.FetchRequest(
         cluster_id=cluster_id,
         replica_state=fetch_req.ReplicaState(
-            replica_id=cast(BrokerId, request.replica_id),
-            replica_epoch=cast(i64, request.replica_epoch),
+            replica_id=cast(BrokerId, replica_id),
+            replica_epoch=cast(i64, replica_epoch),
         ),
-        max_wait=_max_wait(request.max_wait_ms),
-        min_bytes=cast(i32, MIN_BYTES),
-        max_bytes=cast(i32, request.max_bytes),
+        max_wait=_max_wait(max_wait_ms),
+        min_bytes=cast(i32, min_bytes),
+        max_bytes=cast(i32, max_bytes),
         isolation_level=cast(i8, 0),
-        session_id=cast(i32, 0),
-        session_epoch=cast(i32, NO_FETCH_SESSION_EPOCH),
-        topics=(
-            fetch_req.FetchTopic(
-                topic_id=topic_id,
-                partitions=(
-                    fetch_req.FetchPartition(
-                        partition=cast(i32, request.partition),
-                        current_leader_epoch=cast(i32, request.current_leader_epoch),
-                        fetch_offset=cast(i64, request.fetch_offset),
-                        last_fetched_epoch=cast(i32, request.last_fetched_epoch),
-                        log_start_offset=cast(i64, -1),
-                        partition_max_bytes=cast(i32, request.max_bytes),
-                    ),
-                ),
-            ),
+        session_id=cast(i32, session_id),
+        session_epoch=cast(i32, session_epoch),
+        topics=tuple(
+            fetch_req.FetchTopic(topic_id=topic_id, partitions=tuple(parts))
+            for topic_id, parts in by_topic.items()
         ),
-        forgotten_topics_data=(),
+        forgotten_topics_data=tuple(
+            fetch_req.ForgottenTopic(topic_id=topic_id, partitions=tuple(parts))
+            for topic_id, parts in forgotten_by_topic.items()
+        ),
         rack_id="",
     )
 
@@ -86,18 +123,32 @@ def _max_wait(ms: int) -> i32Timedelta:
 
 def fetch_response_from_kio(body: Any, topic_id: uuid.UUID, partition: int) -> bm.FetchResponse:
     """The answer for one partition of a follower's Fetch (a top-level error counts for it)."""
-    top = Errors.of(int(body.error_code))
-    if top is not Errors.NONE:
-        return bm.FetchResponse(int(top), f"Fetch answered {top.name}")
-    for topic in body.responses:
-        if topic.topic_id != topic_id:
-            continue
-        for data in topic.partitions:
-            if int(data.partition_index) == partition:
-                return fetch_partition_from_kio(data)
+    top = fetch_top_level_error(body)
+    if top is not None:
+        return top
+    found = fetch_partitions_from_kio(body).get((topic_id, partition))
+    if found is not None:
+        return found
     return bm.FetchResponse(
         int(Errors.UNKNOWN_SERVER_ERROR), f"Fetch answer lacks partition {partition}"
     )
+
+
+def fetch_top_level_error(body: Any) -> bm.FetchResponse | None:
+    """A Fetch answer's top-level error, which counts for every partition of the request."""
+    top = Errors.of(int(body.error_code))
+    if top is Errors.NONE:
+        return None
+    return bm.FetchResponse(int(top), f"Fetch answered {top.name}")
+
+
+def fetch_partitions_from_kio(body: Any) -> dict[tuple[uuid.UUID, int], bm.FetchResponse]:
+    """Every partition of a follower's Fetch answer, by (topic id, partition)."""
+    return {
+        (topic.topic_id, int(data.partition_index)): fetch_partition_from_kio(data)
+        for topic in body.responses
+        for data in topic.partitions
+    }
 
 
 def fetch_partition_from_kio(data: Any) -> bm.FetchResponse:
@@ -118,19 +169,31 @@ def fetch_partition_from_kio(data: Any) -> bm.FetchResponse:
 def offset_for_leader_epoch_request_to_kio(
     request: bm.OffsetForLeaderEpochRequest,
 ) -> ofle_req.OffsetForLeaderEpochRequest:
+    return offset_for_leader_epochs_to_kio(request.replica_id, (request,))
+
+
+def offset_for_leader_epochs_to_kio(
+    replica_id: int, requests: Sequence[bm.OffsetForLeaderEpochRequest]
+) -> ofle_req.OffsetForLeaderEpochRequest:
+    """One OffsetForLeaderEpoch v4 for every partition a fetcher truncates (Kafka's
+    ReplicaFetcherThread.fetchEpochEndOffsets: one request per leader broker)."""
+    by_topic: dict[str, list[ofle_req.OffsetForLeaderPartition]] = {}
+    for request in requests:
+        by_topic.setdefault(request.topic, []).append(
+            ofle_req.OffsetForLeaderPartition(
+                partition=i32(request.partition),
+                current_leader_epoch=i32(request.current_leader_epoch),
+                leader_epoch=i32(request.leader_epoch),
+            )
+        )
     return ofle_req.OffsetForLeaderEpochRequest(
-        replica_id=i32(request.replica_id),  # type: ignore[arg-type]
-        topics=(
+        replica_id=i32(replica_id),  # type: ignore[arg-type]
+        topics=tuple(
             ofle_req.OffsetForLeaderTopic(
-                topic=request.topic,  # type: ignore[arg-type]
-                partitions=(
-                    ofle_req.OffsetForLeaderPartition(
-                        partition=i32(request.partition),
-                        current_leader_epoch=i32(request.current_leader_epoch),
-                        leader_epoch=i32(request.leader_epoch),
-                    ),
-                ),
-            ),
+                topic=topic,  # type: ignore[arg-type]
+                partitions=tuple(parts),
+            )
+            for topic, parts in by_topic.items()
         ),
     )
 
@@ -138,19 +201,27 @@ def offset_for_leader_epoch_request_to_kio(
 def offset_for_leader_epoch_response_from_kio(
     body: Any, topic: str, partition: int
 ) -> bm.OffsetForLeaderEpochResponse:
-    for result in body.topics:
-        if result.topic != topic:
-            continue
-        for data in result.partitions:
-            if int(data.partition) == partition:
-                return bm.OffsetForLeaderEpochResponse(
-                    error_code=int(data.error_code),
-                    leader_epoch=int(data.leader_epoch),
-                    end_offset=int(data.end_offset),
-                )
+    found = offset_for_leader_epochs_from_kio(body).get((topic, partition))
+    if found is not None:
+        return found
     return bm.OffsetForLeaderEpochResponse(
         int(Errors.UNKNOWN_SERVER_ERROR), f"OffsetForLeaderEpoch answer lacks {topic}-{partition}"
     )
+
+
+def offset_for_leader_epochs_from_kio(
+    body: Any,
+) -> dict[tuple[str, int], bm.OffsetForLeaderEpochResponse]:
+    """Every partition of an OffsetForLeaderEpoch answer, by (topic, partition)."""
+    return {
+        (str(result.topic), int(data.partition)): bm.OffsetForLeaderEpochResponse(
+            error_code=int(data.error_code),
+            leader_epoch=int(data.leader_epoch),
+            end_offset=int(data.end_offset),
+        )
+        for result in body.topics
+        for data in result.partitions
+    }
 
 
 # -- the leader's side (any Fetch / OffsetForLeaderEpoch version) -----------------------------

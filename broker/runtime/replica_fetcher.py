@@ -1,29 +1,43 @@
-"""A follower's fetch loop for one partition (Kafka's ReplicaFetcherThread, one task per
-followed partition): truncate with OffsetsForLeaderEpoch first (rule 22), then Fetch from the
-leader's log end with this broker's epoch (rule 17, KIP-903), append, and follow the leader's HWM.
-A diverging-epoch answer sends it back to truncation. Errors back off replica.fetch.backoff.ms.
+"""A follower's fetch loop for one leader broker (Kafka's ReplicaFetcherThread over
+AbstractFetcherThread, with num.replica.fetchers=1): every partition this broker follows from that
+leader travels in ONE Fetch, and every partition that must truncate first in ONE
+OffsetForLeaderEpoch (rule 22). A partition's answer is handled as Kafka's processFetchRequest
+does: records appended, the leader's HWM followed (rule 20), a DivergingEpoch sends it back to
+truncation, and a partition error (OFFSET_OUT_OF_RANGE, FENCED/UNKNOWN_LEADER_EPOCH,
+NOT_LEADER_OR_FOLLOWER...) delays only that partition by replica.fetch.backoff.ms
+(delayPartitions), while an error of the whole request backs the fetcher off.
 
 Both travel on Kafka's protocol to the leader's Kafka listener (broker/runtime/kafka_replication:
-Fetch v17 with ReplicaState and topic ids, OffsetForLeaderEpoch v4 with ReplicaId). Each fetcher
-has a connection of its own: a Kafka listener answers one request per connection at a time, so a
-partition's long-polling fetch must not hold back another partition's (Kafka's
-num.replica.fetchers, taken to one per followed partition).
+Fetch v17 with ReplicaState and topic ids, OffsetForLeaderEpoch v4 with ReplicaId) over the
+fetcher's own connection: the leader answers one request per connection at a time, and a
+long-polling replica Fetch must not hold back a client's requests.
+
+Partitions come and go as leadership moves (ReplicaFetcherManager.addFetcherForPartitions /
+removeFetcherForPartitions): a partition's fetch state remembers the leader epoch it was added
+with, and an answer for a partition removed or re-added meanwhile is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import cast
 
 from broker.core import messages as bm
+from broker.core.fetch_session import FetchSessionHandler, PartitionKey, SentPartition
 from broker.core.leader_epoch_cache import EpochEndOffset, follower_truncation
+from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import Role
 from broker.runtime.kafka_replication import (
-    fetch_request_to_kio,
-    fetch_response_from_kio,
-    offset_for_leader_epoch_request_to_kio,
-    offset_for_leader_epoch_response_from_kio,
+    fetch_partitions_from_kio,
+    fetch_top_level_error,
+    offset_for_leader_epochs_from_kio,
+    offset_for_leader_epochs_to_kio,
+    replica_fetch_to_kio,
 )
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.client import KafkaClient
@@ -32,31 +46,75 @@ from kafkawire.errors import Errors, KafkaError
 
 log = logging.getLogger("minikraft.broker")
 
-FETCH_MAX_WAIT_MS = 500
-FETCH_MAX_BYTES = 1 << 20
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """Kafka's replica fetcher configs (ReplicaFetcherThread / KafkaConfig)."""
+
+    max_bytes: int = 1 << 20  # replica.fetch.max.bytes: per partition
+    response_max_bytes: int = 10 << 20  # replica.fetch.response.max.bytes: per request
+    max_wait_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+
+
+class PartitionFetchState:
+    """One followed partition in a fetcher (Kafka's PartitionFetchState)."""
+
+    __slots__ = ("_position", "delayed_until_ms", "hosted", "leader_epoch")
+
+    def __init__(self, hosted: HostedPartition) -> None:
+        self.hosted = hosted
+        self.leader_epoch = hosted.state.leader_epoch
+        self.delayed_until_ms = 0
+        self._position: SentPartition | None = None
+
+    def position(self, max_bytes: int) -> SentPartition:
+        """Where the next Fetch starts: the same object while it does not move, so a round
+        over 33,000 idle partitions builds nothing new (issue 35)."""
+        plog = self.hosted.log
+        end, last = plog.log_end_offset, plog.latest_epoch()
+        sent = self._position
+        if sent is None or sent.fetch_offset != end or sent.last_fetched_epoch != last:
+            sent = self._position = SentPartition(end, self.leader_epoch, last, max_bytes)
+        return sent
+
+    def ready(self, now: int) -> bool:
+        return self.delayed_until_ms <= now
 
 
 class ReplicaFetcher:
     def __init__(
         self,
         manager: ReplicaManager,
-        hosted: HostedPartition,
+        leader_id: int,
         client: KafkaClient,
         leader_address: Callable[[int], str | None],
         broker_epoch: Callable[[], int],
-        backoff_ms: int,
+        settings: FetchSettings,
         cluster_id: str | None = None,
     ) -> None:
         self.manager = manager
-        self.hosted = hosted
+        self.leader_id = leader_id
         self.client = client  # this fetcher's own; closed by stop()
         self.cluster_id = cluster_id
         self.leader_address = leader_address
         self.broker_epoch = broker_epoch
-        self.backoff_ms = backoff_ms
-        self.leader_id = hosted.state.leader_id
-        self.leader_epoch = hosted.state.leader_epoch
+        self.settings = settings
+        self.partitions: dict[TopicIdPartition, PartitionFetchState] = {}
+        self._changed = asyncio.Event()
+        self.session = FetchSessionHandler()  # KIP-227, with this leader
         self.task: asyncio.Task[None] | None = None
+
+    # ---- partitions (the manager's calls) ----
+
+    def add(self, hosted: HostedPartition) -> None:
+        self.partitions[hosted.key] = PartitionFetchState(hosted)
+        self._changed.set()
+
+    def remove(self, key: TopicIdPartition) -> None:
+        if self.partitions.pop(key, None) is not None:
+            self._changed.set()
 
     def start(self) -> None:
         self.task = asyncio.ensure_future(self._run())
@@ -67,43 +125,113 @@ class ReplicaFetcher:
             await asyncio.gather(self.task, return_exceptions=True)
         await self.client.close()
 
-    def _current(self) -> bool:
-        state = self.hosted.state
+    # ---- the loop ----
+
+    def _current(self, state: PartitionFetchState) -> bool:
+        """Still ours: not removed or re-added meanwhile, and still following this leader in
+        the epoch it was added with."""
+        hosted = state.hosted
         return (
-            state.role is Role.FOLLOWER
-            and state.leader_id == self.leader_id
-            and state.leader_epoch == self.leader_epoch
+            self.partitions.get(hosted.key) is state
+            and hosted.state.role is Role.FOLLOWER
+            and hosted.state.leader_id == self.leader_id
+            and hosted.state.leader_epoch == state.leader_epoch
         )
 
     async def _run(self) -> None:
-        name = f"{self.hosted.topic}-{self.hosted.partition}"
-        while self._current():
+        while True:
+            self._changed.clear()
+            now = now_ms()
+            ready = [s for s in self.partitions.values() if s.ready(now) and self._current(s)]
             address = self.leader_address(self.leader_id)
-            if address is None or self.broker_epoch() < 0:
-                await self._backoff()
+            if not ready or address is None or self.broker_epoch() < 0:
+                await self._idle(now)
                 continue
             try:
-                # A leader's fsync may still run from before this replica became a follower:
-                # truncation must not cut segments under it.
-                await self.hosted.commit.idle()
-                if self.hosted.state.truncation_pending:
-                    await self._truncate(address)
-                else:
-                    await self._fetch(address)
+                truncating = [s for s in ready if s.hosted.state.truncation_pending]
+                if truncating:
+                    await self._truncate(address, truncating)
+                fetching = [
+                    s for s in ready if self._current(s) and not s.hosted.state.truncation_pending
+                ]
+                if fetching:
+                    await self._fetch(address, fetching)
             except KafkaError as exc:
-                log.debug("Fetcher for %s from %s: %s", name, self.leader_id, exc)
+                log.debug("Fetcher from broker %s: %s", self.leader_id, exc)
                 await self._backoff()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("Fetcher for %s failed; retrying", name)
+                log.exception("Fetcher from broker %s failed; retrying", self.leader_id)
                 await self._backoff()
 
-    async def _backoff(self) -> None:
-        await asyncio.sleep(self.backoff_ms / 1000)
+    async def _idle(self, now: int) -> None:
+        """Nothing to fetch now: wait for a partition to be added, or the first delayed one to
+        be due, or the backoff (no leader address or broker epoch yet)."""
+        due = [s.delayed_until_ms - now for s in self.partitions.values() if not s.ready(now)]
+        timeout_ms = min(due) if due else self.settings.backoff_ms
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(1, timeout_ms) / 1000)
 
-    def _truncate_to(self, answer: EpochEndOffset, why: str) -> None:
-        hosted = self.hosted
+    async def _backoff(self) -> None:
+        await asyncio.sleep(self.settings.backoff_ms / 1000)
+
+    def _delay(self, state: PartitionFetchState, why: object) -> None:
+        """Kafka's delayPartitions: a partition error retries that partition only, later."""
+        log.debug(
+            "Fetcher from broker %s: %s-%s: %s",
+            self.leader_id, state.hosted.topic, state.hosted.partition, why,
+        )
+        state.delayed_until_ms = now_ms() + self.settings.backoff_ms
+
+    # ---- truncation (rule 22) ----
+
+    async def _truncate(self, address: str, states: Sequence[PartitionFetchState]) -> None:
+        """Ask the leader where each partition's latest epoch ends before fetching it."""
+        for state in states:
+            # A leader's fsync may still run from before this replica became a follower:
+            # truncation must not cut segments under it.
+            await state.hosted.commit.idle()
+        states = [s for s in states if self._current(s)]
+        if not states:
+            return
+        answer = await self.client.request(
+            address,
+            offset_for_leader_epochs_to_kio(
+                self.manager.broker_id,
+                [
+                    bm.OffsetForLeaderEpochRequest(
+                        s.hosted.topic,
+                        s.hosted.partition,
+                        leader_epoch=s.hosted.log.latest_epoch(),
+                        current_leader_epoch=s.leader_epoch,
+                        replica_id=self.manager.broker_id,
+                    )
+                    for s in states
+                ],
+            ),
+            dest_node_id=self.leader_id,
+        )
+        answers = offset_for_leader_epochs_from_kio(answer)
+        for state in states:
+            if not self._current(state):
+                continue  # stopped meanwhile: the partition may be gone and its log closed
+            hosted = state.hosted
+            response = answers.get((hosted.topic, hosted.partition))
+            if response is None:
+                self._delay(state, "not in the OffsetForLeaderEpoch answer")
+                continue
+            error = Errors.of(response.error_code)
+            if error is not Errors.NONE:
+                self._delay(state, error.name)
+                continue
+            self._truncate_to(
+                hosted,
+                EpochEndOffset(response.leader_epoch, response.end_offset),
+                "OffsetsForLeaderEpoch",
+            )
+
+    def _truncate_to(self, hosted: HostedPartition, answer: EpochEndOffset, why: str) -> None:
         plog = hosted.log
         decision = follower_truncation(
             answer, plog.epoch_cache, plog.log_end_offset, hosted.state.high_watermark
@@ -116,67 +244,82 @@ class ReplicaFetcher:
         )
         self.manager.apply_ready(hosted, ready)
 
-    async def _truncate(self, address: str) -> None:
-        """Rule 22: ask the leader where our latest epoch ends before fetching."""
-        hosted = self.hosted
-        plog = hosted.log
-        answer = await self.client.request(
-            address,
-            offset_for_leader_epoch_request_to_kio(
-                bm.OffsetForLeaderEpochRequest(
-                    hosted.topic,
-                    hosted.partition,
-                    leader_epoch=plog.latest_epoch(),
-                    current_leader_epoch=self.leader_epoch,
-                    replica_id=self.manager.broker_id,
-                )
-            ),
-            dest_node_id=self.leader_id,
+    # ---- fetch ----
+
+    async def _fetch(self, address: str, states: Sequence[PartitionFetchState]) -> None:
+        """One Fetch for `states`, in the fetcher's session (KIP-227): only the partitions
+        whose position changed travel, and only those with news come back."""
+        settings = self.settings
+        epoch = self.broker_epoch()
+        positions: dict[PartitionKey, SentPartition] = {
+            s.hosted.key: s.position(settings.max_bytes) for s in states
+        }
+        plan = self.session.build(positions)
+        requests = {key: self._request(key, positions[key], epoch) for key in plan.send}
+        try:
+            answer = await self.client.request(
+                address,
+                replica_fetch_to_kio(
+                    self.manager.broker_id,
+                    epoch,
+                    self.cluster_id,
+                    max_wait_ms=settings.max_wait_ms,
+                    min_bytes=settings.min_bytes,
+                    max_bytes=settings.response_max_bytes,
+                    partitions=[(cast(uuid.UUID, key[0]), r) for key, r in requests.items()],
+                    session_id=plan.session_id,
+                    session_epoch=plan.epoch,
+                    forgotten=[(cast(uuid.UUID, t), p) for t, p in plan.forget],
+                ),
+                timeout_ms=settings.max_wait_ms + 5000,
+                dest_node_id=self.leader_id,
+            )
+        except BaseException:
+            self.session.handle_error()
+            raise
+        top = fetch_top_level_error(answer)
+        self.session.handle_response(
+            Errors.NONE if top is None else Errors.of(top.error_code),
+            int(answer.session_id),
+            plan,
         )
-        response = offset_for_leader_epoch_response_from_kio(
-            answer, hosted.topic, hosted.partition
-        )
-        error = Errors.of(response.error_code)
-        if error is not Errors.NONE:
-            raise KafkaError(error, response.error_message)
-        if not self._current():
-            return  # stopped meanwhile: the partition may be gone and its log closed
-        self._truncate_to(
-            EpochEndOffset(response.leader_epoch, response.end_offset), "OffsetsForLeaderEpoch"
+        if top is not None:
+            raise KafkaError(Errors.of(top.error_code), top.error_message)
+        answers = fetch_partitions_from_kio(answer)
+        for state in states:
+            key = state.hosted.key
+            response = answers.get(key)
+            if response is None or not self._current(state):
+                continue  # nothing new (a session's answer), or no longer ours
+            if positions[key].fetch_offset != state.hosted.log.log_end_offset:
+                continue  # truncated meanwhile: this answer is for the old position
+            await self._process_partition(state, response)
+
+    def _request(self, key: PartitionKey, at: SentPartition, epoch: int) -> bm.FetchRequest:
+        hosted = self.partitions[cast(TopicIdPartition, key)].hosted
+        return bm.FetchRequest(
+            hosted.topic,
+            hosted.partition,
+            fetch_offset=at.fetch_offset,
+            replica_id=self.manager.broker_id,
+            replica_epoch=epoch,
+            current_leader_epoch=at.current_leader_epoch,
+            last_fetched_epoch=at.last_fetched_epoch,
+            max_bytes=at.max_bytes,
         )
 
-    async def _fetch(self, address: str) -> None:
-        hosted = self.hosted
+    async def _process_partition(
+        self, state: PartitionFetchState, response: bm.FetchResponse
+    ) -> None:
+        hosted = state.hosted
         plog = hosted.log
-        topic_id = hosted.topic_id
-        answer = await self.client.request(
-            address,
-            fetch_request_to_kio(
-                bm.FetchRequest(
-                    hosted.topic,
-                    hosted.partition,
-                    fetch_offset=plog.log_end_offset,
-                    replica_id=self.manager.broker_id,
-                    replica_epoch=self.broker_epoch(),
-                    current_leader_epoch=self.leader_epoch,
-                    last_fetched_epoch=plog.latest_epoch(),
-                    max_wait_ms=FETCH_MAX_WAIT_MS,
-                    max_bytes=FETCH_MAX_BYTES,
-                ),
-                topic_id,
-                self.cluster_id,
-            ),
-            timeout_ms=FETCH_MAX_WAIT_MS + 5000,
-            dest_node_id=self.leader_id,
-        )
-        response = fetch_response_from_kio(answer, topic_id, hosted.partition)
         error = Errors.of(response.error_code)
         if error is not Errors.NONE:
-            raise KafkaError(error, response.error_message)
-        if not self._current():
+            self._delay(state, f"{error.name} {response.error_message}".strip())
             return
         if response.diverging_epoch != bm.NO_EPOCH:
             self._truncate_to(
+                hosted,
                 EpochEndOffset(response.diverging_epoch, response.diverging_end_offset),
                 "diverging epoch in Fetch",
             )
@@ -186,7 +329,7 @@ class ReplicaFetcher:
             if plog.flush_due(None):
                 # Before the next Fetch reports the new end (rule 20); group_commit says where.
                 await hosted.commit.sync()
-                if not self._current():
+                if not self._current(state):
                     return
             hosted.notify()
         ready = hosted.state.on_fetch_response(

@@ -9,6 +9,7 @@ import datetime
 import json
 import signal
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,10 +57,10 @@ def bootstrap(c: LocalCluster) -> str:
     return ",".join(b.address for b in c.brokers)
 
 
-def create_topic(c: LocalCluster, topic: str, min_isr: int) -> None:
+def create_topic(c: LocalCluster, topic: str, min_isr: int, partitions: int = 1) -> None:
     result = minikraft(
         "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
-        "--partitions", "1", "--replication-factor", "3",
+        "--partitions", str(partitions), "--replication-factor", "3",
         "--config", f"min.insync.replicas={min_isr}",
     )
     assert result.returncode == 0, result.stderr
@@ -144,6 +145,7 @@ def wait_new_registration(
 def test_acks_all_durable_at_min_isr_across_broker_crashes(cluster: LocalCluster, tmp_path: Path) -> None:
     c = cluster
     create_topic(c, "dur", min_isr=2)
+    create_topic(c, "spread", min_isr=1, partitions=6)
     journal = tmp_path / "acks.journal"
     first = produce(c, "dur", "all", 30, journal)
     assert first["acked"] == 30, first
@@ -176,6 +178,35 @@ def test_acks_all_durable_at_min_isr_across_broker_crashes(cluster: LocalCluster
     assert acked_all == [v for v in values if v in set(acked_values(journal))]
     # Every acks=all ack, exactly once and in order.
     assert [v for v in values[:30]] == acked_values(journal)[:30]
+    wait_one_fetcher_per_leader(c)
+
+
+def wait_one_fetcher_per_leader(c: LocalCluster) -> None:
+    """Kafka's ReplicaFetcherManager with num.replica.fetchers=1: a broker fetches every
+    partition it follows from one leader in one fetcher, within one incremental fetch session
+    (KIP-227: an epoch past 1 means the leader accepted incremental fetches)."""
+    deadline = time.monotonic() + 20
+    while True:
+        seen = {}
+        for spec in c.brokers:
+            with urllib.request.urlopen(
+                f"http://{spec.host}:{spec.http_port}/v1/status", timeout=10
+            ) as response:
+                body = json.loads(response.read())
+            following = sum(1 for p in body["partitions"].values() if p["role"] == "follower")
+            fetchers = body["replica_fetchers"]
+            seen[spec.node_id] = (following, fetchers)
+        ok = all(
+            following == sum(f["partitions"] for f in fetchers.values())
+            and str(node) not in fetchers
+            and all(f["session_id"] != 0 and f["session_epoch"] > 1 for f in fetchers.values())
+            for node, (following, fetchers) in seen.items()
+        )
+        many = any(f["partitions"] > 1 for _, fetchers in seen.values() for f in fetchers.values())
+        if ok and many:
+            return
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.5)
 
 
 def test_clean_restart_keeps_elr_unclean_drops_it(cluster: LocalCluster) -> None:

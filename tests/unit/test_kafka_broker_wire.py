@@ -227,6 +227,32 @@ def test_follower_fetch_request_round_trips() -> None:
     assert again == dataclasses.replace(FOLLOWER_FETCH, max_wait_ms=0)
 
 
+def test_one_replica_fetch_carries_every_partition_from_its_leader() -> None:
+    """Kafka's ReplicaFetcherThread.buildFetch: one Fetch per leader broker, partitions grouped
+    by topic in first-seen order, each with its replica.fetch.max.bytes, the request with
+    replica.fetch.response.max.bytes / wait.max.ms / min.bytes."""
+    other = uuid.UUID(int=7)
+    parts = [
+        (TOPIC_ID, FOLLOWER_FETCH),
+        (other, dataclasses.replace(FOLLOWER_FETCH, topic="audit", partition=0, fetch_offset=3)),
+        (TOPIC_ID, dataclasses.replace(FOLLOWER_FETCH, partition=5, max_bytes=4096)),
+    ]
+    body = _request_bytes(
+        wire.replica_fetch_to_kio(
+            3, 77, "cluster-a", max_wait_ms=250, min_bytes=64, max_bytes=10 << 20,
+            partitions=parts,
+        )
+    )
+    assert wire.fetch_replica(body) == (3, 77)
+    assert (int(body.min_bytes), int(body.max_bytes)) == (64, 10 << 20)
+    assert body.max_wait == datetime.timedelta(milliseconds=250)
+    assert [
+        (t.topic_id, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
+        for t in body.topics
+        for p in t.partitions
+    ] == [(TOPIC_ID, 2, 120, 1 << 20), (TOPIC_ID, 5, 120, 4096), (other, 0, 3, 1 << 20)]
+
+
 def test_a_consumer_fetch_has_no_replica() -> None:
     consumer = dataclasses.replace(FOLLOWER_FETCH, replica_id=-1, replica_epoch=-1)
     body = _request_bytes(wire.fetch_request_to_kio(consumer, TOPIC_ID, None))

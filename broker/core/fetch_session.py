@@ -1,0 +1,263 @@
+"""KIP-227 incremental fetch sessions, both ends (Kafka's FetchSession.scala on the leader,
+FetchSessionHandler.java on the fetcher), so a follower of 33,000 partitions does not send and
+receive 33,000 partitions every round: after one full Fetch, a request names only the partitions
+whose fetch position changed (and those to forget), an answer only the partitions with something
+new (records, an error, a diverging epoch, a moved high watermark or log start offset).
+
+Pure: the clock and the session id come in as arguments.
+
+The leader's side: a FetchSessionCache of max.incremental.fetch.session.cache.slots sessions.
+A request with epoch INITIAL (0) is a full fetch that opens a session when a slot is free or one
+can be evicted (FetchSessionCache.tryEvict: a session unused for
+min.incremental.fetch.session.eviction.ms first, else a non-follower session smaller than the new
+one; followers' sessions are privileged); FINAL (-1) is a sessionless full fetch and closes the
+named session; any other epoch is incremental: FETCH_SESSION_ID_NOT_FOUND for an unknown id,
+INVALID_FETCH_SESSION_EPOCH for the wrong epoch, otherwise the session's partitions are updated
+from the request, the forgotten ones dropped, and the epoch moves on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkawire.errors import Errors
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+INVALID_SESSION_ID = 0
+DEFAULT_CACHE_SLOTS = 1000  # max.incremental.fetch.session.cache.slots
+DEFAULT_EVICTION_MS = 120_000  # min.incremental.fetch.session.eviction.ms
+
+PartitionKey = tuple[Hashable, int]  # (topic id or name, partition)
+
+
+def next_epoch(epoch: int) -> int:
+    """FetchMetadata.nextEpoch: wraps past Integer.MAX_VALUE to 1, never to 0 or -1."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch >= (1 << 31) - 1 else epoch + 1
+
+
+# ---- the leader's side ----
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """What the session knows of one partition: the fetcher's last request for it (`request`,
+    the wire's partition entry, kept as it came) and what the last answer said (so an
+    incremental answer leaves out a partition with nothing new)."""
+
+    topic: Any  # the request's topic entry (its id or name)
+    request: Any
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchSession:
+    session_id: int
+    privileged: bool  # a follower's
+    epoch: int
+    last_used_ms: int
+    partitions: dict[PartitionKey, CachedPartition] = field(default_factory=dict)
+
+    def update(self, topics: Iterable[tuple[Any, Any]], forgotten: Iterable[PartitionKey]) -> None:
+        for topic, request in topics:
+            key = (_topic_key(topic), int(request.partition))
+            cached = self.partitions.get(key)
+            if cached is None:
+                self.partitions[key] = CachedPartition(topic, request)
+            else:
+                cached.request = request
+        for key in forgotten:
+            self.partitions.pop(key, None)
+
+
+def _topic_key(topic: Any) -> Hashable:
+    name = getattr(topic, "topic", None)
+    return name if name is not None else topic.topic_id
+
+
+@dataclass(frozen=True, slots=True)
+class FetchContext:
+    """How one Fetch is answered: the partitions to read, in order (the session's, for an
+    incremental fetch), whether the answer leaves out partitions with nothing new, and the
+    session id the answer carries (0: none)."""
+
+    error: Errors
+    session_id: int
+    partitions: list[CachedPartition]
+    incremental: bool
+    session: FetchSession | None
+
+
+class FetchSessionCache:
+    def __init__(
+        self,
+        max_slots: int = DEFAULT_CACHE_SLOTS,
+        eviction_ms: int = DEFAULT_EVICTION_MS,
+    ) -> None:
+        self.max_slots = max_slots
+        self.eviction_ms = eviction_ms
+        self.sessions: dict[int, FetchSession] = {}
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def new_context(
+        self,
+        session_id: int,
+        epoch: int,
+        topics: list[tuple[Any, Any]],
+        forgotten: list[PartitionKey],
+        *,
+        privileged: bool,
+        now_ms: int,
+        new_session_id: Callable[[], int],
+    ) -> FetchContext:
+        """Kafka's FetchManager.newContext."""
+        if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.sessions.pop(session_id, None)  # the fetcher closes its session
+            full = [CachedPartition(topic, request) for topic, request in topics]
+            if epoch == FINAL_EPOCH:
+                return FetchContext(Errors.NONE, INVALID_SESSION_ID, full, False, None)
+            session = self._create(privileged, len(full), now_ms, new_session_id)
+            if session is None:
+                return FetchContext(Errors.NONE, INVALID_SESSION_ID, full, False, None)
+            session.update(topics, ())
+            return FetchContext(
+                Errors.NONE, session.session_id, list(session.partitions.values()), False,
+                session,
+            )
+        session = self.sessions.get(session_id)
+        if session is None:
+            return FetchContext(
+                Errors.FETCH_SESSION_ID_NOT_FOUND, INVALID_SESSION_ID, [], False, None
+            )
+        if session.epoch != epoch:
+            return FetchContext(
+                Errors.INVALID_FETCH_SESSION_EPOCH, INVALID_SESSION_ID, [], False, None
+            )
+        session.update(topics, forgotten)
+        session.epoch = next_epoch(session.epoch)
+        session.last_used_ms = now_ms
+        return FetchContext(
+            Errors.NONE, session.session_id, list(session.partitions.values()), True, session
+        )
+
+    def _create(
+        self, privileged: bool, size: int, now_ms: int, new_session_id: Callable[[], int]
+    ) -> FetchSession | None:
+        if len(self.sessions) >= self.max_slots and not self._try_evict(privileged, size, now_ms):
+            return None
+        session_id = new_session_id()
+        while session_id == INVALID_SESSION_ID or session_id in self.sessions:
+            session_id = new_session_id()
+        session = FetchSession(session_id, privileged, next_epoch(INITIAL_EPOCH), now_ms)
+        self.sessions[session_id] = session
+        return session
+
+    def _try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """FetchSessionCache.tryEvict: a stale session first, else the least valuable
+        non-follower session if the new one is a follower's or larger."""
+        if not self.sessions:
+            return False
+        stale = min(self.sessions.values(), key=lambda s: s.last_used_ms)
+        if now_ms - stale.last_used_ms >= self.eviction_ms:
+            del self.sessions[stale.session_id]
+            return True
+        candidates = [s for s in self.sessions.values() if not s.privileged]
+        if not candidates:
+            return False
+        weakest = min(candidates, key=lambda s: (len(s.partitions), s.last_used_ms))
+        if privileged or len(weakest.partitions) < size:
+            del self.sessions[weakest.session_id]
+            return True
+        return False
+
+
+def answer_changed(cached: CachedPartition, error_code: int, has_news: bool,
+                   high_watermark: int, log_start_offset: int) -> bool:
+    """FetchSession's maybeUpdateResponseData: whether an incremental answer carries this
+    partition (and, as a side effect, the session remembers what the answer says)."""
+    changed = (
+        has_news
+        or error_code != 0
+        or high_watermark != cached.high_watermark
+        or log_start_offset != cached.log_start_offset
+    )
+    cached.high_watermark = high_watermark
+    cached.log_start_offset = log_start_offset
+    return changed
+
+
+# ---- the fetcher's side ----
+
+
+@dataclass(frozen=True, slots=True)
+class SentPartition:
+    """What the fetcher told the session of one partition (FetchRequest.PartitionData)."""
+
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    """One request of the session: its id and epoch, the partitions it must name (all of them
+    in a full fetch; the changed and the new ones otherwise), and those to forget."""
+
+    session_id: int
+    epoch: int
+    send: list[PartitionKey]
+    forget: list[PartitionKey]
+
+    @property
+    def full(self) -> bool:
+        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+
+class FetchSessionHandler:
+    """The fetcher's end of one session with one leader (Kafka's FetchSessionHandler)."""
+
+    def __init__(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.session: dict[PartitionKey, SentPartition] = {}
+        self._pending: dict[PartitionKey, SentPartition] = {}
+
+    def build(self, wanted: dict[PartitionKey, SentPartition]) -> FetchPlan:
+        """The next request for `wanted` (every partition the fetcher fetches now)."""
+        self._pending = dict(wanted)
+        if self.epoch == INITIAL_EPOCH or self.session_id == INVALID_SESSION_ID:
+            return FetchPlan(self.session_id, INITIAL_EPOCH, list(wanted), [])
+        send = [key for key, data in wanted.items() if self.session.get(key) != data]
+        forget = [key for key in self.session if key not in wanted]
+        return FetchPlan(self.session_id, self.epoch, send, forget)
+
+    def handle_response(self, error: Errors, session_id: int, plan: FetchPlan) -> None:
+        """FetchSessionHandler.handleResponse: the session moves on, or starts again."""
+        if error is not Errors.NONE:
+            # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, or any other: the next
+            # request is a full one (a new session; the old one closed if it still exists).
+            self.epoch = INITIAL_EPOCH
+            self.session = {}
+            return
+        if plan.full:
+            self.session_id = session_id
+            self.epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
+            self.session = dict(self._pending) if session_id else {}
+            return
+        self.session = dict(self._pending)
+        self.epoch = next_epoch(self.epoch)
+
+    def handle_error(self) -> None:
+        """A request that failed (no answer): the next one opens a new session
+        (FetchSessionHandler.handleError)."""
+        self.epoch = INITIAL_EPOCH
+        self.session = {}
