@@ -28,6 +28,7 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from broker.core import messages as bm
+from broker.core.fetch_session import FINAL_EPOCH
 from kafkawire.entities import build, has_field, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code
@@ -35,7 +36,6 @@ from kafkawire.messages import error_code
 FETCH_VERSION = 17
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 MIN_BYTES = 1  # answer as soon as anything is there: a follower's fetch is the ack path
-NO_FETCH_SESSION_EPOCH = -1  # Kafka's FINAL_EPOCH: a full fetch outside any session (KIP-227)
 
 
 # -- the follower's side ---------------------------------------------------------------------
@@ -66,7 +66,7 @@ def replica_fetch_to_kio(
     max_bytes: int,
     partitions: Sequence[tuple[uuid.UUID, bm.FetchRequest]],
     session_id: int = 0,
-    session_epoch: int = NO_FETCH_SESSION_EPOCH,
+    session_epoch: int = FINAL_EPOCH,  # a full fetch outside any session (KIP-227)
     forgotten: Sequence[tuple[uuid.UUID, int]] = (),
 ) -> fetch_req.FetchRequest:
     """A follower's Fetch v17 for every partition it follows from one leader (Kafka's
