@@ -35,7 +35,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 demo: install
-	$(PY) -m cluster.launch.demo --dir demo-cluster
+	$(PY) -m cluster.chaos.demo --dir demo-cluster
 
 # Peers for `minikraft bench --compare` (BENCHMARKS.md); never needed by `make test`.
 bench-deps: install

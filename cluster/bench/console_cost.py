@@ -85,7 +85,7 @@ async def per_request_cpu_ms(cluster: LocalCluster, requests: int = 100) -> dict
     DescribeQuorum to the quorum), the node's CPU time over them less what it spent anyway
     (its rate over the seconds before and after), divided by the count. The console sends
     one of each per node per interval."""
-    from cluster.cli.admin_client import describe_quorum
+    from cluster.client.admin_client import describe_quorum
 
     out: dict[str, Any] = {}
     async with aiohttp.ClientSession() as session:

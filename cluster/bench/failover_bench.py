@@ -24,7 +24,7 @@ import aiohttp
 from cluster.bench.raft_bench import BENCH_PROPS
 from cluster.bench.raft_workload import percentile
 from cluster.bench.report import make_report, row
-from cluster.cli.admin_client import describe_quorum
+from cluster.client.admin_client import describe_quorum
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
 

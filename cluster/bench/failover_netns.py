@@ -31,7 +31,7 @@ from cluster.bench.raft_bench import BENCH_PROPS
 from cluster.bench.raft_workload import percentile
 from cluster.bench.report import make_report, row
 from cluster.chaos.netns_faults import NetnsFaults, isolate, set_drop_rules
-from cluster.cli.admin_client import QuorumStatus, describe_quorum
+from cluster.client.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import NETNS, LocalCluster
 from cluster.launch.netns import NetnsPlan, netns_unavailable_reason
 from cluster.launch.readiness import wait_until_ready

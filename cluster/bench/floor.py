@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.cli.produce_cmd import percentile
+from cluster.client.producer import percentile
 
 FSYNC_SAMPLES = 200
 RTT_SAMPLES = 2000

@@ -50,7 +50,7 @@ from cluster.bench.kafka_ready import (
 )
 from cluster.bench.peers.procs import PeerMissing
 from cluster.bench.report import make_report, row
-from cluster.cli.produce_cmd import percentile
+from cluster.client.producer import percentile
 
 PRODUCE_TOPIC = "bench-produce"
 E2E_TOPIC = "bench-e2e"

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.cli.produce_cmd import percentile
+from cluster.client.producer import percentile
 
 QUIET = {"log_level": 0}  # connection refused while a node starts or after a kill is expected
 PROBE = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 100, **QUIET}

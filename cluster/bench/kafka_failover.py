@@ -23,9 +23,9 @@ from kio.schema.create_topics.v7.response import CreateTopicsResponse
 
 from cluster.bench.kafka_clients import SteadyProducer, create_topic
 from cluster.bench.kafka_engines import progress
-from cluster.cli.admin_client import describe_quorum
-from cluster.cli.bootstrap import new_client
-from cluster.cli.broker_client import metadata
+from cluster.client.admin_client import describe_quorum
+from cluster.client.bootstrap import new_client
+from cluster.client.broker_client import metadata
 from cluster.launch.local_cluster import LocalCluster
 from kafkawire.create_topics import NewTopic, create_topics_request
 from kafkawire.errors import Errors, KafkaError

@@ -27,8 +27,8 @@ from cluster.bench.librdkafka_producer import (
     run_librdkafka_load,
 )
 from cluster.bench.phase_clock import CpuSince
-from cluster.cli.broker_client import Leaders, create_topic, data_client, metadata
-from cluster.cli.produce_cmd import percentile, send_batch
+from cluster.client.broker_client import Leaders, create_topic, data_client, metadata
+from cluster.client.producer import percentile, send_batch
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient

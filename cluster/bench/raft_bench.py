@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.bench.report import make_report, row
-from cluster.cli.admin_client import describe_quorum
+from cluster.client.admin_client import describe_quorum
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster.cli.output import emit_table, stdout
+from cluster.output import emit_table, stdout
 
 
 def row(

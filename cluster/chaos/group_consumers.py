@@ -26,9 +26,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cluster.cli.bootstrap import new_client
-from cluster.cli.consumer_groups_cmd import LATEST, GroupsAdmin
-from cluster.cli.produce_cmd import AckJournal
+from cluster.client.bootstrap import new_client
+from cluster.client.groups_admin import LATEST, GroupsAdmin
+from cluster.client.producer import AckJournal
 from kafkawire.clock import now_ms
 from kafkawire.errors import KafkaError
 

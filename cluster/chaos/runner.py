@@ -39,9 +39,9 @@ from cluster.chaos.network_scenarios import NEMESES, NETNS_SCENARIOS, PROCESS_NE
 from cluster.chaos.process_faults import ProcessFaults
 from cluster.chaos.scenarios import SCENARIOS, ChaosContext, Scenario
 from cluster.chaos.workload import MINIKRAFT, ChaosWorkload
-from cluster.cli.admin_client import describe_quorum
-from cluster.cli.health_cmd import check_health
-from cluster.cli.produce_cmd import AckJournal
+from cluster.client.admin_client import describe_quorum
+from cluster.client.health import check_health
+from cluster.client.producer import AckJournal
 from cluster.launch.committed_prefix import committed_entries
 from cluster.launch.local_cluster import COMPOSE, NETNS, LocalCluster, is_running
 from cluster.launch.netns import network_faults_unavailable_reason

@@ -22,9 +22,9 @@ from kio.schema.incremental_alter_configs.v1 import request as iac_request
 from kio.static.primitive import i8
 
 from cluster.chaos.process_faults import ProcessFaults
-from cluster.cli.admin_client import QuorumStatus, describe_quorum
-from cluster.cli.bootstrap import new_client, send_to_any
-from cluster.cli.topics_cmd import describe_all, partition_rows
+from cluster.client.admin_client import QuorumStatus, describe_quorum
+from cluster.client.bootstrap import new_client, send_to_any
+from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running
 from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.constants import CONFIG_RESOURCE_TOPIC, OP_SET

@@ -7,7 +7,7 @@ a send is retried only on errors that say the record was not appended (so a retr
 it twice); a timeout or a dropped connection ends that value's attempts, acked or not. Rule 23:
 a value acked with acks=all must be read back, unless an unclean election happened.
 
-The producers are minikraft's own Kafka client (Produce through cluster.cli.broker_client) or,
+The producers are minikraft's own Kafka client (Produce through cluster.client.broker_client) or,
 with `--client confluent-kafka`, librdkafka's (cluster.chaos.librdkafka_producer), or with
 `--client aiokafka`, aiokafka's (cluster.chaos.aiokafka_producer); all journal the same way, so
 the audit judges any. Every send and ack entry says whether its producer is idempotent: the real
@@ -29,15 +29,15 @@ from typing import Any
 
 from cluster.chaos import aiokafka_producer
 from cluster.chaos.librdkafka_producer import Delivery, produce_one_at_a_time
-from cluster.cli.broker_client import (
+from cluster.client.broker_client import (
     Leaders,
     ProduceAck,
     create_topic,
     data_client,
     produce_batch,
 )
-from cluster.cli.consume_cmd import consume_records
-from cluster.cli.produce_cmd import AckJournal, record_value
+from cluster.client.consumer import consume_records
+from cluster.client.producer import AckJournal, record_value
 from kafkawire.clock import now_ms
 from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError

@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, emit_table, fail
-from cluster.cli.output import stderr as stderr_console
+from cluster.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, emit_table, fail
+from cluster.output import stderr as stderr_console
 
 _POLL_S = 0.5
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
+from cluster.output import EXIT_USAGE, emit_json, fail, output_option
 from kafkawire.errors import KafkaError
 
 PEERS = {

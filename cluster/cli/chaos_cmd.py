@@ -24,14 +24,14 @@ from cluster.chaos.group_consumers import group_client_problem
 from cluster.chaos.netns_faults import NetworkFaultError
 from cluster.chaos.runner import ALL_SCENARIOS, run_chaos
 from cluster.chaos.workload import CLIENTS, MINIKRAFT
-from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
-from cluster.cli.output import stdout as console
 from cluster.launch.compose_project import (
     ComposeProjectError,
     describe_compose_cluster,
     recorded_compose,
 )
 from cluster.launch.local_cluster import CLUSTER_FILE
+from cluster.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
+from cluster.output import stdout as console
 from kafkawire.errors import KafkaError
 
 

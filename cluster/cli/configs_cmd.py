@@ -13,9 +13,9 @@ from kio.schema.incremental_alter_configs.v1.request import (
 )
 from kio.static.primitive import i8
 
-from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
-from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option
-from cluster.cli.topics_cmd import error_name, parse_configs, run_admin
+from cluster.cli.bootstrap_options import bootstrap_options, chosen_bootstrap
+from cluster.client.topics import error_name, parse_configs, run_admin
+from cluster.output import EXIT_USAGE, emit_json, fail, output_option
 from kafkawire import constants
 
 _RESOURCE_TYPES = {"topics": constants.CONFIG_RESOURCE_TOPIC, "brokers": constants.CONFIG_RESOURCE_BROKER}

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import click
 
-from cluster.cli.output import EXIT_USAGE, fail
 from cluster.launch.compose_project import (
     ComposeProjectError,
     describe_compose_cluster,
     recorded_compose,
 )
 from cluster.launch.local_cluster import CLUSTER_FILE
+from cluster.output import EXIT_USAGE, fail
 
 
 def run_console(directory: Path, host: str, port: int, interval_s: float) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, fail
+from cluster.output import EXIT_FAILED, EXIT_USAGE, fail
 from metadata.records import (
     CorruptRecordError,
     UnknownRecordError,

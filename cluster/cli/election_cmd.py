@@ -11,26 +11,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
-from kio.static.primitive import i8, i32
 
-from cluster.cli.bootstrap import bootstrap_options, chosen_bootstrap
-from cluster.cli.output import EXIT_USAGE, emit_json, fail, output_option, stderr
-from cluster.cli.topics_cmd import error_name, kafka_timeout, run_admin
+from cluster.cli.bootstrap_options import bootstrap_options, chosen_bootstrap
+from cluster.client.elections import Target, run_elections
+from cluster.output import EXIT_USAGE, emit_json, fail, output_option, stderr
 from kafkawire import constants
-from kafkawire import elect_leaders_v3 as el3
-from kafkawire.errors import Errors
-from kafkawire.messages import wire_error
 
 _TYPES = {
     "PREFERRED": constants.ELECTION_PREFERRED,
     "UNCLEAN": constants.ELECTION_UNCLEAN,
     "DESIGNATED": constants.ELECTION_DESIGNATED,
 }
-_MAX_ROUNDS = 100
-Target = tuple[str, int, int | None]  # topic, partition, designated leader
 
 
 def _plan_from_file(path: str, designated: bool) -> list[Target]:
@@ -52,75 +45,6 @@ def _plan_from_file(path: str, designated: bool) -> list[Target]:
         return targets
     except (OSError, ValueError, KeyError, TypeError) as exc:
         fail(f"cannot read {path}: {exc}", EXIT_USAGE)
-
-
-def elect_leaders_request(
-    election_type: int, targets: list[Target] | None
-) -> el3.ElectLeadersRequest:
-    """ElectLeaders v3 for `targets` (None: every partition); DesignatedLeaders by index with
-    Partitions for DESIGNATED (seed 004), null otherwise."""
-    if targets is None:
-        return el3.ElectLeadersRequest(
-            election_type=i8(election_type), topic_partitions=None, timeout=kafka_timeout()
-        )
-    by_topic: dict[str, tuple[list[int], list[int]]] = {}
-    for topic, partition, leader in targets:
-        partitions, leaders = by_topic.setdefault(topic, ([], []))
-        partitions.append(partition)
-        leaders.append(-1 if leader is None else leader)
-    designated = election_type == constants.ELECTION_DESIGNATED
-    return el3.ElectLeadersRequest(
-        election_type=i8(election_type),
-        topic_partitions=tuple(
-            el3.TopicPartitions(
-                topic=topic,
-                partitions=tuple(i32(p) for p in parts),
-                designated_leaders=tuple(i32(b) for b in leaders) if designated else None,
-            )
-            for topic, (parts, leaders) in by_topic.items()
-        ),
-        timeout=kafka_timeout(),
-    )
-
-
-def run_elections(
-    bootstrap: str, election_type: int, targets: list[Target] | None
-) -> list[dict[str, Any]]:
-    """Send the elections in slices of at most 1000, resending REQUEST_LIMIT_REACHED ones."""
-    results: dict[tuple[str, int], dict[str, Any]] = {}
-    designated = {(t, p): d for t, p, d in targets or []}
-    pending: list[list[Target] | None] = (
-        [None]
-        if targets is None
-        else [
-            targets[i : i + constants.ELECT_LEADERS_MAX_PARTITIONS]
-            for i in range(0, len(targets), constants.ELECT_LEADERS_MAX_PARTITIONS)
-        ]
-    )
-    for _ in range(_MAX_ROUNDS):
-        if not pending:
-            break
-        batch = pending.pop(0)
-        response = run_admin(bootstrap, elect_leaders_request(election_type, batch))
-        if response.error_code != 0:
-            fail(f"{Errors.of(int(response.error_code)).name}: the election request was refused")
-        again: list[Target] = []
-        for topic_result in response.replica_election_results:
-            for p in topic_result.partition_result:
-                key = (str(topic_result.topic), int(p.partition_id))
-                error = wire_error(p.error_code, p.error_message)
-                if error == Errors.REQUEST_LIMIT_REACHED:
-                    again.append((key[0], key[1], designated.get(key)))
-                    continue
-                results[key] = {
-                    "topic": key[0],
-                    "partition": key[1],
-                    "error": error_name(error),
-                    "leader": int(p.leader_id),
-                }
-        for i in range(0, len(again), constants.ELECT_LEADERS_MAX_PARTITIONS):
-            pending.append(again[i : i + constants.ELECT_LEADERS_MAX_PARTITIONS])
-    return [results[k] for k in sorted(results)]
 
 
 @click.command("leader-election")

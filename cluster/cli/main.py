@@ -17,7 +17,7 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "minikraft":
 
 import click
 
-from cluster.cli.output import EXIT_USAGE
+from cluster.output import EXIT_USAGE
 
 # Each command's module is imported when the command runs, not at start-up: a node process
 # (`minikraft broker`) or a one-shot command then loads only what it uses, not chaos, bench,

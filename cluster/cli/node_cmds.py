@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, fail
+from cluster.output import EXIT_FAILED, EXIT_USAGE, fail
 from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.loop import run
 from raft.runtime.meta_properties import (

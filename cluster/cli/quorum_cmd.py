@@ -8,8 +8,8 @@ import uuid
 
 import click
 
-from cluster.cli.admin_client import add_voter, describe_quorum, remove_voter
-from cluster.cli.output import EXIT_FAILED, EXIT_USAGE, emit_json, emit_table, fail, output_option
+from cluster.client.admin_client import add_voter, describe_quorum, remove_voter
+from cluster.output import EXIT_FAILED, EXIT_USAGE, emit_json, emit_table, fail, output_option
 from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import ReplicaKey, uuid_from_str, uuid_to_str

@@ -6,7 +6,7 @@ import uuid
 
 import click
 
-from cluster.cli.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
+from cluster.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
 from kafkawire.config import ConfigError, NodeConfig, parse_host_port
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str, uuid_to_str

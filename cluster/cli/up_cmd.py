@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from cluster.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
 from cluster.launch.layout import (
     LayoutError,
     parse_ids,
@@ -32,6 +31,7 @@ from cluster.launch.local_cluster import (
 )
 from cluster.launch.netns import NetnsError, netns_unavailable_reason
 from cluster.launch.readiness import wait_until_ready
+from cluster.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, fail, output_option
 
 console = Console(stderr=True)
 

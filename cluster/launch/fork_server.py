@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -33,9 +34,10 @@ from typing import IO, Any
 
 # What a node process imports, loaded once in the server (the exec path's `__main__` guard in
 # cluster/cli/main.py keeps Hypothesis out of node processes; the server does the same first).
+MINIKRAFT_MAIN = "cluster.cli.main"
 _PRELOAD = (
     "uvloop",
-    "cluster.cli.main",
+    MINIKRAFT_MAIN,
     "cluster.cli.node_cmds",
     "cluster.launch.node_entrypoint",
     "cluster.bench.raft_workload",
@@ -157,9 +159,10 @@ def _run_child(request: dict[str, Any]) -> None:
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
         sys.argv = ["minikraft", *request["args"]]
-        from cluster.cli.main import main
-
-        main()
+        # The `minikraft` program, named as the exec path names it (`python -m cluster.cli.main`)
+        # and loaded once in the server (_PRELOAD): the launcher starts the command, it does
+        # not build on the CLI's code.
+        importlib.import_module(MINIKRAFT_MAIN).main()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -175,8 +178,6 @@ def _run_child(request: dict[str, Any]) -> None:
 
 def serve() -> None:
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
-    import importlib
-
     for name in _PRELOAD:
         importlib.import_module(name)
     # fork() copies only the calling thread: a thread started by an import would be missing,

@@ -7,9 +7,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from cluster.cli.admin_client import QuorumStatus, describe_quorum
-from cluster.cli.bootstrap import new_client
-from cluster.cli.broker_client import metadata
+from cluster.client.admin_client import QuorumStatus, describe_quorum
+from cluster.client.bootstrap import new_client
+from cluster.client.broker_client import metadata
 from cluster.launch.local_cluster import LocalCluster
 from kafkawire.errors import KafkaError
 

@@ -25,9 +25,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.apache_kafka import tools
 from cluster.apache_kafka.cluster import ApacheKafkaCluster
-from cluster.cli.bootstrap import new_client
-from cluster.cli.broker_client import metadata
-from cluster.cli.topics_cmd import describe_all, partition_rows
+from cluster.client.bootstrap import new_client
+from cluster.client.broker_client import metadata
+from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running, wait_exit
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import KafkaError as WireError

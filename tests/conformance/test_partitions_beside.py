@@ -27,7 +27,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from cluster.apache_kafka import tools
-from cluster.cli.bootstrap import new_client
+from cluster.client.bootstrap import new_client
 from kafkawire.api_keys import ApiKey
 from tests.conformance.harness import Observed, Pair, Target, cluster_pair, ids, run_beside
 from tests.conformance.table import assert_table

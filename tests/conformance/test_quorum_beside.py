@@ -21,7 +21,7 @@ import pytest
 
 from cluster.apache_kafka import tools
 from cluster.apache_kafka.cluster import ApacheKafkaCluster
-from cluster.cli.admin_client import QuorumStatus, add_voter, describe_quorum, remove_voter
+from cluster.client.admin_client import QuorumStatus, add_voter, describe_quorum, remove_voter
 from cluster.launch.local_cluster import NodeSpec
 from cluster.launch.readiness import brokers_not_ready
 from kafkawire.errors import KafkaError

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cluster.cli.admin_client import QuorumStatus, describe_quorum
+from cluster.client.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import LocalCluster
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import KafkaError

@@ -23,7 +23,7 @@ from typing import Any
 
 from broker.core import messages as bm
 from broker.runtime.kafka_replication import fetch_request_to_kio, fetch_response_from_kio
-from cluster.cli.bootstrap import split_bootstrap
+from cluster.client.bootstrap import split_bootstrap
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError

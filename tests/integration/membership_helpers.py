@@ -7,7 +7,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from cluster.cli.admin_client import QuorumStatus
+from cluster.client.admin_client import QuorumStatus
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, free_ports
 from kafkawire.config import render_properties
 from raft.core.replica_key import ReplicaKey, uuid_to_str

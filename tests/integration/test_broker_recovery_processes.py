@@ -25,7 +25,7 @@ from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
 
 from broker.core import messages as bm
 from broker.runtime.event_journal import read_journal_dicts
-from cluster.cli.topics_cmd import describe_all, partition_rows
+from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient

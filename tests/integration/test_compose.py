@@ -35,8 +35,8 @@ import pytest
 import yaml
 
 from cluster.chaos.process_faults import fault_event
-from cluster.cli.admin_client import describe_quorum
-from cluster.cli.produce_cmd import AckJournal
+from cluster.client.admin_client import describe_quorum
+from cluster.client.producer import AckJournal
 from cluster.launch import docker_engine
 from cluster.launch.compose import (
     ComposeFile,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kio.static.primitive import i64
 
-from cluster.cli.topics_cmd import create_topics_request
+from cluster.client.topics import create_topics_request
 from cluster.launch.local_cluster import LocalCluster
 from controller.runtime.kafka_broker_lifecycle import LIFECYCLE_API_KEYS
 from kafkawire import broker_lifecycle as lifecycle

@@ -30,7 +30,7 @@ from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.static.primitive import i8
 
-from cluster.cli.bootstrap import new_client, send_to_any
+from cluster.client.bootstrap import new_client, send_to_any
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey

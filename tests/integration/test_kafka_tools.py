@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from cluster.apache_kafka import tools
-from cluster.cli.topics_cmd import describe_all, partition_rows
+from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from raft.core.replica_key import ReplicaKey, uuid_to_str
 from storage.core.record_batch import iter_segment_batches

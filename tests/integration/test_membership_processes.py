@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from cluster.cli.admin_client import change_voters, describe_quorum
+from cluster.client.admin_client import change_voters, describe_quorum
 from cluster.launch.committed_prefix import committed_entries, compare_committed_prefixes
 from cluster.launch.local_cluster import free_ports
 from kafkawire.config import render_properties

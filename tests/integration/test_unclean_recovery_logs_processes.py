@@ -28,7 +28,7 @@ import pytest
 from click.testing import CliRunner
 
 from cluster.cli.main import cli
-from cluster.cli.topics_cmd import describe_all, partition_rows
+from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
 from metadata.partition_registration import LeaderRecoveryState

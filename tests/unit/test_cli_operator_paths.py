@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cluster.cli.admin_client import QuorumStatus
 from cluster.cli.election_cmd import leader_election
+from cluster.client.admin_client import QuorumStatus
 from raft.core.messages import describe_quorum_response, replica_state
 from raft.core.replica_key import uuid_to_str
 

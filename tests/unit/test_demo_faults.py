@@ -1,4 +1,4 @@
-"""The demo's injected faults reach the audit report: cluster.launch.demo.record_fault writes
+"""The demo's injected faults reach the audit report: cluster.chaos.demo.record_fault writes
 chaos events that analytics.read.chaos_events reads (the report marks them on every timeline)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analytics.read.chaos_events import read_chaos_faults
-from cluster.launch.demo import record_fault
+from cluster.chaos.demo import record_fault
 from cluster.launch.local_cluster import NodeSpec
 
 

@@ -14,7 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from cluster.cli.unclean_recovery_cmd import Target, exit_code, parse_partition_file, plan_document
+from cluster.client.unclean_recovery import Target, exit_code, parse_partition_file, plan_document
 from controller.core import replication_control as rc
 from controller.core.config_control import UNCLEAN_LEADER_ELECTION_ENABLE
 from controller.core.controller_result import ControllerResult

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kio.static.primitive import i32
 
-from cluster.cli import unclean_recovery_cmd as tool
+from cluster.client import unclean_recovery as tool
 from kafkawire import elect_leaders_v3 as el3
 from kafkawire.entities import NO_THROTTLE
 from kafkawire.errors import Errors

@@ -31,8 +31,8 @@ from cluster.chaos.attribution import metadata_log_dirs, scan_recovering_electio
 from cluster.chaos.netns_faults import isolate
 from cluster.chaos.process_faults import ProcessFaults
 from cluster.chaos.workload import ChaosWorkload
-from cluster.cli.election_cmd import run_elections
-from cluster.cli.unclean_recovery_cmd import run_recovery, target_json
+from cluster.client.elections import run_elections
+from cluster.client.unclean_recovery import run_recovery, target_json
 from cluster.console.runtime.poller import ClusterWatcher
 from cluster.launch.local_cluster import NETNS, NodeSpec, is_running
 from kafkawire import constants
@@ -295,7 +295,7 @@ class ConsoleActions:
 
     async def _create_topic(self, request: dict[str, Any]) -> dict[str, Any]:
         """`topics create` through a broker (CreateTopics), min.insync.replicas as asked."""
-        from cluster.cli.broker_client import create_topic, data_client
+        from cluster.client.broker_client import create_topic, data_client
 
         topic = str(request.get("topic", "")).strip()
         if not topic:
@@ -314,7 +314,7 @@ class ConsoleActions:
 
     async def _produce(self, request: dict[str, Any]) -> dict[str, Any]:
         """`minikraft produce --acks all --num-records N` (at most 10,000)."""
-        from cluster.cli.produce_cmd import produce_records
+        from cluster.client.producer import produce_records
 
         topic = str(request.get("topic", "")).strip()
         count = max(1, min(int(request.get("num_records", 100)), 10_000))

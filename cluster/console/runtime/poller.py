@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from cluster.chaos.attribution import metadata_log_dirs
-from cluster.cli.admin_client import describe_quorum
+from cluster.client.admin_client import describe_quorum
 from cluster.console.core.metadata_view import MetadataView
 from cluster.console.core.view import (
     ConsoleState,

@@ -16,8 +16,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.static.primitive import i8
 
-from cluster.cli.bootstrap import new_client
-from cluster.cli.bootstrap import split_bootstrap as split_bootstrap  # re-exported for callers
+from cluster.client.bootstrap import new_client
+from cluster.client.bootstrap import split_bootstrap as split_bootstrap  # re-exported for callers
 from kafkawire.api_keys import ApiKey
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError

@@ -25,8 +25,8 @@ from kio.schema.produce.v11.response import ProduceResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
-from cluster.cli.bootstrap import new_client as new_kafka_client
-from cluster.cli.bootstrap import send_to_any
+from cluster.client.bootstrap import new_client as new_kafka_client
+from cluster.client.bootstrap import send_to_any
 from kafkawire.client import KafkaClient
 from kafkawire.constants import ACKS_NONE
 from kafkawire.create_topics import NewTopic

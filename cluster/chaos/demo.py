@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cluster.chaos.process_faults import fault_event
-from cluster.cli.admin_client import QuorumStatus, describe_quorum
+from cluster.client.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.committed_prefix import compare_committed_prefixes
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready

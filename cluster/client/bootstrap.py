@@ -1,4 +1,4 @@
-"""The CLI's way to a cluster on Kafka's protocol: a bootstrap list (`--bootstrap-server` broker
+"""The way to a cluster on Kafka's protocol: a bootstrap list (`--bootstrap-server` broker
 addresses, or `--bootstrap-controller` controller addresses, KIP-919) and one Kafka client.
 
 `send_to_any` tries the addresses in order and returns the first answer; only a node that cannot
@@ -9,12 +9,8 @@ answers" is decided in one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import click
-
-from cluster.cli.output import EXIT_USAGE, fail
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.forwarding import request_active
@@ -74,22 +70,3 @@ async def request_admin(
     finally:
         if own:
             await kafka.close()
-
-
-def bootstrap_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Kafka's pair for admin tools (KIP-919): `--bootstrap-server` (brokers) or
-    `--bootstrap-controller` (controllers); `chosen_bootstrap` picks the one given."""
-    command = click.option(
-        "--bootstrap-controller",
-        default=None,
-        help="controller host:port[,host:port...] (KIP-919)",
-    )(command)
-    return click.option(
-        "--bootstrap-server", default=None, help="broker host:port[,host:port...]"
-    )(command)
-
-
-def chosen_bootstrap(bootstrap_server: str | None, bootstrap_controller: str | None) -> str:
-    if (bootstrap_server is None) == (bootstrap_controller is None):
-        fail("exactly one of --bootstrap-server or --bootstrap-controller is required", EXIT_USAGE)
-    return bootstrap_server or bootstrap_controller or ""
