@@ -53,3 +53,27 @@ def item_type(schema: type, name: str) -> type:
         if not isinstance(hint, type):
             raise TypeError(f"{schema.__qualname__}.{name} is not an entity field")
         return hint
+
+
+def convert(entity: Any, schema: type, **values: Any) -> Any:
+    """`entity` as `schema`, another version of the same message: the fields both versions
+    have, nested entities converted field by field into `schema`'s own classes; `values` set or
+    override fields (a field a version renamed). One converter serves both directions: a request
+    lifted into the newest version the core takes, the core's response lowered into the
+    version the client spoke (fields that version lacks dropped, as `build` does)."""
+    names = field_names(schema)
+    kept = {
+        f.name: _converted(getattr(entity, f.name), schema, f.name)
+        for f in dataclasses.fields(entity)
+        if f.name in names and f.name not in values
+    }
+    return build(schema, **kept, **values)
+
+
+def _converted(value: Any, schema: type, name: str) -> Any:
+    if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+        cls = item_type(schema, name)
+        return tuple(convert(v, cls) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return convert(value, item_type(schema, name))
+    return value

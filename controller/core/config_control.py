@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.partition_change import PartitionChange, written_records
+from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire.errors import Errors
 from kafkawire.topic import invalid_topic_reason
@@ -111,11 +111,11 @@ PartitionChangesForConfigs = Callable[[MetadataImage, MetadataImage], Sequence[P
 
 def incremental_alter_configs(
     image: MetadataImage,
-    request: msg.IncrementalAlterConfigsRequest,
+    request: am.IncrementalAlterConfigsRequest,
     elr: bool = True,
     partition_changes: PartitionChangesForConfigs = lambda _before, _after: (),
     controller_id: int = -1,
-) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
+) -> ControllerResult[am.IncrementalAlterConfigsResponse]:
     """ConfigRecords for the accepted resources, then `partition_changes` of the image they make
     (rule 15), all in one batch so no reader sees the config without its ELR update.
     `controller_id` is the active controller's, whose node level takes
@@ -127,11 +127,11 @@ def incremental_alter_configs(
 
 def legacy_alter_configs(
     image: MetadataImage,
-    request: msg.AlterConfigsRequest,
+    request: am.AlterConfigsRequest,
     elr: bool = True,
     partition_changes: PartitionChangesForConfigs = lambda _before, _after: (),
     controller_id: int = -1,
-) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
+) -> ControllerResult[am.IncrementalAlterConfigsResponse]:
     """AlterConfigs (api 33, Kafka's legacyAlterConfigs): each resource's configs are replaced
     by the ones given, so a key left out is deleted; same validation and rule 15 as the
     incremental API (a cluster-level min.insync.replicas left out is a removal)."""
@@ -148,14 +148,14 @@ def legacy_alter_configs(
 
 def _alter_configs(
     image: MetadataImage,
-    resources: Sequence[msg.AlterConfigsResource],
+    resources: Sequence[am.AlterConfigsResource | am.LegacyAlterConfigsResource],
     validate_only: bool,
     elr: bool,
     partition_changes: PartitionChangesForConfigs,
     controller_id: int,
     *,
     legacy: bool = False,
-) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
+) -> ControllerResult[am.IncrementalAlterConfigsResponse]:
     config_records: list[ConfigRecord] = []
     results = []
     seen = [(r.resource_type, r.resource_name) for r in resources]
@@ -171,12 +171,12 @@ def _alter_configs(
                 image, resource, elr, controller_id, legacy
             )
         results.append(
-            msg.AlterConfigsResourceResponse(
+            am.config_resource_result(
                 resource.resource_type, resource.resource_name, error, message
             )
         )
         config_records.extend(resource_records)
-    response = msg.IncrementalAlterConfigsResponse(responses=results)
+    response = am.incremental_alter_configs_response(results)
     if validate_only or not config_records:
         return ControllerResult((), response)
     delta = MetadataDelta(image)
@@ -189,7 +189,7 @@ def _alter_configs(
 
 def _config_changes(
     image: MetadataImage,
-    resource: msg.AlterConfigsResource,
+    resource: am.AlterConfigsResource | am.LegacyAlterConfigsResource,
     elr: bool,
     controller_id: int,
     legacy: bool = False,
@@ -227,29 +227,30 @@ def _config_changes(
     nulls = [
         c.name
         for c in resource.configs
-        if c.value is None and (legacy or c.config_operation != constants.OP_DELETE)
+        if c.value is None and _operation(c) != constants.OP_DELETE
     ]
     if nulls:
         return Errors.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}", []
     current = dict(image.configs.get((resource_type, resource.resource_name), {}))
     updated = {} if legacy else dict(current)
     for config in resource.configs:
-        if config.config_operation in (constants.OP_SET, constants.OP_DELETE):
-            value = config.value if config.config_operation == constants.OP_SET else None
-        elif config.config_operation in (constants.OP_APPEND, constants.OP_SUBTRACT):
+        operation = _operation(config)
+        if operation in (constants.OP_SET, constants.OP_DELETE):
+            value = config.value if operation == constants.OP_SET else None
+        elif operation in (constants.OP_APPEND, constants.OP_SUBTRACT):
             definition = (
                 TOPIC_CONFIGS if resource_type == CONFIG_RESOURCE_TOPIC else BROKER_CONFIGS
             ).get(config.name)
             if definition is None or definition.type is not ConfigType.LIST:
-                operation = "APPEND" if config.config_operation == constants.OP_APPEND else "SUBTRACT"
+                verb = "APPEND" if operation == constants.OP_APPEND else "SUBTRACT"
                 return (
                     Errors.INVALID_CONFIG,
-                    f"Can't {operation} to key {config.name} because its type is not LIST.",
+                    f"Can't {verb} to key {config.name} because its type is not LIST.",
                     [],
                 )
-            value = _list_op(updated.get(config.name, definition.default or ""), config)
+            value = _list_op(updated.get(config.name, definition.default or ""), operation, config.value)
         else:
-            return Errors.INVALID_REQUEST, f"Unknown operations type {config.config_operation}", []
+            return Errors.INVALID_REQUEST, f"Unknown operations type {operation}", []
         if value is None:
             updated.pop(config.name, None)
         else:
@@ -326,10 +327,17 @@ def _controller_broker_config_refusal(
     return None
 
 
-def _list_op(current: str, config: msg.AlterableConfig) -> str | None:
+def _operation(config: am.AlterableConfig | am.LegacyAlterableConfig) -> int:
+    """AlterConfigs (33) has no operation: each config given is SET."""
+    if isinstance(config, am.AlterableConfig):
+        return int(config.config_operation)
+    return constants.OP_SET
+
+
+def _list_op(current: str, operation: int, value: str | None) -> str | None:
     items = [p.strip() for p in current.split(",") if p.strip()]
-    given = [p.strip() for p in (config.value or "").split(",") if p.strip()]
-    if config.config_operation == constants.OP_APPEND:
+    given = [p.strip() for p in (value or "").split(",") if p.strip()]
+    if operation == constants.OP_APPEND:
         items += [g for g in given if g not in items]
     else:
         items = [i for i in items if i not in given]

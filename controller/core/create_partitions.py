@@ -13,7 +13,6 @@ new topic's do (rule 8): the unfenced replicas are the ISR and the first of them
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from controller.core.controller_result import ControllerResult
 from controller.core.replication_control import (
@@ -23,35 +22,30 @@ from controller.core.replication_control import (
     place_replicas,
     usable_brokers,
 )
+from kafkawire.admin_messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+    create_partitions_response,
+    create_partitions_result,
+)
 from kafkawire.errors import Errors
 from metadata.metadata_image import MetadataImage, TopicImage
 from metadata.records import MetadataRecord
 
 
-@dataclass(frozen=True, slots=True)
-class CreatePartitionsTopic:
-    name: str
-    count: int  # the new total number of partitions
-    assignments: Sequence[Sequence[int]] | None = None  # replicas of each NEW partition
-
-
-@dataclass(frozen=True, slots=True)
-class CreatePartitionsResult:
-    name: str
-    error: Errors = Errors.NONE
-    message: str = ""
-
-
 def create_partitions(
-    image: MetadataImage, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
-) -> ControllerResult[list[CreatePartitionsResult]]:
+    image: MetadataImage, create: CreatePartitionsRequest
+) -> ControllerResult[CreatePartitionsResponse]:
+    topics = create.topics
     records: list[MetadataRecord] = []
-    results: list[CreatePartitionsResult] = []
+    results: list[CreatePartitionsTopicResult] = []
     if _added(image, topics) > MAX_PARTITIONS_PER_REQUEST:  # Kafka's limit, before any check
-        return ControllerResult((), [
-            CreatePartitionsResult(t.name, Errors.POLICY_VIOLATION, TOO_MANY_ADDITIONAL)
+        return ControllerResult((), create_partitions_response(
+            create_partitions_result(t.name, Errors.POLICY_VIOLATION, TOO_MANY_ADDITIONAL)
             for t in topics
-        ])
+        ))
     names = [t.name for t in topics]
     brokers = usable_brokers(image)
     # Start where existing partitions left off, so new leaders spread like a new topic's.
@@ -59,7 +53,7 @@ def create_partitions(
     for request in topics:
         if names.count(request.name) > 1:
             results.append(
-                CreatePartitionsResult(
+                create_partitions_result(
                     request.name, Errors.INVALID_REQUEST, "topic named more than once"
                 )
             )
@@ -67,7 +61,7 @@ def create_partitions(
         topic = image.topics_by_name.get(request.name)
         if topic is None:
             results.append(
-                CreatePartitionsResult(
+                create_partitions_result(
                     request.name,
                     Errors.UNKNOWN_TOPIC_OR_PARTITION,
                     f"topic {request.name!r} does not exist",
@@ -76,16 +70,16 @@ def create_partitions(
             continue
         new_replicas, error, message = _new_replicas(image, topic, request, brokers, placed)
         if error is not Errors.NONE:
-            results.append(CreatePartitionsResult(request.name, error, message))
+            results.append(create_partitions_result(request.name, error, message))
             continue
         placed += len(new_replicas)
-        results.append(CreatePartitionsResult(request.name))
-        if validate_only:
+        results.append(create_partitions_result(request.name))
+        if create.validate_only:
             continue
         first = len(topic.partitions)
         for offset, replicas in enumerate(new_replicas):
             records.append(new_partition(image, topic.topic_id, first + offset, replicas))
-    return ControllerResult(tuple(records), results)
+    return ControllerResult(tuple(records), create_partitions_response(results))
 
 
 TOO_MANY_ADDITIONAL = "Excessively large number of additional partitions per request."
@@ -129,14 +123,15 @@ def _new_replicas(
                 "available broker(s)",
             )
         return place_replicas(brokers, adding, replication_factor, placed), Errors.NONE, ""
-    if len(request.assignments) != adding:
+    assignments = [[int(b) for b in a.broker_ids] for a in request.assignments]
+    if len(assignments) != adding:
         return (
             [],
             Errors.INVALID_REPLICA_ASSIGNMENT,
-            f"{len(request.assignments)} replica set(s) given for {adding} new partition(s)",
+            f"{len(assignments)} replica set(s) given for {adding} new partition(s)",
         )
     new: list[tuple[int, ...]] = []
-    for index, replicas in enumerate(request.assignments):
+    for index, replicas in enumerate(assignments):
         reason = assignment_error(image, current + index, replicas, replication_factor)
         if reason is not None:
             return [], Errors.INVALID_REPLICA_ASSIGNMENT, reason

@@ -16,10 +16,16 @@ minikraft implements one metadata.version, Kafka 4.4's, and KIP-853's dynamic qu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from controller.core.controller_result import ControllerResult
+from kafkawire.admin_messages import (
+    SAFE_DOWNGRADE,
+    UNSAFE_DOWNGRADE,
+    UPGRADE,
+    FeatureUpdate,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+    update_features_response,
+)
 from kafkawire.errors import Errors
 from metadata.features import (
     ELR_VERSION,
@@ -40,33 +46,6 @@ from metadata.records import (
     FeatureLevelRecord,
     MetadataRecord,
 )
-
-# FeatureUpdateKey.UpgradeType (Kafka's FeatureUpdate.UpgradeType ids).
-UPGRADE = 1
-SAFE_DOWNGRADE = 2
-UNSAFE_DOWNGRADE = 3
-
-
-@dataclass(frozen=True, slots=True)
-class FeatureUpdate:
-    feature: str
-    max_version_level: int
-    upgrade_type: int = UPGRADE
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateFeaturesRequest:
-    updates: Sequence[FeatureUpdate]
-    validate_only: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateFeaturesResponse:
-    """One error for the whole request (Kafka's ControllerResult<ApiError>): the first failing
-    update's, else NONE."""
-
-    error_code: Errors = Errors.NONE
-    error_message: str | None = None
 
 
 def bootstrap_records(
@@ -108,7 +87,7 @@ def update_features(
     the first failing feature's INVALID_UPDATE_VERSION for the whole request)."""
     records: list[MetadataRecord] = []
     seen: set[str] = set()
-    for update in request.updates:
+    for update in request.feature_updates:
         if update.feature in seen:
             return _refused(Errors.INVALID_REQUEST,
                             f"Feature {update.feature} was specified more than once.")
@@ -121,16 +100,16 @@ def update_features(
                 f"{update.feature}. {reason}",
             )
         if update.feature != KRAFT_VERSION:  # the quorum's own record, never a metadata one
-            records.append(FeatureLevelRecord(update.feature, update.max_version_level))
+            records.append(FeatureLevelRecord(update.feature, int(update.max_version_level)))
     if request.validate_only:
-        return ControllerResult((), UpdateFeaturesResponse())
-    if any(u.feature == ELR_VERSION and u.max_version_level > 0 for u in request.updates):
+        return ControllerResult((), update_features_response())
+    if any(u.feature == ELR_VERSION and u.max_version_level > 0 for u in request.feature_updates):
         records[:0] = elr_safety_records(image, static_min_isr)
-    return ControllerResult(tuple(records), UpdateFeaturesResponse())
+    return ControllerResult(tuple(records), update_features_response())
 
 
 def _refused(error: Errors, message: str) -> ControllerResult[UpdateFeaturesResponse]:
-    return ControllerResult((), UpdateFeaturesResponse(error, message))
+    return ControllerResult((), update_features_response(error, message))
 
 
 def _reason_refused(image: MetadataImage, update: FeatureUpdate, node_id: int) -> str | None:

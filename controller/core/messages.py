@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from kafkawire.constants import OP_SET, ZERO_UUID
+from kafkawire.constants import ZERO_UUID
 
 # -- CreateTopics (19) -----------------------------------------------------------------------
 
@@ -49,77 +49,6 @@ class CreateTopicsResponse:
     error_code: int = 0
     error_message: str = ""
     topics: list[CreatableTopicResult] = field(default_factory=list)
-
-
-# -- DeleteTopics (20) -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTopicsRequest:
-    topic_names: list[str]
-    timeout_ms: int = 30000
-
-
-@dataclass(frozen=True, slots=True)
-class DeletableTopicResult:
-    name: str
-    topic_id: uuid.UUID = ZERO_UUID
-    error_code: int = 0
-    error_message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTopicsResponse:
-    error_code: int = 0
-    error_message: str = ""
-    responses: list[DeletableTopicResult] = field(default_factory=list)
-
-
-# -- IncrementalAlterConfigs (44) ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AlterableConfig:
-    name: str
-    config_operation: int = OP_SET
-    value: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AlterConfigsResource:
-    resource_type: int
-    resource_name: str
-    configs: list[AlterableConfig] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class IncrementalAlterConfigsRequest:
-    resources: list[AlterConfigsResource]
-    validate_only: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class AlterConfigsRequest:
-    """AlterConfigs (33): every resource's configs replaced by these (OP_SET each); answered
-    with an IncrementalAlterConfigsResponse, the same shape."""
-
-    resources: list[AlterConfigsResource]
-    validate_only: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class AlterConfigsResourceResponse:
-    resource_type: int
-    resource_name: str
-    error_code: int = 0
-    error_message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class IncrementalAlterConfigsResponse:
-    error_code: int = 0
-    error_message: str = ""
-    responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
 
 
 # -- ElectLeaders (43; seed 001, seed 004) ---------------------------------------------------

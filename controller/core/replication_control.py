@@ -28,6 +28,7 @@ from controller.core.partition_change import (
     written_records,
 )
 from controller.core.unclean_recovery import Strategy, manual_election_required
+from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire import topic as topic_names
 from kafkawire.broker_lifecycle import AlterPartitionRequest, AlterPartitionResponse
@@ -247,33 +248,43 @@ def _create_topic_error(
 
 
 def delete_topics(
-    image: MetadataImage, request: msg.DeleteTopicsRequest
-) -> ControllerResult[msg.DeleteTopicsResponse]:
+    image: MetadataImage, request: am.DeleteTopicsRequest
+) -> ControllerResult[am.DeleteTopicsResponse]:
     records: list[MetadataRecord] = []
     results = []
     seen: set[str] = set()
-    for name in request.topic_names:
+    for name in deleted_names(image, request):
         topic = image.topics_by_name.get(name)
         if name in seen:
             results.append(
-                msg.DeletableTopicResult(
-                    name, error_code=Errors.INVALID_REQUEST, error_message="named twice"
-                )
+                am.deletable_topic_result(name, error=Errors.INVALID_REQUEST, message="named twice")
             )
             continue
         seen.add(name)
         if topic is None:
             results.append(
-                msg.DeletableTopicResult(
+                am.deletable_topic_result(
                     name,
-                    error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message=f"topic {name!r} does not exist",
+                    error=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    message=f"topic {name!r} does not exist",
                 )
             )
             continue
         records.append(RemoveTopicRecord(topic.topic_id))  # replay drops its configs too
-        results.append(msg.DeletableTopicResult(name, topic_id=topic.topic_id))
-    return ControllerResult(tuple(records), msg.DeleteTopicsResponse(responses=results))
+        results.append(am.deletable_topic_result(name, topic_id=topic.topic_id))
+    return ControllerResult(tuple(records), am.delete_topics_response(results))
+
+
+def deleted_names(image: MetadataImage, request: am.DeleteTopicsRequest) -> list[str]:
+    """Each topic's name; a v6 request may give a topic id instead (KIP-516)."""
+    names = []
+    for t in request.topics:
+        if t.name:
+            names.append(str(t.name))
+        else:
+            found = image.topics.get(t.topic_id) if t.topic_id is not None else None
+            names.append(found.name if found is not None else f"<unknown id {t.topic_id}>")
+    return names
 
 
 # -- IncrementalAlterConfigs: what a config change does to partitions ------------------------
@@ -281,16 +292,16 @@ def delete_topics(
 
 def incremental_alter_configs(
     image: MetadataImage,
-    request: msg.IncrementalAlterConfigsRequest | msg.AlterConfigsRequest,
+    request: am.IncrementalAlterConfigsRequest | am.AlterConfigsRequest,
     policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
+) -> ControllerResult[am.IncrementalAlterConfigsResponse]:
     """config_control's IncrementalAlterConfigs, or its AlterConfigs (api 33) for an
     AlterConfigsRequest, with this module's partition changes (rule 15)."""
 
     def changes(before: MetadataImage, after: MetadataImage) -> list[PartitionChange]:
         return partition_changes_after_configs(before, after, policy)
 
-    if isinstance(request, msg.AlterConfigsRequest):
+    if isinstance(request, am.AlterConfigsRequest):
         return config_control.legacy_alter_configs(
             image, request, policy.elr_enabled, changes, policy.controller_id
         )

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.core import messages as cm
-from controller.core.create_partitions import CreatePartitionsTopic, create_partitions
+from controller.core import replication_control
+from controller.core.create_partitions import create_partitions
 from controller.runtime.quorum_controller import QuorumController
+from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
@@ -165,145 +167,49 @@ class ControllerKafkaAdminApis:
         )
 
     async def delete_topics(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
-        schema = response_schema(int(ApiKey.DELETE_TOPICS), version)
-        result_cls = item_type(schema, "responses")
-        image = self.controller.state.image
-        names: list[str] = []
-        if has_field(type(body), "topic_names"):
-            names = [str(n) for n in body.topic_names]
-        else:
-            for t in body.topics:
-                if t.name:
-                    names.append(str(t.name))
-                else:
-                    found = image.topics.get(t.topic_id)
-                    names.append(found.name if found is not None else f"<unknown id {t.topic_id}>")
+        request = am.lift(ApiKey.DELETE_TOPICS, body)
         try:
-            response = await self.controller.handle(
-                ApiKey.DELETE_TOPICS, cm.DeleteTopicsRequest(names, _timeout_ms(body)), None
-            )
-            rows = [
-                (r.name, r.topic_id, Errors.of(r.error_code), r.error_message)
-                for r in response.responses
-            ]
+            response = await self.controller.handle(ApiKey.DELETE_TOPICS, request, None)
         except KafkaError as exc:
-            rows = [(n, ZERO_UUID, exc.error, exc.message) for n in names]
-        return build(
-            schema,
-            throttle_time=NO_THROTTLE,
-            responses=tuple(
-                build(
-                    result_cls,
-                    name=name,
-                    topic_id=topic_id,
-                    error_code=error_code(error),
-                    error_message=message or None,
-                )
-                for name, topic_id, error, message in rows
-            ),
-        )
+            response = am.delete_topics_response(
+                am.deletable_topic_result(name, error=exc.error, message=exc.message)
+                for name in replication_control.deleted_names(self.controller.state.image, request)
+            )
+        return am.lower(ApiKey.DELETE_TOPICS, response, version)
 
     async def create_partitions(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
-        schema = response_schema(int(ApiKey.CREATE_PARTITIONS), version)
-        result_cls = item_type(schema, "results")
-        topics = [
-            CreatePartitionsTopic(
-                str(t.name),
-                int(t.count),
-                None
-                if t.assignments is None
-                else [[int(b) for b in a.broker_ids] for a in t.assignments],
-            )
-            for t in body.topics
-        ]
-        validate_only = bool(body.validate_only)
+        request = am.lift(ApiKey.CREATE_PARTITIONS, body)
         try:
-            results = await self.controller.write(
-                lambda image: create_partitions(image, topics, validate_only),
+            response = await self.controller.write(
+                lambda image: create_partitions(image, request),
                 "CreatePartitions",
                 user_op=True,
             )
-            rows = [(r.name, r.error, r.message) for r in results]
         except KafkaError as exc:
-            rows = [(t.name, exc.error, exc.message) for t in topics]
-        return build(
-            schema,
-            throttle_time=NO_THROTTLE,
-            results=tuple(
-                build(
-                    result_cls,
-                    name=name,
-                    error_code=error_code(error),
-                    error_message=message or None,
-                )
-                for name, error, message in rows
-            ),
-        )
+            response = am.create_partitions_response(
+                am.create_partitions_result(t.name, exc.error, exc.message) for t in request.topics
+            )
+        return am.lower(ApiKey.CREATE_PARTITIONS, response, version)
 
     async def incremental_alter_configs(
         self, body: Any, version: int, _ctx: KafkaRequestContext
     ) -> Any:
-        request = cm.IncrementalAlterConfigsRequest(
-            [
-                cm.AlterConfigsResource(
-                    int(r.resource_type),
-                    r.resource_name,
-                    [
-                        cm.AlterableConfig(c.name, int(c.config_operation), c.value)
-                        for c in r.configs
-                    ],
-                )
-                for r in body.resources
-            ],
-            validate_only=bool(body.validate_only),
-        )
-        return await self._alter_configs(
-            ApiKey.INCREMENTAL_ALTER_CONFIGS, request, body, version
-        )
+        return await self._alter_configs(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, version)
 
     async def alter_configs(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         """AlterConfigs (33): the legacy API, each resource's configs replaced as a whole."""
-        request = cm.AlterConfigsRequest(
-            [
-                cm.AlterConfigsResource(
-                    int(r.resource_type),
-                    r.resource_name,
-                    [cm.AlterableConfig(c.name, constants.OP_SET, c.value) for c in r.configs],
-                )
-                for r in body.resources
-            ],
-            validate_only=bool(body.validate_only),
-        )
-        return await self._alter_configs(ApiKey.ALTER_CONFIGS, request, body, version)
+        return await self._alter_configs(ApiKey.ALTER_CONFIGS, body, version)
 
-    async def _alter_configs(self, api_key: ApiKey, request: Any, body: Any, version: int) -> Any:
-        schema = response_schema(int(api_key), version)
-        result_cls = item_type(schema, "responses")
+    async def _alter_configs(self, api_key: ApiKey, body: Any, version: int) -> Any:
+        request = am.lift(api_key, body)
         try:
             response = await self.controller.handle(api_key, request, None)
-            rows = [
-                (r.resource_type, r.resource_name, Errors.of(r.error_code), r.error_message)
-                for r in response.responses
-            ]
         except KafkaError as exc:
-            rows = [
-                (int(r.resource_type), r.resource_name, exc.error, exc.message)
-                for r in body.resources
-            ]
-        return build(
-            schema,
-            throttle_time=NO_THROTTLE,
-            responses=tuple(
-                build(
-                    result_cls,
-                    error_code=error_code(error),
-                    error_message=message or None,
-                    resource_type=resource_type,
-                    resource_name=name,
-                )
-                for resource_type, name, error, message in rows
-            ),
-        )
+            response = am.incremental_alter_configs_response(
+                am.config_resource_result(r.resource_type, r.resource_name, exc.error, exc.message)
+                for r in request.resources
+            )
+        return am.lower(api_key, response, version)
 
     async def elect_leaders(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         """v0-v2 kio's; v3 adds DesignatedLeaders (seed 004) and answers each partition's

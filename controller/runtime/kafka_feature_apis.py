@@ -8,7 +8,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from controller.core import feature_control
+from kafkawire import admin_messages as am
 from kafkawire.api_keys import ApiKey
 from kafkawire.connection import KafkaRequestContext
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
@@ -23,7 +26,7 @@ log = logging.getLogger("minikraft.controller")
 
 
 def update_features_response(
-    body: Any, version: int, error: Errors, message: str | None
+    body: Any, version: int, error: Errors | int, message: str | None
 ) -> Any:
     """UpdateFeaturesResponse: one top-level error; v0-v1 also list it for every feature asked
     (Kafka's UpdateFeaturesResponse.createWithErrors)."""
@@ -42,20 +45,7 @@ def update_features_response(
 
 def route_feature_apis(router: KafkaRouter, controller: QuorumController) -> None:
     async def update_features(body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
-        request = feature_control.UpdateFeaturesRequest(
-            [
-                feature_control.FeatureUpdate(
-                    str(u.feature),
-                    int(u.max_version_level),
-                    # v0 has AllowDowngrade instead of UpgradeType.
-                    int(u.upgrade_type) if hasattr(u, "upgrade_type")
-                    else (feature_control.SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False)
-                          else feature_control.UPGRADE),
-                )
-                for u in body.feature_updates
-            ],
-            validate_only=bool(getattr(body, "validate_only", False)),
-        )
+        request = am.lift(ApiKey.UPDATE_FEATURES, body)
         try:
             response = await controller.write(
                 lambda image: feature_control.update_features(
@@ -64,9 +54,9 @@ def route_feature_apis(router: KafkaRouter, controller: QuorumController) -> Non
             )
         except KafkaError as exc:  # NOT_CONTROLLER and timeouts go in the answer
             return update_features_response(body, version, exc.error, exc.message)
-        if response.error_code is Errors.NONE and not request.validate_only:
+        if response.error_code == ErrorCode.none and not request.validate_only:
             log.info("Finalized features updated: %s", ", ".join(
-                f"{u.feature}={u.max_version_level}" for u in request.updates))
+                f"{u.feature}={u.max_version_level}" for u in request.feature_updates))
         return update_features_response(
             body, version, response.error_code, response.error_message)
 

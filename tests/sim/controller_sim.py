@@ -22,6 +22,7 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_epochs_bumped, check_leader_election, check_partition
+from kafkawire import admin_messages as am
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from metadata.metadata_image import MetadataImage, replay
@@ -105,9 +106,9 @@ class ControllerSim(ClusterSim):
             return self._register(image, broker, restart_clean=self.ops.random() < 0.5)
         if choice < 0.65 and TOPIC in image.topics_by_name:
             value = str(self.ops.randint(1, 4))
-            config = msg.AlterableConfig("min.insync.replicas", value=value)
-            resource = msg.AlterConfigsResource(constants.CONFIG_RESOURCE_TOPIC, TOPIC, [config])
-            request = msg.IncrementalAlterConfigsRequest([resource])
+            config = am.alterable_config("min.insync.replicas", value=value)
+            resource = am.config_resource(constants.CONFIG_RESOURCE_TOPIC, TOPIC, [config])
+            request = am.incremental_alter_configs_request([resource])
             return rc.incremental_alter_configs(image, request, self.policy)
         if choice < 0.7 and TOPIC in image.topics_by_name:
             election = self.ops.choice((constants.ELECTION_PREFERRED, constants.ELECTION_UNCLEAN))

@@ -10,6 +10,7 @@ from controller.core import replication_control as rc
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_partition
 from controller.core.partition_change import written_records
+from kafkawire import admin_messages as am
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from kafkawire.errors import Errors
@@ -104,11 +105,11 @@ def test_fencing_the_sole_isr_member_with_elr_off_keeps_it_and_writes_no_elr_sta
 def alter_broker(
     image: MetadataImage, name: str, key: str, value: str | None, op: int, elr: bool
 ) -> tuple[int, str, int]:
-    resource = msg.AlterConfigsResource(
-        constants.CONFIG_RESOURCE_BROKER, name, [msg.AlterableConfig(key, op, value)]
+    resource = am.config_resource(
+        constants.CONFIG_RESOURCE_BROKER, name, [am.alterable_config(key, op, value)]
     )
     result = rc.incremental_alter_configs(
-        image, msg.IncrementalAlterConfigsRequest([resource]), ElectionPolicy(elr_enabled=elr)
+        image, am.incremental_alter_configs_request([resource]), ElectionPolicy(elr_enabled=elr)
     )
     answer = result.response.responses[0]
     return answer.error_code, answer.error_message, len(result.records)
@@ -151,13 +152,13 @@ def test_broker_level_keys_the_controller_does_not_honour_are_refused() -> None:
             assert message.startswith(f"Broker-level {key} ")
     # Cluster-wide, unclean.leader.election.enable is honoured: a leaderless partition elects.
     image = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1, min_isr=2)
-    resource = msg.AlterConfigsResource(
+    resource = am.config_resource(
         constants.CONFIG_RESOURCE_BROKER,
         "",
-        [msg.AlterableConfig("unclean.leader.election.enable", constants.OP_SET, "true")],
+        [am.alterable_config("unclean.leader.election.enable", constants.OP_SET, "true")],
     )
     after = run(
-        image, rc.incremental_alter_configs(image, msg.IncrementalAlterConfigsRequest([resource]))
+        image, rc.incremental_alter_configs(image, am.incremental_alter_configs_request([resource]))
     )
     assert foo0(after).leader == 2
 
@@ -168,12 +169,12 @@ def test_min_isr_change_with_elr_off_writes_no_partition_change() -> None:
     for elr in ((), (3,)):
         image = with_foo(brokers(3), (1, 2), min_isr=3, elr=elr)
         for value in ("2", "1", "3"):
-            resource = msg.AlterConfigsResource(
+            resource = am.config_resource(
                 constants.CONFIG_RESOURCE_TOPIC, "foo",
-                [msg.AlterableConfig("min.insync.replicas", constants.OP_SET, value)],
+                [am.alterable_config("min.insync.replicas", constants.OP_SET, value)],
             )
             result = rc.incremental_alter_configs(
-                image, msg.IncrementalAlterConfigsRequest([resource]),
+                image, am.incremental_alter_configs_request([resource]),
                 ElectionPolicy(elr_enabled=False),
             )
             assert result.response.responses[0].error_code == Errors.NONE
@@ -184,12 +185,12 @@ def test_min_isr_change_with_elr_off_writes_no_partition_change() -> None:
 
 def alter_node_unclean(image: MetadataImage, node: str, value: str | None, op: int,
                        controller_id: int) -> tuple[int, str, MetadataImage]:
-    resource = msg.AlterConfigsResource(
+    resource = am.config_resource(
         constants.CONFIG_RESOURCE_BROKER, node,
-        [msg.AlterableConfig("unclean.leader.election.enable", op, value)],
+        [am.alterable_config("unclean.leader.election.enable", op, value)],
     )
     result = rc.incremental_alter_configs(
-        image, msg.IncrementalAlterConfigsRequest([resource]),
+        image, am.incremental_alter_configs_request([resource]),
         ElectionPolicy(controller_id=controller_id),
     )
     answer = result.response.responses[0]
@@ -231,12 +232,12 @@ def test_unclean_at_another_nodes_level_is_still_refused() -> None:
     assert error == Errors.INVALID_REQUEST
     assert after.configs.get((CONFIG_RESOURCE_BROKER, "3001")) is None
     # min.insync.replicas stays refused at the controller's own node level too (rule 15).
-    resource = msg.AlterConfigsResource(
+    resource = am.config_resource(
         constants.CONFIG_RESOURCE_BROKER, "3000",
-        [msg.AlterableConfig("min.insync.replicas", constants.OP_SET, "2")])
+        [am.alterable_config("min.insync.replicas", constants.OP_SET, "2")])
     for elr in (True, False):
         result = rc.incremental_alter_configs(
-            image, msg.IncrementalAlterConfigsRequest([resource]),
+            image, am.incremental_alter_configs_request([resource]),
             ElectionPolicy(elr_enabled=elr, controller_id=3000))
         assert result.response.responses[0].error_code == Errors.INVALID_CONFIG
         assert result.records == ()

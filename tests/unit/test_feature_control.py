@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from controller.core import feature_control as fc
 from controller.core.config_control import elr_enabled
+from kafkawire import admin_messages as am
 from kafkawire.errors import Errors
 from metadata import features
 from metadata.image_records import image_records
@@ -20,10 +21,10 @@ def replayed(*records: object, base: MetadataImage | None = None) -> MetadataIma
     return delta.image()
 
 
-def update(image: MetadataImage, *updates: fc.FeatureUpdate, validate_only: bool = False,
-           ) -> tuple[tuple[object, ...], fc.UpdateFeaturesResponse]:
+def update(image: MetadataImage, *updates: am.FeatureUpdate, validate_only: bool = False,
+           ) -> tuple[tuple[object, ...], am.UpdateFeaturesResponse]:
     result = fc.update_features(
-        image, fc.UpdateFeaturesRequest(list(updates), validate_only), node_id=1, static_min_isr=2
+        image, am.update_features_request(updates, validate_only), node_id=1, static_min_isr=2
     )
     return result.records, result.response
 
@@ -46,8 +47,8 @@ def test_bootstrap_writes_metadata_version_elr_and_the_cluster_min_isr_once() ->
 
 def test_downgrade_to_zero_stays_off_through_a_snapshot() -> None:
     image = replayed(*fc.bootstrap_records(MetadataImage(), True, 1))
-    records, response = update(image, fc.FeatureUpdate(fc.ELR_VERSION, 0, fc.SAFE_DOWNGRADE))
-    assert response.error_code is Errors.NONE
+    records, response = update(image, am.feature_update(fc.ELR_VERSION, 0, am.SAFE_DOWNGRADE))
+    assert response.error_code == Errors.NONE
     assert records == (FeatureLevelRecord(fc.ELR_VERSION, 0),)  # no config records
     off = replayed(*records, base=image)
     assert not elr_enabled(off, default=True)
@@ -61,41 +62,41 @@ def test_upgrade_writes_the_elr_safety_records_first() -> None:
         FeatureLevelRecord(fc.ELR_VERSION, 0),
         ConfigRecord(CONFIG_RESOURCE_BROKER, "7", "min.insync.replicas", "3"),
     )
-    records, response = update(image, fc.FeatureUpdate(fc.ELR_VERSION, 1))
-    assert response.error_code is Errors.NONE
+    records, response = update(image, am.feature_update(fc.ELR_VERSION, 1))
+    assert response.error_code == Errors.NONE
     assert records == (
         ConfigRecord(CONFIG_RESOURCE_BROKER, "", "min.insync.replicas", "2"),
         ConfigRecord(CONFIG_RESOURCE_BROKER, "7", "min.insync.replicas", None),
         FeatureLevelRecord(fc.ELR_VERSION, 1),
     )
-    assert update(image, fc.FeatureUpdate(fc.ELR_VERSION, 1), validate_only=True)[0] == ()
+    assert update(image, am.feature_update(fc.ELR_VERSION, 1), validate_only=True)[0] == ()
 
 
 def test_refusals_carry_kafkas_messages_and_write_nothing() -> None:
     image = replayed(*fc.bootstrap_records(MetadataImage(), True, 1))
     cases = [
-        (fc.FeatureUpdate(fc.ELR_VERSION, 2),
+        (am.feature_update(fc.ELR_VERSION, 2),
          "Invalid update version 2 for feature eligible.leader.replicas.version. "
          "Local controller 1 only supports versions 0-1"),
-        (fc.FeatureUpdate(fc.ELR_VERSION, 0),
+        (am.feature_update(fc.ELR_VERSION, 0),
          "Can't downgrade the version of this feature without setting the upgrade type"),
-        (fc.FeatureUpdate(fc.ELR_VERSION, 1, fc.SAFE_DOWNGRADE), None),  # same level: allowed
-        (fc.FeatureUpdate("group.version", 1), "Local controller 1 does not support this feature."),
-        (fc.FeatureUpdate(fc.METADATA_VERSION, 30, fc.SAFE_DOWNGRADE),
+        (am.feature_update(fc.ELR_VERSION, 1, am.SAFE_DOWNGRADE), None),  # same level: allowed
+        (am.feature_update("group.version", 1), "Local controller 1 does not support this feature."),
+        (am.feature_update(fc.METADATA_VERSION, 30, am.SAFE_DOWNGRADE),
          "only supports versions 33-33"),
-        (fc.FeatureUpdate(fc.KRAFT_VERSION, 0, fc.SAFE_DOWNGRADE), "always kraft.version 1"),
-        (fc.FeatureUpdate(fc.ELR_VERSION, -1, fc.SAFE_DOWNGRADE), "cannot be less than 0"),
-        (fc.FeatureUpdate(fc.ELR_VERSION, 1, 9), "does not support the given upgrade type"),
+        (am.feature_update(fc.KRAFT_VERSION, 0, am.SAFE_DOWNGRADE), "always kraft.version 1"),
+        (am.feature_update(fc.ELR_VERSION, -1, am.SAFE_DOWNGRADE), "cannot be less than 0"),
+        (am.feature_update(fc.ELR_VERSION, 1, 9), "does not support the given upgrade type"),
     ]
     for feature_update, message in cases:
         records, response = update(image, feature_update)
         if message is None:
-            assert response.error_code is Errors.NONE
+            assert response.error_code == Errors.NONE
             continue
-        assert response.error_code is Errors.INVALID_UPDATE_VERSION, feature_update
+        assert response.error_code == Errors.INVALID_UPDATE_VERSION, feature_update
         assert message in (response.error_message or ""), response.error_message
         assert records == ()
     # One bad update refuses the whole request (Kafka answers one error for all).
-    records, response = update(image, fc.FeatureUpdate(fc.ELR_VERSION, 0, fc.SAFE_DOWNGRADE),
-                               fc.FeatureUpdate("share.version", 1))
-    assert response.error_code is Errors.INVALID_UPDATE_VERSION and records == ()
+    records, response = update(image, am.feature_update(fc.ELR_VERSION, 0, am.SAFE_DOWNGRADE),
+                               am.feature_update("share.version", 1))
+    assert response.error_code == Errors.INVALID_UPDATE_VERSION and records == ()

@@ -17,6 +17,7 @@ from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.invariants import check_partition
 from controller.core.partition_change import ElectionKind, written_records
+from kafkawire import admin_messages as am
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from kafkawire.errors import Errors
@@ -193,7 +194,7 @@ def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(
 
 def test_delete_topic_and_unknown_topic() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    result = rc.delete_topics(image, msg.DeleteTopicsRequest(["foo", "nope"]))
+    result = rc.delete_topics(image, am.delete_topics_request(["foo", "nope"]))
     codes = [r.error_code for r in result.response.responses]
     assert codes == [Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION]
     after = run(image, result)
@@ -211,9 +212,9 @@ def alter(
     value: str | None,
     op: int = constants.OP_SET,
     resource_type: int = constants.CONFIG_RESOURCE_TOPIC,
-) -> ControllerResult[msg.IncrementalAlterConfigsResponse]:
-    resource = msg.AlterConfigsResource(resource_type, name, [msg.AlterableConfig(key, op, value)])
-    return rc.incremental_alter_configs(image, msg.IncrementalAlterConfigsRequest([resource]))
+) -> ControllerResult[am.IncrementalAlterConfigsResponse]:
+    resource = am.config_resource(resource_type, name, [am.alterable_config(key, op, value)])
+    return rc.incremental_alter_configs(image, am.incremental_alter_configs_request([resource]))
 
 
 def test_alter_config_errors_write_nothing() -> None:

@@ -39,6 +39,7 @@ from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_epochs_bumped, check_leader_election, check_partition
 from controller.core.partition_change import ElectionKind, PartitionChange
+from kafkawire import admin_messages as am
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
 from kafkawire.errors import Errors
@@ -159,12 +160,12 @@ class ScenarioCluster:
         return int(response.topics[0].error_code)
 
     def alter_configs(self, resource_type: int, name: str, key: str, value: str) -> int:
-        resource = msg.AlterConfigsResource(
-            resource_type, name, [msg.AlterableConfig(key, value=value)]
+        resource = am.config_resource(
+            resource_type, name, [am.alterable_config(key, value=value)]
         )
         response = self.write(
             lambda image: rc.incremental_alter_configs(
-                image, msg.IncrementalAlterConfigsRequest([resource]), self.policy
+                image, am.incremental_alter_configs_request([resource]), self.policy
             )
         )
         return int(response.responses[0].error_code)

@@ -14,7 +14,7 @@ from broker.core.topic_write_configs import (
     stored_batch,
 )
 from controller.core import config_control
-from controller.core import messages as msg
+from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire.errors import Errors
 from metadata.config_defs import (
@@ -132,14 +132,14 @@ def _image() -> MetadataImage:
     return delta.image()
 
 
-def _topic(*configs: msg.AlterableConfig) -> msg.AlterConfigsResource:
-    return msg.AlterConfigsResource(constants.CONFIG_RESOURCE_TOPIC, "t", list(configs))
+def _topic(*configs: am.AlterableConfig) -> am.AlterConfigsResource:
+    return am.config_resource(constants.CONFIG_RESOURCE_TOPIC, "t", list(configs))
 
 
 def test_alter_configs_replaces_a_topics_configs_incremental_edits_them() -> None:
     image = _image()
     legacy = config_control.legacy_alter_configs(
-        image, msg.AlterConfigsRequest([_topic(msg.AlterableConfig("compression.type", value="gzip"))])
+        image, am.alter_configs_request([(constants.CONFIG_RESOURCE_TOPIC, "t", {"compression.type": "gzip"})])
     )
     assert legacy.response.responses[0].error_code == Errors.NONE
     assert {(r.name, r.value) for r in legacy.records} == {  # type: ignore[attr-defined]
@@ -148,8 +148,8 @@ def test_alter_configs_replaces_a_topics_configs_incremental_edits_them() -> Non
     }
     incremental = config_control.incremental_alter_configs(
         image,
-        msg.IncrementalAlterConfigsRequest(
-            [_topic(msg.AlterableConfig("cleanup.policy", constants.OP_APPEND, "delete"))]
+        am.incremental_alter_configs_request(
+            [_topic(am.alterable_config("cleanup.policy", constants.OP_APPEND, "delete"))]
         ),
     )
     assert [(r.name, r.value) for r in incremental.records] == [  # type: ignore[attr-defined]
@@ -157,8 +157,8 @@ def test_alter_configs_replaces_a_topics_configs_incremental_edits_them() -> Non
     ]
     not_a_list = config_control.incremental_alter_configs(
         image,
-        msg.IncrementalAlterConfigsRequest(
-            [_topic(msg.AlterableConfig("retention.ms", constants.OP_APPEND, "1"))]
+        am.incremental_alter_configs_request(
+            [_topic(am.alterable_config("retention.ms", constants.OP_APPEND, "1"))]
         ),
     )
     answer = not_a_list.response.responses[0]
@@ -170,13 +170,14 @@ def test_broker_configs_static_unknown_and_dynamic() -> None:
     image = _image()
 
     def alter(name: str, key: str, value: str) -> tuple[int, str]:
-        resource = msg.AlterConfigsResource(
-            constants.CONFIG_RESOURCE_BROKER, name, [msg.AlterableConfig(key, constants.OP_SET, value)]
+        resource = am.config_resource(
+            constants.CONFIG_RESOURCE_BROKER, name, [am.alterable_config(key, constants.OP_SET, value)]
         )
         result = config_control.incremental_alter_configs(
-            image, msg.IncrementalAlterConfigsRequest([resource])
+            image, am.incremental_alter_configs_request([resource])
         )
-        return result.response.responses[0].error_code, result.response.responses[0].error_message
+        answer = result.response.responses[0]
+        return answer.error_code, answer.error_message or ""
 
     assert alter("", "num.partitions", "3") == (
         Errors.INVALID_REQUEST, "Cannot update these configs dynamically: [num.partitions]"
