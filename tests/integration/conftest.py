@@ -4,6 +4,7 @@ pid when the test ends, pass or fail."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from cluster.client.admin_client import QuorumStatus, describe_quorum
-from cluster.launch.local_cluster import LocalCluster
+from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import KafkaError
 
@@ -37,6 +38,28 @@ def minikraft(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 
+
+UP_READY_TIMEOUT_S = 90
+
+
+@contextlib.contextmanager
+def detached_up(directory: Path, *args: str) -> Iterator[tuple[LocalCluster, str]]:
+    """`minikraft up --detach` into `directory` with `args` added (say "--set", "k=v"), as a
+    user runs it: (the cluster, its bootstrap servers); stopped after, even when a test fails."""
+    result = minikraft(
+        "up", "--dir", str(directory), "--base-port", "0", "--detach",
+        "--timeout-s", str(UP_READY_TIMEOUT_S), "--output", "json", *args,
+        timeout=UP_READY_TIMEOUT_S + 30,
+    )
+    cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None
+    try:
+        assert result.returncode == 0, result.stderr
+        assert cluster is not None
+        yield cluster, json.loads(result.stdout)["bootstrap_server"]
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            assert not cluster.running(), "processes left behind"
 
 def describe(c: LocalCluster, topic: str, bootstrap: str | None = None) -> dict[str, Any]:
     """`topics describe --topic T --output json`'s first partition (as CLI.md prints it), asked

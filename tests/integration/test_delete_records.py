@@ -21,7 +21,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from broker.runtime.partition_log import LogDirCheckpoints
-from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from cluster.launch.local_cluster import LocalCluster
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS
 from kafkawire.client import KafkaClient
@@ -29,7 +29,7 @@ from kafkawire.entities import item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import request_schema
 from storage.core.record_batch import encode_batch
-from tests.integration.conftest import minikraft
+from tests.integration.conftest import detached_up, minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
@@ -47,27 +47,14 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kafka import TopicPartition as KafkaTopicPartition  # noqa: E402
 from kafka.admin import KafkaAdminClient  # noqa: E402
 
-READY_TIMEOUT_S = 90
 TOPIC = "trimmed"
 RECORDS = 100
 
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str]]:
-    directory = tmp_path_factory.mktemp("delete-records") / "up"
-    result = minikraft(
-        "up", "--dir", str(directory), "--base-port", "0", "--detach",
-        "--timeout-s", str(READY_TIMEOUT_S), "--output", "json", timeout=READY_TIMEOUT_S + 30,
-    )
-    cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None
-    try:
-        assert result.returncode == 0, result.stderr
-        assert cluster is not None
-        yield cluster, json.loads(result.stdout)["bootstrap_server"]
-    finally:
-        if cluster is not None:
-            cluster.stop()
-            assert not cluster.running(), "processes left behind"
+    with detached_up(tmp_path_factory.mktemp("delete-records") / "up") as up:
+        yield up
 
 
 def _delete(admin: AdminClient, offset: int) -> int:

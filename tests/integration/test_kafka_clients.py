@@ -31,7 +31,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.static.primitive import i8
 
 from cluster.client.bootstrap import new_client, send_to_any
-from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from cluster.launch.local_cluster import LocalCluster
 from kafkawire import get_replica_log_info as grli
 from kafkawire.api_keys import ApiKey
 from kafkawire.entities import build
@@ -39,7 +39,7 @@ from kafkawire.errors import Errors
 from kafkawire.framing import frame
 from kafkawire.messages import decode_response, encode_request
 from raft.core import messages as rm
-from tests.integration.conftest import minikraft
+from tests.integration.conftest import detached_up, minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
@@ -56,7 +56,6 @@ from confluent_kafka.admin import (  # noqa: E402
     ResourceType,
 )
 
-READY_TIMEOUT_S = 90
 RECORDS_PER_CLIENT = 10_000
 TOPIC = "interop"
 BASE_TS_MS = 1_700_000_000_000
@@ -76,27 +75,15 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
 
 def start_up(tmp_path_factory: pytest.TempPathFactory, *settings: str) -> Iterator[Up]:
     """`minikraft up` of 3 controllers + 3 brokers with `settings` (k=v) added; stopped after."""
-    directory = tmp_path_factory.mktemp("kafka-clients") / "up"
     extra = [arg for setting in settings for arg in ("--set", setting)]
-    result = minikraft(
-        "up", "--dir", str(directory), "--base-port", "0", "--detach",
-        "--timeout-s", str(READY_TIMEOUT_S), "--output", "json",
+    with detached_up(
+        tmp_path_factory.mktemp("kafka-clients") / "up",
         # A killed broker is fenced in 3 s rather than 9 s: the kill -9 test stays short.
         "--set", "broker.session.timeout.ms=3000", "--set", "broker.heartbeat.interval.ms=300",
         *extra,
-        timeout=READY_TIMEOUT_S + 30,
-    )
-    cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None
-    try:
-        assert result.returncode == 0, result.stderr
-        assert cluster is not None
-        bootstrap = json.loads(result.stdout)["bootstrap_server"]
+    ) as (cluster, bootstrap):
         assert bootstrap == ",".join(b.address for b in cluster.brokers)
         yield Up(cluster, bootstrap)
-    finally:
-        if cluster is not None:
-            cluster.stop()
-            assert not cluster.running(), "processes left behind"
 
 
 def _admin(up: Up) -> AdminClient:

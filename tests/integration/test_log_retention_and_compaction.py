@@ -17,7 +17,6 @@ The 100,000-record compaction and a 5-minute produce loop under retention are `s
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,10 +26,10 @@ import pytest
 
 from analytics.rules.cleanup import pure as cl
 from broker.runtime.partition_log import LogDirCheckpoints
-from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from cluster.launch.local_cluster import LocalCluster
 from storage.core.record_batch import iter_segment_batches
 from storage.runtime.segment import SEGMENT_SUFFIX, parse_segment_file_name
-from tests.integration.conftest import minikraft
+from tests.integration.conftest import detached_up
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 
@@ -50,28 +49,17 @@ from confluent_kafka.admin import (  # noqa: E402
     ResourceType,
 )
 
-READY_TIMEOUT_S = 90
 CHECK_INTERVAL_MS = 500
 
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str]]:
-    directory = tmp_path_factory.mktemp("log-cleaner") / "up"
-    result = minikraft(
-        "up", "--dir", str(directory), "--base-port", "0", "--detach",
+    with detached_up(
+        tmp_path_factory.mktemp("log-cleaner") / "up",
         "--set", f"log.retention.check.interval.ms={CHECK_INTERVAL_MS}",
         "--set", "log.cleaner.backoff.ms=200",
-        "--timeout-s", str(READY_TIMEOUT_S), "--output", "json", timeout=READY_TIMEOUT_S + 30,
-    )
-    cluster = LocalCluster.load(directory) if (directory / CLUSTER_FILE).exists() else None
-    try:
-        assert result.returncode == 0, result.stderr
-        assert cluster is not None
-        yield cluster, json.loads(result.stdout)["bootstrap_server"]
-    finally:
-        if cluster is not None:
-            cluster.stop()
-            assert not cluster.running(), "processes left behind"
+    ) as up:
+        yield up
 
 
 def _create(admin: AdminClient, topic: NewTopic) -> None:
