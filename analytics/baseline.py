@@ -202,8 +202,8 @@ def run_baseline(directory: str | Path) -> BaselineResult:
 
 def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                   ) -> tuple[list[RuleResult], dict[str, int]]:
-    """Rules 20, 22, 23 and 24 with analytics.rules.replication.pure and cleanup.pure, as their
-    spark.py forms run them."""
+    """Rules 20, 22-25 with analytics.rules.replication.pure and cleanup.pure, as their spark.py
+    forms run them."""
     broker_journals, ack_journals = discover_journals(directory)
     log_files = discover_partition_logs(directory)
     journal_names, ack_names, log_names = (names(JOURNAL_COLUMNS), names(ACK_COLUMNS),
@@ -263,12 +263,16 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
             if not row["corrupt"] and row["offset"] >= 0 and reference.get(key) == row["node"]:
                 in_leader_log[(key[0], key[1], row["key"])] += 1
     acked: dict[tuple[str, int, str], dict[str, Any]] = {}
+    keyed: list[dict[str, Any]] = []  # rule 25: acked writes with their record keys
     for ack_journal in ack_journals:
         for raw in iter_ack_rows(ack_journal):
             row = dict(zip(ack_names, raw, strict=True))
             if (not row["corrupt"] and row["event"] == "ack" and row["acks"] == ACKS_ALL
-                    and row["error"] == dr.ACK_OK and row["key"] is not None):
-                acked.setdefault((row["topic"], row["partition"], row["key"]), row)
+                    and row["error"] == dr.ACK_OK):
+                if row["key"] is not None:
+                    acked.setdefault((row["topic"], row["partition"], row["key"]), row)
+                if row["record_key"] is not None:
+                    keyed.append(row)
     bad23: list[dict[str, Any]] = []
     attributed: list[dict[str, Any]] = []
     duplicates_counted = 0
@@ -317,8 +321,9 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     files = {"broker_journals": len(broker_journals), "ack_journals": len(ack_journals),
              "partition_log_segments": len(log_files),
              "consumer_journals": len(consumer_journals)}
+    rule25 = cl.rule_25_compaction(bounds, highest_hwm, reference, entries, keyed, recovering)
     return [rule_result(20, checked20, bad20), rule22, rule23, rule_result(24, checked24, bad24),
-            *_group_rules(consumer_journals, entries, reference)], files
+            rule25, *_group_rules(consumer_journals, entries, reference)], files
 
 
 

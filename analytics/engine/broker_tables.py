@@ -40,6 +40,8 @@ class BrokerInputs:
     # LOG_BOUND_COLUMNS: log start and cleaner checkpoints (rules 24, 25); None if no replica
     # wrote either (no join then)
     bounds: DataFrame | None
+    # replicas whose log cleaner has checkpointed a partition (rule 25); 0: no Spark job for it
+    cleaned: int = 0
 
 
 def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
@@ -71,5 +73,6 @@ class StagedBrokerInputs:
         return BrokerInputs(self.journal.read(spark), self.acks.read(spark),
                             self.logs.read(spark), self.files, self.consumers.read(spark),
                             spark.createDataFrame(self.bounds, ddl(LOG_BOUND_COLUMNS))
-                            if self.bounds else None)
+                            if self.bounds else None,
+                            sum(row[-1] is not None for row in self.bounds))
 

@@ -8,10 +8,13 @@ column order below (shared by the Spark DataSources and analytics.baseline):
 - consumer journals `journal/*consumers.journal`: a consumer group's `read` and `commit`
   entries (cluster/chaos/group_consumers.py declares them);
 - ack journals (any other `journal/*.journal`): the producer's `send` and `ack` entries, each
-  saying whether its producer is idempotent (absent in older journals: read as null);
+  saying whether its producer is idempotent (absent in older journals: read as null); a keyed
+  write's entry may carry `record_key` (the Kafka record key, bytes or text) and `tombstone`
+  (true for a null value), which rule 25 judges compacted topics by (absent: not judged);
 - partition data logs `<log.dir>/<topic>-<partition>/<offset>.log`: the one batch format
   (storage.core.record_batch); a record's key for rule 23 is its value up to the first ':'
-  (`<producer>-<seq>`).
+  (`<producer>-<seq>`); its Kafka record key (rule 25, as hex) is read only for the partitions
+  some replica's log cleaner has checkpointed (a compacted topic's: the others cost nothing).
 A torn or garbled entry or batch becomes one row flagged corrupt with its byte position and the
 file's reading stops there; nothing here raises on bad input.
 """
@@ -77,6 +80,8 @@ ACK_COLUMNS: tuple[tuple[str, str], ...] = (
     ("leader_epoch", "INT"),
     ("ts", "BIGINT"),
     ("idempotent", "BOOLEAN"),
+    ("record_key", "STRING"),  # hex of the Kafka record key (rule 25); null: not journaled
+    ("tombstone", "BOOLEAN"),
     ("corrupt", "BOOLEAN"),
     ("corrupt_reason", "STRING"),
 )
@@ -103,6 +108,7 @@ PARTITION_LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("offset", "BIGINT"),
     ("leader_epoch", "INT"),
     ("key", "STRING"),
+    ("record_key", "STRING"),  # hex of the Kafka record key, for compacted partitions only
     ("corrupt", "BOOLEAN"),
     ("corrupt_reason", "STRING"),
 )
@@ -131,6 +137,7 @@ class PartitionLogFile:
     topic: str
     partition: int
     file: str
+    keys: bool = False  # read the records' keys: a log cleaner has checkpointed the partition
 
 
 def _journal_paths(root: str | Path) -> Iterator[Path]:
@@ -254,17 +261,28 @@ def read_log_bounds(root: str | Path) -> list[tuple[Any, ...]]:
             for (node, topic, partition), (start, cleaned) in sorted(rows.items())]
 
 
+def cleaned_partitions(root: str | Path) -> frozenset[tuple[str, int]]:
+    """(topic, partition) named in any replica's cleaner checkpoint below root: the partitions of
+    compacted topics the log cleaner has cleaned (rule 25). One never cleaned has had nothing
+    taken by compaction, so rule 25 has nothing to judge there."""
+    return frozenset(key for path in Path(root).rglob(CLEANER_CHECKPOINT)
+                     for key in _checkpoint_offsets(path))
+
+
 def discover_partition_logs(root: str | Path) -> list[PartitionLogFile]:
-    """Every data partition segment `<topic>-<partition>/<offset>.log` below root."""
+    """Every data partition segment `<topic>-<partition>/<offset>.log` below root, its records'
+    keys read where the partition was cleaned (cleaned_partitions)."""
     out: list[PartitionLogFile] = []
+    cleaned = cleaned_partitions(root)
     for path in sorted(Path(root).rglob("*.log")):
         parent = path.parent
         match = _PARTITION_DIR.match(parent.name)
         if (not _SEGMENT_NAME.match(path.name) or not match
                 or parent.name == METADATA_PARTITION_DIR_NAME or parent.parent.name == "logs"):
             continue
-        out.append(PartitionLogFile(_node_id(parent), match.group(1), int(match.group(2)),
-                                    str(path)))
+        topic, partition = match.group(1), int(match.group(2))
+        out.append(PartitionLogFile(_node_id(parent), topic, partition, str(path),
+                                    (topic, partition) in cleaned))
     return out
 
 
@@ -337,14 +355,15 @@ def iter_ack_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
     """One row per `send` / `ack` entry of an ack journal, in ACK_COLUMNS order."""
     for position, e, reason in _iter_maps(spec.file):
         if e is None:
-            yield (spec.file, position) + (None,) * 12 + (True, reason)
+            yield (spec.file, position) + (None,) * 14 + (True, reason)
             return
         producer, seq = _str(e.get("producer_id")), _int(e.get("seq"))
         key = f"{producer}-{seq}" if producer is not None and seq is not None else None
         yield (spec.file, position, _str(e.get("event")), producer, seq, key,
                _str(e.get("topic")), _int(e.get("partition")), _int(e.get("acks")),
                _str(e.get("error")), _int(e.get("offset")), _int(e.get("leader_epoch")),
-               _int(e.get("ts")), _bool(e.get("idempotent")), False, None)
+               _int(e.get("ts")), _bool(e.get("idempotent")), _key_hex(e.get("record_key")),
+               _bool(e.get("tombstone")), False, None)
 
 
 def iter_consumer_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
@@ -356,6 +375,15 @@ def iter_consumer_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
         yield (spec.file, position, _str(e.get("event")), _str(e.get("group")),
                _str(e.get("member")), _str(e.get("topic")), _int(e.get("partition")),
                _int(e.get("offset")), _str(e.get("value")), _int(e.get("ts")), False, None)
+
+
+def _key_hex(value: Any) -> str | None:
+    """A journaled Kafka record key (msgpack bin or text) as the hex the log rows carry."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, str):
+        return value.encode("utf-8").hex()
+    return None
 
 
 def record_key(value: bytes | None) -> str | None:
@@ -375,14 +403,16 @@ def iter_partition_log_rows(spec: PartitionLogFile) -> Iterator[tuple[Any, ...]]
     try:
         data = Path(spec.file).read_bytes()
     except OSError as exc:
-        yield (*head, 0, -1, None, None, True, f"unreadable: {exc}")
+        yield (*head, 0, -1, None, None, None, True, f"unreadable: {exc}")
         return
+    keys = spec.keys
     try:
         for position, batch, _size in iter_segment_batches(data):
             if not batch.is_control:
                 epoch = batch.leader_epoch
                 for index, record in enumerate(batch.records):
+                    key = record.key.hex() if keys and record.key is not None else None
                     yield (*head, position, batch.offset_of(index), epoch,
-                           record_key(record.value), False, None)
+                           record_key(record.value), key, False, None)
     except CorruptBatchError as exc:
-        yield (*head, exc.position, -1, None, None, True, exc.reason)
+        yield (*head, exc.position, -1, None, None, None, True, exc.reason)

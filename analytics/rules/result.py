@@ -25,6 +25,8 @@ RULE_NAMES: dict[int, str] = {
     22: "no follower keeps entries the final leader does not have",
     23: "every acked acks=all write is in the final log exactly once, or attributed",
     24: "no replica's log start offset passes the partition's high watermark",
+    25: "a compacted log keeps every key's latest acked record; no older value outlives a newer "
+        "one; the cleaner stays below the high watermark",
 }
 
 

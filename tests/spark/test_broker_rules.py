@@ -30,7 +30,7 @@ from broker.core.journal_events import HwmAdvanced, JournalEvent, RoleChanged, e
 from metadata.records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from raft.core.control_records import LeaderChangeRecord, Voter, VotersRecord, bootstrap_snapshot
 from raft.core.replica_key import uuid_to_str
-from storage.core.record_batch import encode_batch
+from storage.core.record_batch import Record, encode_batch
 from tests.spark.test_audit_rules import Log
 
 pytestmark = pytest.mark.spark
@@ -293,3 +293,111 @@ def test_spark_keeps_a_recreated_topic_apart_from_its_deleted_incarnation(
     bad = build_recreated_topic(tmp_path / "cluster")
     result = run_audit(tmp_path / "cluster", spark=spark, report_dir=tmp_path / "report")
     check_recreated({r.rule: r for r in result.rules}, bad)
+
+
+# ---- rule 25: compaction ----
+
+KEYED_PRODUCER = "kp"
+
+
+def write_compacted(root: Path, broker: int, partition: int, epoch: int,
+                    records: list[tuple[int, str, int | None]]) -> Path:
+    """A data segment of (offset, record key, seq) records, one batch each, at their offsets
+    (gaps where the cleaner removed records); seq None is a tombstone (null value). A value is
+    the ack journal's write key (rule 23): `kp-<partition * 100 + seq>`."""
+    directory = root / f"broker-{broker}" / "data" / f"{TOPIC}-{partition}"
+    directory.mkdir(parents=True, exist_ok=True)
+    raw = b"".join(
+        encode_batch(offset, epoch, 5_000 + offset, [Record(
+            key.encode(), None if seq is None else f"{KEYED_PRODUCER}-{partition * 100 + seq}:value".encode())])
+        for offset, key, seq in records)
+    path = directory / f"{0:020d}.log"
+    path.write_bytes(raw)
+    return path
+
+
+def write_cleaner_checkpoint(root: Path, broker: int, offsets: dict[int, int]) -> None:
+    """Kafka's checkpoint file format: version, count, then `topic partition offset` lines."""
+    lines = ["0", str(len(offsets)), *(f"{TOPIC} {p} {o}" for p, o in sorted(offsets.items()))]
+    (root / f"broker-{broker}" / "data" / "cleaner-offset-checkpoint").write_text(
+        "\n".join(lines) + "\n")
+
+
+# What the keyed producer wrote to partitions 0-3 (offset, record key, seq; seq None: a
+# tombstone), every write acked with acks=all.
+WRITES = [(0, "k1", 0), (1, "k2", 1), (2, "k1", 2), (3, "k3", 3), (4, "k2", None), (5, "k1", 5),
+          (6, "k3", 6)]
+
+
+def build_compacted(root: Path) -> None:
+    """`orders` compacted, every replica cleaned up to offset 6 (the HWM is 7):
+    - partition 0 as the cleaner leaves it: each key's latest record below 6 (k2's tombstone
+      still there) and everything from 6 on;
+    - partition 1 lost k1's latest record (offset 5) and kept nothing newer of k1: dropped;
+      and broker 103 says it cleaned it up to 9, past the HWM;
+    - partition 2 lost k1's record at 2 while the older one at 0 is still there: outlived;
+    - partition 3 lost k1's latest too, but went RECOVERING (unclean election): attributed."""
+    write_metadata(root)
+    kept = [(3, "k3", 3), (4, "k2", None), (5, "k1", 5), (6, "k3", 6)]
+    logs = {0: kept, 1: [(3, "k3", 3), (4, "k2", None), (6, "k3", 6)],
+            2: [(0, "k1", 0), *kept]}
+    for partition, records in logs.items():
+        for broker in BROKERS:
+            write_compacted(root, broker, partition, 0, records)
+    write_compacted(root, 102, 3, 1, [(3, "k3", 3), (6, "k3", 6)])
+    for broker in BROKERS:
+        offsets = {0: 6, 1: 6, 2: 6} | ({3: 6} if broker == 102 else {})
+        write_cleaner_checkpoint(root, broker, offsets | ({1: 9} if broker == 103 else {}))
+    events: dict[int, list[JournalEvent]] = {b: [] for b in BROKERS}
+    for partition in range(3):
+        events[101].append(role(101, partition, "leader", 101, 0, 1_000))
+        events[101].append(HwmAdvanced(101, TOPIC, partition, 0, 7, 3, 2, 0, 1_500, BROKERS))
+        for follower in (102, 103):
+            events[follower].append(role(follower, partition, "follower", 101, 0, 1_000))
+    events[102].append(role(102, 3, "leader", 102, 1, 2_000))
+    events[102].append(HwmAdvanced(102, TOPIC, 3, 0, 7, 1, 1, 1, 2_500, (102,)))
+    write_journals(root, events, [])
+    entries = []
+    for partition in range(4):
+        for offset, key, seq in WRITES:
+            common = {"producer_id": KEYED_PRODUCER, "seq": partition * 100 + offset,
+                      "topic": TOPIC, "partition": partition, "acks": -1, "ts": 7_000,
+                      "idempotent": True, "record_key": key.encode(), "tombstone": seq is None}
+            entries.append({"event": "ack", **common, "error": "NONE", "offset": offset,
+                            "leader_epoch": 0})
+    (root / "journal" / "keyed-acks.journal").write_bytes(
+        b"".join(msgpack.packb(e, use_bin_type=True) for e in entries))
+
+
+def check_compacted(rules: dict[int | str, Any]) -> None:
+    rule25 = rules[25]
+    found = sorted((v["partition"], v["kind"], v.get("record_key"), v["offset"],
+                    v.get("held_offset")) for v in rule25.violations)
+    k1 = b"k1".hex()
+    assert found == [
+        (f"{TOPIC}-1", "cleaned past the high watermark", None, 9, None),
+        (f"{TOPIC}-1", "dropped", k1, 5, None),
+        (f"{TOPIC}-2", "outlived", k1, 2, 0),
+    ], rule25.violations
+    assert rule25.violation_count == 3
+    # Keys judged: k1, k2, k3 on partitions 0-2 and on partition 3; one checkpoint per
+    # replica of partitions 0-2 and 102's of partition 3.
+    assert rule25.notes == {"keys": 3 * 4, "cleaner_checkpoints": 3 * 3 + 1, "attributed": 1}
+    assert rule25.checked == 12 + 10
+    messages = " ".join(v["message"] for v in rule25.violations)
+    assert "key 'k1'" in messages and "offset 5" in messages and "at offset 0" in messages
+    # The records the cleaner took are removed, not lost (rule 23); nothing else is flagged.
+    assert {n for n, r in rules.items() if r.violation_count} == {25}
+    assert rules[23].notes["removed_by_retention_or_compaction"] > 0
+
+
+def test_rule_25_on_a_hand_made_compacted_topic(spark: SparkSession, tmp_path: Path) -> None:
+    """Rule 25's Spark form (check_compacted_partition in Python workers) finds the dropped
+    latest value, the older value outliving a newer one and the checkpoint past the HWM, and
+    the baseline (the pure form) finds exactly the same."""
+    build_compacted(tmp_path / "cluster")
+    result = run_audit(tmp_path / "cluster", spark=spark, python_in_driver=False)
+    check_compacted({r.rule: r for r in result.rules})
+    baseline = {r.rule: r for r in run_baseline(tmp_path / "cluster").rules}
+    check_compacted(baseline)
+    assert baseline[25].to_json() == result.rule(25).to_json()
