@@ -392,11 +392,11 @@ def check_compacted(rules: dict[int | str, Any]) -> None:
 
 
 def test_rule_25_on_a_hand_made_compacted_topic(spark: SparkSession, tmp_path: Path) -> None:
-    """Rule 25's Spark form (check_compacted_partition in Python workers) finds the dropped
+    """Rule 25's Spark form (check_compacted_partition per partition, cogroup) finds the dropped
     latest value, the older value outliving a newer one and the checkpoint past the HWM, and
     the baseline (the pure form) finds exactly the same."""
     build_compacted(tmp_path / "cluster")
-    result = run_audit(tmp_path / "cluster", spark=spark, python_in_driver=False)
+    result = run_audit(tmp_path / "cluster", spark=spark)
     check_compacted({r.rule: r for r in result.rules})
     baseline = {r.rule: r for r in run_baseline(tmp_path / "cluster").rules}
     check_compacted(baseline)
