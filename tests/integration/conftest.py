@@ -93,18 +93,36 @@ def wait_describe(
     raise AssertionError(f"{topic} never matched; last {last}")
 
 
-def start_cluster(directory: Path, controllers: int = 3, **overrides: str) -> LocalCluster:
+def start_cluster(
+    directory: Path, controllers: int = 3, *, brokers: int = 0, ready_s: float = 30,
+    **overrides: str,
+) -> LocalCluster:
+    """A formatted, started cluster whose every node is ready within `ready_s`; stopped again
+    when it is not."""
     cluster = LocalCluster.plan(
-        directory, controllers=controllers, base_port=0, overrides=overrides
+        directory, controllers=controllers, brokers=brokers, base_port=0, overrides=overrides
     )
     cluster.format()
     cluster.start()
     try:
-        asyncio.run(wait_until_ready(cluster, 30))
+        asyncio.run(wait_until_ready(cluster, ready_s))
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+@contextlib.contextmanager
+def running_cluster(
+    directory: Path, controllers: int = 3, **kwargs: Any
+) -> Iterator[LocalCluster]:
+    """start_cluster's cluster, stopped after (even when a test fails), no process left."""
+    cluster = start_cluster(directory, controllers, **kwargs)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert not cluster.running(), "processes left behind"
 
 
 def quorum(cluster: LocalCluster, timeout_ms: int = 3000) -> QuorumStatus:
@@ -128,9 +146,5 @@ def wait_for(predicate_status, cluster: LocalCluster, timeout_s: float) -> Quoru
 
 @pytest.fixture
 def cluster3(tmp_path: Path) -> Iterator[LocalCluster]:
-    cluster = start_cluster(tmp_path / "c")
-    try:
+    with running_cluster(tmp_path / "c") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        assert not cluster.running(), "processes left behind"

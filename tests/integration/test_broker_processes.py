@@ -23,12 +23,11 @@ from kio.static.primitive import Records, i16, i32, i32Timedelta
 from broker.core import messages as bm
 from broker.runtime.event_journal import read_journal_dicts
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
-from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors
 from raft.core.replica_key import uuid_from_str
 from storage.core.record_batch import encode_batch
-from tests.integration.conftest import describe, minikraft, wait_describe
+from tests.integration.conftest import describe, minikraft, running_cluster, wait_describe
 from tests.integration.fake_broker import follower_fetch
 
 OVERRIDES = {
@@ -40,17 +39,8 @@ OVERRIDES = {
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster.plan(
-        tmp_path / "c", controllers=3, brokers=3, base_port=0, overrides=dict(OVERRIDES)
-    )
-    c.format()
-    c.start()
-    try:
-        asyncio.run(wait_until_ready(c, 40))
+    with running_cluster(tmp_path / "c", brokers=3, ready_s=40, **OVERRIDES) as c:
         yield c
-    finally:
-        c.stop()
-        assert not c.running(), "processes left behind"
 
 
 def bootstrap(c: LocalCluster) -> str:

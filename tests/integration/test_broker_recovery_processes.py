@@ -27,12 +27,11 @@ from broker.core import messages as bm
 from broker.runtime.event_journal import read_journal_dicts
 from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
-from cluster.launch.readiness import wait_until_ready
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_from_str
 from storage.core.record_batch import encode_batch, iter_segment_batches
-from tests.integration.conftest import minikraft
+from tests.integration.conftest import minikraft, start_cluster
 from tests.integration.fake_broker import follower_fetch
 from tests.integration.test_broker_processes import (
     _raw,
@@ -53,15 +52,7 @@ RECOVERING, RECOVERED = 1, 0
 
 
 def start(directory: Path, overrides: dict[str, str]) -> LocalCluster:
-    c = LocalCluster.plan(directory, controllers=3, brokers=3, base_port=0, overrides=overrides)
-    c.format()
-    c.start()
-    try:
-        asyncio.run(wait_until_ready(c, 60))
-    except BaseException:
-        c.stop()
-        raise
-    return c
+    return start_cluster(directory, brokers=3, ready_s=60, **overrides)
 
 
 @pytest.fixture

@@ -30,13 +30,12 @@ from click.testing import CliRunner
 from cluster.cli.main import cli
 from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
-from cluster.launch.readiness import wait_until_ready
 from metadata.partition_registration import LeaderRecoveryState
 from metadata.records import PartitionChangeRecord, decode_record
 from raft.core.replica_key import uuid_from_str
 from raft.runtime.raft_manager import METADATA_PARTITION_DIR
 from storage.runtime.log_reader import read_batches
-from tests.integration.conftest import describe, minikraft, quorum, wait_describe
+from tests.integration.conftest import describe, minikraft, quorum, start_cluster, wait_describe
 
 BASE = {
     "broker.heartbeat.interval.ms": "400",
@@ -47,15 +46,7 @@ BASE = {
 
 
 def start(directory: Path, overrides: dict[str, str]) -> LocalCluster:
-    c = LocalCluster.plan(directory, controllers=3, brokers=3, base_port=0, overrides=overrides)
-    c.format()
-    c.start()
-    try:
-        asyncio.run(wait_until_ready(c, 40))
-    except BaseException:
-        c.stop()
-        raise
-    return c
+    return start_cluster(directory, brokers=3, ready_s=40, **overrides)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ reports the partition as already online. One cluster, short session timeouts."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import subprocess
@@ -20,8 +19,7 @@ from typing import Any
 import pytest
 
 from cluster.launch.local_cluster import LocalCluster
-from cluster.launch.readiness import wait_until_ready
-from tests.integration.conftest import REPO, minikraft
+from tests.integration.conftest import REPO, minikraft, running_cluster
 
 OVERRIDES = {
     "broker.session.timeout.ms": "3000",
@@ -33,17 +31,8 @@ TOPIC = "rec"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster.plan(
-        tmp_path / "c", controllers=3, brokers=3, base_port=0, overrides=dict(OVERRIDES)
-    )
-    c.format()
-    c.start()
-    try:
-        asyncio.run(wait_until_ready(c, 40))
+    with running_cluster(tmp_path / "c", brokers=3, ready_s=40, **OVERRIDES) as c:
         yield c
-    finally:
-        c.stop()
-        assert not c.running(), "processes left behind"
 
 
 def brokers_bootstrap(c: LocalCluster) -> str:
