@@ -490,9 +490,15 @@ class RaftDriver:
     async def _apply_committed(self) -> None:
         """Hand the listener what committed since the last call, a slice at a time."""
         snapshot_id = self.log.latest_snapshot_id()
-        if snapshot_id is not None and snapshot_id.end_offset > self._applied_offset:
+        while snapshot_id is not None and snapshot_id.end_offset > self._applied_offset:
             # A snapshot fetched from the leader replaced the log below it (FetchSnapshot).
+            # Loading yields to the loop between slices, and a newer snapshot may be installed
+            # meanwhile (a follower far behind fetches one after another): the log then starts
+            # past the one just loaded, so load again until the applied offset has reached the
+            # latest snapshot. Reading the log from below its start would fail the applier for
+            # good (issue 35's 100K run: "offset 420495 is below the log start offset 484724").
             await self._run_steps(self._load_snapshot_steps())
+            snapshot_id = self.log.latest_snapshot_id()
         high_watermark = self.replica.high_watermark
         if high_watermark <= self._applied_offset:
             return

@@ -1,0 +1,63 @@
+"""RaftDriver's applier on a real DiskLog: a snapshot installed while an older one is still being
+loaded (the load yields to the event loop between slices) is loaded too, before the applier reads
+the log, which then starts past the older snapshot (issue 35's 100K run lost a controller's
+applier for good to "offset 420495 is below the log start offset 484724")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from raft.runtime.quorum_state_file import ElectionStateFile
+from raft.runtime.raft_driver import RaftDriver
+from storage.core.offset_and_epoch import SnapshotId
+from storage.core.record_batch import RecordBatch, encode_batch
+from storage.runtime.disk_log import DiskLog
+
+
+class _Listener:
+    """Records what the driver hands it; the first snapshot load lets a newer snapshot be
+    installed mid-way, as a FetchSnapshot answer handled between two slices would."""
+
+    def __init__(self, log: DiskLog, replica: SimpleNamespace) -> None:
+        self.log, self.replica = log, replica
+        self.loaded: list[int] = []
+        self.committed: list[tuple[int, int]] = []
+
+    def load_snapshot_steps(
+        self, end_offset: int, batches: Sequence[RecordBatch]
+    ) -> Iterator[None]:
+        yield
+        if not self.loaded:
+            self.log.install_snapshot(SnapshotId(40, 2), encode_batch(0, 2, 1, [b"newer"]))
+            self.log.append_as_follower(encode_batch(40, 2, 1, [b"a", b"b", b"c"]))
+            self.replica.high_watermark = 43
+        self.loaded.append(end_offset)
+
+    def handle_commit(self, batches: Sequence[RecordBatch]) -> None:
+        self.committed += [(b.base_offset, b.last_offset) for b in batches]
+
+
+def test_a_snapshot_installed_during_a_load_is_loaded_before_the_log_is_read(
+    tmp_path: Path,
+) -> None:
+    log = DiskLog(tmp_path / "__cluster_metadata-0")
+    for i in range(10):
+        log.append_as_leader([b"x", b"y", b"z"], 1, 1_000 + i)
+    log.create_snapshot(SnapshotId(15, 1), encode_batch(0, 1, 1, [b"older"]))
+    replica = SimpleNamespace(high_watermark=30)
+    listener = _Listener(log, replica)
+    driver = RaftDriver(
+        cast(Any, replica), log, ElectionStateFile(tmp_path / "quorum-state"),
+        cast(Any, None), listener=cast(Any, listener),
+    )
+
+    asyncio.run(driver._apply_committed())
+
+    assert listener.loaded == [15, 40]
+    assert listener.committed == [(40, 42)]
+    assert driver.applied_offset == 43
+    log.close()
