@@ -286,37 +286,16 @@ def test_format_refuses_formatted_directory_and_start_needs_format(tmp_path: Pat
     assert started.returncode == 1
     assert "storage format" in started.stderr
     cluster_id = minikraft("storage", "random-uuid").stdout.strip()
-    first = minikraft(
-        "storage",
-        "format",
-        "--config",
-        str(config_path),
-        "--cluster-id",
-        cluster_id,
+    format_args = (
+        "storage", "format", "--config", str(config_path), "--cluster-id", cluster_id,
         "--standalone",
     )
+    first = minikraft(*format_args)
     assert first.returncode == 0, first.stderr
-    second = minikraft(
-        "storage",
-        "format",
-        "--config",
-        str(config_path),
-        "--cluster-id",
-        cluster_id,
-        "--standalone",
-    )
+    second = minikraft(*format_args)
     assert second.returncode == 1
     assert "already formatted" in second.stderr.lower() or "formatted" in second.stderr
-    skipped = minikraft(
-        "storage",
-        "format",
-        "--config",
-        str(config_path),
-        "--cluster-id",
-        cluster_id,
-        "--standalone",
-        "--ignore-formatted",
-    )
+    skipped = minikraft(*format_args, "--ignore-formatted")
     assert skipped.returncode == 0
 
 
