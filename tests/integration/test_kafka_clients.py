@@ -1095,10 +1095,19 @@ def _plain_topic(admin: AdminClient) -> str:
 
 def _described(admin: AdminClient, resource: ConfigResource, until: Any = None) -> Any:
     """DescribeConfigs entries of `resource` (once `until(entries)` holds: brokers apply a
-    committed config change when they replay it)."""
+    committed config change when they replay it). A broker that has not replayed a new topic
+    yet answers UNKNOWN_TOPIC_OR_PARTITION, as Kafka's does (its metadata cache decides; the
+    admin client picks any broker): asked again until the deadline."""
     deadline = time.monotonic() + 15
     while True:
-        entries = admin.describe_configs([resource])[resource].result(timeout=20)
+        try:
+            entries = admin.describe_configs([resource])[resource].result(timeout=20)
+        except confluent_kafka.KafkaException as exc:
+            unknown = exc.args[0].code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
         if until is None or until(entries) or time.monotonic() > deadline:
             return entries
         time.sleep(0.2)
