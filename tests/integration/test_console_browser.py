@@ -282,6 +282,7 @@ def run_guided(env: Env, name: str, compare: dict[int, list[str]] | None = None,
 
 
 def test_elr_guided_scenario_shows_elr_and_last_known_elr(env: Env) -> None:
+    heal(env)  # a scenario starts from a whole cluster, whatever ran before it
     all_columns = ["leader", "isr", "elr", "last_known_elr", "last_known_leader",
                    "leader_recovery_state"]
     results = run_guided(env, "elr", {i: all_columns for i in (2, 3, 4, 5)})
@@ -310,6 +311,7 @@ def heal(env: Env) -> None:
 def test_broker_epoch_guided_scenario(env: Env) -> None:
     """KIP-903: the restarted follower registers again (a new RegisterBrokerRecord in the page's
     log) and is back in the ISR under that new, higher broker epoch."""
+    heal(env)  # a scenario starts from a whole cluster, whatever ran before it
     results = run_guided(env, "broker-epoch", {2: ["isr"]})
     roles = env.browser.js("window.minikraftConsole.scenario.roles")
     a = roles["a"]
@@ -327,6 +329,7 @@ def test_broker_epoch_guided_scenario(env: Env) -> None:
 def test_unclean_election_guided_scenario_goes_recovering_then_recovered(env: Env) -> None:
     """KIP-704: an UNCLEAN election of a replica outside the ISR: RECOVERING in the log, then
     RECOVERED on the page and in `topics describe`."""
+    heal(env)  # a scenario starts from a whole cluster, whatever ran before it
     results = run_guided(env, "unclean-election", {5: ["leader", "leader_recovery_state"]})
     roles = env.browser.js("window.minikraftConsole.scenario.roles")
     assert int(results[-1]["row"]["leader"]) == roles["a"]
@@ -337,6 +340,7 @@ def test_unclean_election_guided_scenario_goes_recovering_then_recovered(env: En
 def test_controller_disk_guided_scenario_replaces_the_voter_key(env: Env) -> None:
     """KIP-856 / seed 003: the standby's voter key keeps its id with a new directory id; the
     page's voters are what `metadata-quorum describe --status` lists."""
+    heal(env)  # a scenario starts from a whole cluster, whatever ran before it
     run_guided(env, "controller-disk", topic_rows=False)
     roles = env.browser.js("window.minikraftConsole.scenario.roles")
     status = minikraft("metadata-quorum", "--bootstrap-controller",
@@ -353,6 +357,7 @@ def test_controller_disk_guided_scenario_replaces_the_voter_key(env: Env) -> Non
 
 
 def test_unclean_recovery_guided_scenario_ends_recovered(env: Env) -> None:
+    heal(env)  # a scenario starts from a whole cluster, whatever ran before it
     compare = {i: ["leader", "isr", "leader_recovery_state"] for i in (3, 5)}
     results = run_guided(env, "unclean-recovery", compare)
     roles = env.browser.js("window.minikraftConsole.scenario.roles")
@@ -426,7 +431,8 @@ def test_page_stays_responsive_at_10000_partitions_and_says_when_the_cluster_is_
             document.getElementById('f-partition').value = '4242';
             document.querySelector('#filter button').click(); return true; })()""")
         b.wait_js("document.getElementById('part-count').textContent === '1 shown of 10000'", 15)
-        assert b.js("document.querySelector('.pspace .prow').dataset.key") == "many-4242"
+        # The count is written before the rows are drawn: wait for the one row itself.
+        assert b.wait_js("document.querySelector('.pspace .prow')?.dataset.key === 'many-4242'", 5)
         shot(env, "10000-partitions-filtered")
         print(f"10,000 partitions: first full render {loaded_s:.2f}s, re-renders {timings} ms")
     finally:
