@@ -58,7 +58,7 @@ class ApiKey(IntEnum):
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
     # -- minikraft's extensions (EXTENSION_BLOCK_START and up; never a key Kafka uses) --
-    GET_REPLICA_LOG_INFO = 10_000  # seed 004's message, upstream's schema (was Kafka trunk's 93)
+    GET_REPLICA_LOG_INFO = 10_000  # seed 004's message, upstream's schema; extension keys start at 10000
 
 
 EXTENSION_BLOCK_START = 10_000

@@ -149,7 +149,8 @@ def wire_form(kafka_type_: str, flexible: bool, nullable: bool) -> tuple[Any, st
         flexible = False
     form = _VARIABLE.get((kafka_type_, flexible, nullable))
     if form is None:
-        raise NotImplementedError(
+        # No Kafka message schema declares such a field: a schema that does is malformed.
+        raise TypeError(
             f"no wire form for a {kafka_type_!r} field (flexible={flexible}, nullable={nullable})"
         )
     return form
@@ -179,7 +180,8 @@ _IMPLICIT_DEFAULTS: dict[type, object] = {
 
 def _implicit_default(field_type: type) -> object:
     if issubclass(field_type, Records):
-        raise NotImplementedError("tagged records fields are not supported")
+        # Kafka's schemas never tag a records field (its generator refuses one): malformed.
+        raise TypeError("a records field cannot be tagged")
     if field_type in _IMPLICIT_DEFAULTS:
         return _IMPLICIT_DEFAULTS[field_type]
     return _IMPLICIT_DEFAULTS[field_type.__bases__[0]]
