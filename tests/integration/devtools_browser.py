@@ -102,8 +102,12 @@ class DevToolsBrowser:
         result: dict[str, Any] = self._call(self._send(method, params))
         return result
 
-    def goto(self, url: str) -> None:
+    def goto(self, url: str, timeout_s: float = 30) -> None:
+        """Navigate and wait until the new document has loaded: Page.navigate answers once the
+        navigation starts, and a script run before the load still sees the old page (or none)."""
+        self.js("window.__minikraftLeaving = true")
         self.send("Page.navigate", url=url)
+        self.wait_js("!window.__minikraftLeaving && document.readyState === 'complete'", timeout_s)
 
     def js(self, expression: str) -> Any:
         """The value of a JavaScript expression (promises awaited)."""
