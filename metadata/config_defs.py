@@ -21,6 +21,12 @@ from dataclasses import dataclass
 from enum import IntEnum
 from itertools import dropwhile
 
+from storage.core.log_cleaner import (
+    DEDUPE_BUFFER_LOAD_FACTOR,
+    DEDUPE_BUFFER_MAX,
+    OFFSET_MAP_BYTES_PER_ENTRY,
+)
+
 
 # DescribeConfigsResponse.ConfigType ids.
 class ConfigType(IntEnum):
@@ -188,14 +194,6 @@ def between(low: float, high: float) -> Check:
         return None
 
     return check
-
-
-# The log cleaner's offset map (Kafka's SkimpyOffsetMap): an MD5 hash and an offset per slot,
-# filled to the load factor (log.cleaner.io.buffer.load.factor's default); one cleaner thread
-# holds the whole log.cleaner.dedupe.buffer.size (broker/core/log_cleaner.py).
-OFFSET_MAP_BYTES_PER_ENTRY = 24
-DEDUPE_BUFFER_LOAD_FACTOR = 0.9
-DEDUPE_BUFFER_MAX = 2**31 - 1  # a Java array: Kafka uses at most 2 GiB per cleaner thread
 
 
 def dedupe_buffer_size(value: str) -> str | None:

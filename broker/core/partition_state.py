@@ -34,11 +34,11 @@ from broker.core.journal_events import (
     RoleChanged,
     Truncated,
 )
-from broker.core.leader_epoch_cache import EpochEntry
 from kafkawire.broker_lifecycle import AlterPartitionPartitionResult, BrokerState, broker_state
 from kafkawire.constants import ACKS_ALL, NO_BROKER_EPOCH, NO_LEADER_EPOCH
 from kafkawire.errors import Errors
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from storage.core.leader_epoch_cache import EpochEntry
 
 VALID_ACKS = frozenset({0, 1, ACKS_ALL})
 CONSUMER_REPLICA_ID = -1

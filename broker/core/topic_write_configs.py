@@ -3,7 +3,7 @@ the parts driven by LogConfig): `max.message.bytes`, `message.timestamp.type`,
 `message.timestamp.before.max.ms` / `after.max.ms`, and `compression.type` (with its levels).
 
 Kept apart from the checks every batch gets (storage.core.record_batch.validate_batch: magic, CRC,
-offsets) and from the key check of compacted topics (broker.core.record_validation, whose
+offsets) and from the key check of compacted topics (storage.core.record_validation, whose
 RecordValidationError carries the per-record errors of both). Pure: the runtime passes the
 effective configs (metadata.config_defs) and the clock in.
 """
@@ -14,7 +14,6 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.core.record_validation import RecordError, RecordValidationError, is_compacted
 from kafkawire.errors import Errors
 from metadata import config_defs as cd
 from storage.core import compression
@@ -25,6 +24,7 @@ from storage.core.record_batch import (
     record_body_sizes,
     with_log_append_time,
 )
+from storage.core.record_validation import RecordError, RecordValidationError, is_compacted
 
 NO_TIMESTAMP = -1
 DEFAULT_MAX_DECOMPRESSED_MESSAGE_BYTES = 2_147_483_639

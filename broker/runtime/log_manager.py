@@ -1,7 +1,7 @@
 """Retention and the log cleaner on a broker (Kafka's LogManager.cleanupLogs and LogCleaner).
 
 Retention: every `log.retention.check.interval.ms`, every partition this broker hosts, leader or
-follower, deletes the old segments Kafka's rules allow (broker/core/log_retention.py, rule 24):
+follower, deletes the old segments Kafka's rules allow (storage/core/log_retention.py, rule 24):
 the log start offset moves first, then the segments are renamed `.deleted` and unlinked
 `file.delete.delay.ms` later (a fetch that already holds one still reads it). A follower also
 follows its leader's log start offset (Fetch's LogStartOffset, replica_fetcher), so segments
@@ -9,7 +9,7 @@ retention removed on the leader go on the follower at its next check, as in Kafk
 
 The cleaner (`log.cleaner.enable`, on by default as in Kafka): every `log.cleaner.backoff.ms` it
 picks the compacted partition with the highest dirty ratio over min.cleanable.dirty.ratio (or
-one past max.compaction.lag.ms) and cleans it (broker/core/log_cleaner.py, rule 25). Reading the
+one past max.compaction.lag.ms) and cleans it (storage/core/log_cleaner.py, rule 25). Reading the
 segments, building the offset map, filtering the batches and writing and fsyncing the
 `.cleaned` files run in a worker thread, so produce and fetch keep being served; only the swap
 (renames and a directory fsync) runs on the event loop, after checking that the segments are
@@ -18,9 +18,9 @@ offset of each partition is kept in `cleaner-offset-checkpoint` per log director
 file and format).
 
 As in Kafka's LogCleaner, the offset map holds at most what `log.cleaner.dedupe.buffer.size`
-gives (broker/core/log_cleaner.offset_map_capacity): a round whose map fills cleans up to there
+gives (storage/core/log_cleaner.offset_map_capacity): a round whose map fills cleans up to there
 and moves the checkpoint there, and the next round goes on. Every read and write of the cleaner
-goes through one Throttler (`log.cleaner.io.max.bytes.per.second`, broker/core/throttler): the
+goes through one Throttler (`log.cleaner.io.max.bytes.per.second`, storage/core/throttler): the
 worker thread sleeps, never the event loop. Both are dynamic broker configs, as in Kafka (read at
 the start of each round: the broker's own, the cluster default, the config file, the default).
 """
@@ -37,7 +37,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.core.log_cleaner import (
+from broker.core.partition_state import Role
+from broker.runtime.partition_log import read_offset_checkpoint, write_offset_checkpoint
+from broker.runtime.replica_manager import HostedPartition, ReplicaManager
+from kafkawire.clock import now_ms
+from kafkawire.config import ConfigError
+from metadata.config_defs import BROKER_CONFIGS, BrokerLevels
+from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE
+from metadata.records import CONFIG_RESOURCE_BROKER
+from storage.core.log_cleaner import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
     CleanableRange,
     CleanerConfig,
@@ -47,17 +55,9 @@ from broker.core.log_cleaner import (
     group_segments,
     offset_map_capacity,
 )
-from broker.core.log_retention import SegmentView
-from broker.core.partition_state import Role
-from broker.core.throttler import UNLIMITED, Throttler
-from broker.runtime.partition_log import read_offset_checkpoint, write_offset_checkpoint
-from broker.runtime.replica_manager import HostedPartition, ReplicaManager
-from kafkawire.clock import now_ms
-from kafkawire.config import ConfigError
-from metadata.config_defs import BROKER_CONFIGS, BrokerLevels
-from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE
-from metadata.records import CONFIG_RESOURCE_BROKER
+from storage.core.log_retention import SegmentView
 from storage.core.record_batch import RecordBatch, decode_batch
+from storage.core.throttler import UNLIMITED, Throttler
 from storage.runtime.fsutil import fsync_dir, storage_errors
 from storage.runtime.segment import CLEANED_SUFFIX, Segment, segment_file_name
 

@@ -4,7 +4,7 @@ Segments are raft's DiskLog (CRC32C-checked batches of the one record batch form
 cuts a torn or corrupt tail with a WARNING). Next to them, `leader-epoch-checkpoint` holds the
 leader epoch cache in Kafka's text format (version line, count line, `epoch start_offset`
 lines), rewritten atomically whenever the cache changes. `<offset>.snapshot` files hold the
-idempotent producers' state (broker/core/producer_state.py) as of that offset: written when a
+idempotent producers' state (storage/core/producer_state.py) as of that offset: written when a
 segment rolls and on close, so opening loads the newest one and replays only the log after it;
 a truncation drops the snapshots past the cut and rebuilds the state the same way. Per log
 directory, `recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (the HWM) and
@@ -13,11 +13,11 @@ directory, `recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (
 
 The log start offset may sit above the first segment (DeleteRecords, KIP-107): offsets below it
 are no longer served (OFFSET_OUT_OF_RANGE, ListOffsets earliest). Retention
-(broker/core/log_retention.py, run by broker/runtime/log_manager.py) removes whole segments below
+(storage/core/log_retention.py, run by broker/runtime/log_manager.py) removes whole segments below
 the high watermark and moves the log start offset to the next segment's base, as Kafka does; the
 segments DeleteRecords left wholly below the start go at the same time. Removed segments are
 renamed `.deleted` and unlinked file.delete.delay.ms later. The log cleaner
-(broker/core/log_cleaner.py) swaps cleaned segments in (`.cleaned` -> `.swap` -> `.log`), which
+(storage/core/log_cleaner.py) swaps cleaned segments in (`.cleaned` -> `.swap` -> `.log`), which
 leaves offset gaps: the log accepts batches whose base offset is past the previous batch's end.
 
 Flush policy (`flush.messages`): None (the default) fsyncs every acks=all append and every
@@ -38,22 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from broker.core.leader_epoch_cache import EpochEndOffset, EpochEntry, LeaderEpochCache
-from broker.core.log_retention import (
-    Deletion,
-    RetentionConfig,
-    SegmentView,
-    segments_to_delete,
-    should_roll_by_time,
-)
-from broker.core.producer_state import (
-    CorruptSnapshotError,
-    ProducerBatch,
-    ProducerStateManager,
-    parse_snapshot_file_name,
-    snapshot_file_name,
-)
-from broker.core.record_validation import RecordValidationError, keyless_record_errors
 from broker.core.topic_write_configs import (
     TopicWriteConfig,
     check_decompressed_sizes,
@@ -65,6 +49,21 @@ from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_from_str, uuid_to_str
 from storage.core.compression import UnsupportedCompressionError
+from storage.core.leader_epoch_cache import EpochEndOffset, EpochEntry, LeaderEpochCache
+from storage.core.log_retention import (
+    Deletion,
+    RetentionConfig,
+    SegmentView,
+    segments_to_delete,
+    should_roll_by_time,
+)
+from storage.core.producer_state import (
+    CorruptSnapshotError,
+    ProducerBatch,
+    ProducerStateManager,
+    parse_snapshot_file_name,
+    snapshot_file_name,
+)
 from storage.core.record_batch import (
     HEADER_SIZE,
     MAX_BATCH_SIZE_BYTES,
@@ -76,6 +75,7 @@ from storage.core.record_batch import (
     read_header,
     validated_batch,
 )
+from storage.core.record_validation import RecordValidationError, keyless_record_errors
 from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
 from storage.runtime.fsutil import fsync_dir, remove_stale_temp_files, storage_errors, write_atomic
 from storage.runtime.segment import Segment

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from broker.core.log_retention import RetentionConfig
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import PartitionReady, Role
 from broker.runtime.hosted_partition import HostedPartition
@@ -24,6 +23,7 @@ from metadata.metadata_image import MetadataDelta, MetadataImage, TopicImage
 from metadata.partition_registration import PartitionRegistration
 from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from raft.core.replica_key import uuid_to_str
+from storage.core.log_retention import RetentionConfig
 from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 
 log = logging.getLogger("minikraft.broker")

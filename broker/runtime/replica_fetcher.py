@@ -29,7 +29,6 @@ from typing import cast
 
 from broker.core import messages as bm
 from broker.core.fetch_session import FetchSessionHandler, PartitionKey, SentPartition
-from broker.core.leader_epoch_cache import EpochEndOffset, follower_truncation
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import Role
 from broker.runtime.kafka_replication import (
@@ -43,6 +42,7 @@ from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.client import KafkaClient
 from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
+from storage.core.leader_epoch_cache import EpochEndOffset, follower_truncation
 
 log = logging.getLogger("minikraft.broker")
 

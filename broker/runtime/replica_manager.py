@@ -22,11 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.core import messages as bm
-from broker.core.leader_epoch_cache import diverging_epoch
-from broker.core.log_retention import RetentionConfig
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import IsrProposal, PartitionReady, PartitionState, Role
-from broker.core.record_validation import RecordValidationError
 from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.hosted_partition import HostedPartition
@@ -49,6 +46,9 @@ from kafkawire.errors import Errors, KafkaError
 from metadata.config_defs import PREALLOCATE, SEGMENT_BYTES
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from raft.core.replica_key import uuid_to_str
+from storage.core.leader_epoch_cache import diverging_epoch
+from storage.core.log_retention import RetentionConfig
+from storage.core.record_validation import RecordValidationError
 from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 
 __all__ = ["HostedPartition", "ReplicaManager", "ReplicaSettings", "now_ms", "wait_for_change"]

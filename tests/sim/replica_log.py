@@ -4,7 +4,7 @@ data the broker rules (20, 22) are about, shared by the broker property tests
 
 from __future__ import annotations
 
-from broker.core.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache, follower_truncation
+from storage.core.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache, follower_truncation
 
 
 class ReplicaLog:

@@ -1,11 +1,11 @@
-"""broker.core.leader_epoch_cache: Kafka's LeaderEpochFileCache and the follower's truncation
+"""storage.core.leader_epoch_cache: Kafka's LeaderEpochFileCache and the follower's truncation
 decision (rule 22)."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.core.leader_epoch_cache import (
+from storage.core.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_END_OFFSET,
     EpochEndOffset,

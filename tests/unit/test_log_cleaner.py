@@ -1,4 +1,4 @@
-"""The log cleaner's decisions (broker/core/log_cleaner.py, after Kafka's LogCleaner,
+"""The log cleaner's decisions (storage/core/log_cleaner.py, after Kafka's LogCleaner,
 LogCleanerManager and MemoryRecords.filterTo) and a whole cleaning round of the runtime
 (broker/runtime/log_manager.py) over a real partition log."""
 
@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker.core.log_cleaner import (
+from broker.runtime.log_manager import CleanerIo, _CleanJob, _run_clean_job
+from broker.runtime.partition_log import PartitionLog
+from storage.core.log_cleaner import (
     CleanerConfig,
     OffsetMap,
     clean_batch,
     cleanable_range,
     group_segments,
 )
-from broker.core.log_retention import RetentionConfig, SegmentView
-from broker.core.throttler import UNLIMITED
-from broker.runtime.log_manager import CleanerIo, _CleanJob, _run_clean_job
-from broker.runtime.partition_log import PartitionLog
+from storage.core.log_retention import RetentionConfig, SegmentView
 from storage.core.record_batch import (
     DELETE_HORIZON_FLAG,
     Record,
@@ -26,6 +25,7 @@ from storage.core.record_batch import (
     encode_batch,
     iter_segment_batches,
 )
+from storage.core.throttler import UNLIMITED
 
 NOW = 1_000_000
 

@@ -14,10 +14,7 @@ from typing import Any, cast
 
 import pytest
 
-from broker.core.log_cleaner import OffsetMap, build_offset_map, offset_map_capacity
-from broker.core.log_retention import RetentionConfig
 from broker.core.partition_state import Role
-from broker.core.throttler import Throttler
 from broker.runtime.log_manager import (
     CLEANER_OFFSET_CHECKPOINT,
     LogManager,
@@ -27,7 +24,10 @@ from broker.runtime.log_manager import (
 from broker.runtime.partition_log import PartitionLog, read_offset_checkpoint
 from controller.core import config_control
 from kafkawire.config import ConfigError
+from storage.core.log_cleaner import OffsetMap, build_offset_map, offset_map_capacity
+from storage.core.log_retention import RetentionConfig
 from storage.core.record_batch import Record, decode_batch, encode_batch, iter_segment_batches
+from storage.core.throttler import Throttler
 
 NOW = 1_000_000
 KEYS = 40

@@ -1,4 +1,4 @@
-"""Retention's decisions (broker/core/log_retention.py, Kafka's deleteOldSegments) and what a
+"""Retention's decisions (storage/core/log_retention.py, Kafka's deleteOldSegments) and what a
 partition log does with them: segments renamed `.deleted`, the log start moved, a roll when every
 segment goes, segment.ms rolls, and log recovery of `.deleted`/`.cleaned`/`.swap` files."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.core.log_retention import (
+from broker.runtime.partition_log import PartitionLog
+from storage.core.log_retention import (
     RetentionConfig,
     SegmentView,
     segments_to_delete,
     should_roll_by_time,
 )
-from broker.runtime.partition_log import PartitionLog
 from storage.core.record_batch import Record, encode_batch
 from storage.runtime.segment import CLEANED_SUFFIX, SWAP_SUFFIX, segment_file_name
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.core.leader_epoch_cache import EpochEndOffset, EpochEntry
 from broker.runtime.partition_log import (
     LEADER_EPOCH_CHECKPOINT,
     CheckpointError,
@@ -21,6 +20,7 @@ from broker.runtime.partition_log import (
     write_offset_checkpoint,
 )
 from kafkawire.errors import Errors, KafkaError
+from storage.core.leader_epoch_cache import EpochEndOffset, EpochEntry
 from storage.core.record_batch import Record, encode_batch, iter_batches
 
 

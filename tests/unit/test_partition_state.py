@@ -8,7 +8,6 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated
-from broker.core.leader_epoch_cache import EpochEntry
 from broker.core.partition_state import (
     CONSUMER_REPLICA_ID,
     PartitionReady,
@@ -25,6 +24,7 @@ from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
+from storage.core.leader_epoch_cache import EpochEntry
 
 LAG_MS = 10_000
 

@@ -1,4 +1,4 @@
-"""broker.core.producer_state: Kafka's idempotent producer rules (ProducerAppendInfo /
+"""storage.core.producer_state: Kafka's idempotent producer rules (ProducerAppendInfo /
 ProducerStateEntry), and the partition log keeping that state across appends, restarts,
 follower appends and truncation."""
 
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.core.producer_state import (
+from broker.runtime.partition_log import PartitionLog
+from kafkawire.errors import Errors, KafkaError
+from storage.core.producer_state import (
     INT32_MAX,
     NUM_BATCHES_TO_RETAIN,
     CorruptSnapshotError,
@@ -19,8 +21,6 @@ from broker.core.producer_state import (
     parse_snapshot_file_name,
     snapshot_file_name,
 )
-from broker.runtime.partition_log import PartitionLog
-from kafkawire.errors import Errors, KafkaError
 from storage.core.record_batch import encode_batch, iter_batches
 
 PID = 4000

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.core.record_validation import COMPACT
+from storage.core.record_validation import COMPACT
 
 DELETE = "delete"
 NO_LIMIT = -1

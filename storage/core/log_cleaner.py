@@ -29,12 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.core.log_retention import SegmentView
-from metadata.config_defs import (
-    DEDUPE_BUFFER_LOAD_FACTOR,
-    DEDUPE_BUFFER_MAX,
-    OFFSET_MAP_BYTES_PER_ENTRY,
-)
+from storage.core.log_retention import SegmentView
 from storage.core.record_batch import (
     RecordBatch,
     delete_horizon_ms,
@@ -43,6 +38,13 @@ from storage.core.record_batch import (
 )
 
 NO_OFFSET = -1
+# The log cleaner's offset map (Kafka's SkimpyOffsetMap): an MD5 hash and an offset per slot,
+# filled to the load factor (log.cleaner.io.buffer.load.factor's default); one cleaner thread
+# holds the whole log.cleaner.dedupe.buffer.size (metadata.config_defs refuses a smaller one).
+OFFSET_MAP_BYTES_PER_ENTRY = 24
+DEDUPE_BUFFER_LOAD_FACTOR = 0.9
+DEDUPE_BUFFER_MAX = 2**31 - 1  # a Java array: Kafka uses at most 2 GiB per cleaner thread
+
 
 
 @dataclass(frozen=True, slots=True)
