@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,21 @@ def records(count: int, tag: str = "r") -> list[bytes]:
 def fill(log: DiskLog, batches: int, epoch: int = 1, per_batch: int = 3) -> None:
     for i in range(batches):
         log.append_as_leader(records(per_batch, f"e{epoch}b{i}"), epoch, 1_000 + i)
+
+
+def flushed_log(directory: Path, *batches: int, **kwargs: Any) -> DiskLog:
+    """A new log with `batches[0]` batches of epoch 1, then `batches[1]` of epoch 2, ...; flushed."""
+    log = DiskLog(directory, **kwargs)
+    for epoch, count in enumerate(batches, start=1):
+        fill(log, count, epoch=epoch)
+    log.flush()
+    return log
+
+
+def reopened_warning(directory: Path, caplog: pytest.LogCaptureFixture, **kwargs: Any) -> DiskLog:
+    """The log opened again, its recovery's WARNING lines in caplog."""
+    with caplog.at_level(logging.WARNING):
+        return DiskLog(directory, **kwargs)
 
 
 def offsets_of(raw: bytes) -> list[tuple[int, int]]:
@@ -73,10 +89,7 @@ def test_append_read_flush_across_segment_rolls(tmp_path: Path) -> None:
 
 def test_reopen_recovers_everything(tmp_path: Path) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory, segment_bytes=SMALL_SEGMENT_BYTES)
-    fill(log, 10, epoch=1)
-    fill(log, 10, epoch=2)
-    log.flush()
+    log = flushed_log(directory, 10, 10, segment_bytes=SMALL_SEGMENT_BYTES)
     before = log.read(0, 1 << 20)
     log.close()
 
@@ -95,17 +108,14 @@ def test_torn_tail_is_truncated_at_last_whole_batch(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory)
-    fill(log, 5)
-    log.flush()
+    log = flushed_log(directory, 5)
     log.close()
     segment = directory / "00000000000000000000.log"
     size = segment.stat().st_size
     with segment.open("r+b") as handle:
         handle.truncate(size - 7)
 
-    with caplog.at_level(logging.WARNING):
-        reopened = DiskLog(directory)
+    reopened = reopened_warning(directory, caplog)
     assert reopened.end_offset() == 12
     assert reopened.flushed_offset() == 12
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -121,9 +131,7 @@ def test_flipped_byte_in_middle_batch_truncates_there_and_drops_later_segments(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory, segment_bytes=SMALL_SEGMENT_BYTES)
-    fill(log, 20)
-    log.flush()
+    log = flushed_log(directory, 20, segment_bytes=SMALL_SEGMENT_BYTES)
     # The second batch (offsets 3..5) of the first segment, which holds more than two.
     victim_position = len(log.read(0, 1))
     victim_size = len(log.read(3, 1))
@@ -135,8 +143,7 @@ def test_flipped_byte_in_middle_batch_truncates_there_and_drops_later_segments(
     data[victim_position + victim_size - 2] ^= 0xFF  # inside the CRC-covered payload
     segment.write_bytes(bytes(data))
 
-    with caplog.at_level(logging.WARNING):
-        reopened = DiskLog(directory, segment_bytes=SMALL_SEGMENT_BYTES)
+    reopened = reopened_warning(directory, caplog, segment_bytes=SMALL_SEGMENT_BYTES)
     assert reopened.end_offset() == 3
     assert segment_files(directory) == ["00000000000000000000.log"]
     assert segment.stat().st_size == victim_position
@@ -147,9 +154,7 @@ def test_flipped_byte_in_middle_batch_truncates_there_and_drops_later_segments(
 
 def test_offset_gap_between_segments_is_corruption(tmp_path: Path) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory, segment_bytes=SMALL_SEGMENT_BYTES)
-    fill(log, 20)
-    log.flush()
+    log = flushed_log(directory, 20, segment_bytes=SMALL_SEGMENT_BYTES)
     second = log.segment_paths()[1]
     log.close()
     second.unlink()  # the third segment now starts past the end of the first
@@ -183,10 +188,8 @@ def test_end_offset_for_epoch_follows_kafka(tmp_path: Path) -> None:
 
 def test_truncate_to_then_append(tmp_path: Path) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory, segment_bytes=SMALL_SEGMENT_BYTES)
-    fill(log, 10, epoch=1)
-    fill(log, 10, epoch=2)  # epoch 2 starts at 30
-    log.flush()
+    # Epoch 2 starts at 30.
+    log = flushed_log(directory, 10, 10, segment_bytes=SMALL_SEGMENT_BYTES)
     segments_before = len(segment_files(directory))
     with pytest.raises(ValueError, match="batch boundary"):
         log.truncate_to(31)
@@ -251,10 +254,7 @@ def test_read_committed_yields_whole_batches_below_to_offset(tmp_path: Path) -> 
 
 def test_snapshot_create_read_clean_and_reopen(tmp_path: Path) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory, segment_bytes=SMALL_SEGMENT_BYTES)
-    fill(log, 10, epoch=1)
-    fill(log, 10, epoch=2)
-    log.flush()
+    log = flushed_log(directory, 10, 10, segment_bytes=SMALL_SEGMENT_BYTES)
     snapshot = encode_batch(0, 2, 1, [b"state-a", b"state-b"], is_control=False)
     with pytest.raises(ValueError, match="epoch"):
         log.create_snapshot(SnapshotId(45, 1), snapshot)  # entry 44 is from epoch 2
@@ -336,14 +336,11 @@ def test_snapshot_written_before_a_crash_mid_install_wins_on_open(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory)
-    fill(log, 4, epoch=1)
-    log.flush()
+    log = flushed_log(directory, 4)
     log.close()
     # A follower wrote the fetched snapshot, then crashed before emptying its log.
     snapshot_path(directory, SnapshotId(50, 3)).write_bytes(encode_batch(0, 3, 1, [b"x"]))
-    with caplog.at_level(logging.WARNING):
-        reopened = DiskLog(directory)
+    reopened = reopened_warning(directory, caplog)
     assert (reopened.start_offset(), reopened.end_offset()) == (50, 50)
     assert reopened.last_fetched_epoch() == 3
     assert "behind snapshot" in caplog.text
@@ -354,9 +351,7 @@ def test_corrupt_snapshot_is_skipped_for_the_previous_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "log"
-    log = DiskLog(directory)
-    fill(log, 10, epoch=1)
-    log.flush()
+    log = flushed_log(directory, 10)
     payload = encode_batch(0, 1, 1, [b"older"])
     log.create_snapshot(SnapshotId(15, 1), payload)
     log.create_snapshot(SnapshotId(24, 1), encode_batch(0, 1, 1, [b"newer"]))
@@ -365,8 +360,7 @@ def test_corrupt_snapshot_is_skipped_for_the_previous_one(
     data = bytearray(newest.read_bytes())
     data[-1] ^= 0x55
     newest.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING):
-        reopened = DiskLog(directory)
+    reopened = reopened_warning(directory, caplog)
     assert reopened.latest_snapshot_id() == SnapshotId(15, 1)
     assert reopened.start_offset() == 15
     assert reopened.read_snapshot(SnapshotId(15, 1), 0, 1 << 20)[0] == payload
