@@ -3,10 +3,11 @@ entry points (audit.py, baseline.py), and every rule family's pure form beside i
 A pure form imports no Spark, no Arrow and nothing that does I/O or reads clocks, so the
 baseline, the simulators and unit tests can call it without a JVM."""
 
-import ast
 from pathlib import Path
 
 import pytest
+
+from tests.unit.test_layering import _all_imports as _imports  # modules and the names taken
 
 ROOT = Path(__file__).resolve().parents[2]
 ANALYTICS = ROOT / "analytics"
@@ -20,17 +21,6 @@ LOWER_THAN = {
 NOT_IN_PURE = {"pyspark", "pyarrow", "pandas", "os", "time", "random", "socket", "asyncio",
                "subprocess", "shutil", "tempfile", "threading", "multiprocessing"}
 FAMILIES = sorted(p.parent for p in (ANALYTICS / "rules").glob("*/pure.py"))
-
-
-def _imports(path: Path) -> list[str]:
-    names = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
-            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
 
 
 @pytest.mark.parametrize("package", sorted(LOWER_THAN))
