@@ -10,6 +10,7 @@ from types import MappingProxyType
 from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated
 from broker.core.partition_state import (
     CONSUMER_REPLICA_ID,
+    IsrProposal,
     PartitionReady,
     PartitionState,
     ProposalKind,
@@ -75,6 +76,16 @@ def leader(
         now_ms=0,
     )
     return state, ready
+
+
+def proposing_isr_123() -> tuple[PartitionState, IsrProposal]:
+    """Leader 1 of ISR 1,2 (min ISR 2) at log end 4; follower 3 (broker epoch 300) fetched up to
+    it, so the leader has proposed ISR 1,2,3."""
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert proposal is not None
+    return state, proposal
 
 
 def committed(state: PartitionState, isr: tuple[int, ...], partition_epoch: int,
@@ -192,11 +203,15 @@ def test_follower_fetching_with_a_stale_broker_epoch_is_not_proposed() -> None:
     assert state.on_follower_fetch(3, 4, 300, now_ms=6).alter_partition is not None
 
 
+def assert_proposes_3(state: PartitionState, broker_epoch: int, now_ms: int) -> None:
+    """A fetch of follower 3 with `broker_epoch` makes the leader propose it, with that epoch."""
+    again = state.on_follower_fetch(3, 4, broker_epoch, now_ms=now_ms).alter_partition
+    assert again is not None
+    assert again.new_isr_with_epochs[-1] == broker_state(3, broker_epoch)
+
+
 def test_ineligible_replica_reverts_and_does_not_retry_blindly() -> None:
-    state, _ = leader(isr=(1, 2), min_isr=2)
-    state.update_local_log(4, 4, now_ms=1)
-    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
-    assert proposal is not None
+    state, proposal = proposing_isr_123()
     ready = state.on_alter_partition_response(
         proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, now_ms=2
     )
@@ -208,16 +223,11 @@ def test_ineligible_replica_reverts_and_does_not_retry_blindly() -> None:
     assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None
     # The follower restarts and the leader's image learns its new epoch: propose again.
     state.update_metadata(2, image({1: 100, 2: 200, 3: 302}), now_ms=4)
-    again = state.on_follower_fetch(3, 4, 302, now_ms=5).alter_partition
-    assert again is not None
-    assert again.new_isr_with_epochs[-1] == broker_state(3, 302)
+    assert_proposes_3(state, 302, now_ms=5)
 
 
 def test_ineligible_replica_is_proposed_again_after_a_fence_and_unfence() -> None:
-    state, _ = leader(isr=(1, 2), min_isr=2)
-    state.update_local_log(4, 4, now_ms=1)
-    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
-    assert proposal is not None
+    state, proposal = proposing_isr_123()
     state.on_alter_partition_response(proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, 2)
     assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None
     # The image catches up: the follower was fenced, then unfenced with the same epoch (its
@@ -225,16 +235,11 @@ def test_ineligible_replica_is_proposed_again_after_a_fence_and_unfence() -> Non
     state.update_metadata(2, image(EPOCHS, fenced=frozenset({3})), now_ms=4)
     assert state.on_follower_fetch(3, 4, 300, now_ms=5).alter_partition is None
     state.update_metadata(2, image(EPOCHS), now_ms=6)
-    again = state.on_follower_fetch(3, 4, 300, now_ms=7).alter_partition
-    assert again is not None
-    assert again.new_isr_with_epochs[-1] == broker_state(3, 300)
+    assert_proposes_3(state, 300, now_ms=7)
 
 
 def test_fenced_leader_epoch_reverts_until_new_metadata() -> None:
-    state, _ = leader(isr=(1, 2), min_isr=2)
-    state.update_local_log(4, 4, now_ms=1)
-    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
-    assert proposal is not None
+    state, proposal = proposing_isr_123()
     state.on_alter_partition_response(proposal.proposal_id, Errors.FENCED_LEADER_EPOCH, None, 2)
     assert state.committed_isr == (1, 2)
     assert state.on_follower_fetch(3, 4, 300, now_ms=3).alter_partition is None
@@ -243,10 +248,7 @@ def test_fenced_leader_epoch_reverts_until_new_metadata() -> None:
 
 
 def test_retriable_errors_resend_the_same_proposal_and_stale_answers_are_ignored() -> None:
-    state, _ = leader(isr=(1, 2), min_isr=2)
-    state.update_local_log(4, 4, now_ms=1)
-    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
-    assert proposal is not None
+    state, proposal = proposing_isr_123()
     ready = state.on_alter_partition_response(proposal.proposal_id, Errors.NOT_CONTROLLER, None, 2)
     assert ready.alter_partition == proposal
     ignored = state.on_alter_partition_response(proposal.proposal_id + 99, Errors.NONE,
@@ -256,10 +258,7 @@ def test_retriable_errors_resend_the_same_proposal_and_stale_answers_are_ignored
 
 
 def test_replayed_change_commits_the_pending_expansion() -> None:
-    state, _ = leader(isr=(1, 2), min_isr=2)
-    state.update_local_log(4, 4, now_ms=1)
-    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
-    assert proposal is not None
+    state, proposal = proposing_isr_123()
     state.apply_registration(reg((1, 2, 3), partition_epoch=11), 2, image(EPOCHS), now_ms=2)
     assert state.inflight is None
     assert state.committed_isr == (1, 2, 3)
