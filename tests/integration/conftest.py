@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from cluster.client.admin_client import QuorumStatus, describe_quorum
-from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster
+from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import KafkaError
 
@@ -60,6 +60,18 @@ def detached_up(directory: Path, *args: str) -> Iterator[tuple[LocalCluster, str
         if cluster is not None:
             cluster.stop()
             assert not cluster.running(), "processes left behind"
+
+
+def restart_node(cluster: LocalCluster, spec: NodeSpec, ready_s: float = 60) -> None:
+    """Start a killed node again and return only once the cluster is whole: the quorum has a
+    leader and every broker is registered and unfenced in every broker's metadata. A test that
+    kills a node of a module's cluster ends with this: the next test would otherwise create a
+    replication-factor-3 topic while the restarted broker is still fenced, and the controller
+    answers INVALID_REPLICATION_FACTOR."""
+    cluster.start_node(spec)
+    cluster.write_cluster_file()
+    asyncio.run(wait_until_ready(cluster, ready_s))
+
 
 def describe(c: LocalCluster, topic: str, bootstrap: str | None = None) -> dict[str, Any]:
     """`topics describe --topic T --output json`'s first partition (as CLI.md prints it), asked

@@ -29,7 +29,7 @@ from kafkawire.api_versions import BROKER_API_VERSIONS
 from kafkawire.client import KafkaClient
 from kafkawire.entities import build, item_type
 from kafkawire.messages import request_schema
-from tests.integration.conftest import minikraft
+from tests.integration.conftest import minikraft, restart_node
 from tests.integration.test_kafka_clients import Up, _admin, _create, _wait_leaders, start_up
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
@@ -124,6 +124,14 @@ def _committed(up: Up, group: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in result[group].result(timeout=20).topic_partitions}
 
 
+def _new_topic(up: Up, topic: str, partitions: int) -> AdminClient:
+    """The topic (replication factor 3) with a leader per partition; the admin client."""
+    admin = _admin(up)
+    _create(admin, NewTopic(topic, partitions, 3))
+    _wait_leaders(admin, topic, partitions)
+    return admin
+
+
 def _by_partition(records: list[tuple[int, int]]) -> Offsets:
     out: Offsets = {}
     for partition, offset in records:
@@ -134,10 +142,8 @@ def _by_partition(records: list[tuple[int, int]]) -> Offsets:
 def test_aiokafka_group_of_three_survives_kill_9_of_a_member_and_a_restart(
     up: Up, members: list[Member]
 ) -> None:
-    admin = _admin(up)
     topic, group = "grouped", "aiokafka-group"
-    _create(admin, NewTopic(topic, 3, 3))
-    _wait_leaders(admin, topic, 3)
+    _new_topic(up, topic, 3)
 
     # 1. Three members, one partition each; every record consumed exactly once.
     members.extend(Member(up.bootstrap, topic, group) for _ in range(3))
@@ -264,10 +270,8 @@ class KafkaPythonMember(threading.Thread):
 
 
 def test_kafka_python_group_rebalances_on_leave_and_resumes_from_commits(up: Up) -> None:
-    admin = _admin(up)
     topic, group = "grouped-kp", "kafka-python-group"
-    _create(admin, NewTopic(topic, 3, 3))
-    _wait_leaders(admin, topic, 3)
+    _new_topic(up, topic, 3)
     group_members = [KafkaPythonMember(up.bootstrap, topic, group) for _ in range(2)]
     try:
         _wait(
@@ -308,10 +312,8 @@ def test_kafka_python_group_rebalances_on_leave_and_resumes_from_commits(up: Up)
 
 
 def test_librdkafka_group_consumes_once_rebalances_and_resumes(up: Up) -> None:
-    admin = _admin(up)
     topic, group = "grouped-rd", "librdkafka-group"
-    _create(admin, NewTopic(topic, 3, 3))
-    _wait_leaders(admin, topic, 3)
+    _new_topic(up, topic, 3)
     assigned: dict[int, list[int]] = {}
 
     def consumer(index: int) -> Consumer:
@@ -389,7 +391,8 @@ def _coordinator_of(bootstrap: str, group: str) -> str:
 @contextlib.contextmanager
 def _coordinator_killed(up: Up, group: str) -> Iterator[str]:
     """kill -9 of `group`'s coordinator: yields the surviving brokers' bootstrap, then checks
-    the group has another coordinator; the broker is started again even when the test fails."""
+    the group has another coordinator; the broker is started again, and unfenced, even when the
+    test fails."""
     before = _coordinator_of(up.bootstrap, group)
     victim = next(b for b in up.cluster.brokers if b.address == before)
     survivors = ",".join(b.address for b in up.cluster.brokers if b is not victim)
@@ -398,8 +401,7 @@ def _coordinator_killed(up: Up, group: str) -> Iterator[str]:
         yield survivors
         assert _coordinator_of(survivors, group) != before
     finally:
-        up.cluster.start_node(victim)
-        up.cluster.write_cluster_file()
+        restart_node(up.cluster, victim)  # the module's next test needs all three unfenced
 
 
 async def _coordinator_address(client: KafkaClient, bootstrap: str, group: str) -> str:
@@ -623,10 +625,8 @@ def _cli(up: Up, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_consumer_groups_cli_lists_describes_resets_and_deletes(up: Up) -> None:
-    admin = _admin(up)
     topic, group = "cli-grouped", "cli-group"
-    _create(admin, NewTopic(topic, 2, 3))
-    _wait_leaders(admin, topic, 2)
+    _new_topic(up, topic, 2)
     _produce(up.bootstrap, topic, 10, 2)
     member = _kafka_python_member(up.bootstrap, topic, group)
     try:
@@ -671,14 +671,6 @@ def test_consumer_groups_cli_lists_describes_resets_and_deletes(up: Up) -> None:
 
 
 # ---- issue 38: what librdkafka / kafka-python applications rely on ----
-
-
-def _new_topic(up: Up, topic: str, partitions: int) -> AdminClient:
-    """The topic (replication factor 3) with a leader per partition; the admin client."""
-    admin = _admin(up)
-    _create(admin, NewTopic(topic, partitions, 3))
-    _wait_leaders(admin, topic, partitions)
-    return admin
 
 
 def test_commits_to_a_missing_topic_or_partition_are_refused_per_partition(up: Up) -> None:
@@ -965,10 +957,8 @@ def test_static_members_rejoin_without_a_rebalance_are_fenced_and_expire(up: Up)
 
 
 def test_kill_9_of_the_coordinator_moves_the_group_and_keeps_its_offsets(up: Up) -> None:
-    admin = _admin(up)
     topic, group = "coordinated", "coordinator-failover"
-    _create(admin, NewTopic(topic, 3, 3))
-    _wait_leaders(admin, topic, 3)
+    _new_topic(up, topic, 3)
     committer = Consumer({"bootstrap.servers": up.bootstrap, "group.id": group})
     try:
         offsets = [TopicPartition(topic, p, 10 + p) for p in range(3)]
@@ -997,10 +987,8 @@ def test_kill_9_of_the_coordinator_moves_the_group_and_keeps_its_offsets(up: Up)
 def test_a_live_aiokafka_group_follows_its_coordinator_through_kill_9(
     up: Up, members: list[Member]
 ) -> None:
-    admin = _admin(up)
     topic, group = "coord-live", "coord-live-group"
-    _create(admin, NewTopic(topic, 3, 3))
-    _wait_leaders(admin, topic, 3)
+    _new_topic(up, topic, 3)
     members.extend(Member(up.bootstrap, topic, group) for _ in range(2))
     _wait(
         lambda: all(m.assigned for m in members)
