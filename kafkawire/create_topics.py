@@ -4,17 +4,10 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kio.schema.create_topics.v7.request import (
-    CreatableTopic,
-    CreatableTopicConfig,
-    CreateTopicsRequest,
-)
-from kio.schema.types import TopicName
-from kio.static.primitive import i16, i32, i32Timedelta
+from kafkawire import admin_messages as am
 
 DEFAULT_TIMEOUT_MS = 30_000
 
@@ -29,20 +22,11 @@ class NewTopic:
 
 def create_topics_request(
     topics: Sequence[NewTopic], timeout_ms: int = DEFAULT_TIMEOUT_MS
-) -> CreateTopicsRequest:
-    return CreateTopicsRequest(
-        topics=tuple(
-            CreatableTopic(
-                name=TopicName(t.name),
-                num_partitions=i32(t.num_partitions),
-                replication_factor=i16(t.replication_factor),
-                assignments=(),
-                configs=tuple(
-                    CreatableTopicConfig(name=k, value=v) for k, v in sorted(t.configs.items())
-                ),
-            )
+) -> am.CreateTopicsRequest:
+    return am.create_topics_request(
+        (
+            am.creatable_topic(t.name, t.num_partitions, t.replication_factor, t.configs)
             for t in topics
         ),
-        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
-        validate_only=False,
+        timeout_ms=timeout_ms,
     )

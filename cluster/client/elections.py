@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.static.primitive import i8, i32
-
-from cluster.client.topics import error_name, kafka_timeout, run_admin
+from cluster.client.bootstrap import ADMIN_TIMEOUT_MS
+from cluster.client.topics import error_name, run_admin
 from cluster.output import fail
+from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire import elect_leaders_v3 as el3
 from kafkawire.errors import Errors
@@ -26,26 +26,20 @@ def elect_leaders_request(
     """ElectLeaders v3 for `targets` (None: every partition); DesignatedLeaders by index with
     Partitions for DESIGNATED (seed 004), null otherwise."""
     if targets is None:
-        return el3.ElectLeadersRequest(
-            election_type=i8(election_type), topic_partitions=None, timeout=kafka_timeout()
-        )
+        return am.elect_leaders_request(election_type, None, ADMIN_TIMEOUT_MS)
     by_topic: dict[str, tuple[list[int], list[int]]] = {}
     for topic, partition, leader in targets:
         partitions, leaders = by_topic.setdefault(topic, ([], []))
         partitions.append(partition)
         leaders.append(-1 if leader is None else leader)
     designated = election_type == constants.ELECTION_DESIGNATED
-    return el3.ElectLeadersRequest(
-        election_type=i8(election_type),
-        topic_partitions=tuple(
-            el3.TopicPartitions(
-                topic=topic,
-                partitions=tuple(i32(p) for p in parts),
-                designated_leaders=tuple(i32(b) for b in leaders) if designated else None,
-            )
+    return am.elect_leaders_request(
+        election_type,
+        (
+            am.election_topic(topic, parts, leaders if designated else None)
             for topic, (parts, leaders) in by_topic.items()
         ),
-        timeout=kafka_timeout(),
+        ADMIN_TIMEOUT_MS,
     )
 
 

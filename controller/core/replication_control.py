@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from controller.core import alter_partition as ap
 from controller.core import config_control
-from controller.core import messages as msg
 from controller.core.config_control import topic_config_error, unclean_allowed
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
@@ -32,7 +31,9 @@ from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire import topic as topic_names
 from kafkawire.broker_lifecycle import AlterPartitionRequest, AlterPartitionResponse
+from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
+from metadata import kafka_describe
 from metadata.metadata_image import (
     MetadataImage,
     TopicImage,
@@ -52,6 +53,9 @@ from metadata.records import (
 # add more partitions than this in all (POLICY_VIOLATION, every topic of the request), before
 # any other check: one request must not write an unbounded batch of records.
 MAX_PARTITIONS_PER_REQUEST = 10_000
+# Kafka's defaults for a CreateTopics that leaves partitions / replication factor to the
+# controller (-1): its `num.partitions` and `default.replication.factor`.
+CREATE_TOPICS_DEFAULTS = {"num.partitions": "1", "default.replication.factor": "1"}
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
@@ -140,33 +144,57 @@ def _usable(image: MetadataImage, broker_id: int) -> bool:
     return not image.is_fenced(broker_id) and not image.is_in_controlled_shutdown(broker_id)
 
 
+@dataclass(frozen=True, slots=True)
+class _NewTopic:
+    """A CreatableTopic with the controller's defaults filled in (Kafka's
+    ReplicationControlManager.createTopic)."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+    assignments: list[list[int]]
+
+
 def create_topics(
     image: MetadataImage,
-    request: msg.CreateTopicsRequest,
+    request: am.CreateTopicsRequest,
     new_topic_id: Callable[[], uuid.UUID],
-) -> ControllerResult[msg.CreateTopicsResponse]:
-    records: list[MetadataRecord] = []
-    results: list[msg.CreatableTopicResult] = []
-    total = sum(len(t.assignments) if t.assignments else max(0, t.num_partitions)
-                for t in request.topics)
-    if total > MAX_PARTITIONS_PER_REQUEST:
-        refused = [
-            msg.CreatableTopicResult(t.name, error_code=Errors.POLICY_VIOLATION,
-                                     error_message=TOO_MANY_PARTITIONS)
-            for t in request.topics
-        ]
-        return ControllerResult((), msg.CreateTopicsResponse(topics=refused))
-    brokers = usable_brokers(image)
-    names = [t.name for t in request.topics]
+    node: NodeConfig,
+) -> ControllerResult[am.CreateTopicsResponse]:
+    """CreateTopics v7 (older versions lifted by the runtime): a result per topic, in the
+    request's order; -1 partitions / replication factor take `node`'s num.partitions and
+    default.replication.factor, and a created topic's result lists its every config (v5+,
+    KIP-525, as DescribeConfigs would)."""
+    names = [str(t.name) for t in request.topics]
+    # Kafka's ControllerApis: a name given twice is refused first, whatever else is wrong.
     duplicates = {n for n in names if names.count(n) > 1}
+    refused: dict[int, tuple[Errors, str]] = {}
+    topics: dict[int, _NewTopic] = {}
+    for index, creatable in enumerate(request.topics):
+        parsed = (
+            (Errors.INVALID_REQUEST, "Duplicate topic name.")
+            if names[index] in duplicates
+            else _new_topic(creatable, node)
+        )
+        if isinstance(parsed, _NewTopic):
+            topics[index] = parsed
+        else:
+            refused[index] = parsed
+    total = sum(len(t.assignments) if t.assignments else max(0, t.num_partitions)
+                for t in topics.values())
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        refused.update((i, (Errors.POLICY_VIOLATION, TOO_MANY_PARTITIONS)) for i in topics)
+        topics = {}
+    records: list[MetadataRecord] = []
+    created: dict[int, am.CreatableTopicResult] = {}
+    brokers = usable_brokers(image)
     # Start where the last topic left off, so successive topics do not all lead on one broker.
     placed = sum(len(t.partitions) for t in image.topics.values())
-    for topic in request.topics:
-        error, message = _create_topic_error(image, topic, duplicates, brokers)
+    for index, topic in topics.items():
+        error, message = _create_topic_error(image, topic, brokers)
         if error is not None:
-            results.append(
-                msg.CreatableTopicResult(topic.name, error_code=error, error_message=message)
-            )
+            refused[index] = (Errors.of(error), message)
             continue
         topic_id = new_topic_id()
         assignment = (
@@ -175,13 +203,14 @@ def create_topics(
             else place_replicas(brokers, topic.num_partitions, topic.replication_factor, placed)
         )
         placed += topic.num_partitions
-        results.append(
-            msg.CreatableTopicResult(
-                topic.name,
-                topic_id=topic_id,
-                num_partitions=topic.num_partitions,
-                replication_factor=topic.replication_factor,
-            )
+        created[index] = am.creatable_topic_result(
+            topic.name,
+            topic_id=topic_id,
+            num_partitions=topic.num_partitions,
+            replication_factor=topic.replication_factor,
+            configs=kafka_describe.created_topic_configs(
+                am.CreatableTopicConfigs, image, topic.configs, node
+            ),
         )
         if request.validate_only:
             continue
@@ -190,19 +219,56 @@ def create_topics(
             records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, topic.name, key, topic.configs[key]))
         for partition_id, replicas in enumerate(assignment):
             records.append(new_partition(image, topic_id, partition_id, replicas))
-    return ControllerResult(tuple(records), msg.CreateTopicsResponse(topics=results))
+    results = (
+        created[i] if i in created else am.creatable_topic_result(names[i], *refused[i])
+        for i in range(len(names))
+    )
+    return ControllerResult(tuple(records), am.create_topics_response(results))
+
+
+def _new_topic(topic: am.CreatableTopic, node: NodeConfig) -> _NewTopic | tuple[Errors, str]:
+    """A manual assignment fixes the counts, -1 takes the controller's defaults."""
+    nulls = [c.name for c in topic.configs if c.value is None]
+    if nulls:  # Kafka's ControllerConfigurationValidator
+        return Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"
+    assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in topic.assignments}
+    num_partitions = int(topic.num_partitions)
+    replication_factor = int(topic.replication_factor)
+    replica_lists: list[list[int]] = []
+    if assignments:
+        if num_partitions not in (-1, len(assignments)) or replication_factor not in (
+            -1,
+            *(len(r) for r in assignments.values()),
+        ):
+            # Kafka refuses both; counts that agree with the assignment are let through.
+            return (
+                Errors.INVALID_REQUEST,
+                "a replica assignment and different partitions/replication factor were given",
+            )
+        if sorted(assignments) != list(range(len(assignments))):
+            return (
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                "partitions of a replica assignment must be 0..n-1",
+            )
+        replica_lists = [assignments[p] for p in range(len(assignments))]
+        num_partitions = len(replica_lists)
+        replication_factor = len(replica_lists[0])
+    defaults = {**CREATE_TOPICS_DEFAULTS, **node.props}
+    if num_partitions == -1:
+        num_partitions = int(defaults["num.partitions"])
+    if replication_factor == -1:
+        replication_factor = int(defaults["default.replication.factor"])
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    return _NewTopic(str(topic.name), num_partitions, replication_factor, configs, replica_lists)
 
 
 def _create_topic_error(
     image: MetadataImage,
-    topic: msg.CreatableTopic,
-    duplicates: set[str],
+    topic: _NewTopic,
     brokers: list[int],
 ) -> tuple[int | None, str]:
     """Kafka's checks in Kafka's order, with its messages (ControllerApis.createTopics, then
     ReplicationControlManager's); (error code, why) or (None, "")."""
-    if topic.name in duplicates:
-        return Errors.INVALID_REQUEST, "Duplicate topic name."
     if topic.name == topic_names.CLUSTER_METADATA_TOPIC:
         return (
             Errors.INVALID_REQUEST,
@@ -479,9 +545,11 @@ class _ElectionTarget:
 
 def elect_leaders(
     image: MetadataImage,
-    request: msg.ElectLeadersRequest,
+    request: am.ElectLeadersRequest,
     policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[msg.ElectLeadersResponse]:
+) -> ControllerResult[am.ElectLeadersResponse]:
+    """ElectLeaders v3 (older versions lifted by the runtime); a request refused as a whole
+    answers its top-level error, and why goes to the controller's log (no v1+ field says it)."""
     try:
         election_type = ElectionType(request.election_type)
     except ValueError:
@@ -489,21 +557,17 @@ def elect_leaders(
     if election_type == ElectionType.ONLINE:
         return ControllerResult(
             (),
-            msg.ElectLeadersResponse(
-                error_code=Errors.INVALID_REQUEST,
-                error_message=f"unknown election type {request.election_type}",
-            ),
+            am.elect_leaders_response(error=Errors.INVALID_REQUEST),
+            message=f"unknown election type {request.election_type}",
         )
     if request.topic_partitions is None and election_type == ElectionType.DESIGNATED:
         return ControllerResult(
             (),
-            msg.ElectLeadersResponse(
-                error_code=Errors.INVALID_REQUEST,
-                error_message="a DESIGNATED election names its partitions and leaders",
-            ),
+            am.elect_leaders_response(error=Errors.INVALID_REQUEST),
+            message="a DESIGNATED election names its partitions and leaders",
         )
     changes: list[PartitionChange] = []
-    by_topic: dict[str, list[msg.ElectLeadersPartitionResult]] = {}
+    by_topic: dict[str, list[am.ElectLeadersPartitionResult]] = {}
     served = 0
     every_partition = request.topic_partitions is None
     for target in _election_targets(image, request):
@@ -528,18 +592,16 @@ def elect_leaders(
         if every_partition and result.error_code == Errors.ELECTION_NOT_NEEDED:
             continue  # Kafka leaves partitions that already have their leader out of "all"
         results.append(result)
-    response = msg.ElectLeadersResponse(
-        replica_election_results=[
-            msg.ElectLeadersTopicResult(topic, results)
-            for topic, results in by_topic.items()
-            if results
-        ]
+    response = am.elect_leaders_response(
+        am.ElectLeadersTopicResult(topic=topic, partition_result=tuple(results))
+        for topic, results in by_topic.items()
+        if results
     )
     return ControllerResult(tuple(written_records(changes)), response, tuple(changes))
 
 
 def _election_targets(
-    image: MetadataImage, request: msg.ElectLeadersRequest
+    image: MetadataImage, request: am.ElectLeadersRequest
 ) -> Iterable[_ElectionTarget]:
     if request.topic_partitions is None:
         for every_topic, partition_id, _ in _partitions(image):
@@ -549,7 +611,8 @@ def _election_targets(
     for entry in request.topic_partitions:
         topic = image.topics_by_name.get(entry.topic)
         designated = entry.designated_leaders
-        for index, partition_id in enumerate(entry.partitions):
+        for index, partition in enumerate(entry.partitions):
+            partition_id = int(partition)
             key = (entry.topic, partition_id)
             if key in seen:
                 yield _ElectionTarget(
@@ -576,14 +639,14 @@ def _election_targets(
                     message="no designated leader for this partition",
                 )
                 continue
-            leader = designated[index] if designated is not None else NO_LEADER
+            leader = int(designated[index]) if designated is not None else NO_LEADER
             yield _ElectionTarget(entry.topic, partition_id, designated_leader=leader)
 
 
 def _election_result(
     partition_id: int, error: Errors, message: str = "", leader: int = NO_LEADER
-) -> msg.ElectLeadersPartitionResult:
-    return msg.ElectLeadersPartitionResult(partition_id, int(error), message, leader)
+) -> am.ElectLeadersPartitionResult:
+    return am.election_result(partition_id, error, message, leader)
 
 
 def _elect_one(
@@ -592,7 +655,7 @@ def _elect_one(
     target: _ElectionTarget,
     election_type: ElectionType,
     policy: ElectionPolicy,
-) -> tuple[PartitionChange | None, msg.ElectLeadersPartitionResult]:
+) -> tuple[PartitionChange | None, am.ElectLeadersPartitionResult]:
     """One partition's election; the builder's ElectionKind says whether it elected."""
     registration = topic.partitions[target.partition_id]
     pid = target.partition_id

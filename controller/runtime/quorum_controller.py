@@ -197,7 +197,9 @@ class QuorumController:
             )
         if api_key == ApiKey.CREATE_TOPICS:
             return await self._write(
-                lambda image: replication_control.create_topics(image, request, uuid.uuid4),
+                lambda image: replication_control.create_topics(
+                    image, request, uuid.uuid4, self.config
+                ),
                 "CreateTopics",
                 user_op=True,
             )

@@ -19,7 +19,6 @@ from typing import Any
 from kio.static.primitive import i32
 
 from controller.core import config_control, replication_control
-from controller.core import messages as msg
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
 from controller.core.unclean_recovery import (
@@ -37,12 +36,14 @@ from controller.core.unclean_recovery import (
     select_leader,
     usable_answers,
 )
+from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire import get_replica_log_info as grli
 from kafkawire.client import KafkaClient
 from kafkawire.config import NodeConfig
 from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors, KafkaError
+from kafkawire.messages import wire_error
 from metadata.metadata_image import MetadataImage
 
 log = logging.getLogger("minikraft.controller.recovery")
@@ -340,16 +341,17 @@ class RecoveryManager:
             winner = select_leader(usable, RankBy.LAST_WRITTEN_LEADER_EPOCH)
             if winner is None:
                 return ControllerResult((), Election(topic_name, key[1], -1, "NO_USABLE_ANSWER"))
-            request = msg.ElectLeadersRequest(
+            request = am.elect_leaders_request(
                 constants.ELECTION_DESIGNATED,
-                [msg.ElectLeadersTopicPartitions(topic_name, [key[1]], [winner.broker_id])],
+                [am.election_topic(topic_name, [key[1]], [winner.broker_id])],
             )
             result = replication_control.elect_leaders(image, request, self._policy(image))
             partition = result.response.replica_election_results[0].partition_result[0]
-            error = None if partition.error_code == 0 else Errors.of(partition.error_code).name
+            error = wire_error(partition.error_code, partition.error_message)
+            error_name = None if error is Errors.NONE else error.name
             return ControllerResult(
                 result.records,
-                Election(topic_name, key[1], partition.leader_id, error),
+                Election(topic_name, key[1], int(partition.leader_id), error_name),
                 result.changes,  # the controller logs and counts the DESIGNATED election
             )
 

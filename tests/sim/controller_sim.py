@@ -17,7 +17,6 @@ import random
 import uuid
 
 from controller.core import cluster_control
-from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
@@ -25,6 +24,7 @@ from controller.core.invariants import check_epochs_bumped, check_leader_electio
 from kafkawire import admin_messages as am
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
+from kafkawire.config import NodeConfig
 from metadata.metadata_image import MetadataImage, replay
 from metadata.records import PartitionChangeRecord, decode_record, encode_record
 from tests.sim.cluster_sim import ClusterSim, SimNode, SimOptions
@@ -93,9 +93,11 @@ class ControllerSim(ClusterSim):
             return self._heartbeat(image, fenced[0])  # caught up: unfenced (rule 16)
         if TOPIC not in image.topics_by_name:
             min_isr = str(self.ops.randint(1, 3))
-            topic = msg.CreatableTopic(TOPIC, 1, 3, {"min.insync.replicas": min_isr})
-            request = msg.CreateTopicsRequest([topic])
-            return rc.create_topics(image, request, lambda: uuid.UUID(int=self.seed + 1))
+            topic = am.creatable_topic(TOPIC, 1, 3, {"min.insync.replicas": min_isr})
+            request = am.create_topics_request([topic])
+            return rc.create_topics(
+                image, request, lambda: uuid.UUID(int=self.seed + 1), NodeConfig({"node.id": "1"})
+            )
         broker = self.ops.choice(BROKERS)
         choice = self.ops.random()
         if choice < 0.25:
@@ -112,7 +114,7 @@ class ControllerSim(ClusterSim):
             return rc.incremental_alter_configs(image, request, self.policy)
         if choice < 0.7 and TOPIC in image.topics_by_name:
             election = self.ops.choice((constants.ELECTION_PREFERRED, constants.ELECTION_UNCLEAN))
-            elect = msg.ElectLeadersRequest(election, [msg.ElectLeadersTopicPartitions(TOPIC, [0])])
+            elect = am.elect_leaders_request(election, [am.election_topic(TOPIC, [0])])
             return rc.elect_leaders(image, elect, self.policy)
         if TOPIC in image.topics_by_name:
             return self._alter_isr(image, broker)

@@ -5,7 +5,6 @@ and ElectLeaders for all partitions leaves ELECTION_NOT_NEEDED out (Kafka's elec
 from __future__ import annotations
 
 from controller.core import cluster_control, config_control
-from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.election_policy import ElectionPolicy
 from controller.core.invariants import check_partition
@@ -259,7 +258,7 @@ def two_topics() -> MetadataImage:
 
 def test_elect_all_partitions_leaves_election_not_needed_out() -> None:
     image = two_topics()
-    result = rc.elect_leaders(image, msg.ElectLeadersRequest(constants.ELECTION_PREFERRED, None))
+    result = rc.elect_leaders(image, am.elect_leaders_request(constants.ELECTION_PREFERRED))
     answered = {
         (t.topic, p.partition_id): p.error_code
         for t in result.response.replica_election_results
@@ -271,8 +270,8 @@ def test_elect_all_partitions_leaves_election_not_needed_out() -> None:
 
 def test_elect_listed_partitions_still_report_election_not_needed() -> None:
     image = two_topics()
-    request = msg.ElectLeadersRequest(
-        constants.ELECTION_PREFERRED, [msg.ElectLeadersTopicPartitions("bar", [0])]
+    request = am.elect_leaders_request(
+        constants.ELECTION_PREFERRED, [am.election_topic("bar", [0])]
     )
     result = rc.elect_leaders(image, request)
     codes = [p.error_code for p in result.response.replica_election_results[0].partition_result]

@@ -12,7 +12,6 @@ from kio.schema.describe_topic_partitions.v0 import request as dtp
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
-from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.invariants import check_partition
@@ -20,7 +19,9 @@ from controller.core.partition_change import ElectionKind, written_records
 from kafkawire import admin_messages as am
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
+from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
+from kafkawire.messages import wire_error
 from metadata import kafka_describe
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 from metadata.metadata_image import MetadataDelta, MetadataImage
@@ -38,6 +39,8 @@ from metadata.records import (
 )
 
 FOO = uuid.UUID(int=100)
+
+NODE = NodeConfig({"node.id": "3000"})  # the controller: Kafka's CreateTopics defaults
 
 
 def ids() -> Iterator[uuid.UUID]:
@@ -104,9 +107,9 @@ def run(image: MetadataImage, result: ControllerResult[Any]) -> MetadataImage:
 
 def create(
     image: MetadataImage, name: str = "bar", partitions: int = 3, rf: int = 3, **configs: str
-) -> ControllerResult[msg.CreateTopicsResponse]:
-    request = msg.CreateTopicsRequest([msg.CreatableTopic(name, partitions, rf, configs)])
-    return rc.create_topics(image, request, ids().__next__)
+) -> ControllerResult[am.CreateTopicsResponse]:
+    request = am.create_topics_request([am.creatable_topic(name, partitions, rf, configs)])
+    return rc.create_topics(image, request, ids().__next__, NODE)
 
 
 def create_error(image: MetadataImage, *args: object, **configs: str) -> int:
@@ -160,16 +163,16 @@ def test_rf_counts_only_unfenced_brokers() -> None:
 
 def test_validate_only_answers_without_writing() -> None:
     image = brokers(3)
-    request = msg.CreateTopicsRequest([msg.CreatableTopic("bar", 2, 2)], validate_only=True)
-    result = rc.create_topics(image, request, ids().__next__)
+    request = am.create_topics_request([am.creatable_topic("bar", 2, 2)], validate_only=True)
+    result = rc.create_topics(image, request, ids().__next__, NODE)
     assert result.records == ()
     assert result.response.topics[0].error_code == 0
 
 
 def test_duplicate_topic_in_one_request_is_invalid() -> None:
     image = brokers(3)
-    request = msg.CreateTopicsRequest([msg.CreatableTopic("bar", 1, 1)] * 2)
-    result = rc.create_topics(image, request, ids().__next__)
+    request = am.create_topics_request([am.creatable_topic("bar", 1, 1)] * 2)
+    result = rc.create_topics(image, request, ids().__next__, NODE)
     assert [t.error_code for t in result.response.topics] == [Errors.INVALID_REQUEST] * 2
     assert result.records == ()
 
@@ -178,15 +181,15 @@ def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(
     # Kafka's ReplicationControlManager.validateTotalNumberOfPartitions: counted over the whole
     # request (two topics of 6,000 each), every topic refused, nothing written; 10,000 is fine.
     image = brokers(3)
-    request = msg.CreateTopicsRequest(
-        [msg.CreatableTopic("a", 6000, 1), msg.CreatableTopic("b", 6000, 1)])
-    result = rc.create_topics(image, request, ids().__next__)
+    request = am.create_topics_request(
+        [am.creatable_topic("a", 6000, 1), am.creatable_topic("b", 6000, 1)])
+    result = rc.create_topics(image, request, ids().__next__, NODE)
     assert [t.error_code for t in result.response.topics] == [Errors.POLICY_VIOLATION] * 2
     assert {t.error_message for t in result.response.topics} == {
         "Excessively large number of partitions per request."}
     assert result.records == ()
-    at_limit = msg.CreateTopicsRequest([msg.CreatableTopic("a", 10_000, 1)], validate_only=True)
-    assert rc.create_topics(image, at_limit, ids().__next__).response.topics[0].error_code == 0
+    at_limit = am.create_topics_request([am.creatable_topic("a", 10_000, 1)], validate_only=True)
+    assert rc.create_topics(image, at_limit, ids().__next__, NODE).response.topics[0].error_code == 0
 
 
 # -- DeleteTopics ----------------------------------------------------------------------------
@@ -345,16 +348,16 @@ def elect(
     partitions: list[int],
     designated: list[int] | None = None,
     topic: str = "foo",
-) -> ControllerResult[msg.ElectLeadersResponse]:
-    request = msg.ElectLeadersRequest(
-        election_type, [msg.ElectLeadersTopicPartitions(topic, partitions, designated)]
+) -> ControllerResult[am.ElectLeadersResponse]:
+    request = am.elect_leaders_request(
+        election_type, [am.election_topic(topic, partitions, designated)]
     )
     return rc.elect_leaders(image, request)
 
 
 def first_result(
-    result: ControllerResult[msg.ElectLeadersResponse],
-) -> msg.ElectLeadersPartitionResult:
+    result: ControllerResult[am.ElectLeadersResponse],
+) -> am.ElectLeadersPartitionResult:
     return result.response.replica_election_results[0].partition_result[0]
 
 
@@ -408,7 +411,7 @@ def test_designated_election() -> None:
 
 def test_designated_all_partitions_and_unknown_partition() -> None:
     image = with_foo(brokers(3), (1, 2, 3))
-    request = msg.ElectLeadersRequest(constants.ELECTION_DESIGNATED, None)
+    request = am.elect_leaders_request(constants.ELECTION_DESIGNATED, None)
     assert rc.elect_leaders(image, request).response.error_code == Errors.INVALID_REQUEST
     assert (
         first_result(elect(image, constants.ELECTION_PREFERRED, [7])).error_code
@@ -423,11 +426,12 @@ def test_designated_all_partitions_and_unknown_partition() -> None:
 def test_elect_leaders_serves_at_most_1000_partitions() -> None:
     image = brokers(3)
     image = run(image, create(image, "big", 1002, 1))
-    request = msg.ElectLeadersRequest(
-        constants.ELECTION_PREFERRED, [msg.ElectLeadersTopicPartitions("big", list(range(1002)))]
+    request = am.elect_leaders_request(
+        constants.ELECTION_PREFERRED, [am.election_topic("big", list(range(1002)))]
     )
     results = rc.elect_leaders(image, request).response.replica_election_results[0].partition_result
-    codes = [r.error_code for r in results]
+    # REQUEST_LIMIT_REACHED has no Kafka number: UNKNOWN_SERVER_ERROR named in the message.
+    codes = [wire_error(r.error_code, r.error_message) for r in results]
     assert codes[:1000] == [Errors.ELECTION_NOT_NEEDED] * 1000
     assert codes[1000:] == [Errors.REQUEST_LIMIT_REACHED] * 2
 
@@ -560,8 +564,8 @@ def test_change_summaries_follow_the_builders_election_kind() -> None:
     assert summary.message.startswith("Elected broker 3 as leader of foo-0 from ELR")
 
     offline = with_foo(brokers(3, fenced=[1, 3]), (), leader=-1)
-    request = msg.ElectLeadersRequest(
-        constants.ELECTION_DESIGNATED, [msg.ElectLeadersTopicPartitions("foo", [0], [2])]
+    request = am.elect_leaders_request(
+        constants.ELECTION_DESIGNATED, [am.election_topic("foo", [0], [2])]
     )
     [designated] = rc.elect_leaders(offline, request).changes
     summary = rc.summarize_change(offline, designated)

@@ -33,7 +33,6 @@ from typing import Any
 import pytest
 
 from controller.core import cluster_control, config_control
-from controller.core import messages as msg
 from controller.core import replication_control as rc
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
@@ -42,6 +41,7 @@ from controller.core.partition_change import ElectionKind, PartitionChange
 from kafkawire import admin_messages as am
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import constants
+from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage, replay
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
@@ -149,12 +149,13 @@ class ScenarioCluster:
         configs = {"min.insync.replicas": kv["min_isr"]} if "min_isr" in kv else {}
         partitions = int(kv.get("partitions", "1"))
         assignments = [list(_ints(kv["replicas"]))] * partitions if "replicas" in kv else []
-        topic = msg.CreatableTopic(name, partitions, int(kv.get("rf", "3")), configs, assignments)
+        topic = am.creatable_topic(name, partitions, int(kv.get("rf", "3")), configs, assignments)
         response = self.write(
             lambda image: rc.create_topics(
                 image,
-                msg.CreateTopicsRequest([topic]),
+                am.create_topics_request([topic]),
                 lambda: uuid.uuid5(uuid.NAMESPACE_DNS, name),
+                NodeConfig({"node.id": "3000"}),
             )
         )
         return int(response.topics[0].error_code)
@@ -220,8 +221,8 @@ class ScenarioCluster:
             election_type = {"preferred": constants.ELECTION_PREFERRED, "unclean": constants.ELECTION_UNCLEAN}[
                 election
             ]
-        request = msg.ElectLeadersRequest(
-            election_type, [msg.ElectLeadersTopicPartitions(topic_name, [pid], designated)]
+        request = am.elect_leaders_request(
+            election_type, [am.election_topic(topic_name, [pid], designated)]
         )
         response = self.write(lambda image: rc.elect_leaders(image, request, self.policy))
         if response.error_code != Errors.NONE:
