@@ -343,20 +343,29 @@ class PartitionLog:
         )
         # segment.ms and the rest of retention; the runtime sets the topic's (log_manager).
         self.retention = RetentionConfig()
-        # Kafka writes partition.metadata before the first append: which topic this log is of.
+        # A new empty log's first epoch is checkpointed with its first append (issue 35).
+        self._epoch_checkpoint_deferred = False
+        self._unflushed_messages = 0
+        self.epoch_cache = LeaderEpochCache()
+        self.producer_state = ProducerStateManager()
+        self._segment_count = self._log.segment_count()
+        # Kafka's partition.metadata (which topic this log is of) is flushed before the first
+        # append (UnifiedLog.maybeFlushMetadataFile): a new lazy log has no directory yet, so
+        # it is written with the directory by the first append (issue 35: a write and two
+        # fsyncs for each of 10,000 new partitions held the broker's loop for minutes).
+        self._metadata_file_pending = False
+        if self._log.directory_pending:
+            self.topic_id = topic_id
+            self._metadata_file_pending = topic_id is not None
+            self._start_offset = 0
+            return
         self.topic_id = read_partition_metadata(self.directory)
         if topic_id is not None and self.topic_id is None:
             write_partition_metadata(self.directory, topic_id)
             self.topic_id = topic_id
-        # A new empty log's first epoch is checkpointed with its first append (issue 35).
-        self._epoch_checkpoint_deferred = False
-        self._unflushed_messages = 0
         # DeleteRecords' start, checkpointed; never past the log end (recovery may cut a tail).
         self._start_offset = min(log_start_offset or 0, self._log.end_offset())
-        self.epoch_cache = LeaderEpochCache()
         self._load_epoch_cache(recovery_point)
-        self.producer_state = ProducerStateManager()
-        self._segment_count = self._log.segment_count()
         self._load_producer_state()
 
     # ---- recovery ----
@@ -456,6 +465,18 @@ class PartitionLog:
         for old in self._snapshot_offsets()[:-PRODUCER_SNAPSHOTS_RETAINED]:
             (self.directory / snapshot_file_name(old)).unlink(missing_ok=True)
 
+    def _before_append(self) -> None:
+        """A new lazy log's directory and partition.metadata, before its first data: a log
+        found without a topic id at start-up is a stray (Kafka's isStrayKraftReplica), so
+        the file is durable first. The log dir is fsync'd for the new directory's entry."""
+        if not self._log.directory_pending:
+            return
+        self._log.ensure_directory()
+        if self._metadata_file_pending and self.topic_id is not None:
+            write_partition_metadata(self.directory, self.topic_id)
+        self._metadata_file_pending = False
+        fsync_dir(self.directory.parent)
+
     def _after_append(self) -> None:
         if self._epoch_checkpoint_deferred:
             self._write_epoch_checkpoint()
@@ -465,6 +486,9 @@ class PartitionLog:
             self.take_producer_snapshot()
 
     def _write_epoch_checkpoint(self) -> None:
+        if self._log.directory_pending:
+            self._epoch_checkpoint_deferred = True  # written with the first append
+            return
         self._epoch_checkpoint_deferred = False
         write_leader_epoch_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries())
 
@@ -666,6 +690,7 @@ class PartitionLog:
                 return AppendInfo(dup.first_offset, dup.last_offset, 0)
             if write_config is not None and write_config.log_append_time:
                 max_timestamp_ms = now_ms  # what the stored batches carry
+            self._before_append()
             self._maybe_roll_by_time(max_timestamp_ms)
             # validate_batch checked each CRC above; the stamped offset and epoch are outside it.
             self._log.append_batches(b"".join(stamped), crc_checked=True)
@@ -690,6 +715,7 @@ class PartitionLog:
         self, records: Sequence[Record] | Sequence[bytes], leader_epoch: int, timestamp_ms: int
     ) -> AppendInfo:
         base_offset = self.log_end_offset
+        self._before_append()
         last = self._log.append_as_leader(records, leader_epoch, timestamp_ms)
         self.producer_state.update_map_end_offset(last.offset + 1)
         if leader_epoch > self.epoch_cache.latest_epoch():
@@ -702,6 +728,7 @@ class PartitionLog:
         """Append fetched batches as they are; each new epoch enters the cache (Kafka)."""
         base_offset = self.log_end_offset
         try:
+            self._before_append()
             self._maybe_roll_by_time(_max_timestamp_of(raw_batches))
             headers = self._log.append_batches(raw_batches)
         except CorruptBatchError as exc:
@@ -795,6 +822,11 @@ class PartitionLog:
         """Move the partition directory to `name` in its log dir (Kafka's renameDir: the open
         files stay valid; later path operations follow the new name). Returns the new path."""
         target = self.directory.parent / name
+        if self._log.directory_pending:
+            # Never written: no directory to move (issue 35's lazy logs).
+            self.directory = target
+            self._log.directory = target
+            return target
         with storage_errors(f"rename {self.directory} to {target}"):
             os.rename(self.directory, target)
             fsync_dir(target.parent)

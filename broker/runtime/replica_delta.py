@@ -59,6 +59,10 @@ class ReplicaDelta:
     def __init__(self, host: ReplicaHost, now_ms: Callable[[], int]) -> None:
         self._host = host
         self._now_ms = now_ms
+        # Hosted partitions by (topic name, partition), built by the first new partition of a
+        # change and dropped at the next one: scanning every hosted partition for each new one
+        # was quadratic (issue 35's 100,000-partition snapshot load).
+        self._by_name: dict[tuple[str, int], HostedPartition] | None = None
 
     def apply_image_steps(
         self, image: MetadataImage, changed: list[HostedPartition]
@@ -72,6 +76,7 @@ class ReplicaDelta:
         changed."""
         host = self._host
         previous, host.image = host.image, image
+        self._by_name = None
         ts = self._now_ms()
         for count, (key, hosted) in enumerate(list(host.partitions.items()), 1):
             if count % APPLY_SLICE_PARTITIONS == 0:
@@ -109,6 +114,7 @@ class ReplicaDelta:
             return
         host = self._host
         host.image = image
+        self._by_name = None
         ts = self._now_ms()
         if delta.removed_topics:
             for key in [k for k in host.partitions if k.topic_id in delta.removed_topics]:
@@ -209,6 +215,8 @@ class ReplicaDelta:
             self._move_aside_same_name(topic.name, partition_id, image, ts, changed)
             hosted = host.open_partition(topic.name, partition_id, topic.topic_id)
             host.partitions[key] = hosted
+            if self._by_name is not None:
+                self._by_name[(topic.name, partition_id)] = hosted
         min_isr = image.effective_min_isr(topic.topic_id, partition_id)
         if registration != hosted.registration:
             before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
@@ -229,9 +237,13 @@ class ReplicaDelta:
         """A hosted log of another topic id holds the directory the new partition needs: the
         image no longer has that id under this name (Kafka's findStrayReplicas: "this
         partition now exists with topic ID ... not ..."), so it is a stray, moved aside."""
-        for hosted in list(self._host.partitions.values()):
-            if hosted.topic == topic and hosted.partition == partition:
-                self._remove_partition(hosted, image, ts, changed, stray=True)
+        partitions = self._host.partitions
+        if self._by_name is None:
+            self._by_name = {(h.topic, h.partition): h for h in partitions.values()}
+        hosted = self._by_name.pop((topic, partition), None)
+        # Checked against the hosted map: remove_strays may have run between two slices.
+        if hosted is not None and partitions.get(hosted.key) is hosted:
+            self._remove_partition(hosted, image, ts, changed, stray=True)
 
     def _remove_partition(
         self, hosted: HostedPartition, image: MetadataImage, ts: int,

@@ -142,6 +142,9 @@ class DiskLog:
         # directory is fsync'd with that append's flush (issue 35: a broker creating 10,000
         # partition logs paid two fsyncs and a descriptor for each).
         self._lazy = lazy and self._segment_class is Segment
+        # A lazy log whose directory did not exist: created by the first write (issue 35: a
+        # broker becoming a replica of 100,000 partitions made 100,000 directories).
+        self.directory_pending = False
         self._open()
 
     # ---- opening and recovery ----
@@ -154,6 +157,12 @@ class DiskLog:
         self._preallocate_bytes = min(PREALLOCATE_STEP_BYTES, segment_bytes) if preallocate else 0
 
     def _open(self) -> None:
+        if self._lazy and not self.directory.exists():
+            # A new log: nothing on disk to recover, nothing created until the first write.
+            self._segments.append(self._create_segment(0, lazy=True))
+            self._directory_dirty = True
+            self.directory_pending = True
+            return
         with storage_errors(f"open log directory {self.directory}"):
             self.directory.mkdir(parents=True, exist_ok=True)
         remove_stale_temp_files(self.directory, SNAPSHOT_SUFFIX)
@@ -504,7 +513,15 @@ class DiskLog:
         except (StorageError, OSError) as exc:
             self._go_offline(exc, f"append to log {self.directory}")
 
+    def ensure_directory(self) -> None:
+        """Create the directory of a lazy log that has none yet (its first write does too)."""
+        if self.directory_pending:
+            with storage_errors(f"create log directory {self.directory}"):
+                self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory_pending = False
+
     def _write_batches(self, batches: list[_PendingBatch]) -> None:
+        self.ensure_directory()
         segment = self._segments[-1]
         position = segment.size_bytes
         chunk: list[bytes] = []

@@ -4,6 +4,7 @@ corrupt tails with the epoch cache reset past them."""
 from __future__ import annotations
 
 import logging
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from broker.runtime.partition_log import (
     parse_partition_dir_name,
     read_leader_epoch_checkpoint,
     read_offset_checkpoint,
+    read_partition_metadata,
     write_leader_epoch_checkpoint,
     write_offset_checkpoint,
 )
@@ -195,3 +197,37 @@ def test_flush_policy(tmp_path: Path) -> None:
         log.append_as_leader(batch([b"c"]), 0)
         assert log.flush_due(1)
         assert log.flush() == 3
+
+
+def test_a_new_lazy_log_touches_the_disk_at_its_first_append_metadata_file_first(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: a broker becoming a replica of 10,000 partitions creates no directory, no
+    partition.metadata and no checkpoint for them (one write and two fsyncs each held its loop
+    for minutes); the first append writes partition.metadata before any data, as Kafka's
+    UnifiedLog.maybeFlushMetadataFile (a log without it is a stray at start-up), then the
+    deferred leader epoch checkpoint. A log never written leaves nothing behind."""
+    topic_id = uuid.UUID(int=5)
+    plog = PartitionLog(tmp_path, "t", 0, topic_id=topic_id, lazy=True)
+    plog.assign_leader_epoch(3, 0)
+    plog.truncate_to(0)
+    assert plog.topic_id == topic_id and plog.log_end_offset == 0
+    assert list(tmp_path.iterdir()) == []
+    moved = plog.rename_dir("t-0.x-delete")
+    assert moved.name == "t-0.x-delete" and list(tmp_path.iterdir()) == []
+    plog.close()
+    assert list(tmp_path.iterdir()) == []
+
+    plog = PartitionLog(tmp_path, "t", 1, topic_id=topic_id, lazy=True)
+    plog.assign_leader_epoch(3, 0)
+    plog.append_as_follower(batch([b"a", b"b"], epoch=3))
+    plog.flush()
+    assert read_partition_metadata(tmp_path / "t-1") == topic_id
+    assert read_leader_epoch_checkpoint(tmp_path / "t-1" / LEADER_EPOCH_CHECKPOINT) == [
+        EpochEntry(3, 0)
+    ]
+    plog.close()
+    reopened = PartitionLog(tmp_path, "t", 1, lazy=True)
+    assert reopened.topic_id == topic_id and reopened.log_end_offset == 2
+    assert list(reopened.epoch_cache.entries()) == [EpochEntry(3, 0)]
+    reopened.close()

@@ -14,7 +14,7 @@ import pytest
 from kio.static.primitive import i32
 
 from broker.core import messages as bm
-from broker.runtime.partition_log import LogDirCheckpoints
+from broker.runtime.partition_log import LogDirCheckpoints, read_partition_metadata
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings, wait_for_change
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire import get_replica_log_info as grli
@@ -375,7 +375,11 @@ async def test_restart_deletes_delete_dirs_and_moves_stray_logs_aside(tmp_path: 
     names = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     strays = [n for n in names if n.endswith("-stray")]
     assert sorted(n.split(".")[0] for n in strays) == ["orphan-0", "t-0"], names
-    assert sorted(set(names) - set(strays)) == ["t-0"], names  # the -delete one is gone
+    # The -delete one is gone; the new t-0 has no directory before its first append (issue
+    # 35), then one naming the new topic id.
+    assert sorted(set(names) - set(strays)) == [], names
+    assert (await again.produce(bm.ProduceRequest("t", 0, batch(b"new"), acks=1))).error_code == 0
+    assert read_partition_metadata(tmp_path / "t-0") == new_id
     # Once caught up, a hosted log its image lacks is a stray too.
     again.image = image_with_id(leading, uuid.UUID(int=9))
     assert again.remove_strays() == 1 and not again.partitions
