@@ -136,10 +136,8 @@ class MetadataDelta:
     """Copy-on-write builder over a base image: replay records, then take `image()`. The
     public sets name what the replayed records touched (read by publishers)."""
 
-    def __init__(self, base: MetadataImage | None = None, *, full: bool = False) -> None:
+    def __init__(self, base: MetadataImage | None = None) -> None:
         base = base if base is not None else MetadataImage()
-        # The whole image was replaced (a snapshot loaded): a publisher rescans everything.
-        self.full = full
         # (topic id, partition) of every PartitionRecord / PartitionChangeRecord.
         self.partitions: set[tuple[uuid.UUID, int]] = set()
         self.created_topics: set[uuid.UUID] = set()

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
-from metadata.loader import LoaderManifest
+from metadata.loader import LoaderManifest, Provenance
 from metadata.metadata_image import MetadataDelta, MetadataImage
 
 log = logging.getLogger("minikraft.broker")
@@ -42,13 +42,14 @@ class BrokerMetadataPublisher:
         yield from self._replicas.apply_delta_steps(delta, image, changed)
         for hosted in changed:
             self._on_leadership_change(hosted)
-        if len(delta.partitions) >= 1000 or delta.full:
+        if len(delta.partitions) >= 1000 or manifest.provenance is Provenance.SNAPSHOT:
             # One INFO line per big change; the per-partition lines are at DEBUG.
             log.info(
-                "Applied metadata to offset %s: %s partition changes, %s new local partitions, "
-                "%s leadership changes, in %.0f ms",
+                "Applied metadata %s to offset %s: %s partition changes, %s new local "
+                "partitions, %s leadership changes, in %.0f ms",
+                manifest.provenance.value,
                 manifest.end_offset,
-                "all" if delta.full else len(delta.partitions),
+                len(delta.partitions),
                 len(self._replicas.partitions) - before,
                 len(changed),
                 (time.monotonic() - started) * 1000,

@@ -105,13 +105,10 @@ class ReplicaDelta:
         """Act on one committed change (Kafka's ReplicaManager.applyDelta), with work in
         proportion to it: the partitions of the topics it removes first (stopped, their logs
         deleted), then the partitions it names, and the broker view and min ISR (rule 9) of
-        the hosted partitions whose brokers or configs it moved. A loaded snapshot replaced
-        everything: apply_image_steps. Yields every APPLY_SLICE_PARTITIONS partitions so the
-        broker's loop serves fetches and heartbeats while it opens 10,000 new partitions
-        (issue 35)."""
-        if delta.full:
-            yield from self.apply_image_steps(image, changed)
-            return
+        the hosted partitions whose brokers or configs it moved. A loaded snapshot comes as
+        the delta against the image it replaced (metadata.loader.snapshot_delta_steps).
+        Yields every APPLY_SLICE_PARTITIONS partitions so the broker's loop serves fetches
+        and heartbeats while it opens 10,000 new partitions (issue 35)."""
         host = self._host
         host.image = image
         self._by_name = None

@@ -160,3 +160,53 @@ def test_an_image_is_not_changed_by_later_replays_on_its_delta() -> None:
     assert sorted(first.topics[T].partitions) == [0] and first.topics[T].partitions[0].isr == (1,)
     assert sorted(second.topics[T].partitions) == [0, 1]
     assert second.topics[T].partitions[0].isr == () and second.topics_by_name["t"] is second.topics[T]
+
+
+def test_a_snapshot_is_published_as_the_delta_against_the_image_it_replaces() -> None:
+    """Kafka's MetadataLoader loads a snapshot as a delta over the current image (issue 35: a
+    broker that fell behind the log start reloaded 100,000 partitions to apply a few): the
+    publishers hear of the partitions, topics, brokers and configs that differ, and the image
+    is the snapshot's."""
+    u, gone = uuid.UUID(int=10), uuid.UUID(int=11)
+    loader = MetadataLoader()
+    seen: list[tuple[MetadataDelta, Provenance]] = []
+
+    class Recorder:
+        name = "Recorder"
+
+        def on_metadata_update(self, delta, image, manifest):  # type: ignore[no-untyped-def]
+            seen.append((delta, manifest.provenance))
+
+    loader.install_publishers([Recorder()])
+    common: list[MetadataRecord] = [
+        RegisterBrokerRecord(1, uuid.UUID(int=1), broker_epoch=0),
+        RegisterBrokerRecord(2, uuid.UUID(int=2), broker_epoch=1),
+        TopicRecord("t", T),
+        *(PartitionRecord(p, T, replicas=(1, 2), isr=(1, 2), leader=1) for p in range(300)),
+    ]
+    loader.handle_commit(batches(0, 1, [*common, TopicRecord("g", gone),
+                                        PartitionRecord(0, gone, replicas=(1,), isr=(1,), leader=1)]))
+    # The snapshot: partition 7's ISR shrank, broker 2 unfenced, topic g deleted, topic u new.
+    later = MetadataLoader()
+    later.handle_commit(batches(0, 1, [
+        *common,
+        PartitionChangeRecord(7, T, isr=(1,)),
+        UnfenceBrokerRecord(2, 1),
+        ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", "min.insync.replicas", "2"),
+        TopicRecord("u", u),
+        PartitionRecord(0, u, replicas=(2,), isr=(2,), leader=2),
+    ]))
+    records = [encode_record(r) for r in image_records(later.image)]
+    raw = encode_batch(0, 3, 0, records)
+    loader.handle_load_snapshot(900, [b for b, _ in iter_batches(raw)])
+    delta, provenance = seen[-1]
+    assert provenance is Provenance.SNAPSHOT and delta.records == len(records)
+    assert delta.partitions == {(T, 7), (u, 0)}
+    assert delta.created_topics == {u} and delta.removed_topics == {gone}
+    assert delta.brokers == {2} and delta.configs == {(CONFIG_RESOURCE_TOPIC, "t")}
+    assert loader.image.topics == later.image.topics and loader.committed_offset == 900
+    # A node starting from its snapshot: everything is new.
+    fresh = MetadataLoader()
+    fresh.install_publishers([Recorder()])
+    fresh.handle_load_snapshot(900, [b for b, _ in iter_batches(raw)])
+    assert len(seen[-1][0].partitions) == 301 and seen[-1][0].created_topics == {T, u}
