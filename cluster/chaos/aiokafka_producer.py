@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from cluster.chaos.send_target import SendTarget
 from kafkawire.errors import Errors
 
 # How long one send may take before the loop gives up on it (aiokafka's own retries stop at
@@ -34,26 +35,21 @@ def aiokafka_error(exc: BaseException) -> Errors:
 
 
 async def produce_one_at_a_time(
-    bootstrap: str,
-    topic: str,
-    partition: int,
-    client_id: str,
-    request_timeout_ms: int,
+    target: SendTarget,
     values: Callable[[], bytes | None],
     on_outcome: Callable[[Errors, int], Awaitable[None]],
-    idempotent: bool = True,
 ) -> None:
-    """Send `values()` (None ends the loop) to `partition`, each after the previous one's
+    """Send `values()` (None ends the loop) to the target's partition, each after the previous one's
     outcome, and hand (error, offset) of each to `on_outcome`."""
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError as AioKafkaError
 
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap.split(","),
-        client_id=client_id,
+        bootstrap_servers=target.bootstrap.split(","),
+        client_id=target.client_id,
         acks="all",
-        enable_idempotence=idempotent,
-        request_timeout_ms=request_timeout_ms,
+        enable_idempotence=target.idempotent,
+        request_timeout_ms=target.request_timeout_ms,
         linger_ms=0,
     )
     await producer.start()
@@ -61,7 +57,8 @@ async def produce_one_at_a_time(
         while (value := values()) is not None:
             try:
                 metadata = await asyncio.wait_for(
-                    producer.send_and_wait(topic, value, partition=partition), SEND_TIMEOUT_S
+                    producer.send_and_wait(target.topic, value, partition=target.partition),
+                    SEND_TIMEOUT_S,
                 )
             except (TimeoutError, AioKafkaError, OSError) as exc:
                 await on_outcome(aiokafka_error(exc), -1)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from cluster.chaos.send_target import SendTarget
 from kafkawire.errors import Errors
 
 DELIVERY_TIMEOUT_MS = 10_000  # librdkafka's message.timeout.ms: its retries stop there
@@ -54,34 +55,29 @@ class Delivery:
 
 
 def produce_one_at_a_time(
-    bootstrap: str,
-    topic: str,
-    partition: int,
-    client_id: str,
-    request_timeout_ms: int,
+    target: SendTarget,
     values: Callable[[], bytes | None],
     on_outcome: Callable[[bytes, Delivery], None],
-    idempotent: bool = True,
 ) -> None:
-    """Send `values()` (None ends the loop) to `partition`, each after the previous one's
+    """Send `values()` (None ends the loop) to the target's partition, each after the previous one's
     delivery report, and hand every report to `on_outcome`. Runs in a worker thread."""
     from confluent_kafka import Producer
 
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
+            "bootstrap.servers": target.bootstrap,
+            "client.id": target.client_id,
             "acks": "all",
-            "request.timeout.ms": request_timeout_ms,
+            "request.timeout.ms": target.request_timeout_ms,
             "message.timeout.ms": DELIVERY_TIMEOUT_MS,
             "linger.ms": 0,
-            "enable.idempotence": idempotent,
+            "enable.idempotence": target.idempotent,
         }
     )
     try:
         while (value := values()) is not None:
             delivery = Delivery()
-            producer.produce(topic, value, partition=partition, on_delivery=delivery)
+            producer.produce(target.topic, value, partition=target.partition, on_delivery=delivery)
             deadline = time.monotonic() + 2 * DELIVERY_TIMEOUT_MS / 1000  # bounded wait
             while not delivery.done.is_set() and time.monotonic() < deadline:
                 producer.poll(POLL_S)

@@ -29,6 +29,7 @@ from typing import Any
 
 from cluster.chaos import aiokafka_producer
 from cluster.chaos.librdkafka_producer import Delivery, produce_one_at_a_time
+from cluster.chaos.send_target import SendTarget
 from cluster.client.broker_client import (
     Leaders,
     ProduceAck,
@@ -189,56 +190,32 @@ class ChaosWorkload:
         self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal
     ) -> None:
         """`--client confluent-kafka`: the same loop and journal with librdkafka sending."""
-        seq = 0
-        sent_ms = 0
-
-        def next_value() -> bytes | None:
-            nonlocal sent_ms
-            if stop.is_set():
-                return None
-            value, sent_ms = self._journal_send(journal, stats, seq)
-            return value
+        loop = _OneAtATime(self, stats, stop, journal)
 
         def outcome(_value: bytes, delivery: Delivery) -> None:
-            nonlocal seq
-            done_ms = now_ms()
-            self._journal_ack(journal, stats, seq, delivery.error, delivery.offset,
-                              delivery.leader_epoch, sent_ms, done_ms)
-            if delivery.error is not Errors.NONE:
+            if not loop.acked(delivery.error, delivery.offset, delivery.leader_epoch):
                 time.sleep(0.1)
-            seq += 1
 
-        await asyncio.to_thread(
-            produce_one_at_a_time, self.bootstrap_server, self.topic, stats.partition,
-            f"chaos-{stats.producer_id}", self.request_timeout_ms, next_value, outcome,
-            self.idempotence,
-        )
+        await asyncio.to_thread(produce_one_at_a_time, self._target(stats), loop.next_value, outcome)
 
     async def _produce_aiokafka(
         self, stats: ProducerStats, stop: asyncio.Event, journal: AckJournal
     ) -> None:
-        """`--client aiokafka`: the same loop and journal with aiokafka sending."""
-        seq = 0
-        sent_ms = 0
-
-        def next_value() -> bytes | None:
-            nonlocal sent_ms
-            if stop.is_set():
-                return None
-            value, sent_ms = self._journal_send(journal, stats, seq)
-            return value
+        """`--client aiokafka`: the same loop and journal with aiokafka sending (it does not
+        report an ack's leader epoch: journaled -1)."""
+        loop = _OneAtATime(self, stats, stop, journal)
 
         async def outcome(error: Errors, offset: int) -> None:
-            nonlocal seq
-            self._journal_ack(journal, stats, seq, error, offset, -1, sent_ms, now_ms())
-            if error is not Errors.NONE:
+            if not loop.acked(error, offset, -1):
                 await asyncio.sleep(0.1)
-            seq += 1
 
         await aiokafka_producer.produce_one_at_a_time(
-            self.bootstrap_server, self.topic, stats.partition, f"chaos-{stats.producer_id}",
-            self.request_timeout_ms, next_value, outcome, self.idempotence,
+            self._target(stats), loop.next_value, outcome
         )
+
+    def _target(self, stats: ProducerStats) -> SendTarget:
+        return SendTarget(self.bootstrap_server, self.topic, stats.partition,
+                          f"chaos-{stats.producer_id}", self.request_timeout_ms, self.idempotence)
 
     def _journal_send(
         self, journal: AckJournal, stats: ProducerStats, seq: int
@@ -377,3 +354,29 @@ class ChaosWorkload:
             "errors": dict(errors),
             "unavailability_windows": windows,
         }
+
+
+class _OneAtATime:
+    """A real client's producer loop on one partition, journaled: the value for the next seq
+    (None once stop is set), and each outcome journaled as the ack of the value last sent."""
+
+    def __init__(
+        self, workload: ChaosWorkload, stats: ProducerStats, stop: asyncio.Event,
+        journal: AckJournal,
+    ) -> None:
+        self._workload, self._stats, self._stop, self._journal = workload, stats, stop, journal
+        self._seq = 0
+        self._sent_ms = 0
+
+    def next_value(self) -> bytes | None:
+        if self._stop.is_set():
+            return None
+        value, self._sent_ms = self._workload._journal_send(self._journal, self._stats, self._seq)
+        return value
+
+    def acked(self, error: Errors, offset: int, leader_epoch: int) -> bool:
+        """Journals the outcome; whether it was an ack (the caller backs off when not)."""
+        self._workload._journal_ack(self._journal, self._stats, self._seq, error, offset,
+                                    leader_epoch, self._sent_ms, now_ms())
+        self._seq += 1
+        return error is Errors.NONE
