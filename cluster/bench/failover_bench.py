@@ -144,18 +144,33 @@ def run_failover_bench(
 ) -> dict[str, Any]:
     if quick:
         kills = 3
+    check_compare(compare)
+    ours = run_minikraft_failovers(kills)
+    theirs = asyncio.run(_etcd_failovers(kills)) if compare == "etcd" else None
+    return failover_report("failover", NOTE, compare, ours, theirs, kills=kills)
+
+
+def check_compare(compare: str | None) -> None:
     if compare not in (None, "etcd"):
         raise ValueError(f"bench failover compares with etcd, not {compare}")
-    ours = sorted(run_minikraft_failovers(kills))
-    theirs = sorted(asyncio.run(_etcd_failovers(kills))) if compare == "etcd" else None
+
+
+def failover_report(
+    label: str, note: str, compare: str | None, ours: list[float], theirs: list[float] | None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The failover report: median and p99 of minikraft's times (ms), and of etcd's when it
+    ran, with every sample."""
+    ours = sorted(ours)
+    theirs = None if theirs is None else sorted(theirs)
     results = [
-        row("failover median", "ms", "lower", percentile(ours, 0.5),
+        row(f"{label} median", "ms", "lower", percentile(ours, 0.5),
             None if theirs is None else percentile(theirs, 0.5)),
-        row("failover p99", "ms", "lower", percentile(ours, 0.99),
+        row(f"{label} p99", "ms", "lower", percentile(ours, 0.99),
             None if theirs is None else percentile(theirs, 0.99)),
     ]
     return make_report(
-        "failover", compare, results, [NOTE], kills=kills,
+        "failover", compare, results, [note], **extra,
         samples_ms={"minikraft": [round(t, 1) for t in ours],
                     "peer": None if theirs is None else [round(t, 1) for t in theirs]},
     )

@@ -26,10 +26,10 @@ from cluster.bench.failover_bench import (
     _first_commit,
     _minikraft_commit,
     _wait_caught_up,
+    check_compare,
+    failover_report,
 )
 from cluster.bench.raft_bench import BENCH_PROPS
-from cluster.bench.raft_workload import percentile
-from cluster.bench.report import make_report, row
 from cluster.chaos.netns_faults import NetnsFaults, isolate, set_drop_rules
 from cluster.client.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import NETNS, LocalCluster
@@ -182,18 +182,9 @@ def run_netns_failover_bench(*, cuts: int = 20, compare: str | None = None) -> d
     reason = netns_unavailable_reason()
     if reason is not None:
         raise ValueError(reason)
-    if compare not in (None, "etcd"):
-        raise ValueError(f"bench failover compares with etcd, not {compare}")
-    ours = sorted(run_minikraft_partitions(cuts))
-    theirs = sorted(asyncio.run(_etcd_partitions(cuts))) if compare == "etcd" else None
-    results = [
-        row("failover (partition) median", "ms", "lower", percentile(ours, 0.5),
-            None if theirs is None else percentile(theirs, 0.5)),
-        row("failover (partition) p99", "ms", "lower", percentile(ours, 0.99),
-            None if theirs is None else percentile(theirs, 0.99)),
-    ]
-    return make_report(
-        "failover", compare, results, [NOTE], kills=cuts, network=NETNS,
-        samples_ms={"minikraft": [round(t, 1) for t in ours],
-                    "peer": None if theirs is None else [round(t, 1) for t in theirs]},
+    check_compare(compare)
+    ours = run_minikraft_partitions(cuts)
+    theirs = asyncio.run(_etcd_partitions(cuts)) if compare == "etcd" else None
+    return failover_report(
+        "failover (partition)", NOTE, compare, ours, theirs, kills=cuts, network=NETNS
     )

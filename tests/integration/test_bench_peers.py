@@ -41,6 +41,16 @@ def _check_report(report: dict[str, Any], bench: str, peer: str) -> None:
         assert result["ratio"] == pytest.approx(result["minikraft"] / result["peer"], rel=0.01)
 
 
+def _compared(bench: str, peer: str, timeout: float) -> dict[str, Any]:
+    """`minikraft bench BENCH --compare PEER --quick --output json`'s report, checked."""
+    result = minikraft("bench", bench, "--compare", peer, "--quick", "--output", "json",
+                       timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    _check_report(report, bench, peer)
+    return report
+
+
 def test_row_ratio_is_ours_over_peer_and_chart_renders(tmp_path: Path) -> None:
     faster = row("throughput", "records/s", "higher", 300.0, 100.0)
     quicker = row("commit p50", "ms", "lower", 1.0, 4.0)
@@ -110,11 +120,7 @@ def test_etcd_members_commit_puts_and_stop_by_pid() -> None:
 
 def test_bench_raft_compare_etcd_quick_json() -> None:
     _require("etcd", "etcd-server")
-    result = minikraft("bench", "raft", "--compare", "etcd", "--quick", "--output", "json",
-                       timeout=240)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    _check_report(report, "raft", "etcd")
+    report = _compared("raft", "etcd", timeout=240)
     assert report["durability"] == "fsync per batch"
     assert "etcd fsyncs every commit" in report["notes"][0]
 
@@ -153,11 +159,7 @@ def test_nats_jetstream_r3_acks_publishes_and_stops_by_pid() -> None:
 @pytest.mark.slow
 def test_bench_failover_compare_etcd_quick_json() -> None:
     _require("etcd", "etcd-server")
-    result = minikraft("bench", "failover", "--compare", "etcd", "--quick", "--output", "json",
-                       timeout=300)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    _check_report(report, "failover", "etcd")
+    report = _compared("failover", "etcd", timeout=300)
     assert report["kills"] == 3 and len(report["samples_ms"]["peer"]) == 3
     # No failover can beat the election timeout both sides were given (1000 ms).
     assert min(report["samples_ms"]["minikraft"] + report["samples_ms"]["peer"]) > 900
@@ -166,11 +168,7 @@ def test_bench_failover_compare_etcd_quick_json() -> None:
 @pytest.mark.slow
 def test_bench_raft_compare_pysyncobj_quick_json() -> None:
     pytest.importorskip("pysyncobj", reason="pysyncobj not installed: make bench-deps")
-    result = minikraft("bench", "raft", "--compare", "pysyncobj", "--quick", "--output", "json",
-                       timeout=300)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    _check_report(report, "raft", "pysyncobj")
+    report = _compared("raft", "pysyncobj", timeout=300)
     assert report["durability"] == "no fsync (minikraft.raft.fsync=false)"
 
 
@@ -178,10 +176,6 @@ def test_bench_raft_compare_pysyncobj_quick_json() -> None:
 def test_bench_produce_compare_nats_quick_json() -> None:
     _require("nats-server", "nats-server")
     pytest.importorskip("nats", reason="nats-py not installed: make bench-deps")
-    result = minikraft("bench", "produce", "--compare", "nats", "--quick", "--output", "json",
-                       timeout=400)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    _check_report(report, "produce", "nats")
+    report = _compared("produce", "nats", timeout=400)
     metrics = {r["metric"] for r in report["results"]}
     assert "throughput, batched, flush relaxed" in metrics and "throughput, batched" in metrics

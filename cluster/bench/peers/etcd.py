@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from cluster.bench.peers.procs import free_ports, require_binary, spawn, stop_pid
+from cluster.bench.peers.procs import PeerCluster, free_ports, require_binary, spawn, stop_pid
 from cluster.bench.raft_workload import workload_summary
 
 VALUE = b"x" * 16
@@ -44,7 +44,7 @@ class EtcdMember:
 
 
 @dataclass
-class EtcdCluster:
+class EtcdCluster(PeerCluster):
     """Three members; `election_timeout_ms`/`heartbeat_ms` are matched to minikraft's."""
 
     election_timeout_ms: int = 1000
@@ -96,17 +96,6 @@ class EtcdCluster:
             stop_pid(member.pid)
             member.pid = None
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> EtcdCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- client ----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.bench.librdkafka_producer import LIBRDKAFKA
-from cluster.bench.peers.procs import PeerMissing, free_ports, require_binary, spawn, stop_pid
+from cluster.bench.peers.procs import PeerCluster, PeerMissing, free_ports, require_binary, spawn
 from cluster.bench.phase_clock import CpuSince
 from cluster.bench.raft_workload import percentile
 
@@ -37,39 +37,26 @@ STREAMS = 3  # as minikraft's bench topic has 3 partitions, each with its own le
 
 
 @dataclass
-class NatsCluster:
+class NatsCluster(PeerCluster):
     ports: list[int] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="nats-bench-")))
 
-    def __enter__(self) -> NatsCluster:
+    def start(self) -> None:
         binary = require_binary("nats-server", "nats-server")
         ports = free_ports(6)
         self.ports, route_ports = ports[:3], ports[3:]
         routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in route_ports)
-        try:
-            for i in range(3):
-                config = self.workdir / f"n{i}.conf"
-                config.write_text(
-                    f'server_name: "n{i}"\n'
-                    f"listen: 127.0.0.1:{self.ports[i]}\n"
-                    f'jetstream {{ store_dir: "{self.workdir / f"n{i}"}" }}\n'
-                    f'cluster {{ name: "bench", listen: 127.0.0.1:{route_ports[i]}, '
-                    f"routes: [{routes}] }}\n"
-                )
-                self.pids.append(spawn([binary, "-c", str(config)], self.workdir / f"n{i}.log"))
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        for pid in self.pids:
-            stop_pid(pid)
-        self.pids = []
+        for i in range(3):
+            config = self.workdir / f"n{i}.conf"
+            config.write_text(
+                f'server_name: "n{i}"\n'
+                f"listen: 127.0.0.1:{self.ports[i]}\n"
+                f'jetstream {{ store_dir: "{self.workdir / f"n{i}"}" }}\n'
+                f'cluster {{ name: "bench", listen: 127.0.0.1:{route_ports[i]}, '
+                f"routes: [{routes}] }}\n"
+            )
+            self.pids.append(spawn([binary, "-c", str(config)], self.workdir / f"n{i}.log"))
 
     @property
     def servers(self) -> list[str]:

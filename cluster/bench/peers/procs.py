@@ -8,14 +8,41 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Self
 
 from cluster.launch.local_cluster import free_ports, send_signal, wait_exit
 
-__all__ = ["PeerMissing", "free_ports", "require_binary", "spawn", "stop_pid"]
+__all__ = ["PeerCluster", "PeerMissing", "free_ports", "require_binary", "spawn", "stop_pid"]
 
 
 class PeerMissing(RuntimeError):
     """The peer is not installed; `make bench-deps` installs it."""
+
+
+class PeerCluster:
+    """A peer's three processes as a context manager: `start()` spawns them, recording each pid
+    in `pids`; `stop()` ends them by pid, also when a start fails midway."""
+
+    pids: list[int]
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        for pid in self.pids:
+            stop_pid(pid)
+        self.pids = []
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def require_binary(name: str, package: str) -> str:

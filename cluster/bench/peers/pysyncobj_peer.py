@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from cluster.bench.peers.procs import PeerMissing, free_ports, spawn, stop_pid
+from cluster.bench.peers.procs import PeerCluster, PeerMissing, free_ports, spawn
 from cluster.bench.raft_workload import workload_summary
 
 # Matched to minikraft's controller.quorum.election.timeout.ms (1000, randomised up to 2x).
@@ -130,42 +130,29 @@ def serve_node(
 
 
 @dataclass
-class PySyncObjCluster:
+class PySyncObjCluster(PeerCluster):
     append_entries_period_s: float | None = None
     pids: list[int] = field(default_factory=list)
     http_ports: list[int] = field(default_factory=list)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="pysyncobj-")))
 
-    def __enter__(self) -> PySyncObjCluster:
+    def start(self) -> None:
         try:
             import pysyncobj  # noqa: F401
         except ImportError as exc:
             raise PeerMissing("pysyncobj not installed: make bench-deps") from exc
         ports = free_ports(6)
         raft_ports, self.http_ports = ports[:3], ports[3:]
-        try:
-            for i in range(3):
-                partners = ",".join(str(p) for j, p in enumerate(raft_ports) if j != i)
-                period = self.append_entries_period_s
-                tuned = [] if period is None else ["--append-entries-period-s", str(period)]
-                self.pids.append(spawn(
-                    [sys.executable, "-m", "cluster.bench.peers.pysyncobj_peer",
-                     "--port", str(raft_ports[i]), "--partners", partners,
-                     "--http-port", str(self.http_ports[i]), *tuned],
-                    self.workdir / f"node{i}.log",
-                ))
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        for pid in self.pids:
-            stop_pid(pid)
-        self.pids = []
+        for i in range(3):
+            partners = ",".join(str(p) for j, p in enumerate(raft_ports) if j != i)
+            period = self.append_entries_period_s
+            tuned = [] if period is None else ["--append-entries-period-s", str(period)]
+            self.pids.append(spawn(
+                [sys.executable, "-m", "cluster.bench.peers.pysyncobj_peer",
+                 "--port", str(raft_ports[i]), "--partners", partners,
+                 "--http-port", str(self.http_ports[i]), *tuned],
+                self.workdir / f"node{i}.log",
+            ))
 
     def _get(self, http_port: int) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/", timeout=1) as response:
