@@ -6,13 +6,14 @@ applier for good to "offset 420495 is below the log start offset 484724")."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
 from raft.runtime.quorum_state_file import ElectionStateFile
-from raft.runtime.raft_driver import RaftDriver
+from raft.runtime.raft_driver import RaftDriver, run_steps
 from storage.core.offset_and_epoch import SnapshotId
 from storage.core.record_batch import RecordBatch, encode_batch
 from storage.runtime.disk_log import DiskLog
@@ -61,3 +62,30 @@ def test_a_snapshot_installed_during_a_load_is_loaded_before_the_log_is_read(
     assert listener.committed == [(40, 42)]
     assert driver.applied_offset == 43
     log.close()
+
+
+async def test_the_applier_gives_the_loop_back_once_its_budget_is_spent() -> None:
+    """Issue 35: one slice a loop turn starved the applier behind a broker's fetch handling
+    (10,000 new partitions took a minute to apply at load 25); it runs slices for its budget,
+    then yields, so 50 slices of 1 ms make a handful of loop turns, not 50."""
+    turns = 0
+    done = False
+
+    async def others() -> None:
+        nonlocal turns
+        while not done:
+            turns += 1
+            await asyncio.sleep(0)
+
+    def slices() -> Iterator[None]:
+        for _ in range(50):
+            time.sleep(0.001)
+            yield
+
+    task = asyncio.ensure_future(others())
+    await asyncio.sleep(0)
+    before = turns
+    await run_steps(slices(), budget_s=0.02)
+    done = True
+    await task
+    assert 1 <= turns - before < 25, turns - before
