@@ -54,7 +54,7 @@ from kafkawire.messages import KafkaRequest, error_code, response_schema
 from metadata import features, kafka_describe
 from metadata.metadata_image import MetadataImage
 
-READ_SLICE = 2000  # partitions a Fetch reads between yields of the loop
+READ_BUDGET_S = 0.01  # how long a Fetch reads partitions before it yields the loop
 log = logging.getLogger("minikraft.broker.kafka")
 
 # Kafka's broker defaults for topic auto-creation (Metadata with allow_auto_topic_creation).
@@ -415,16 +415,18 @@ class KafkaApis:
             # first partition with data may exceed that (minOneMessage), so a consumer always
             # progresses. Fetch v0-v2 had a hard limit (hardMaxBytesLimit): no exception.
             min_one_message = version > 2
-            for i, (_topic, partition, name) in enumerate(wanted):
-                if i % READ_SLICE == READ_SLICE - 1:
+            until = time.monotonic() + READ_BUDGET_S
+            for _topic, partition, name in wanted:
+                if time.monotonic() >= until:
                     # A follower's session holds a third of 100,000 partitions: the read lets
                     # the loop serve others between slices (issue 35).
                     await asyncio.sleep(0)
+                    until = time.monotonic() + READ_BUDGET_S
                 if name is None:
                     result = bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id")
                 else:
                     limit = min(int(partition.partition_max_bytes), max(0, max_bytes - total))
-                    result = await self.broker.replicas.fetch(
+                    result = self.broker.replicas.fetch_now(
                         fetch_partition_from_request(
                             name, partition, replica_id, replica_epoch, limit, min_one_message
                         ),
