@@ -818,6 +818,11 @@ class PartitionLog:
             self.take_producer_snapshot()  # a clean shutdown: the next open replays nothing
         self._log.close()
 
+    @property
+    def has_directory(self) -> bool:
+        """False for a new lazy log not yet written: nothing of it on disk."""
+        return not self._log.directory_pending
+
     def rename_dir(self, name: str) -> Path:
         """Move the partition directory to `name` in its log dir (Kafka's renameDir: the open
         files stay valid; later path operations follow the new name). Returns the new path."""

@@ -114,8 +114,20 @@ class ReplicaDelta:
         self._by_name = None
         ts = self._now_ms()
         if delta.removed_topics:
-            for key in [k for k in host.partitions if k.topic_id in delta.removed_topics]:
-                self._remove_partition(host.partitions[key], image, ts, changed, stray=False)
+            removed = [k for k in host.partitions if k.topic_id in delta.removed_topics]
+            for count, key in enumerate(removed, 1):
+                hosted = host.partitions.get(key)
+                if hosted is not None:
+                    self._remove_partition(hosted, image, ts, changed, stray=False)
+                if count % APPLY_SLICE_PARTITIONS == 0:
+                    yield
+                    ts = self._now_ms()
+            if removed:
+                # One line per change; each partition's own is at DEBUG (issue 35).
+                log.info(
+                    "Stopped %d partitions of %d deleted topics: their logs are deleted after "
+                    "file.delete.delay.ms", len(removed), len(delta.removed_topics),
+                )
         applied: set[TopicIdPartition] = set()
         for count, (topic_id, partition_id) in enumerate(sorted(delta.partitions), 1):
             topic = image.topics.get(topic_id)
@@ -161,7 +173,7 @@ class ReplicaDelta:
         """Kafka's LogManager.deleteLogs: a `-delete` directory goes after the delay."""
         await asyncio.sleep(self._host.file_delete_delay_ms / 1000)
         await asyncio.to_thread(shutil.rmtree, path, True)
-        log.info("Deleted log %s", path)
+        log.debug("Deleted log %s", path)  # per partition: DEBUG (issue 35)
 
     def _reconfigure_log(self, hosted: HostedPartition) -> None:
         configs = self._host.topic_configs(hosted.topic)
@@ -255,13 +267,16 @@ class ReplicaDelta:
         self._stop_if_serving(hosted, image, ts, changed)
         self._host.partitions.pop(hosted.key, None)
         name = (stray_dir_name if stray else delete_dir_name)(hosted.topic, hosted.partition)
+        on_disk = hosted.log.has_directory  # a lazy log never written has nothing to move
         path = hosted.log.rename_dir(name)
-        log.info(
+        # Per partition at DEBUG, but a stray (rare: a restart's leftovers) at INFO.
+        log.log(
+            logging.INFO if stray else logging.DEBUG,
             "Partition %s-%d (topic id %s) %s: log moved to %s",
             hosted.topic, hosted.partition, uuid_to_str(hosted.topic_id),
-            "is a stray" if stray else "deleted", path.name,
+            "is a stray" if stray else "deleted", path.name if on_disk else "(none on disk)",
         )
-        self._host.spawn(self._close_removed(hosted, None if stray else path))
+        self._host.spawn(self._close_removed(hosted, None if stray or not on_disk else path))
 
     async def _close_removed(self, hosted: HostedPartition, delete: Path | None) -> None:
         await hosted.commit.idle()
