@@ -84,6 +84,23 @@ CONTROLLER_REQUEST_TIMEOUT_MS = 5000
 STARTING_HEARTBEAT_S = 0.01
 
 
+class _Phases:
+    """Where a shutdown's time went, for its one summary line."""
+
+    def __init__(self) -> None:
+        self._started = self._last = time.monotonic()
+        self._spent: list[tuple[str, float]] = []
+
+    def done(self, phase: str) -> None:
+        now = time.monotonic()
+        self._spent.append((phase, now - self._last))
+        self._last = now
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{phase} {seconds * 1000:.0f} ms" for phase, seconds in self._spent)
+        return f"{(self._last - self._started) * 1000:.0f} ms ({parts})"
+
+
 def journal_path(config: NodeConfig) -> Path:
     """`minikraft.journal.dir`, else `journal/` next to the metadata dir (outside the data)."""
     text = config.get(JOURNAL_DIR_KEY)
@@ -254,11 +271,13 @@ class BrokerNode:
         log.info("Broker %s shutting down", self.broker_id)
         self._shutting_down = True
         clean = False
+        phases = _Phases()
         try:
             await self._controlled_shutdown()
             clean = True
         except Exception:
             log.exception("Controlled shutdown failed")
+        phases.done("controlled shutdown")
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -268,17 +287,29 @@ class BrokerNode:
             await server.stop()
         if self.http is not None:
             await self.http.stop()
+        phases.done("fetchers and listeners")
+        # No more metadata once the leaderships are handed over: the applier would compete
+        # with the final flush for the loop (Kafka closes its metadata publishers on shutdown;
+        # issue 35: a broker still applying a 10,000-partition commit was SIGKILLed).
+        await self.raft.stop()
+        phases.done("metadata")
         await self.replicas.checkpoints.idle()  # a tick's write may still run in its thread
         self.replicas.flush_all()
+        phases.done("flush")
         self.replicas.checkpoints.write_all(self.replicas.partitions.values())
+        phases.done("checkpoints")
         await self.replicas.close()
         self.journal.close()
-        await self.raft.stop()
+        phases.done("logs")
         if clean:
             # Written after the final flush (seed 001): the controller compares it at restart.
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
         await self.controller_client.close()
         await self.kafka_apis.admin.close()
+        log.info(
+            "Broker %s stopped (%d partitions) in %s", self.broker_id,
+            len(self.replicas.partitions), phases.summary(),
+        )
 
     async def _controlled_shutdown(self) -> None:
         """Heartbeat want_shut_down until the controller moved our leaderships away."""
