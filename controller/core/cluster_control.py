@@ -15,12 +15,13 @@ from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import DEFAULT_POLICY, ElectionPolicy
 from controller.core.partition_change import PartitionChange, written_records
 from controller.core.replication_control import (
-    broker_controlled_shutdown_changes,
-    broker_fenced_changes,
-    broker_restart_changes,
-    broker_unfenced_changes,
+    broker_controlled_shutdown_steps,
+    broker_fenced_steps,
+    broker_restart_steps,
+    broker_unfenced_steps,
     leaderships,
 )
+from controller.core.steps import Steps, drain
 from kafkawire.broker_lifecycle import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -94,6 +95,22 @@ class BrokerHeartbeatTracker:
         return min(lasts) + session_timeout_ms if lasts else None
 
 
+def track_heartbeat(
+    image: MetadataImage,
+    request: BrokerHeartbeatRequest,
+    tracker: BrokerHeartbeatTracker,
+    now_ms: int,
+) -> bool:
+    """Kafka's ClusterControlManager.trackBrokerHeartbeat: note the contact of a registered
+    broker with its current epoch as the heartbeat arrives, before it waits for the controller's
+    single writer; False (nothing noted) for an unknown broker or a stale epoch."""
+    registration = image.brokers.get(request.broker_id)
+    if registration is None or registration.epoch != request.broker_epoch:
+        return False
+    tracker.touch(request.broker_id, now_ms)
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class FencedBroker:
     broker_id: int
@@ -103,9 +120,9 @@ class FencedBroker:
 
 def _fence(
     image: MetadataImage, broker: BrokerRegistration, policy: ElectionPolicy
-) -> tuple[list[MetadataRecord], list[PartitionChange]]:
+) -> Steps[tuple[list[MetadataRecord], list[PartitionChange]]]:
     """Rule 12: fence, and take the broker out of every ISR (partition changes first)."""
-    changes = broker_fenced_changes(image, broker.broker_id, policy)
+    changes = yield from broker_fenced_steps(image, broker.broker_id, policy)
     records: list[MetadataRecord] = [*written_records(changes)]
     records.append(
         BrokerRegistrationChangeRecord(broker.broker_id, broker.epoch, fenced=BROKER_FLAG_TRUE)
@@ -122,6 +139,22 @@ def register_broker(
     session_timeout_ms: int,
     policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[BrokerRegistrationResponse]:
+    return drain(
+        register_broker_steps(
+            image, request, cluster_id, tracker, now_ms, session_timeout_ms, policy
+        )
+    )
+
+
+def register_broker_steps(
+    image: MetadataImage,
+    request: BrokerRegistrationRequest,
+    cluster_id: str,
+    tracker: BrokerHeartbeatTracker,
+    now_ms: int,
+    session_timeout_ms: int,
+    policy: ElectionPolicy = DEFAULT_POLICY,
+) -> Steps[ControllerResult[BrokerRegistrationResponse]]:
     """A new registration, fenced until caught up. The response's broker_epoch is -1 here: the
     epoch is the offset of the RegisterBrokerRecord, known once it is committed."""
     if request.incarnation_id is None:
@@ -153,7 +186,7 @@ def register_broker(
     if existing is not None:
         # Rule 12: equal PreviousBrokerEpoch (from the clean-shutdown file) means clean.
         clean = request.previous_broker_epoch == existing.epoch
-        changes = broker_restart_changes(image, request.broker_id, clean, policy)
+        changes = yield from broker_restart_steps(image, request.broker_id, clean, policy)
     records: list[MetadataRecord] = [*written_records(changes)]
     records.append(
         RegisterBrokerRecord(
@@ -194,6 +227,16 @@ def process_heartbeat(
     now_ms: int,
     policy: ElectionPolicy = DEFAULT_POLICY,
 ) -> ControllerResult[BrokerHeartbeatResponse]:
+    return drain(process_heartbeat_steps(image, request, tracker, now_ms, policy))
+
+
+def process_heartbeat_steps(
+    image: MetadataImage,
+    request: BrokerHeartbeatRequest,
+    tracker: BrokerHeartbeatTracker,
+    now_ms: int,
+    policy: ElectionPolicy = DEFAULT_POLICY,
+) -> Steps[ControllerResult[BrokerHeartbeatResponse]]:
     """Kafka's broker state machine: unfence when caught up, fence on request, and controlled
     shutdown in two steps (move leadership and leave the ISRs, then fence and let it stop)."""
     registration = image.brokers.get(request.broker_id)
@@ -220,7 +263,7 @@ def process_heartbeat(
                 (), heartbeat_response(is_caught_up=caught_up, should_shut_down=True)
             )
         if registration.in_controlled_shutdown and leaderships(image, broker_id) == 0:
-            records, changes = _fence(image, registration, policy)
+            records, changes = yield from _fence(image, registration, policy)
             return ControllerResult(
                 tuple(records),
                 heartbeat_response(
@@ -228,7 +271,7 @@ def process_heartbeat(
                 ),
                 tuple(changes),
             )
-        changes = broker_controlled_shutdown_changes(image, broker_id, policy)
+        changes = yield from broker_controlled_shutdown_steps(image, broker_id, policy)
         records = [*written_records(changes)]
         if not registration.in_controlled_shutdown:
             records.insert(
@@ -244,7 +287,9 @@ def process_heartbeat(
         )
 
     if request.want_fence:
-        records, changes = ([], []) if registration.fenced else _fence(image, registration, policy)
+        records, changes = [], []
+        if not registration.fenced:
+            records, changes = yield from _fence(image, registration, policy)
         return ControllerResult(
             tuple(records),
             heartbeat_response(is_caught_up=caught_up, is_fenced=True),
@@ -261,7 +306,7 @@ def process_heartbeat(
                 in_controlled_shutdown=BROKER_FLAG_FALSE,
             )
         ]
-        changes = broker_unfenced_changes(image, broker_id, policy)
+        changes = yield from broker_unfenced_steps(image, broker_id, policy)
         records.extend(written_records(changes))
         return ControllerResult(
             tuple(records),
@@ -293,7 +338,7 @@ def fence_expired_brokers(
     fenced = []
     for registration in expired:
         last = tracker.last_contact_ms.get(registration.broker_id, now_ms)
-        batch, batch_changes = _fence(current, registration, policy)
+        batch, batch_changes = drain(_fence(current, registration, policy))
         records.extend(batch)
         changes.extend(batch_changes)
         for record in batch:
@@ -308,3 +353,32 @@ def fence_expired_brokers(
             )
         )
     return ControllerResult(tuple(records), fenced, tuple(changes))
+
+
+def fence_stale_broker_steps(
+    image: MetadataImage,
+    tracker: BrokerHeartbeatTracker,
+    now_ms: int,
+    session_timeout_ms: int,
+    policy: ElectionPolicy = DEFAULT_POLICY,
+) -> Steps[ControllerResult[list[FencedBroker]]]:
+    """Fence at most one broker whose session lapsed: the one heard from least recently (Kafka's
+    maybeFenceOneStaleBroker, one per controller event, "so that the effect of fencing each
+    broker is visible to the system prior to processing the next one"); the caller asks again
+    until nothing is fenced."""
+    expired = tracker.expired(image, now_ms, session_timeout_ms)
+    if not expired:
+        return ControllerResult((), [])
+    registration = min(
+        expired,
+        key=lambda r: (tracker.last_contact_ms.get(r.broker_id, now_ms), r.broker_id),
+    )
+    last = tracker.last_contact_ms.get(registration.broker_id, now_ms)
+    records, changes = yield from _fence(image, registration, policy)
+    fenced = FencedBroker(
+        registration.broker_id,
+        registration.epoch,
+        f"session expired ({now_ms - last} ms since the last heartbeat, "
+        f"timeout {session_timeout_ms} ms)",
+    )
+    return ControllerResult(tuple(records), [fenced], tuple(changes))

@@ -245,18 +245,40 @@ class PartitionChangeBuilder:
         if self._elr_enabled and len(isr) >= self._min_isr:
             elr, last_known_elr = (), ()  # rules 10-11, 15
 
+        # One record, built once (fencing a broker builds 100,000 of these, issue 35).
+        isr_field = isr if isr != reg.isr else None
+        leader_field = leader if leader != reg.leader else NO_LEADER_CHANGE
+        recovery_field = (
+            int(recovery)
+            if recovery != reg.leader_recovery_state
+            else LEADER_RECOVERY_STATE_UNCHANGED
+        )
+        elr_field = elr if elr != reg.elr else None
+        last_known_elr_field = last_known_elr if last_known_elr != reg.last_known_elr else None
+        last_known_leader_field = (
+            last_known_leader
+            if last_known_leader != reg.last_known_leader
+            else LAST_KNOWN_LEADER_UNCHANGED
+        )
+        if (
+            isr_field is None
+            and leader_field == NO_LEADER_CHANGE
+            and recovery_field == LEADER_RECOVERY_STATE_UNCHANGED
+            and elr_field is None
+            and last_known_elr_field is None
+            and last_known_leader_field == LAST_KNOWN_LEADER_UNCHANGED
+        ):
+            return PartitionChange(None, election.kind)
         record = PartitionChangeRecord(
             partition_id=self._partition_id,
             topic_id=self._topic_id,
-            isr=isr if isr != reg.isr else None,
-            leader=leader if leader != reg.leader else NO_LEADER_CHANGE,
-            leader_recovery_state=int(recovery)
-            if recovery != reg.leader_recovery_state
-            else LEADER_RECOVERY_STATE_UNCHANGED,
+            isr=isr_field,
+            leader=leader_field,
+            leader_recovery_state=recovery_field,
+            eligible_leader_replicas=elr_field,
+            last_known_elr=last_known_elr_field,
+            last_known_leader=last_known_leader_field,
         )
-        record = _with_elr_fields(record, reg, elr, last_known_elr, last_known_leader)
-        if record == PartitionChangeRecord(self._partition_id, self._topic_id):
-            return PartitionChange(None, election.kind)
         return PartitionChange(record, election.kind)
 
     def _next_elr_state(self, isr: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
@@ -278,14 +300,16 @@ class PartitionChangeBuilder:
                 reg.replicas,
             )
         # Rule 11: an ELR member restarting uncleanly moves to LastKnownELR.
-        last_known_elr = _ordered(
-            (
-                r
-                for r in reg.last_known_elr + tuple(r for r in reg.elr if r in unclean)
-                if r not in in_isr and r not in elr
-            ),
-            reg.replicas,
-        )
+        last_known_elr: tuple[int, ...] = ()
+        if reg.last_known_elr or unclean:
+            last_known_elr = _ordered(
+                (
+                    r
+                    for r in reg.last_known_elr + tuple(r for r in reg.elr if r in unclean)
+                    if r not in in_isr and r not in elr
+                ),
+                reg.replicas,
+            )
         last_known_leader = reg.last_known_leader
         if self._last_isr_member_removed is not None:
             last_known_leader = self._last_isr_member_removed  # rule 11
@@ -341,27 +365,6 @@ class PartitionChangeBuilder:
         if current == NO_LEADER:
             return _Election(NO_LEADER, ElectionKind.NONE)
         return _Election(NO_LEADER, ElectionKind.NO_LEADER)
-
-
-def _with_elr_fields(
-    record: PartitionChangeRecord,
-    reg: PartitionRegistration,
-    elr: tuple[int, ...],
-    last_known_elr: tuple[int, ...],
-    last_known_leader: int,
-) -> PartitionChangeRecord:
-    return PartitionChangeRecord(
-        partition_id=record.partition_id,
-        topic_id=record.topic_id,
-        isr=record.isr,
-        leader=record.leader,
-        leader_recovery_state=record.leader_recovery_state,
-        eligible_leader_replicas=elr if elr != reg.elr else None,
-        last_known_elr=last_known_elr if last_known_elr != reg.last_known_elr else None,
-        last_known_leader=last_known_leader
-        if last_known_leader != reg.last_known_leader
-        else LAST_KNOWN_LEADER_UNCHANGED,
-    )
 
 
 def designated_election_error(

@@ -26,7 +26,9 @@ from controller.core.partition_change import (
     designated_election_reason,
     written_records,
 )
-from controller.core.unclean_recovery import Strategy, manual_election_required
+from controller.core.partition_metrics import PartitionMetrics
+from controller.core.steps import SLICE_PARTITIONS, SLICE_SCANNED, Steps, drain
+from controller.core.unclean_recovery import Strategy
 from kafkawire import admin_messages as am
 from kafkawire import constants
 from kafkawire import topic as topic_names
@@ -63,14 +65,32 @@ def builder_for(
     image: MetadataImage, topic: TopicImage, partition_id: int, policy: ElectionPolicy
 ) -> PartitionChangeBuilder:
     """A builder for one partition under `policy`, with its topic's unclean setting (rule 13)."""
-    return PartitionChangeBuilder(
-        topic.partitions[partition_id],
-        topic.topic_id,
-        partition_id,
-        image,
-        image.effective_min_isr(topic.topic_id, partition_id),  # rule 9
-        policy.for_topic(unclean_allowed(image, topic.name, policy.controller_id)),
-    )
+    return _TopicBuilders(image, topic, policy).builder(partition_id)
+
+
+class _TopicBuilders:
+    """Builders for the partitions of one topic: the topic's min.insync.replicas and unclean
+    setting are read once, not once per partition (fencing a broker of 100,000 partitions
+    spent a third of its time re-reading them, issue 35)."""
+
+    __slots__ = ("image", "min_isr", "policy", "topic")
+
+    def __init__(self, image: MetadataImage, topic: TopicImage, policy: ElectionPolicy) -> None:
+        self.image = image
+        self.topic = topic
+        self.min_isr = image.topic_min_insync_replicas(topic.name)
+        self.policy = policy.for_topic(unclean_allowed(image, topic.name, policy.controller_id))
+
+    def builder(self, partition_id: int) -> PartitionChangeBuilder:
+        registration = self.topic.partitions[partition_id]
+        return PartitionChangeBuilder(
+            registration,
+            self.topic.topic_id,
+            partition_id,
+            self.image,
+            min(self.min_isr, len(registration.replicas)),  # rule 9
+            self.policy,
+        )
 
 
 def pending_election(
@@ -408,8 +428,15 @@ def partition_changes_after_configs(
 def broker_fenced_changes(
     image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
 ) -> list[PartitionChange]:
+    return drain(broker_fenced_steps(image, broker_id, policy))
+
+
+def broker_fenced_steps(
+    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
+) -> Steps[list[PartitionChange]]:
     """Rule 12: the fenced broker leaves every ISR (ELR on), keeps its ELR membership, and its
-    partitions elect another leader per rule 13."""
+    partitions elect another leader per rule 13. Only the partitions it is in the ISR of or
+    leads change (Kafka's brokersToIsrs.partitionsWithBrokerInIsr)."""
     return _broker_changes(
         image,
         policy,
@@ -421,11 +448,17 @@ def broker_fenced_changes(
 def broker_unfenced_changes(
     image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
 ) -> list[PartitionChange]:
+    return drain(broker_unfenced_steps(image, broker_id, policy))
+
+
+def broker_unfenced_steps(
+    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
+) -> Steps[list[PartitionChange]]:
     """Rule 16: unfencing re-runs the election of every leaderless partition it hosts."""
     return _broker_changes(
         image,
         policy,
-        lambda reg: broker_id in reg.replicas and reg.leader == NO_LEADER,
+        lambda reg: reg.leader == NO_LEADER and broker_id in reg.replicas,
         lambda builder: builder.unfence_broker(broker_id),
     )
 
@@ -433,6 +466,12 @@ def broker_unfenced_changes(
 def broker_restart_changes(
     image: MetadataImage, broker_id: int, clean: bool, policy: ElectionPolicy = DEFAULT_POLICY
 ) -> list[PartitionChange]:
+    return drain(broker_restart_steps(image, broker_id, clean, policy))
+
+
+def broker_restart_steps(
+    image: MetadataImage, broker_id: int, clean: bool, policy: ElectionPolicy = DEFAULT_POLICY
+) -> Steps[list[PartitionChange]]:
     """Rule 12: a clean restart keeps ELR membership; an unclean one leaves ISR and ELR (an ELR
     member moves to LastKnownELR, rule 11)."""
 
@@ -452,6 +491,12 @@ def broker_restart_changes(
 def broker_controlled_shutdown_changes(
     image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
 ) -> list[PartitionChange]:
+    return drain(broker_controlled_shutdown_steps(image, broker_id, policy))
+
+
+def broker_controlled_shutdown_steps(
+    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
+) -> Steps[list[PartitionChange]]:
     """Controlled shutdown: leadership moves away first and the broker leaves the ISRs."""
     return _broker_changes(
         image,
@@ -466,33 +511,14 @@ def partition_counts(
     strategy_for: Callable[[str], Strategy | None] = lambda _: None,
     controller_id: int = -1,
 ) -> dict[str, int]:
-    """OfflinePartitionsCount, global_under_min_isr_partition_count (rule 9's min ISR) and
-    manual_leader_election_required_partition_count (KIP-966); `strategy_for(topic)` is the
-    recovery manager's strategy, None while the manager is off; `controller_id` the active
-    controller's (its node-level unclean setting, rule 15)."""
-    offline = under_min_isr = manual = 0
-    for topic, partition_id, reg in _partitions(image):
-        if reg.leader == NO_LEADER:
-            offline += 1
-            if manual_election_required(
-                reg, unclean_allowed(image, topic.name, controller_id), strategy_for(topic.name)
-            ):
-                manual += 1
-        if len(reg.isr) < image.effective_min_isr(topic.topic_id, partition_id):
-            under_min_isr += 1
-    return {
-        "offline_partitions": offline,
-        "under_min_isr_partitions": under_min_isr,
-        "manual_leader_election_required_partitions": manual,
-    }
+    """The controller's partition gauges of `image` (partition_metrics.PartitionMetrics, which
+    the runtime keeps between scrapes)."""
+    return PartitionMetrics().counts(image, strategy_for, controller_id)
 
 
 def electable_leaders(image: MetadataImage) -> list[tuple[str, int, int]]:
     """KIP-966's electable leaders metric: (topic, partition, size of ISR + ELR) per partition."""
-    return [
-        (topic.name, partition_id, len(reg.isr) + len(reg.elr))
-        for topic, partition_id, reg in _partitions(image)
-    ]
+    return PartitionMetrics().electable_leaders(image)
 
 
 def leaderships(image: MetadataImage, broker_id: int) -> int:
@@ -504,14 +530,29 @@ def _broker_changes(
     policy: ElectionPolicy,
     affected: Callable[[PartitionRegistration], bool],
     operation: Callable[[PartitionChangeBuilder], PartitionChangeBuilder],
-) -> list[PartitionChange]:
+) -> Steps[list[PartitionChange]]:
+    """The changes of every affected partition, in the stable order of _partitions; yields
+    every SLICE_PARTITIONS built and every SLICE_SCANNED looked at (issue 35)."""
     changes = []
-    for topic, partition_id, registration in _partitions(image):
-        if not affected(registration):
-            continue
-        change = operation(builder_for(image, topic, partition_id, policy)).build()
-        if change.record is not None:
-            changes.append(change)
+    built = scanned = 0
+    for name in sorted(image.topics_by_name):
+        topic = image.topics_by_name[name]
+        builders: _TopicBuilders | None = None
+        partitions = topic.partitions
+        for partition_id in sorted(partitions):
+            scanned += 1
+            if scanned % SLICE_SCANNED == 0:
+                yield
+            if not affected(partitions[partition_id]):
+                continue
+            if builders is None:
+                builders = _TopicBuilders(image, topic, policy)
+            change = operation(builders.builder(partition_id)).build()
+            if change.record is not None:
+                changes.append(change)
+            built += 1
+            if built % SLICE_PARTITIONS == 0:
+                yield
     return changes
 
 

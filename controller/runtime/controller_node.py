@@ -19,7 +19,6 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.core import replication_control
 from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
 from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
 from controller.runtime.kafka_feature_apis import route_feature_apis
@@ -95,7 +94,7 @@ class _ControllerCollector(Collector):
             labels=["topic", "partition"],
         )
         if active:
-            for topic, partition_id, count in replication_control.electable_leaders(
+            for topic, partition_id, count in self.node.quorum_controller.partition_metrics.electable_leaders(
                 self.node.state.image
             ):
                 electable.add_metric([topic, str(partition_id)], count)

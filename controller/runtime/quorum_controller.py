@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from controller.core import cluster_control, config_control, feature_control, replication_control
 from controller.core.controller_result import ControllerResult
 from controller.core.election_policy import ElectionPolicy
+from controller.core.partition_metrics import PartitionMetrics
+from controller.core.steps import Steps
 from controller.runtime.recovery_manager import (
     RecoveryManager,
     build_recovery_manager,
     manager_enabled,
 )
+from controller.runtime.session_clock import SessionClock
 from kafkawire.api_keys import ApiKey
 from kafkawire.broker_lifecycle import (
     BrokerRegistrationRequest,
@@ -48,6 +51,8 @@ from raft.runtime.raft_manager import RaftManager
 log = logging.getLogger("minikraft.controller")
 
 R = TypeVar("R")
+# A write's decision: its result at once, or Steps that give the loop back between slices.
+Compute = Callable[[MetadataImage], ControllerResult[R] | Steps[ControllerResult[R]]]
 
 CONTROLLER_API_KEYS = frozenset(
     {
@@ -74,10 +79,8 @@ EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
 # More partition changes than this in one write: one INFO summary, the per-partition lines at
 # DEBUG (issue 35: thousands of INFO lines a minute held the controller's loop).
 LOG_DETAIL_LIMIT = 20
-# A write's decision runs on a worker thread once the image has this many partitions, its
-# records are encoded there from this many (issue 35).
-OFFLOAD_PARTITIONS = 5_000
-OFFLOAD_RECORDS = 1_000
+# Records encoded between two yields of the loop when a write is appended (issue 35).
+ENCODE_SLICE_RECORDS = 500
 _SUMMARY_KINDS = {
     "": "ISR/ELR changes",
     "ISR": "elections from ISR",
@@ -114,6 +117,10 @@ class QuorumController:
             or DESCRIBE_PARTITIONS_DEFAULT_LIMIT
         )
         self.tracker = cluster_control.BrokerHeartbeatTracker()
+        # The partition gauges, recomputed per scrape only for the topics that changed.
+        self.partition_metrics = PartitionMetrics()
+        # Broker sessions are timed on listening time, not wall time (session_clock.py).
+        self.session_clock = SessionClock()
         self._lock = asyncio.Lock()
         self._ready_epoch: int | None = None
         # Writers waiting for their offset to reach the image: (offset, future), woken by
@@ -137,6 +144,7 @@ class QuorumController:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.session_clock.start()
         self._timer = asyncio.ensure_future(self._session_timer())
         if self.recovery_manager is not None:  # issue 7: rule 14, off by default
             await self.recovery_manager.start()
@@ -148,6 +156,7 @@ class QuorumController:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
             self._timer = None
+        await self.session_clock.stop()
 
     @property
     def is_active(self) -> bool:
@@ -159,7 +168,7 @@ class QuorumController:
         fenced = sum(1 for b in image.brokers.values() if b.fenced)
         manager = self.recovery_manager
         return {
-            **replication_control.partition_counts(
+            **self.partition_metrics.counts(
                 image,
                 (lambda topic: manager.strategy_for(image, topic)) if manager else lambda _: None,
                 self.config.node_id,
@@ -183,6 +192,14 @@ class QuorumController:
         if api_key == ApiKey.BROKER_REGISTRATION:
             return await self._register_broker(request)
         if api_key == ApiKey.BROKER_HEARTBEAT:
+            # Kafka's trackBrokerHeartbeat: the contact counts on arrival, before the heartbeat
+            # waits for any write in progress (the session must not lapse behind one).
+            cluster_control.track_heartbeat(
+                self.state.image, request, self.tracker, self.session_clock.now_ms()
+            )
+            steady = self._steady_heartbeat(request)
+            if steady is not None:
+                return steady
             if request.want_shut_down:
                 why = "controlled shutdown, leaderships moved away"
             elif request.want_fence:
@@ -190,8 +207,12 @@ class QuorumController:
             else:
                 why = f"caught up to metadata offset {request.current_metadata_offset}"
             return await self._write(
-                lambda image: cluster_control.process_heartbeat(
-                    image, request, self.tracker, self._clock_ms(), self.election_policy(image)
+                lambda image: cluster_control.process_heartbeat_steps(
+                    image,
+                    request,
+                    self.tracker,
+                    self.session_clock.now_ms(),
+                    self.election_policy(image),
                 ),
                 why,
             )
@@ -245,15 +266,15 @@ class QuorumController:
     ) -> BrokerRegistrationResponse:
         clean: bool | None = None
 
-        def compute(image: MetadataImage) -> ControllerResult[BrokerRegistrationResponse]:
+        def compute(image: MetadataImage) -> Steps[ControllerResult[BrokerRegistrationResponse]]:
             nonlocal clean
             clean = cluster_control.is_clean_restart(image, request)
-            return cluster_control.register_broker(
+            return cluster_control.register_broker_steps(
                 image,
                 request,
                 self.raft.cluster_id,
                 self.tracker,
-                self._clock_ms(),
+                self.session_clock.now_ms(),
                 self.session_timeout_ms,
                 self.election_policy(image),
             )
@@ -286,7 +307,7 @@ class QuorumController:
 
     async def write(
         self,
-        compute: Callable[[MetadataImage], ControllerResult[R]],
+        compute: Compute[R],
         what: str,
         *,
         user_op: bool = False,
@@ -295,7 +316,7 @@ class QuorumController:
 
     async def _write(
         self,
-        compute: Callable[[MetadataImage], ControllerResult[R]],
+        compute: Compute[R],
         what: str,
         *,
         user_op: bool = False,
@@ -305,7 +326,7 @@ class QuorumController:
 
     async def _write_result(
         self,
-        compute: Callable[[MetadataImage], ControllerResult[R]],
+        compute: Compute[R],
         what: str,
         *,
         user_op: bool = False,
@@ -336,19 +357,47 @@ class QuorumController:
 
     @staticmethod
     async def _compute(
-        compute: Callable[[MetadataImage], ControllerResult[R]],
-        image: MetadataImage,
-        user_op: bool,
+        compute: Compute[R], image: MetadataImage, user_op: bool
     ) -> ControllerResult[R]:
-        """Run a write's decision. A user operation (up to 10,000 records: a CreateTopics of
-        5,000 partitions) and any decision on a big image run on a worker thread: fencing a
-        broker of 30,000 partitions is seconds of pure Python, and the loop must go on
-        answering Raft fetches and votes meanwhile (issue 35; the GIL hands the loop its turn
-        every few ms). Safe: the image is immutable and the single-writer lock is held."""
-        partitions = sum(len(t.partitions) for t in image.topics.values())
-        if not user_op and partitions < OFFLOAD_PARTITIONS:
-            return compute(image)
-        return await asyncio.to_thread(compute, image)
+        """Run a write's decision on the loop, giving it back between the slices of a big one
+        (fencing a broker of 100,000 partitions is seconds of pure Python): Raft's fetches and
+        votes and the brokers' heartbeats are served in between (issue 35). Not on a worker
+        thread: pure Python holds the GIL, and the loop starved behind it. Safe: the image is
+        immutable and the single-writer lock is held."""
+        outcome = compute(image)
+        if not isinstance(outcome, Generator):
+            return outcome
+        while True:
+            try:
+                next(outcome)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            await asyncio.sleep(0)
+
+    def _steady_heartbeat(self, request: Any) -> Any:
+        """The answer to a heartbeat that changes nothing (the steady state: an unfenced broker
+        heard from, a fenced one not yet caught up), from the committed image without waiting
+        for the write in progress; None when it must be a write. Kafka answers heartbeats in
+        milliseconds; behind a 100,000-partition write here they waited seconds."""
+        replica = self.raft.replica
+        if replica.role != "Leader" or self._ready_epoch != replica.epoch:
+            return None
+        image = self.state.image
+        steps = cluster_control.process_heartbeat_steps(
+            image, request, self.tracker, self.session_clock.now_ms(), self.election_policy(image)
+        )
+        try:
+            next(steps)
+        except StopIteration as stop:
+            result: ControllerResult[Any] = stop.value
+            if result.records:
+                return None
+            if result.message:
+                log.info("Broker heartbeat: %s %s",
+                         Errors.of(result.response.error_code).name, result.message)
+            return result.response
+        steps.close()  # it has partitions to change: a write
+        return None
 
     async def _ensure_active(self) -> None:
         """Refuse on a standby; on the first write of a new epoch, catch the image up."""
@@ -370,7 +419,7 @@ class QuorumController:
         )
         if bootstrap:  # a new cluster: Kafka's bootstrap metadata (finalized features)
             offset = await self._commit(bootstrap, "bootstrap features")
-        self.tracker.reset(list(self.state.image.brokers), self._clock_ms())
+        self.tracker.reset(list(self.state.image.brokers), self.session_clock.now_ms())
         self._ready_epoch = epoch
         log.info(
             "Node %s is the active controller in epoch %s (metadata replayed to offset %s, "
@@ -385,10 +434,11 @@ class QuorumController:
     async def _commit(
         self, records: tuple[MetadataRecord, ...], what: str, *, atomic: bool = True
     ) -> int:
-        if len(records) >= OFFLOAD_RECORDS:
-            encoded = await asyncio.to_thread(lambda: [encode_record(r) for r in records])
-        else:
-            encoded = [encode_record(r) for r in records]
+        encoded = []
+        for index, record in enumerate(records):
+            encoded.append(encode_record(record))
+            if index % ENCODE_SLICE_RECORDS == ENCODE_SLICE_RECORDS - 1:
+                await asyncio.sleep(0)
         try:
             offset = await self.raft.driver.append_and_commit(
                 encoded, WRITE_TIMEOUT_MS, atomic=atomic
@@ -491,7 +541,7 @@ class QuorumController:
             await asyncio.sleep(self._until_session_check_s(cap_s))
             if not self.is_active:
                 continue
-            now_ms = self._clock_ms()
+            now_ms = self.session_clock.now_ms()
             due = self.tracker.next_check_ms(self.state.image, now_ms, self.session_timeout_ms)
             if due is None or due >= now_ms:
                 continue
@@ -503,7 +553,7 @@ class QuorumController:
     def _until_session_check_s(self, cap_s: float) -> float:
         if not self.is_active:
             return cap_s
-        now_ms = self._clock_ms()
+        now_ms = self.session_clock.now_ms()
         due = self.tracker.next_check_ms(self.state.image, now_ms, self.session_timeout_ms)
         if due is None:
             return cap_s
@@ -511,19 +561,25 @@ class QuorumController:
         return min(cap_s, max(SESSION_CHECK_MIN_S, (due + 1 - now_ms) / 1000))
 
     async def fence_expired(self) -> list[cluster_control.FencedBroker]:
-        """Fence the brokers whose `broker.session.timeout.ms` lapsed (active controller only)."""
-        fenced = await self._write(
-            lambda image: cluster_control.fence_expired_brokers(
-                image,
-                self.tracker,
-                self._clock_ms(),
-                self.session_timeout_ms,
-                self.election_policy(image),
-            ),
-            "session expired",
-        )
-        for broker in fenced:
-            log.debug(
-                "Broker %s (epoch %s): %s", broker.broker_id, broker.broker_epoch, broker.reason
+        """Fence the brokers whose `broker.session.timeout.ms` lapsed (active controller only),
+        one per write as Kafka's maybeFenceOneStaleBroker: other writes (a heartbeat that
+        unfences, a CreateTopics) go between two fencings."""
+        fenced_all: list[cluster_control.FencedBroker] = []
+        while True:
+            fenced = await self._write(
+                lambda image: cluster_control.fence_stale_broker_steps(
+                    image,
+                    self.tracker,
+                    self.session_clock.now_ms(),
+                    self.session_timeout_ms,
+                    self.election_policy(image),
+                ),
+                "session expired",
             )
-        return fenced
+            for broker in fenced:
+                log.info(
+                    "Broker %s (epoch %s): %s", broker.broker_id, broker.broker_epoch, broker.reason
+                )
+            if not fenced:
+                return fenced_all
+            fenced_all.extend(fenced)

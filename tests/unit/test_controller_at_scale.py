@@ -1,0 +1,168 @@
+"""The active controller at scale (issue 35): decisions over a big image come in slices, a broker
+is fenced one per write, heartbeats count on arrival, and a session is timed on the time the
+controller was listening (its own stalls do not fence a live broker)."""
+
+from __future__ import annotations
+
+import uuid
+
+from controller.core import cluster_control as cc
+from controller.core import replication_control as rc
+from controller.core.partition_change import written_records
+from controller.core.partition_metrics import PartitionMetrics
+from controller.core.steps import SLICE_PARTITIONS, drain
+from controller.runtime.session_clock import JITTER_S, SessionClock
+from kafkawire import broker_lifecycle as lifecycle
+from metadata.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, PartitionRecord, TopicRecord
+from tests.unit.test_cluster_control import SESSION_MS, Cluster, apply, three_unfenced
+
+BIG = uuid.UUID(int=200)
+
+
+def big_cluster(partitions: int) -> Cluster:
+    cluster = three_unfenced()
+    cluster.image = apply(
+        cluster.image,
+        [TopicRecord("big", BIG)]
+        + [
+            PartitionRecord(p, BIG, (1, 2, 3), (1, 2, 3), leader=1 + p % 3)
+            for p in range(partitions)
+        ],
+    )
+    return cluster
+
+
+def test_fencing_a_big_broker_yields_between_slices_and_equals_the_whole() -> None:
+    """Fencing broker 1 of 1,000 partitions: the steps give the loop back every
+    SLICE_PARTITIONS builds, and their result is the one-go result."""
+    cluster = big_cluster(1000)
+    steps = rc.broker_fenced_steps(cluster.image, 1)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+            yields += 1
+        except StopIteration as stop:
+            changes = stop.value
+            break
+    assert yields == 1000 // SLICE_PARTITIONS
+    assert changes == rc.broker_fenced_changes(cluster.image, 1)
+    assert len(changes) == 1000
+    led = [c for c in changes if c.record is not None and c.record.leader not in (-2, 1)]
+    assert len(led) == 334  # the partitions broker 1 led elected 2, the ISR's next
+
+
+def test_fencing_skips_partitions_the_broker_is_not_in() -> None:
+    """Kafka's partitionsWithBrokerInIsr: only the partitions where fencing matters change."""
+    cluster = three_unfenced()
+    cluster.image = apply(
+        cluster.image,
+        [TopicRecord("big", BIG)]
+        + [PartitionRecord(p, BIG, (1, 2, 3), (2, 3), leader=2) for p in range(50)]
+        + [PartitionRecord(50, BIG, (1, 2, 3), (1, 2, 3), leader=2)],
+    )
+    changes = rc.broker_fenced_changes(cluster.image, 1)
+    assert [c.record.partition_id for c in changes if c.record is not None] == [50]
+
+
+def test_one_stale_broker_is_fenced_per_write_the_least_recently_heard_first() -> None:
+    """Kafka's maybeFenceOneStaleBroker: one per controller event, the stalest first."""
+    cluster = big_cluster(10)
+    cluster.now_ms += 1000
+    cluster.heartbeat(1)  # 2 and 3 are stale, 2 heard from no later than 3
+    cluster.now_ms += SESSION_MS
+    cluster.heartbeat(1)
+    result = drain(
+        cc.fence_stale_broker_steps(cluster.image, cluster.tracker, cluster.now_ms, SESSION_MS)
+    )
+    assert [f.broker_id for f in result.response] == [2]
+    cluster.image = apply(cluster.image, result.records)
+    assert cluster.image.brokers[2].fenced and not cluster.image.brokers[3].fenced
+    again = drain(
+        cc.fence_stale_broker_steps(cluster.image, cluster.tracker, cluster.now_ms, SESSION_MS)
+    )
+    assert [f.broker_id for f in again.response] == [3]
+    cluster.image = apply(cluster.image, again.records)
+    last = drain(
+        cc.fence_stale_broker_steps(cluster.image, cluster.tracker, cluster.now_ms, SESSION_MS)
+    )
+    assert last.records == () and last.response == []
+
+
+def test_a_heartbeat_counts_on_arrival_only_with_the_current_epoch() -> None:
+    """Kafka's trackBrokerHeartbeat: a stale epoch or an unknown broker notes nothing."""
+    cluster = three_unfenced()
+    epoch = cluster.image.brokers[2].epoch
+    before = cluster.tracker.last_contact_ms[2]
+    stale = lifecycle.heartbeat_request(2, epoch - 1, 0)
+    assert not cc.track_heartbeat(cluster.image, stale, cluster.tracker, before + 5000)
+    assert cluster.tracker.last_contact_ms[2] == before
+    unknown = lifecycle.heartbeat_request(9, epoch, 0)
+    assert not cc.track_heartbeat(cluster.image, unknown, cluster.tracker, before + 5000)
+    current = lifecycle.heartbeat_request(2, epoch, 0)
+    assert cc.track_heartbeat(cluster.image, current, cluster.tracker, before + 5000)
+    assert cluster.tracker.last_contact_ms[2] == before + 5000
+
+
+class FakeMonotonic:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_session_clock_does_not_count_the_loops_own_stall() -> None:
+    """A 12 s stall of the controller's loop (a broker's heartbeats unread meanwhile) adds
+    nothing to the session clock, neither while it lasts (the sampler overdue) nor after the
+    sampler ran; time the loop was free counts in full."""
+    fake = FakeMonotonic()
+    clock = SessionClock(interval_s=0.05, monotonic=fake)
+    clock._task = object()  # type: ignore[assignment]  # as if started: overdue counts
+    clock._next_sample = fake.now + 0.05
+    start = clock.now_ms()
+    for _ in range(20):  # one free second, the sampler on time
+        fake.now += 0.05
+        clock.record_wakeup(fake.now)
+    assert clock.now_ms() - start == 1000
+    fake.now += 12.0  # the loop held: the sampler is 12 s overdue
+    during = clock.now_ms() - start
+    assert 1000 <= during <= 1050 + JITTER_S * 1000  # the sampler was due 50 ms in
+    clock.record_wakeup(fake.now)
+    assert clock.now_ms() - start == during
+    fake.now += 0.05
+    clock.record_wakeup(fake.now)
+    assert clock.now_ms() - start == during + 50
+
+
+def test_session_clock_ignores_timer_jitter() -> None:
+    fake = FakeMonotonic()
+    clock = SessionClock(interval_s=0.05, monotonic=fake)
+    clock._next_sample = fake.now + 0.05
+    start = clock.now_ms()
+    for _ in range(100):
+        fake.now += 0.05 + JITTER_S / 2  # each wake-up a little late, as timers are
+        clock.record_wakeup(fake.now)
+    assert clock.now_ms() - start == round(100 * (0.05 + JITTER_S / 2) * 1000)
+
+
+def test_partition_gauges_are_kept_per_topic_and_follow_every_change() -> None:
+    """One PartitionMetrics across commits, as the runtime keeps it between scrapes: a topic no
+    commit touched keeps its figures, a changed topic or a changed min.insync.replicas is
+    counted again."""
+    metrics = PartitionMetrics()
+    cluster = big_cluster(30)
+    image = cluster.image
+    assert metrics.counts(image)["under_min_isr_partitions"] == 0
+    raised = apply(
+        image, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "big", "min.insync.replicas", "3")]
+    )
+    assert metrics.counts(raised)["under_min_isr_partitions"] == 0
+    fenced = apply(raised, written_records(rc.broker_fenced_changes(raised, 1)))
+    assert metrics.counts(fenced)["under_min_isr_partitions"] == 30
+    assert metrics.electable_leaders(fenced)[:2] == [("big", 0, 3), ("big", 1, 3)]  # ISR + ELR
+    lowered = apply(
+        fenced, [ConfigRecord(CONFIG_RESOURCE_TOPIC, "big", "min.insync.replicas", "2")]
+    )
+    assert metrics.counts(lowered)["under_min_isr_partitions"] == 0
+    assert metrics.counts(lowered) == rc.partition_counts(lowered)
