@@ -12,19 +12,24 @@ are started in their own session and stopped by pid, as minikraft's nodes are.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from cluster.apache_kafka import tools
+from cluster.client.admin_client import describe_quorum
 from cluster.launch.local_cluster import (
     LOOPBACK,
     LocalCluster,
     NodeSpec,
+    is_running,
     process_start_time,
     terminate,
 )
 from kafkawire.config import render_properties
+from kafkawire.errors import KafkaError
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import random_uuid_str, read_meta_properties
 
@@ -43,6 +48,10 @@ BROKER_JVM_OPTS = (
 # A kafka-storage run is a JVM start: seconds alone, minutes on two cores shared with a busy
 # test suite.
 FORMAT_TIMEOUT_S = 600.0
+
+# How long brokers wait for a new quorum's first commit before they are started anyway (a
+# quorum that cannot elect a leader in this long is a failure the caller's own wait reports).
+QUORUM_COMMIT_TIMEOUT_S = 300.0
 
 # Keys of minikraft's node properties that Kafka has no use for.
 _MINIKRAFT_ONLY_PREFIXES = ("minikraft.", "http.listener", "eligible.leader.replicas.enabled",
@@ -183,6 +192,30 @@ class ApacheKafkaCluster(LocalCluster):
         opts = CONTROLLER_JVM_OPTS if spec.role == "controller" else BROKER_JVM_OPTS
         return tools.java_command(tools.KAFKA_SERVER, [spec.config], jvm_opts=opts)
 
+    def start(self) -> None:
+        """Controllers first; brokers once the quorum has committed its leader's first records.
+
+        Why not all six at once: Apache Kafka 4.4's KRaft observer forgets a dynamic quorum's
+        voters when its log is truncated below the VotersRecord it had read
+        (raft/internals/KRaftControlRecordStateMachine.truncateNewEntries drops the voter sets
+        past the truncation but keeps `nextOffset`, so the new leader's VotersRecord at the same
+        offsets is never read again). A broker that fetched the first leader's uncommitted
+        start-of-epoch records, and then follows a second leader elected before they committed
+        (a split first election, common while six JVMs start on two busy cores), is left with
+        no voter endpoints: RaftControllerNodeProvider finds no controller node, its
+        registration times out every 4 s forever and BrokerServer.startup waits for "the
+        controller to acknowledge that we are caught up". Once the high watermark has passed the
+        VotersRecord it is committed and no truncation reaches it."""
+        for spec in self.controllers:
+            if not is_running(spec):
+                self.start_node(spec)
+        pending = [spec for spec in self.brokers if not is_running(spec)]
+        if pending and self.controllers:
+            wait_first_commit(self.bootstrap_controller, QUORUM_COMMIT_TIMEOUT_S)
+        for spec in pending:
+            self.start_node(spec)
+        self.write_cluster_file()
+
     def start_node(self, spec: NodeSpec) -> int:
         """Exec the JVM in its own session (never minikraft's fork server), output to its log."""
         Path(spec.log_file).parent.mkdir(parents=True, exist_ok=True)
@@ -198,3 +231,19 @@ class ApacheKafkaCluster(LocalCluster):
         """Brokers first, waiting for their controlled shutdown (it needs the controllers),
         then the controllers; SIGKILL for what outlives its half of timeout_s."""
         return terminate(self.brokers, timeout_s / 2) + terminate(self.controllers, timeout_s / 2)
+
+
+def wait_first_commit(bootstrap_controller: str, timeout_s: float) -> bool:
+    """Until the quorum's leader reports a high watermark past 0 (its start-of-epoch records,
+    the bootstrap VotersRecord among them, committed), asked every 100 ms; False if it did not
+    in timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            status = asyncio.run(describe_quorum(bootstrap_controller, timeout_ms=1000))
+            if status.leader_id is not None and status.high_watermark > 0:
+                return True
+        except KafkaError:
+            pass  # not listening yet, or no leader: ask again
+        time.sleep(0.1)
+    return False
