@@ -215,7 +215,8 @@ def consume_all(bootstrap: str, topic: str, partitions: int, records: int,
 class SteadyProducer:
     """A librdkafka producer sending one acks=all record every `interval_s` in a thread, for
     the broker failover line: `first_ack_after(t)` is when the first record produced after t
-    was acknowledged."""
+    was acknowledged. Paused, it sends nothing (while the other cluster is measured) but keeps
+    its connections and metadata."""
 
     def __init__(self, bootstrap: str, topic: str, interval_s: float = 0.002) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **QUIET})
@@ -224,6 +225,8 @@ class SteadyProducer:
         self.acks: list[tuple[float, float]] = []  # (produced at, acknowledged at)
         self.errors = 0
         self._stop = threading.Event()
+        self._active = threading.Event()
+        self._active.set()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> SteadyProducer:
@@ -232,11 +235,22 @@ class SteadyProducer:
 
     def __exit__(self, *_exc: object) -> None:
         self._stop.set()
+        self._active.set()
         self._thread.join(timeout=30)
         self.producer.flush(10)
 
+    def pause(self) -> None:
+        self._active.clear()
+
+    def resume(self) -> None:
+        self._active.set()
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if not self._active.is_set():
+                self.producer.poll(0.05)  # delivery reports of what is in flight
+                self._active.wait(0.05)
+                continue
             sent = time.monotonic()
 
             def delivered(err: Any, _msg: Any, sent: float = sent) -> None:

@@ -10,18 +10,24 @@ and the victim is restarted on its own data after it.
 Broker failover: kill -9 of the leader of a 1-partition topic (RF 3, min ISR 2) while a
 librdkafka producer sends an acks=all record every 2 ms, to the acknowledgement of the first
 record produced after the kill. Nothing tells a controller that a killed broker is gone but its
-session timeout (broker.session.timeout.ms, the same on both), so this line is mostly that.
-The victim is restarted and back in the ISR before the next kill.
+session timeout (broker.session.timeout.ms, the same on both), so this line is mostly that:
+each kill is decomposed (kafka_decompose) into kill -> fenced, fenced -> a surviving broker's
+Metadata names the new leader, and that -> the producer's acknowledgement. The victim is
+restarted and back in the ISR before the other cluster is measured.
+
+Both lines alternate between the clusters kill by kill (kafka_interleave's ABBA order).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
 
 from cluster.bench.kafka_clients import SteadyProducer, create_topic
+from cluster.bench.kafka_decompose import BrokerKill, LeaderProbe, fence_times_ms, fill_fenced
 from cluster.bench.kafka_engines import progress
 from cluster.client.admin_client import describe_quorum
 from cluster.client.bootstrap import new_client
@@ -86,25 +92,24 @@ async def _first_commit(addresses: list[str], topic: str, started: float) -> flo
     return min(when)
 
 
-async def _controller_failovers(cluster: LocalCluster, kills: int) -> list[float]:
-    samples = []
-    for k in range(kills):
-        leader_id = await _caught_up(cluster)
-        victim = cluster.node(str(leader_id))
-        survivors = [c.address for c in cluster.controllers if c is not victim]
-        started = time.perf_counter()
-        cluster.kill(victim)
-        samples.append(1000 * await _first_commit(survivors, f"failover-{k}-{time.time_ns()}",
-                                                  started))
-        progress(f"controller failover {k + 1}/{kills}: {samples[-1]:.0f} ms")
-        cluster.start_node(victim)
+async def _one_controller_failover(cluster: LocalCluster, k: int) -> float:
+    """ms from one kill -9 of the active controller to the next committed metadata write; the
+    victim is restarted and the quorum caught up again before returning, so the other
+    cluster's next measurement does not share the machine with a restarting node."""
+    leader_id = await _caught_up(cluster)
+    victim = cluster.node(str(leader_id))
+    survivors = [c.address for c in cluster.controllers if c is not victim]
+    started = time.perf_counter()
+    cluster.kill(victim)
+    ms = 1000 * await _first_commit(survivors, f"failover-{k}-{time.time_ns()}", started)
+    cluster.start_node(victim)
     await _caught_up(cluster)
-    return samples
+    return ms
 
 
-def controller_failovers(cluster: LocalCluster, kills: int) -> list[float]:
-    """ms from each kill -9 of the active controller to the next committed metadata write."""
-    return asyncio.run(_controller_failovers(cluster, kills))
+def controller_failover(cluster: LocalCluster, k: int) -> float:
+    """ms from kill -9 of the active controller to the next committed metadata write."""
+    return asyncio.run(_one_controller_failover(cluster, k))
 
 
 async def _partition(bootstrap: str, topic: str) -> tuple[int, list[int]]:
@@ -134,25 +139,55 @@ def _wait_full_isr(cluster: LocalCluster, topic: str) -> int:
     raise TimeoutError(f"{topic}: ISR not full again in {RECOVERY_S:.0f}s: {last}")
 
 
-def broker_failovers(cluster: LocalCluster, kills: int, topic: str = "bench-failover") -> list[float]:
-    """ms from each kill -9 of the partition leader to the acknowledgement of the first record
-    a librdkafka producer sent after it."""
-    bootstrap = ",".join(b.address for b in cluster.brokers)
-    create_topic(bootstrap, topic, 1, time.monotonic() + RECOVERY_S)
-    samples = []
-    with SteadyProducer(bootstrap, topic) as producer:
-        for _ in range(kills):
-            leader = _wait_full_isr(cluster, topic)
-            flowing = time.monotonic()
-            while producer.acked_since(flowing) < 10 and time.monotonic() - flowing < RECOVERY_S:
-                time.sleep(0.05)
-            victim = cluster.node(str(leader))
-            mark = producer.mark()
-            killed_at = time.monotonic()
+class BrokerFailovers:
+    """One cluster's broker failover line: a 1-partition topic (RF 3, min ISR 2) and a librdkafka
+    producer sending an acks=all record every 2 ms while this cluster is measured (paused while
+    the other one is). `kill(k)` is one kill -9 of the leader, decomposed (kafka_decompose)."""
+
+    def __init__(self, cluster: LocalCluster, kafka: bool, topic: str = "bench-failover") -> None:
+        self.cluster, self.kafka, self.topic = cluster, kafka, topic
+        bootstrap = ",".join(b.address for b in cluster.brokers)
+        create_topic(bootstrap, topic, 1, time.monotonic() + RECOVERY_S)
+        self.producer = SteadyProducer(bootstrap, topic)
+        self.kills: list[BrokerKill] = []
+
+    def __enter__(self) -> BrokerFailovers:
+        self.producer.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.producer.__exit__(*exc)
+
+    def kill(self, _k: int) -> BrokerKill:
+        cluster, producer = self.cluster, self.producer
+        leader = _wait_full_isr(cluster, self.topic)
+        producer.resume()
+        flowing = time.monotonic()
+        while producer.acked_since(flowing) < 10 and time.monotonic() - flowing < RECOVERY_S:
+            time.sleep(0.05)
+        victim = cluster.node(str(leader))
+        survivor = next(b.address for b in cluster.brokers if b is not victim)
+        mark = producer.mark()
+        killed_wall = time.time()
+        killed_at = time.monotonic()
+        with LeaderProbe(survivor, self.topic, leader, DEADLINE_S) as probe:
             cluster.kill(victim)
             acked = producer.first_ack_after(killed_at, mark, killed_at + DEADLINE_S)
-            samples.append(1000 * (acked - killed_at))
-            progress(f"broker failover {len(samples)}/{kills}: {samples[-1]:.0f} ms")
-            cluster.start_node(victim)
-        _wait_full_isr(cluster, topic)
-    return samples
+            probe_deadline = time.time() + 2.0  # the probe may lag the ack by a poll or two
+            while probe.seen_at is None and time.time() < probe_deadline:
+                time.sleep(0.01)
+        producer.pause()
+        kill = BrokerKill(leader, killed_wall, 1000 * (acked - killed_at),
+                          None if probe.seen_at is None else 1000 * (probe.seen_at - killed_wall))
+        self.kills.append(kill)
+        progress(f"broker failover: {kill.acked_ms:.0f} ms (Metadata names the new leader at "
+                 f"{kill.metadata_ms if kill.metadata_ms is None else round(kill.metadata_ms)} ms)")
+        cluster.start_node(victim)
+        _wait_full_isr(cluster, self.topic)  # quiet again before the other cluster's turn
+        return kill
+
+    def decompose(self) -> list[BrokerKill]:
+        """The kills with their fencing times read from the controllers' metadata logs."""
+        fences = fence_times_ms([Path(c.dir) for c in self.cluster.controllers], self.kafka)
+        fill_fenced(self.kills, fences)
+        return self.kills

@@ -49,10 +49,14 @@ PEERS = {
               help="kafka only: controller and broker kills instead of 20 and 10")
 @click.option("--cold-starts", type=click.IntRange(min=1), default=None,
               help="kafka only: Ready's cold starts of each instead of 5")
+@click.option("--budget-min", type=click.FloatRange(min=1), default=None,
+              help="kafka only: end within this many minutes (repetitions and kills that "
+              "would not fit are not begun; the report says how many were made)")
 @output_option
 def bench(which: str, compare: str | None, quick: bool, records: int | None,
           directory: Path | None, network: str, partitions: int | None, topics: int | None,
-          kills: tuple[int, int] | None, cold_starts: int | None, output: str) -> None:
+          kills: tuple[int, int] | None, cold_starts: int | None, budget_min: float | None,
+          output: str) -> None:
     """Run a bounded benchmark on localhost and print its figures."""
     if network == "netns" and which != "failover":
         fail("--network netns applies to bench failover only", EXIT_USAGE)
@@ -63,8 +67,9 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
         fail("--records and --dir apply to bench audit only", EXIT_USAGE)
     if which != "scale" and (partitions is not None or topics is not None):
         fail("--partitions and --topics apply to bench scale only", EXIT_USAGE)
-    if which != "kafka" and (kills is not None or cold_starts is not None):
-        fail("--kills and --cold-starts apply to bench kafka only", EXIT_USAGE)
+    if which != "kafka" and (kills is not None or cold_starts is not None
+                             or budget_min is not None):
+        fail("--kills, --cold-starts and --budget-min apply to bench kafka only", EXIT_USAGE)
     from cluster.bench.peers.procs import PeerMissing
     from cluster.bench.report import print_report
 
@@ -76,7 +81,7 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
             title = f"bench failover ({report['kills']} partitions isolating the leader, netns)"
         else:
             report, title = _run(which, compare, quick, records, directory, partitions, topics,
-                                 kills, cold_starts)
+                                 kills, cold_starts, budget_min)
     except PeerMissing as exc:
         fail(str(exc), EXIT_USAGE)
     except KafkaError as exc:  # CLI.md: one line with the Kafka error name, never a traceback
@@ -94,11 +99,13 @@ def bench(which: str, compare: str | None, quick: bool, records: int | None,
 def _run(which: str, compare: str | None, quick: bool, records: int | None = None,
          directory: Path | None = None, partitions: int | None = None,
          topics: int | None = None, kills: tuple[int, int] | None = None,
-         cold_starts: int | None = None) -> tuple[dict[str, Any], str]:
+         cold_starts: int | None = None, budget_min: float | None = None,
+         ) -> tuple[dict[str, Any], str]:
     if which == "kafka":
         from cluster.bench.kafka_bench import run_kafka_bench
 
-        report = run_kafka_bench(quick=quick, kills=kills, cold_starts=cold_starts)
+        report = run_kafka_bench(quick=quick, kills=kills, cold_starts=cold_starts,
+                                 budget_s=None if budget_min is None else 60 * budget_min)
         return report, (
             f"bench kafka (minikraft vs Apache Kafka {report['kafka_version']}, 3 controllers "
             "+ 3 brokers each, RF 3, min ISR 2, acks=all)"
