@@ -1,6 +1,6 @@
 """`minikraft bench kafka --quick --output json` end to end against Apache Kafka (issue 36):
-one cold start of each, the pytest fixture once each, both clusters measured line by line, and
-minikraft's fsync run; every line of the JSON has both figures and a ratio of the two, its
+one cold start of each, the pytest fixture once each, the clusters measured side by side line
+by line A B B A (minikraft's fsync run among them), each broker kill decomposed; every line of the JSON has both figures and a ratio of the two, its
 durability on both sides and the load average of each. Slow (several minutes: six JVMs start
 three times on two cores); figures are not asserted, only that they were measured."""
 
@@ -38,3 +38,11 @@ def test_bench_kafka_quick_json_has_every_line_with_both_figures() -> None:
         assert len(line["load_average"]["kafka"]) == 3
         assert line["goal_met"] in ((None,) if line["goal"] is None else (True, False))
     assert any(m.endswith(", minikraft fsync") for m in lines)
+    # Measured A B B A: each line keeps the load of each of its measurements.
+    assert lines["ready"]["load_samples"]["kafka"] and lines["ready"]["load_samples"]["minikraft"]
+    assert report["made"]["controller kills"] == report["made"]["broker kills"] == 1
+    # Each broker kill decomposed on both sides: the fencing, read from the metadata logs,
+    # came after the kill and before the acknowledgement.
+    for side in ("minikraft", "kafka"):
+        kill = report["broker_failover_parts"][side]["kills"][0]
+        assert 0 < kill["kill->fenced"] < kill["total"], kill
