@@ -6,16 +6,17 @@ standbys and brokers too; the voter set goes in each snapshot (rule 7): Raft's c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 from metadata.image_records import image_records
 from metadata.loader import LoaderManifest, Provenance
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from metadata.records import encode_record
 
-# emit(end_offset, encoded records) -> whether a snapshot was written (False: one already
-# covers end_offset, e.g. fetched from the leader).
-SnapshotEmitter = Callable[[int, Sequence[bytes]], bool]
+# emit(end_offset, encoded records): steps that write the snapshot in slices (the caller gives
+# its loop back at every yield), returning whether one was written (False: one already covers
+# end_offset, e.g. fetched from the leader).
+SnapshotEmitter = Callable[[int, Sequence[bytes]], Generator[None, None, bool]]
 # Records encoded between two yields of publish_steps (issue 35: a snapshot of 100,000
 # partitions is 100,000 records; the image is immutable, so encoding it in slices is safe).
 ENCODE_SLICE_RECORDS = 500
@@ -60,7 +61,8 @@ class SnapshotGenerator:
             encoded.append(encode_record(record))
             if len(encoded) % ENCODE_SLICE_RECORDS == 0:
                 yield
-        if not self._emit(end_offset, encoded):
+        written = yield from self._emit(end_offset, encoded)
+        if not written:
             return
         self.records_since_snapshot = 0
         taken.append(True)

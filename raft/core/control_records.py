@@ -233,23 +233,37 @@ def iter_control_records(raw_batches: bytes) -> Iterator[tuple[int, int, Control
             yield batch.offset_of(index), batch.leader_epoch, decode_control(record)
 
 
+# Data records per batch of a snapshot: a snapshot of 100,000 partitions is written (and read)
+# as 50 batches, one slice each, rather than one 24 MB batch (issue 35).
+SNAPSHOT_BATCH_RECORDS = 2000
+
+
 def snapshot_batches(
     voters: Sequence[Voter], data_records: Sequence[bytes] = (), timestamp_ms: int = 0,
     epoch: int = 0, kraft_version: int = 1,
 ) -> bytes:
     """A snapshot's raw batches: header, KRaftVersion + Voters (rule 7), data, footer."""
+    return b"".join(snapshot_chunks(voters, data_records, timestamp_ms, epoch, kraft_version))
+
+
+def snapshot_chunks(
+    voters: Sequence[Voter], data_records: Sequence[bytes] = (), timestamp_ms: int = 0,
+    epoch: int = 0, kraft_version: int = 1,
+) -> Iterator[bytes]:
+    """snapshot_batches one raw batch at a time, the data in batches of at most
+    SNAPSHOT_BATCH_RECORDS records: its writer gives its loop back between them."""
     header = encode_control(SnapshotHeaderRecord(timestamp_ms))
-    out = [encode_batch(0, epoch, timestamp_ms, [header], is_control=True),
-           encode_batch(1, epoch, timestamp_ms,
-                        [encode_control(KRaftVersionRecord(kraft_version)),
-                         encode_control(VotersRecord(tuple(voters)))], is_control=True)]
+    yield encode_batch(0, epoch, timestamp_ms, [header], is_control=True)
+    yield encode_batch(1, epoch, timestamp_ms,
+                       [encode_control(KRaftVersionRecord(kraft_version)),
+                        encode_control(VotersRecord(tuple(voters)))], is_control=True)
     next_offset = 3
-    if data_records:
-        out.append(encode_batch(next_offset, epoch, timestamp_ms, list(data_records)))
-        next_offset += len(data_records)
-    out.append(encode_batch(next_offset, epoch, timestamp_ms,
-                            [encode_control(SnapshotFooterRecord())], is_control=True))
-    return b"".join(out)
+    for start in range(0, len(data_records), SNAPSHOT_BATCH_RECORDS):
+        chunk = list(data_records[start:start + SNAPSHOT_BATCH_RECORDS])
+        yield encode_batch(next_offset, epoch, timestamp_ms, chunk)
+        next_offset += len(chunk)
+    yield encode_batch(next_offset, epoch, timestamp_ms,
+                       [encode_control(SnapshotFooterRecord())], is_control=True)
 
 
 def bootstrap_snapshot(voters: Sequence[Voter], timestamp_ms: int = 0) -> bytes:

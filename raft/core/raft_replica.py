@@ -10,11 +10,11 @@ the step of the role the replica holds, as etcd's raft steps by role.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from kafkawire.errors import Errors
-from raft.core.control_records import snapshot_batches
+from raft.core.control_records import snapshot_chunks
 from raft.core.election import Election
 from raft.core.leader_state import LeaderState
 from raft.core.leadership import Leadership
@@ -186,6 +186,14 @@ class RaftReplica(Replication):
                         ) -> SnapshotId:
         """Write a snapshot of committed state below end_offset (a batch boundary at or below
         the high watermark), with the voter set in force there (rule 7)."""
+        snapshot_id, chunks = self.prepare_snapshot(end_offset, data_records, now_ms)
+        self._log.create_snapshot(snapshot_id, b"".join(chunks))
+        return snapshot_id
+
+    def prepare_snapshot(self, end_offset: int, data_records: Sequence[bytes], now_ms: int
+                         ) -> tuple[SnapshotId, Iterator[bytes]]:
+        """create_snapshot's checks and its raw batches, one at a time, for a runtime that
+        writes them in slices (issue 35); it checks the log again before it keeps the file."""
         if end_offset > self._high_watermark or end_offset <= self._log.start_offset():
             raise ValueError(f"snapshot end {end_offset} is not committed data in the log "
                              f"[{self._log.start_offset()}, {self._high_watermark})")
@@ -194,9 +202,9 @@ class RaftReplica(Replication):
             raise ValueError(f"snapshot end {end_offset} is not a batch boundary")
         voters = self._history.value_at(end_offset - 1)
         snapshot_id = SnapshotId(end_offset, header.leader_epoch)
-        raw = snapshot_batches(voters.to_record().voters, data_records, now_ms, header.leader_epoch)
-        self._log.create_snapshot(snapshot_id, raw)
-        return snapshot_id
+        chunks = snapshot_chunks(voters.to_record().voters, data_records, now_ms,
+                                 header.leader_epoch)
+        return snapshot_id, chunks
 
     # -- plumbing ------------------------------------------------------------------------------
     def _begin(self, now_ms: int) -> tuple[int, int | None, int]:

@@ -548,7 +548,12 @@ class RaftDriver:
         snapshot_id = self.log.latest_snapshot_id()
         if snapshot_id is not None and self.listener is not None:
             data, _size = self.log.read_snapshot(snapshot_id, 0, 1 << 62)
-            batches = [batch for batch, _ in iter_batches(data)]
+            batches = []
+            for batch, _ in iter_batches(data):
+                # A batch at a time (a snapshot of 100,000 partitions is 50 batches): the
+                # applier gives the loop back between them (issue 35).
+                batches.append(batch)
+                yield
             steps = getattr(self.listener, "load_snapshot_steps", None)
             if steps is not None:
                 yield from steps(snapshot_id.end_offset, batches)

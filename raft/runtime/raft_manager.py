@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 
 from kafkawire.client import KafkaClient, client_id_for_node
@@ -96,14 +96,21 @@ class RaftManager:
     def cluster_id(self) -> str:
         return self.meta.cluster_id
 
-    def create_snapshot(self, end_offset: int, records: Sequence[bytes]) -> bool:
-        """Snapshot committed state below end_offset through the core (RaftReplica.create_snapshot
-        writes it with the voter set in force there, rule 7), then clean the segments it covers.
-        False when a snapshot already covers end_offset (one fetched from the leader)."""
+    def create_snapshot(
+        self, end_offset: int, records: Sequence[bytes]
+    ) -> Generator[None, None, bool]:
+        """Snapshot committed state below end_offset through the core (RaftReplica writes it
+        with the voter set in force there, rule 7), then clean the segments it covers; in
+        slices: the caller gives the loop back at every yield (issue 35). False when a snapshot
+        already covers end_offset (one fetched from the leader, maybe while this one was being
+        written)."""
         latest = self.log.latest_snapshot_id()
         if latest is not None and latest.end_offset >= end_offset:
             return False
-        snapshot_id = self.replica.create_snapshot(end_offset, records, now_ms())
+        snapshot_id, chunks = self.replica.prepare_snapshot(end_offset, records, now_ms())
+        yield from self.log.create_snapshot_steps(snapshot_id, chunks)
+        if self.log.latest_snapshot_id() != snapshot_id:
+            return False
         self.log.delete_before_snapshot()
         log.info(
             "Took snapshot %s-%s (%s records); cleaned the log below it",

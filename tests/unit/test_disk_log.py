@@ -433,3 +433,33 @@ def test_a_lazy_new_log_has_no_segment_file_until_its_first_append(tmp_path: Pat
     fill(again, 1)
     assert again.end_offset() == 3
     again.close()
+
+
+def test_a_snapshot_written_in_slices_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    """create_snapshot_steps (issue 35): one yield per chunk, nothing visible until the last
+    chunk is fsync'd and renamed, the same file as create_snapshot's; a snapshot as new
+    installed meanwhile (fetched from the leader) wins and the slices leave no file; a corrupt
+    chunk writes nothing."""
+    directory = tmp_path / "log"
+    log = flushed_log(directory, 10)
+    chunks = [encode_batch(0, 1, 1, [b"a", b"b"]), encode_batch(2, 1, 1, [b"c"])]
+    steps = log.create_snapshot_steps(SnapshotId(15, 1), iter(chunks))
+    next(steps)
+    assert log.latest_snapshot_id() is None and list(directory.glob("*.checkpoint")) == []
+    assert list(steps) == [None]
+    whole = b"".join(chunks)
+    assert log.read_snapshot(SnapshotId(15, 1), 0, 1 << 20) == (whole, len(whole))
+
+    racing = log.create_snapshot_steps(SnapshotId(24, 1), iter(chunks))
+    next(racing)
+    log.install_snapshot(SnapshotId(40, 2), encode_batch(0, 2, 1, [b"leader"]))
+    list(racing)
+    assert log.latest_snapshot_id() == SnapshotId(40, 2)
+    assert not snapshot_path(directory, SnapshotId(24, 1)).exists()
+
+    corrupt = bytearray(chunks[1])
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(CorruptBatchError):
+        list(log.create_snapshot_steps(SnapshotId(40, 2), iter([chunks[0], bytes(corrupt)])))
+    assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".")) == []
+    log.close()

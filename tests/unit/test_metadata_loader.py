@@ -5,7 +5,7 @@ rule 7's voter set is the Raft core's part, tests/unit/test_raft_replica.py)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 from metadata.image_records import image_records
 from metadata.loader import REPLAY_SLICE_RECORDS, MetadataLoader, Provenance
@@ -38,8 +38,9 @@ class Emitter:
         self.accept = accept
         self.snapshots: list[tuple[int, list[bytes]]] = []
 
-    def __call__(self, end_offset: int, records: Sequence[bytes]) -> bool:
+    def __call__(self, end_offset: int, records: Sequence[bytes]) -> Generator[None, None, bool]:
         self.snapshots.append((end_offset, list(records)))
+        yield  # a writer in slices (RaftManager.create_snapshot)
         return self.accept
 
 
