@@ -334,7 +334,10 @@ class PartitionLog:
         self.topic = topic
         self.partition = partition
         self.name = partition_dir_name(topic, partition)
-        self.directory = Path(log_dir) / self.name
+        # The log dir holding this partition (a rename stays in it): the checkpoints group
+        # partitions by it without building a parent path per partition (issue 35).
+        self.log_dir = Path(log_dir)
+        self.directory = self.log_dir / self.name
         self.flush_messages = flush_messages
         self._logger = logger or _log
         self._log = DiskLog(
