@@ -15,7 +15,12 @@ from enum import Enum
 from typing import Protocol
 
 from metadata.metadata_image import MetadataDelta, MetadataImage
-from metadata.records import decode_record
+from metadata.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    decode_record,
+)
 from storage.core.record_batch import RecordBatch
 
 log = logging.getLogger("minikraft.metadata")
@@ -124,6 +129,9 @@ class MetadataLoader:
         self.epoch = -1
         self.is_active = False
         self._publishers: list[MetadataPublisher] = []
+        # The delta of an open KIP-868 transaction, and the offset of its BeginTransactionRecord.
+        self._open: MetadataDelta | None = None
+        self._open_at = -1
 
     def install_publishers(self, publishers: Sequence[MetadataPublisher]) -> None:
         """Register publishers (before Raft starts delivering: none misses an update)."""
@@ -139,14 +147,67 @@ class MetadataLoader:
         for _ in self.commit_steps(batches):
             pass
 
+    @property
+    def in_transaction(self) -> bool:
+        """A KIP-868 metadata transaction is open: replayed, not yet published."""
+        return self._open is not None
+
     def commit_steps(self, batches: Sequence[RecordBatch]) -> Iterator[None]:
-        """handle_commit in slices (the RaftDriver's applier runs it, yielding its loop)."""
-        delta = MetadataDelta(self.image)
-        yield from replay_steps(delta, batches)
-        self.image = delta.image()
+        """handle_commit in slices (the RaftDriver's applier runs it, yielding its loop).
+
+        KIP-868 (Kafka's MetadataBatchLoader): what comes before a BeginTransactionRecord is
+        published first; the records up to its EndTransactionRecord are replayed into a delta
+        that nobody sees, across as many commits as they take, and published together at the
+        end; an AbortTransactionRecord drops them. The committed offset stays below the
+        transaction until then."""
+        delta = self._open if self._open is not None else MetadataDelta(self.image)
+        count = 0
         for batch in batches:
-            self.committed_offset = batch.next_offset
-            self.committed_epoch = batch.leader_epoch
+            if batch.is_control:
+                continue
+            for index, raw in enumerate(batch.records):
+                offset = batch.offset_of(index)
+                record = decode_record(raw.value or b"")
+                if isinstance(record, BeginTransactionRecord):
+                    if self._open is not None:
+                        log.error("BeginTransactionRecord at %s inside the transaction begun "
+                                  "at %s: ignored", offset, self._open_at)
+                        continue
+                    if delta.records:
+                        yield from self._publish_steps(delta, offset, batch.leader_epoch)
+                        delta = MetadataDelta(self.image)
+                    self._open, self._open_at = delta, offset
+                elif isinstance(record, EndTransactionRecord | AbortTransactionRecord):
+                    if self._open is None:
+                        log.error("%s at %s outside a transaction: ignored",
+                                  type(record).__name__, offset)
+                        continue
+                    if isinstance(record, AbortTransactionRecord):
+                        log.info("Metadata transaction begun at %s aborted at %s (%s): its %s "
+                                 "records are dropped", self._open_at, offset, record.reason,
+                                 delta.records)
+                        delta = MetadataDelta(self.image)
+                    self._open = None
+                else:
+                    delta.replay(record, offset)
+                count += 1
+                if count % REPLAY_SLICE_RECORDS == 0:
+                    yield
+        if self._open is not None:
+            self._open = delta  # published with its end
+            return
+        if batches:
+            yield from self._publish_steps(
+                delta, batches[-1].next_offset, batches[-1].leader_epoch
+            )
+
+    def _publish_steps(
+        self, delta: MetadataDelta, end_offset: int, epoch: int
+    ) -> Iterator[None]:
+        """Take the delta's image as committed below `end_offset` and tell the publishers."""
+        self.image = delta.image()
+        self.committed_offset = end_offset
+        self.committed_epoch = epoch
         manifest = LoaderManifest(
             Provenance.LOG, self.committed_offset, self.committed_epoch, delta.records
         )
@@ -158,7 +219,7 @@ class MetadataLoader:
                 len(delta.partitions),
                 len(delta.created_topics),
             )
-        yield from self._publish_steps(delta, manifest)
+        yield from self._publishers_steps(delta, manifest)
 
     def handle_load_snapshot(
         self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
@@ -173,6 +234,7 @@ class MetadataLoader:
         then handed to the publishers as a delta against the image it replaces."""
         replayed = MetadataDelta(MetadataImage())
         yield from replay_steps(replayed, batches)
+        self._open = None  # a snapshot never holds part of a transaction (Kafka's resetToImage)
         before, after = self.image, replayed.image()
         delta = MetadataDelta(after)
         delta.records = replayed.records
@@ -194,7 +256,7 @@ class MetadataLoader:
         manifest = LoaderManifest(
             Provenance.SNAPSHOT, snapshot_end_offset, epoch, delta.records
         )
-        yield from self._publish_steps(delta, manifest)
+        yield from self._publishers_steps(delta, manifest)
 
     def handle_leader_change(
         self, leader_id: int | None, epoch: int, is_local_leader: bool
@@ -203,7 +265,9 @@ class MetadataLoader:
         self.epoch = epoch
         self.is_active = is_local_leader
 
-    def _publish_steps(self, delta: MetadataDelta, manifest: LoaderManifest) -> Iterator[None]:
+    def _publishers_steps(
+        self, delta: MetadataDelta, manifest: LoaderManifest
+    ) -> Iterator[None]:
         image = self.image
         for publisher in self._publishers:
             steps = getattr(publisher, "publish_steps", None)

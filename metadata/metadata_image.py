@@ -21,6 +21,7 @@ from metadata.records import (
     BROKER_FLAG_UNCHANGED,
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
+    TRANSACTION_MARKERS,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
@@ -244,7 +245,9 @@ class MetadataDelta:
         elif isinstance(record, ProducerIdsRecord):
             # Kafka's ProducerIdControlManager.replay: the next block only moves forward.
             self._next_producer_id = max(self._next_producer_id, record.next_producer_id)
-        elif not isinstance(record, NoOpRecord):
+        elif not isinstance(record, (NoOpRecord, *TRANSACTION_MARKERS)):
+            # NoOp and KIP-868's transaction markers change nothing in the image (the loader
+            # applies what is between the markers together).
             raise MetadataReplayError(f"no replay for {type(record).__name__}")
         self._offset = max(self._offset, offset)
 

@@ -197,6 +197,32 @@ class NoOpRecord:
     VERSION: ClassVar[int] = 0
 
 
+# KIP-868 metadata transactions: the records between a BeginTransactionRecord and its
+# EndTransactionRecord are applied together or, after an AbortTransactionRecord, not at all
+# (the loader publishes none of them before the end; metadata/loader.py).
+@dataclass(frozen=True, slots=True)
+class BeginTransactionRecord:
+    TYPE_ID: ClassVar[int] = 23
+    VERSION: ClassVar[int] = 0
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionRecord:
+    TYPE_ID: ClassVar[int] = 24
+    VERSION: ClassVar[int] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTransactionRecord:
+    TYPE_ID: ClassVar[int] = 25
+    VERSION: ClassVar[int] = 0
+    reason: str | None = None
+
+
+TRANSACTION_MARKERS = (BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -211,6 +237,9 @@ MetadataRecord = (
     | ProducerIdsRecord
     | BrokerRegistrationChangeRecord
     | NoOpRecord
+    | BeginTransactionRecord
+    | EndTransactionRecord
+    | AbortTransactionRecord
 )
 
 RECORD_TYPES: Mapping[int, type[MetadataRecord]] = {
@@ -229,6 +258,9 @@ RECORD_TYPES: Mapping[int, type[MetadataRecord]] = {
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
         NoOpRecord,
+        BeginTransactionRecord,
+        EndTransactionRecord,
+        AbortTransactionRecord,
     )
 }
 

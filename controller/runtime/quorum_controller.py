@@ -41,7 +41,10 @@ from metadata.metadata_image import MetadataDelta, MetadataImage
 from metadata.records import (
     BROKER_FLAG_FALSE,
     BROKER_FLAG_TRUE,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    EndTransactionRecord,
     MetadataRecord,
     NoOpRecord,
     encode_record,
@@ -81,6 +84,11 @@ EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
 LOG_DETAIL_LIMIT = 20
 # Records encoded between two yields of the loop when a write is appended (issue 35).
 ENCODE_SLICE_RECORDS = 500
+# A write of more records than this is appended as a KIP-868 transaction of batches of at most
+# this many (issue 35).
+TRANSACTION_BATCH_RECORDS = 1000
+# How often a new leader checks that it has activated, and waits for its first record.
+ACTIVATION_POLL_S = 0.02
 _SUMMARY_KINDS = {
     "": "ISR/ELR changes",
     "ISR": "elections from ISR",
@@ -127,6 +135,7 @@ class QuorumController:
         # on_metadata_update (this controller is one of the loader's publishers).
         self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._timer: asyncio.Task[None] | None = None
+        self._activator: asyncio.Task[None] | None = None
         # Counters behind the KIP-966 metrics (ElectionFromEligibleLeaderReplicasPerSec, ...).
         self.elections_from_elr = 0
         self.unclean_elections = 0
@@ -146,16 +155,18 @@ class QuorumController:
     async def start(self) -> None:
         self.session_clock.start()
         self._timer = asyncio.ensure_future(self._session_timer())
+        self._activator = asyncio.ensure_future(self._activation_loop())
         if self.recovery_manager is not None:  # issue 7: rule 14, off by default
             await self.recovery_manager.start()
 
     async def stop(self) -> None:
         if self.recovery_manager is not None:  # issue 7
             await self.recovery_manager.stop()
-        if self._timer is not None:
-            self._timer.cancel()
-            await asyncio.gather(self._timer, return_exceptions=True)
-            self._timer = None
+        for task in (self._timer, self._activator):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._timer = self._activator = None
         await self.session_clock.stop()
 
     @property
@@ -399,6 +410,21 @@ class QuorumController:
         steps.close()  # it has partitions to change: a write
         return None
 
+    async def _activation_loop(self) -> None:
+        """A new leader activates as soon as it wins (its NoOp committed, a transaction left
+        open aborted), not at the first write that comes its way: that write, a broker's
+        heartbeat or a CreateTopics, is then answered at once (issue 35)."""
+        while True:
+            await asyncio.sleep(ACTIVATION_POLL_S)
+            replica = self.raft.replica
+            if replica.role != "Leader" or self._ready_epoch == replica.epoch:
+                continue
+            try:
+                async with self._lock:
+                    await self._ensure_active()
+            except KafkaError as exc:
+                log.debug("Activation in epoch %s: %s", replica.epoch, exc)
+
     async def _ensure_active(self) -> None:
         """Refuse on a standby; on the first write of a new epoch, catch the image up."""
         replica = self.raft.replica
@@ -413,7 +439,17 @@ class QuorumController:
             return
         # Everything committed by earlier leaders is below our own first commit (Raft), so once
         # this NoOp is replayed the image is complete.
-        offset = await self._commit((NoOpRecord(),), f"activation in epoch {epoch}")
+        offset = await self._commit(
+            (NoOpRecord(),), f"activation in epoch {epoch}", open_transaction_ok=True
+        )
+        if self.state.in_transaction:
+            # Kafka's ActivationRecordsGenerator: a transaction the last leader left open (it
+            # lost the leadership between two of its batches) is aborted, and its records are
+            # never applied (KIP-868).
+            offset = await self._commit(
+                (AbortTransactionRecord(reason="Controller failover"),),
+                f"activation in epoch {epoch}",
+            )
         bootstrap = feature_control.bootstrap_records(
             self.state.image, self.elr_default, self.static_min_isr
         )
@@ -432,8 +468,22 @@ class QuorumController:
         )
 
     async def _commit(
-        self, records: tuple[MetadataRecord, ...], what: str, *, atomic: bool = True
+        self,
+        records: tuple[MetadataRecord, ...],
+        what: str,
+        *,
+        atomic: bool = True,
+        open_transaction_ok: bool = False,
     ) -> int:
+        """Append, commit and wait until replayed. More than TRANSACTION_BATCH_RECORDS records
+        go in a KIP-868 transaction (Begin ... End) of batches of at most that many: bounded
+        batches through Raft, and every node applies them together, never half of them (an
+        atomic result as one batch of 10,000 records, or a fencing of 100,000 split in
+        batches anyone could see half of, before). `open_transaction_ok`: replayed into a
+        transaction another leader left open is enough (activation)."""
+        if len(records) > TRANSACTION_BATCH_RECORDS:
+            records = (BeginTransactionRecord(name=what), *records, EndTransactionRecord())
+            atomic = False
         encoded = []
         for index, record in enumerate(records):
             encoded.append(encode_record(record))
@@ -441,15 +491,29 @@ class QuorumController:
                 await asyncio.sleep(0)
         try:
             offset = await self.raft.driver.append_and_commit(
-                encoded, WRITE_TIMEOUT_MS, atomic=atomic
+                encoded, WRITE_TIMEOUT_MS, atomic=atomic, batch_records=TRANSACTION_BATCH_RECORDS
             )
-            await self._wait_applied(offset)
+            if open_transaction_ok:
+                await self._wait_replayed(offset)
+            else:
+                await self._wait_applied(offset)
         except BaseException:
             # The records may still commit later: re-sync before the next write.
             self._ready_epoch = None
             raise
         log.debug("Committed %s records for %s at offset %s", len(records), what, offset)
         return offset
+
+    async def _wait_replayed(self, offset: int) -> None:
+        """Until `offset` is applied, or replayed into a transaction left open (then nothing
+        is published until it ends: only the activation may wait so)."""
+        deadline = asyncio.get_running_loop().time() + WRITE_TIMEOUT_MS / 1000
+        while self.state.committed_offset <= offset:
+            if self.raft.driver.applied_offset > offset and self.state.in_transaction:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise KafkaError(Errors.REQUEST_TIMED_OUT, f"offset {offset} not replayed")
+            await asyncio.sleep(ACTIVATION_POLL_S)
 
     async def _wait_applied(self, offset: int) -> None:
         if self.state.committed_offset > offset:

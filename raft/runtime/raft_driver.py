@@ -294,17 +294,24 @@ class RaftDriver:
             and answer.snapshot_id.end_offset < 0
         )
 
-    async def append(self, records: Sequence[bytes], *, atomic: bool = True) -> int:
+    async def append(
+        self,
+        records: Sequence[bytes],
+        *,
+        atomic: bool = True,
+        batch_records: int = MAX_APPEND_BATCH_RECORDS,
+    ) -> int:
         """Queue records for the leader's next batch; returns the last offset once appended
         and flushed locally (not yet committed: see wait_for_commit). `atomic`: all in one
-        batch; else split in batches of at most MAX_APPEND_BATCH_RECORDS (Kafka's controller
-        splits a non-atomic result at MAX_RECORDS_PER_BATCH)."""
+        batch; else split in batches of at most `batch_records` (Kafka's controller splits a
+        non-atomic result at MAX_RECORDS_PER_BATCH)."""
         if self.replica.role != "Leader":
             raise KafkaError(Errors.NOT_CONTROLLER, self._leader_hint())
-        if not atomic and len(records) > MAX_APPEND_BATCH_RECORDS:
+        batch_records = min(batch_records, MAX_APPEND_BATCH_RECORDS)
+        if not atomic and len(records) > batch_records:
             offset = -1
-            for start in range(0, len(records), MAX_APPEND_BATCH_RECORDS):
-                offset = await self.append(records[start : start + MAX_APPEND_BATCH_RECORDS])
+            for start in range(0, len(records), batch_records):
+                offset = await self.append(records[start : start + batch_records])
             return offset
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._appends.append(_PendingAppend(list(records), future))
@@ -312,10 +319,15 @@ class RaftDriver:
         return await future
 
     async def append_and_commit(
-        self, records: Sequence[bytes], timeout_ms: int, *, atomic: bool = True
+        self,
+        records: Sequence[bytes],
+        timeout_ms: int,
+        *,
+        atomic: bool = True,
+        batch_records: int = MAX_APPEND_BATCH_RECORDS,
     ) -> int:
         start = time.monotonic()
-        offset = await self.append(records, atomic=atomic)
+        offset = await self.append(records, atomic=atomic, batch_records=batch_records)
         await self.wait_for_commit(offset, timeout_ms)
         self.last_commit_latency_ms = (time.monotonic() - start) * 1000
         return offset

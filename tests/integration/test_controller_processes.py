@@ -24,7 +24,9 @@ from controller.runtime.kafka_broker_lifecycle import LIFECYCLE_API_KEYS
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient, client_id_for_node
 from kafkawire.errors import Errors
+from metadata.records import decode_record
 from raft.core.replica_key import uuid_from_str
+from storage.core.record_batch import iter_batches
 from tests.integration.conftest import minikraft, quorum, start_cluster, wait_for
 from tests.integration.fake_broker import FakeBrokers
 
@@ -120,11 +122,27 @@ def test_create_describe_and_failover_to_identical_image(
     assert after.leader_epoch > before.leader_epoch
     # The standby that took over has the same partitions, epochs and topic id.
     assert describe_until(cluster, lambda r: r == rows) == rows
-    # And it is the active controller now: it accepts writes.
-    second = create(cluster, "bar", "2", "2")
+    # And it is the active controller now: it accepts writes. A topic of 1,500 partitions is
+    # more records than one batch holds: a KIP-868 transaction (issue 35), applied whole.
+    second = create(cluster, "bar", "1500", "2")
     assert second.returncode == 0, second.stderr
     bar = describe_until(cluster, lambda r: any(row["topic"] == "bar" for row in r))
     assert [row for row in bar if row["topic"] == "foo"] == rows
+    assert len([row for row in bar if row["topic"] == "bar"]) == 1500
+    markers = _metadata_record_types(cluster, after.leader_id)
+    assert markers.count("BeginTransactionRecord") == markers.count("EndTransactionRecord") == 1
+
+
+def _metadata_record_types(cluster: LocalCluster, node_id: int | None) -> list[str]:
+    """The type of every record in a controller's metadata log segments, in order."""
+    props = cluster.node_properties(cluster.node(f"controller-{node_id}"))
+    directory = Path(props["metadata.log.dir"]) / "__cluster_metadata-0"
+    types = []
+    for segment in sorted(directory.glob("*.log")):
+        for batch, _size in iter_batches(segment.read_bytes()):
+            if not batch.is_control:
+                types += [type(decode_record(r.value or b"")).__name__ for r in batch.records]
+    return types
 
 
 def _active_address(cluster: LocalCluster) -> str:
