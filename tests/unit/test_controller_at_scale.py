@@ -4,13 +4,18 @@ controller was listening (its own stalls do not fence a live broker)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from types import SimpleNamespace
+
+import pytest
 
 from controller.core import cluster_control as cc
 from controller.core import replication_control as rc
 from controller.core.partition_change import written_records
 from controller.core.partition_metrics import PartitionMetrics
 from controller.core.steps import SLICE_PARTITIONS, drain
+from controller.runtime.quorum_controller import QuorumController
 from controller.runtime.session_clock import JITTER_S, SessionClock
 from kafkawire import broker_lifecycle as lifecycle
 from metadata.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, PartitionRecord, TopicRecord
@@ -166,3 +171,31 @@ def test_partition_gauges_are_kept_per_topic_and_follow_every_change() -> None:
     )
     assert metrics.counts(lowered)["under_min_isr_partitions"] == 0
     assert metrics.counts(lowered) == rc.partition_counts(lowered)
+
+
+def test_a_big_change_logs_one_summary_at_info_and_each_partition_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Logging that scales (issue 35): fencing a broker of 1,000 partitions is two INFO lines
+    (the fencing, the summary, as Kafka's 'changing N partition(s)'), each partition's change
+    at DEBUG; a change of a few partitions names each at INFO."""
+    cluster = big_cluster(1000)
+    result = drain(
+        cc.fence_stale_broker_steps(cluster.image, cluster.tracker, cluster.now_ms + SESSION_MS
+                                    * 2, SESSION_MS)
+    )
+    counters = SimpleNamespace(elections_from_elr=0, unclean_elections=0,
+                               _log_broker_change=QuorumController._log_broker_change)
+    caplog.set_level(logging.DEBUG, logger="minikraft.controller")
+    QuorumController._log_changes(counters, cluster.image, result, "session expired")  # type: ignore[arg-type]
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    debug = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert len(info) == 2 and info[0].startswith("Fenced broker 1")
+    assert info[1].startswith("session expired: 1000 partition changes (")
+    assert len(debug) == 1000
+    caplog.clear()
+    small = big_cluster(3)
+    few = drain(cc.fence_stale_broker_steps(small.image, small.tracker,
+                                            small.now_ms + SESSION_MS * 2, SESSION_MS))
+    QuorumController._log_changes(counters, small.image, few, "session expired")  # type: ignore[arg-type]
+    assert len([r for r in caplog.records if r.levelno == logging.INFO]) == 1 + 3
