@@ -144,7 +144,10 @@ class MetadataLoader:
     # RaftListener -------------------------------------------------------------------------
 
     def handle_commit(self, batches: Sequence[RecordBatch]) -> None:
+        """commit_steps and then the background work, all at once (no runtime around)."""
         for _ in self.commit_steps(batches):
+            pass
+        for _ in self.background_steps():
             pass
 
     @property
@@ -264,6 +267,14 @@ class MetadataLoader:
         self.leader_id = leader_id
         self.epoch = epoch
         self.is_active = is_local_leader
+
+    def background_steps(self) -> Iterator[None]:
+        """Work the publishers do off the publishing path, on an immutable image they kept
+        (the snapshot generator's snapshot): the runtime runs it beside the commits."""
+        for publisher in self._publishers:
+            steps = getattr(publisher, "background_steps", None)
+            if steps is not None:
+                yield from steps()
 
     def _publishers_steps(
         self, delta: MetadataDelta, manifest: LoaderManifest

@@ -29,11 +29,18 @@ class SnapshotGenerator:
         self.interval_records = interval_records
         self.records_since_snapshot = 0
         self._emit = emit
+        # The snapshot to take, (image, end offset, records counted up to it): the latest
+        # image once the interval is reached; taken by background_steps, off the publishing
+        # path, so commits go on being applied meanwhile (Kafka's SnapshotGenerator emits on
+        # an event queue of its own).
+        self._pending: tuple[MetadataImage, int, int] | None = None
 
     def on_metadata_update(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
         for _ in self.publish_steps(delta, image, manifest):
+            pass
+        for _ in self.background_steps():
             pass
 
     def publish_steps(
@@ -41,28 +48,27 @@ class SnapshotGenerator:
     ) -> Iterator[None]:
         if manifest.provenance is Provenance.SNAPSHOT:
             self.records_since_snapshot = 0
+            self._pending = None
             return
         self.records_since_snapshot += manifest.records
-        yield from self._snapshot_steps(image, manifest.end_offset, [])
+        if self.records_since_snapshot >= self.interval_records:
+            self._pending = (image, manifest.end_offset, self.records_since_snapshot)
+        yield from ()
 
-    def maybe_snapshot(self, image: MetadataImage, end_offset: int) -> bool:
-        taken: list[bool] = []
-        for _ in self._snapshot_steps(image, end_offset, taken):
-            pass
-        return bool(taken)
-
-    def _snapshot_steps(
-        self, image: MetadataImage, end_offset: int, taken: list[bool]
-    ) -> Iterator[None]:
-        if self.records_since_snapshot < self.interval_records:
+    def background_steps(self) -> Iterator[None]:
+        """Take the pending snapshot, in slices: the image is immutable, so the runtime runs
+        this beside the applier (issue 35: a 100,000-partition snapshot on the publishing
+        path held every write waiting for its replay, AlterPartition timed out)."""
+        if self._pending is None:
             return
+        image, end_offset, counted = self._pending
+        self._pending = None
         encoded: list[bytes] = []
         for record in image_records(image):
             encoded.append(encode_record(record))
             if len(encoded) % ENCODE_SLICE_RECORDS == 0:
                 yield
         written = yield from self._emit(end_offset, encoded)
-        if not written:
-            return
-        self.records_since_snapshot = 0
-        taken.append(True)
+        if written:
+            # What was committed while it was being taken counts toward the next one.
+            self.records_since_snapshot = max(0, self.records_since_snapshot - counted)

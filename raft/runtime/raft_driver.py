@@ -133,6 +133,7 @@ class RaftDriver:
         # handling of a Raft request or response: a 10,000-record batch replays in slices while
         # fetches, votes and heartbeats are served between them (issue 35).
         self._apply_wakeup = asyncio.Event()
+        self._background_wakeup = asyncio.Event()
         self._last_leader: tuple[int | None, int] = (None, -1)
         self._last_progress: tuple[int, int, int] = (-1, -1, -1)
         # The high watermark last answered to each observer (the brokers): an observer's empty
@@ -154,6 +155,7 @@ class RaftDriver:
         self._spawn(self._tick_loop())
         self._spawn(self._append_loop())
         self._spawn(self._apply_loop(), name="raft-apply")
+        self._spawn(self._background_loop(), name="raft-background")
         self._apply(self.replica.tick(now_ms()))
 
     async def stop(self, resign: bool = True) -> None:
@@ -510,6 +512,22 @@ class RaftDriver:
                 item.future.set_exception(KafkaError(error, message))
         self._appends = []
 
+    async def _background_loop(self) -> None:
+        """The listener's `background_steps` (a snapshot of an image it kept), after each
+        delivery, beside the applier: commits go on being applied while it runs (issue 35).
+        A snapshot the log no longer takes (it moved past it meanwhile: ValueError) is logged
+        and the loop goes on; a storage failure ends it like the applier's."""
+        while self._running:
+            await self._background_wakeup.wait()
+            self._background_wakeup.clear()
+            steps = getattr(self.listener, "background_steps", None)
+            if steps is None:
+                continue
+            try:
+                await self._run_steps(steps())
+            except ValueError as exc:
+                log.warning("Background metadata work failed: %r", exc)
+
     async def _apply_loop(self) -> None:
         while self._running:
             await self._apply_wakeup.wait()
@@ -543,6 +561,7 @@ class RaftDriver:
             else:
                 self.listener.handle_commit(batches)
         self._applied_offset = max(self._applied_offset, next_offset)
+        self._background_wakeup.set()
         if self.replica.high_watermark > self._applied_offset:
             self._apply_wakeup.set()
 

@@ -26,6 +26,7 @@ from metadata.snapshot_generator import SnapshotGenerator
 from storage.core.record_batch import RecordBatch, encode_batch, iter_batches
 
 T = uuid.UUID(int=9)
+U = uuid.UUID(int=10)
 
 
 def batches(base_offset: int, epoch: int, records: Sequence[MetadataRecord]) -> list[RecordBatch]:
@@ -211,3 +212,22 @@ def test_a_snapshot_is_published_as_the_delta_against_the_image_it_replaces() ->
     fresh.install_publishers([Recorder()])
     fresh.handle_load_snapshot(900, [b for b, _ in iter_batches(raw)])
     assert len(seen[-1][0].partitions) == 301 and seen[-1][0].created_topics == {T, u}
+
+
+def test_a_snapshot_is_taken_beside_the_commits_not_in_their_way() -> None:
+    """Issue 35: commit_steps only notes the snapshot due; background_steps takes it of the
+    image it noted, in slices, while later commits are applied in between."""
+    emit = Emitter()
+    loader = MetadataLoader()
+    loader.install_publishers([SnapshotGenerator(2, emit)])
+    for _ in loader.commit_steps(batches(0, 1, [TopicRecord("t", T), TopicRecord("u", U)])):
+        pass
+    assert emit.snapshots == []  # due, not taken on the publishing path
+    background = loader.background_steps()
+    next(background)  # the snapshot under way ...
+    for _ in loader.commit_steps(batches(2, 1, [TopicRecord("v", uuid.UUID(int=11))])):
+        pass  # ... and a commit applied meanwhile
+    list(background)
+    assert [end for end, _ in emit.snapshots] == [2]
+    assert {decode_record(r).name for r in emit.snapshots[0][1]} == {"t", "u"}
+    assert loader.committed_offset == 3
