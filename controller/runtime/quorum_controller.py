@@ -70,6 +70,9 @@ CONTROLLER_API_KEYS = frozenset(
     }
 )
 WRITE_TIMEOUT_MS = 10_000
+# ... and 1 ms more per record: a broker's fencing of 86,000 partitions took longer than 10 s to
+# replay at load 46, answered REQUEST_TIMED_OUT though committed, and reset the activation.
+WRITE_TIMEOUT_MS_PER_RECORD = 1
 # The session check never spins: at most one every 10 ms while a lapsed broker is being fenced.
 SESSION_CHECK_MIN_S = 0.01
 # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP (= MAX_RECORDS_PER_BATCH): an operation a
@@ -131,6 +134,9 @@ class QuorumController:
         self.session_clock = SessionClock()
         self._lock = asyncio.Lock()
         self._ready_epoch: int | None = None
+        # The epoch this node activated in: a failed write resets _ready_epoch (the next write
+        # re-syncs) but not this, so steady heartbeats are still answered at once meanwhile.
+        self._activated_epoch: int | None = None
         # Writers waiting for their offset to reach the image: (offset, future), woken by
         # on_metadata_update (this controller is one of the loader's publishers).
         self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -391,7 +397,7 @@ class QuorumController:
         for the write in progress; None when it must be a write. Kafka answers heartbeats in
         milliseconds; behind a 100,000-partition write here they waited seconds."""
         replica = self.raft.replica
-        if replica.role != "Leader" or self._ready_epoch != replica.epoch:
+        if replica.role != "Leader" or self._activated_epoch != replica.epoch:
             return None
         image = self.state.image
         steps = cluster_control.process_heartbeat_steps(
@@ -456,7 +462,7 @@ class QuorumController:
         if bootstrap:  # a new cluster: Kafka's bootstrap metadata (finalized features)
             offset = await self._commit(bootstrap, "bootstrap features")
         self.tracker.reset(list(self.state.image.brokers), self.session_clock.now_ms())
-        self._ready_epoch = epoch
+        self._ready_epoch = self._activated_epoch = epoch
         log.info(
             "Node %s is the active controller in epoch %s (metadata replayed to offset %s, "
             "%s brokers, %s topics)",
@@ -489,14 +495,15 @@ class QuorumController:
             encoded.append(encode_record(record))
             if index % ENCODE_SLICE_RECORDS == ENCODE_SLICE_RECORDS - 1:
                 await asyncio.sleep(0)
+        timeout_ms = WRITE_TIMEOUT_MS + WRITE_TIMEOUT_MS_PER_RECORD * len(records)
         try:
             offset = await self.raft.driver.append_and_commit(
-                encoded, WRITE_TIMEOUT_MS, atomic=atomic, batch_records=TRANSACTION_BATCH_RECORDS
+                encoded, timeout_ms, atomic=atomic, batch_records=TRANSACTION_BATCH_RECORDS
             )
             if open_transaction_ok:
                 await self._wait_replayed(offset)
             else:
-                await self._wait_applied(offset)
+                await self._wait_applied(offset, timeout_ms)
         except BaseException:
             # The records may still commit later: re-sync before the next write.
             self._ready_epoch = None
@@ -515,14 +522,14 @@ class QuorumController:
                 raise KafkaError(Errors.REQUEST_TIMED_OUT, f"offset {offset} not replayed")
             await asyncio.sleep(ACTIVATION_POLL_S)
 
-    async def _wait_applied(self, offset: int) -> None:
+    async def _wait_applied(self, offset: int, timeout_ms: int = WRITE_TIMEOUT_MS) -> None:
         if self.state.committed_offset > offset:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (offset, waiter)
         self._apply_waiters.append(entry)
         try:
-            await asyncio.wait_for(waiter, WRITE_TIMEOUT_MS / 1000)
+            await asyncio.wait_for(waiter, timeout_ms / 1000)
         except TimeoutError:
             raise KafkaError(Errors.REQUEST_TIMED_OUT, f"offset {offset} not replayed") from None
         finally:

@@ -12,6 +12,7 @@ import pytest
 
 from controller.core import cluster_control as cc
 from controller.core import replication_control as rc
+from controller.core.election_policy import DEFAULT_POLICY
 from controller.core.partition_change import written_records
 from controller.core.partition_metrics import PartitionMetrics
 from controller.core.steps import SLICE_PARTITIONS, drain
@@ -199,3 +200,29 @@ def test_a_big_change_logs_one_summary_at_info_and_each_partition_at_debug(
                                             small.now_ms + SESSION_MS * 2, SESSION_MS))
     QuorumController._log_changes(counters, small.image, few, "session expired")  # type: ignore[arg-type]
     assert len([r for r in caplog.records if r.levelno == logging.INFO]) == 1 + 3
+
+
+def test_a_steady_heartbeat_is_answered_without_the_writer_even_after_a_failed_write() -> None:
+    """A heartbeat that changes nothing is answered from the committed image at once, also
+    while a failed write left the next one to re-sync (_ready_epoch None): the 100K run's
+    brokers waited 5 s per heartbeat behind the writer and were fenced. One that must write
+    (unfencing a caught-up broker) goes to the writer (None)."""
+    cluster = three_unfenced()
+    replica = SimpleNamespace(role="Leader", epoch=3)
+    controller = SimpleNamespace(
+        raft=SimpleNamespace(replica=replica), _activated_epoch=3, _ready_epoch=None,
+        state=SimpleNamespace(image=cluster.image), tracker=cluster.tracker,
+        session_clock=SimpleNamespace(now_ms=lambda: cluster.now_ms),
+        election_policy=lambda _image: DEFAULT_POLICY,
+    )
+    epoch = cluster.image.brokers[1].epoch
+    steady = lifecycle.heartbeat_request(1, epoch, cluster.image.offset)
+    answer = QuorumController._steady_heartbeat(controller, steady)  # type: ignore[arg-type]
+    assert answer is not None and not answer.is_fenced and answer.is_caught_up
+    controller._activated_epoch = 2  # not yet activated in this epoch: the writer activates
+    assert QuorumController._steady_heartbeat(controller, steady) is None  # type: ignore[arg-type]
+    controller._activated_epoch = 3
+    cluster.heartbeat(1, want_fence=True)
+    controller.state.image = cluster.image
+    unfence = lifecycle.heartbeat_request(1, epoch, cluster.image.offset)
+    assert QuorumController._steady_heartbeat(controller, unfence) is None  # type: ignore[arg-type]
