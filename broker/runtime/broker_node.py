@@ -52,6 +52,7 @@ from metadata.loader import MetadataLoader
 from metadata.snapshot_generator import SnapshotGenerator
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import ensure_storage_identity
+from raft.runtime.raft_driver import run_steps
 from raft.runtime.raft_manager import RaftManager
 
 log = logging.getLogger("minikraft.broker")
@@ -482,7 +483,7 @@ class BrokerNode:
                 now = time.monotonic()
                 if now >= next_shrink:
                     next_shrink = now + shrink_s
-                    self.replicas.tick()
+                    await run_steps(self.replicas.tick_steps())
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_s
                     await self.replicas.write_checkpoints_off_loop()

@@ -409,3 +409,23 @@ async def test_latest_offset_is_not_available_while_the_hwm_lags_the_new_epochs_
         bm.ListOffsetsRequest("t", 0, bm.LATEST_TIMESTAMP, isolation_committed=False))
     assert log_end.offset == 2
     await rm.close()
+
+
+async def test_the_isr_shrink_pass_walks_the_led_partitions_in_slices(tmp_path: Path) -> None:
+    """Issue 35: one synchronous walk of every led partition held a 100,000-partition broker's
+    loop for seconds; tick_steps yields every TICK_SLICE_PARTITIONS partitions (the broker
+    drives it with the applier's time budget)."""
+    from broker.runtime.replica_manager import TICK_SLICE_PARTITIONS
+
+    rm = manager(tmp_path, Controller())
+    base = image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1))
+    topic = base.topics[TOPIC_ID]
+    count = TICK_SLICE_PARTITIONS * 2 + 1
+    partitions = {p: topic.partitions[0] for p in range(count)}
+    wide = TopicImage("t", TOPIC_ID, MappingProxyType(partitions))
+    rm.apply_image(MetadataImage(
+        brokers=base.brokers, topics=MappingProxyType({TOPIC_ID: wide}),
+        topics_by_name=MappingProxyType({"t": wide}), configs=base.configs,
+    ))
+    assert len(rm.partitions) == count
+    assert sum(1 for _ in rm.tick_steps()) == 2
