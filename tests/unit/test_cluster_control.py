@@ -4,34 +4,24 @@ heartbeats (unfence when caught up, rule 16), session-timeout fencing, controlle
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 
 from controller.core import cluster_control as cc
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.errors import Errors
-from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.metadata_image import MetadataImage
 from metadata.partition_registration import PartitionRegistration
 from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
     ConfigRecord,
-    MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
 )
+from tests.unit.test_replication_control import apply
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qk"
 FOO = uuid.UUID(int=100)
 SESSION_MS = 9000
-
-
-def apply(image: MetadataImage, records: Iterable[MetadataRecord]) -> MetadataImage:
-    delta = MetadataDelta(image)
-    offset = image.offset
-    for record in records:
-        offset += 1
-        delta.replay(record, offset)
-    return delta.image()
 
 
 def registration(

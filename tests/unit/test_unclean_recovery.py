@@ -36,7 +36,7 @@ from kafkawire import get_replica_log_info as grli
 from kafkawire.config import ConfigError, NodeConfig
 from kafkawire.entities import NO_THROTTLE
 from kafkawire.errors import Errors, KafkaError
-from metadata.metadata_image import MetadataDelta, MetadataImage
+from metadata.metadata_image import MetadataImage
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
@@ -48,6 +48,7 @@ from metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from tests.unit.test_replication_control import apply
 
 FOO = uuid.UUID(int=7)
 
@@ -199,15 +200,6 @@ def test_ready_to_elect_timing() -> None:
 
 
 # -- the builder leaves LastKnownLeader / unclean steps to the manager (rule 14) ---------------
-
-
-def apply(image: MetadataImage, records: Iterable[MetadataRecord]) -> MetadataImage:
-    delta = MetadataDelta(image)
-    offset = image.offset
-    for record in records:
-        offset += 1
-        delta.replay(record, offset)
-    return delta.image()
 
 
 def cluster_image(
