@@ -69,13 +69,22 @@ def manager(tmp_path: Path, controller: Controller) -> ReplicaManager:
     )
 
 
+def hosting(
+    tmp_path: Path, isr: tuple[int, ...] = (1, 2), leader: int = 1, min_isr: int = 2
+) -> ReplicaManager:
+    """A manager (broker 1) with t-0 (replicas 1, 2, 3) in its image."""
+    rm = manager(tmp_path, Controller())
+    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=isr, leader=leader),
+                         min_isr=min_isr))
+    return rm
+
+
 def batch(value: bytes) -> bytes:
     return encode_batch(0, 0, 0, [value])
 
 
 async def test_hwm_waits_for_min_isr_and_followers(tmp_path: Path) -> None:
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    rm = hosting(tmp_path)
     produced = await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
     assert produced.error_code == 0 and produced.base_offset == 0
     # acks=1 is appended but invisible to consumers until a follower has it (rule 20).
@@ -155,8 +164,7 @@ async def test_delete_records_advances_the_log_start_offset_durably(tmp_path: Pa
     """KIP-107 on the leader: the start moves up to the offset (never down, never past the
     HWM: OFFSET_OUT_OF_RANGE; -1 is the HWM), reads below it are OFFSET_OUT_OF_RANGE, earliest
     is the new start, and the start survives a restart (log-start-offset-checkpoint)."""
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1), min_isr=1))
+    rm = hosting(tmp_path, isr=(1,), min_isr=1)
     for value in (b"a", b"b", b"c", b"d"):
         assert (await rm.produce(bm.ProduceRequest("t", 0, batch(value), acks=-1))).error_code == 0
     assert rm.hosted("t", 0).state.high_watermark == 4
@@ -190,8 +198,7 @@ async def test_delete_records_advances_the_log_start_offset_durably(tmp_path: Pa
 async def test_delete_records_on_a_follower_is_refused_and_it_follows_the_leader(
     tmp_path: Path,
 ) -> None:
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=2)))
+    rm = hosting(tmp_path, leader=2)
     hosted = rm.hosted("t", 0)
     hosted.log.append_as_follower(encode_batch(0, 0, 0, [b"a", b"b", b"c"]))
     with pytest.raises(KafkaError) as refused:
@@ -206,8 +213,7 @@ async def test_delete_records_on_a_follower_is_refused_and_it_follows_the_leader
 
 
 async def test_periodic_checkpoint_writes_a_snapshot_in_a_thread(tmp_path: Path) -> None:
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    rm = hosting(tmp_path)
     await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
     await rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20))
     await rm.fetch(bm.FetchRequest("t", 0, 1, replica_id=2, replica_epoch=20))
@@ -235,8 +241,7 @@ async def test_periodic_checkpoint_writes_a_snapshot_in_a_thread(tmp_path: Path)
 async def test_a_woken_fetch_reads_after_what_this_turn_appends(tmp_path: Path) -> None:
     # The append that wakes a parked fetch and the ones already queued in the same loop turn
     # reach the follower in one answer (replica_manager._TURNS_BEFORE_READ).
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    rm = hosting(tmp_path)
     hosted = rm.hosted("t", 0)
     seen: list[str] = []
 
@@ -259,8 +264,7 @@ async def test_acks_all_produces_of_one_turn_share_one_leader_fsync_and_one_foll
     # Group commit on the leader (group_commit: a grouped sync lets one loop turn pass): the
     # produces handled in the same turn append, one fsync covers them, and the parked follower
     # fetch, reading after it, carries both batches. The acks wait for the follower (rule 20).
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)))
+    rm = hosting(tmp_path)
     hosted = rm.hosted("t", 0)
     fetch = asyncio.ensure_future(
         rm.fetch(bm.FetchRequest("t", 0, 0, replica_id=2, replica_epoch=20, max_wait_ms=5000))
@@ -304,8 +308,7 @@ async def test_a_leader_append_wakes_followers_and_a_new_hwm_wakes_consumers_onl
 ) -> None:
     # A consumer reads to the HWM and a follower to the log end: each parked fetch is woken by
     # its own news only, never to find nothing and park again.
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1)))
+    rm = hosting(tmp_path, isr=(1, 2, 3))
     reads = count_reads(rm, monkeypatch)
 
     def parked_fetch(replica_id: int, offset: int) -> asyncio.Future[bm.FetchResponse]:
@@ -393,8 +396,7 @@ async def test_latest_offset_is_not_available_while_the_hwm_lags_the_new_epochs_
     of its leader epoch answers a client's latest with OFFSET_NOT_AVAILABLE (the client asks
     again); here it cannot catch up, the ISR (1) being below min ISR 2, as after an unclean
     election. Earliest, and the log end for a replica's request, still answer."""
-    rm = manager(tmp_path, Controller())
-    rm.apply_image(image(PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=1)))
+    rm = hosting(tmp_path, isr=(1,))
     for value in (b"a", b"b"):
         assert (await rm.produce(bm.ProduceRequest("t", 0, batch(value), acks=1))).error_code == 0
     latest = rm.list_offsets(bm.ListOffsetsRequest("t", 0, bm.LATEST_TIMESTAMP))
