@@ -506,15 +506,24 @@ def test_update_voter_refusals_name_kafkas_errors_and_change_nothing() -> None:
     assert leader._log.end_offset() == end and voters_records(leader._log) == []
 
 
+def leader_1_answer() -> FetchResponse:
+    """Leader 1's answer (epoch 1, nothing new) to a fetch of node 2."""
+    return fetch_response(leader_id=1, leader_epoch=1, leader_endpoint="h1:9093",
+                          high_watermark=0, log_start_offset=0)
+
+
+def following_leader_1(follower: RaftReplica) -> RaftResult:
+    """Node 2 told of leader 1 (BeginQuorumEpoch, epoch 1), its first fetch answered."""
+    result = follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2],
+                                                                "c1"), 10)
+    (fetch_out,) = reqs(result, FetchRequest)
+    return follower.handle_response(1, fetch_out, leader_1_answer(), 12)
+
+
 def test_a_voter_whose_listener_moved_tells_the_leader_once_per_leader() -> None:
     # Node 2 now listens on another port than the voter set says (a restarted process).
     follower = RaftReplica(2, DIRS[2], formatted_log(), None, CONFIG, lambda: 0.0, 0, "h2:19093")
-    result = follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2],
-                                                                "c1"), 10)
-    (fetch_out,) = [o for o in result.send if isinstance(o.request, FetchRequest)]
-    result = follower.handle_response(1, fetch_out.request, fetch_response(
-        leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
-        log_start_offset=0), 12)
+    result = following_leader_1(follower)
     (sent_update,) = reqs(result, UpdateRaftVoterRequest)
     assert sent_update == update_raft_voter_request(1, 2, DIRS[2], {"CONTROLLER": "h2:19093"}, 0,
                                                  1, "c1")
@@ -523,30 +532,21 @@ def test_a_voter_whose_listener_moved_tells_the_leader_once_per_leader() -> None
                                                                      leader_epoch=1), 13)
     # Answered: not again in this epoch, though the VotersRecord has not reached it yet, even
     # after the retry spacing has passed.
-    result = follower.handle_response(1, fetch_again, fetch_response(
-        leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
-        log_start_offset=0), 12 + 2 * CONFIG.request_timeout_ms)
+    result = follower.handle_response(1, fetch_again, leader_1_answer(),
+                                      12 + 2 * CONFIG.request_timeout_ms)
     assert reqs(result, UpdateRaftVoterRequest) == []
 
 
 def test_a_voter_whose_listener_matches_sends_no_update() -> None:
     follower = replica(2)
-    result = follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2],
-                                                                "c1"), 10)
-    (fetch_out,) = [o for o in result.send if isinstance(o.request, FetchRequest)]
-    result = follower.handle_response(1, fetch_out.request, fetch_response(
-        leader_id=1, leader_epoch=1, leader_endpoint="h1:9093", high_watermark=0,
-        log_start_offset=0), 12)
+    result = following_leader_1(follower)
     assert reqs(result, UpdateRaftVoterRequest) == []
 
 
 def test_a_lost_update_voter_is_sent_again_after_the_request_timeout() -> None:
     follower = RaftReplica(2, DIRS[2], formatted_log(), None, CONFIG, lambda: 0.0, 0, "h2:19093")
-    result = follower.handle_request(1, begin_quorum_epoch_request(1, 1, "h1:9093", 2, DIRS[2],
-                                                                "c1"), 10)
-    answer = fetch_response(leader_id=1, leader_epoch=1, leader_endpoint="h1:9093",
-                           high_watermark=0, log_start_offset=0)
-    result = follower.handle_response(1, reqs(result, FetchRequest)[0], answer, 12)
+    result = following_leader_1(follower)
+    answer = leader_1_answer()
     (lost,) = reqs(result, UpdateRaftVoterRequest)
     follower.handle_response(1, lost, None, 13)  # timed out: no answer
     result = follower.handle_response(1, reqs(result, FetchRequest)[0], answer, 14)

@@ -52,6 +52,12 @@ def killed_writer(directory: Path, body: str) -> None:
     assert done.returncode == -signal.SIGKILL
 
 
+def killed_after_appends(directory: Path, count: int) -> None:
+    """killed_writer after `count` one-record batches (values v0, v1, ...), flushed."""
+    killed_writer(directory, f"for i in range({count}):\n"
+                             "    log.append_as_leader([b'v%d' % i], 1, 0)\nlog.flush()\n")
+
+
 def test_is_free_tail_accepts_only_zeros_to_the_end() -> None:
     batch = encode_batch(0, 1, 1000, [b"v"])
     assert is_free_tail(batch + bytes(100), len(batch))
@@ -97,8 +103,7 @@ def test_a_roll_trims_the_sealed_segment(tmp_path: Path) -> None:
 def test_a_killed_writer_leaves_free_space_that_reopening_trims(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    killed_writer(tmp_path, "for i in range(5):\n    log.append_as_leader([b'v%d' % i], 1, 0)\n"
-                            "log.flush()\n")
+    killed_after_appends(tmp_path, 5)
     path = tmp_path / FIRST
     assert path.stat().st_size == PREALLOCATE_STEP_BYTES
     # Tools and the audit read the crashed file as it is: five batches, no damage.
@@ -125,8 +130,7 @@ def test_a_killed_writer_leaves_free_space_that_reopening_trims(
 def test_a_torn_batch_in_the_free_space_is_still_a_torn_tail(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    killed_writer(tmp_path, "for i in range(3):\n    log.append_as_leader([b'v%d' % i], 1, 0)\n"
-                            "log.flush()\n")
+    killed_after_appends(tmp_path, 3)
     path = tmp_path / FIRST
     good = sum(size for _p, _b, size in iter_segment_batches(path.read_bytes()))
     torn = encode_batch(3, 1, 0, [b"x" * 200])[:90]  # a crash mid-write: header, part of the body

@@ -537,12 +537,18 @@ def test_replication_and_high_watermark() -> None:
     assert [n.node_id for n in describe.nodes] == [1, 2, 3]  # Kafka's Nodes: the voters' listeners
 
 
-def test_follower_fetches_again_only_after_flush() -> None:
+def f2_fetch_answered() -> tuple[RaftReplica, FetchRequest, Any]:
+    """leader_with_followers() after the leader appended one record: (follower 2, its in-flight
+    fetch, the leader's answer to it)."""
     leader, f2, _f3 = leader_with_followers()
     leader.append([b"a"], 2100)
     fetch = f2._inflight_fetch
     assert isinstance(fetch, FetchRequest)
-    response = leader.handle_request(2, fetch, 2101).response
+    return f2, fetch, leader.handle_request(2, fetch, 2101).response
+
+
+def test_follower_fetches_again_only_after_flush() -> None:
+    f2, fetch, response = f2_fetch_answered()
     result = f2.handle_response(1, fetch, response, 2101)
     assert result.flush and sent(result, FetchRequest) == []  # rule 2: not before the fsync
     f2._log.flush()
@@ -591,11 +597,7 @@ def test_diverging_follower_truncates_and_refetches() -> None:
 
 
 def test_stale_and_duplicate_fetch_responses_are_ignored() -> None:
-    leader, f2, _f3 = leader_with_followers()
-    leader.append([b"a"], 2100)
-    fetch = f2._inflight_fetch
-    assert isinstance(fetch, FetchRequest)
-    response = leader.handle_request(2, fetch, 2101).response
+    f2, fetch, response = f2_fetch_answered()
     f2.handle_response(1, fetch, response, 2101)
     end = f2._log.end_offset()
     f2.handle_response(1, fetch, response, 2102)  # duplicated by the network
