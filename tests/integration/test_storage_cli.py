@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from raft.core.replica_key import uuid_from_str
@@ -26,6 +27,12 @@ def _config(tmp_path: Path, node_id: int, roles: str = "controller") -> Path:
     return path
 
 
+def _format(config: Path, cluster_id: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`minikraft storage format --config C --cluster-id ID` with `args` added."""
+    return minikraft("storage", "format", "--config", str(config), "--cluster-id", cluster_id,
+                     *args)
+
+
 def test_random_uuid_is_kafka_base64url() -> None:
     first = minikraft("storage", "random-uuid").stdout.strip()
     second = minikraft("storage", "random-uuid").stdout.strip()
@@ -40,18 +47,7 @@ def test_initial_controllers_sets_this_nodes_directory_id_and_info_reports_it(
     dir_ids = [minikraft("storage", "random-uuid").stdout.strip() for _ in range(3)]
     initial = ",".join(f"{i + 1}@127.0.0.1:{19991 + i}:{d}" for i, d in enumerate(dir_ids))
     config = _config(tmp_path, 2)
-    formatted = minikraft(
-        "storage",
-        "format",
-        "--config",
-        str(config),
-        "--cluster-id",
-        cluster_id,
-        "--initial-controllers",
-        initial,
-        "--output",
-        "json",
-    )
+    formatted = _format(config, cluster_id, "--initial-controllers", initial, "--output", "json")
     assert formatted.returncode == 0, formatted.stderr
     info = minikraft("storage", "info", "--config", str(config), "--output", "json")
     data = json.loads(info.stdout)
@@ -64,7 +60,7 @@ def test_initial_controllers_sets_this_nodes_directory_id_and_info_reports_it(
 def test_broker_directories_each_get_a_fresh_directory_id(tmp_path: Path) -> None:
     cluster_id = minikraft("storage", "random-uuid").stdout.strip()
     config = _config(tmp_path, 7, roles="broker")
-    formatted = minikraft("storage", "format", "--config", str(config), "--cluster-id", cluster_id)
+    formatted = _format(config, cluster_id)
     assert formatted.returncode == 0, formatted.stderr
     data = json.loads(
         minikraft("storage", "info", "--config", str(config), "--output", "json").stdout
@@ -76,28 +72,10 @@ def test_broker_directories_each_get_a_fresh_directory_id(tmp_path: Path) -> Non
 def test_controller_needs_a_bootstrap_choice_and_rejects_two(tmp_path: Path) -> None:
     cluster_id = minikraft("storage", "random-uuid").stdout.strip()
     config = _config(tmp_path, 1)
-    none = minikraft("storage", "format", "--config", str(config), "--cluster-id", cluster_id)
+    none = _format(config, cluster_id)
     assert none.returncode == 2 and "--standalone" in none.stderr
-    both = minikraft(
-        "storage",
-        "format",
-        "--config",
-        str(config),
-        "--cluster-id",
-        cluster_id,
-        "--standalone",
-        "--no-initial-controllers",
-    )
+    both = _format(config, cluster_id, "--standalone", "--no-initial-controllers")
     assert both.returncode == 2
-    missing = minikraft(
-        "storage",
-        "format",
-        "--config",
-        str(config),
-        "--cluster-id",
-        cluster_id,
-        "--initial-controllers",
-        "2@127.0.0.1:1:" + cluster_id,
-    )
+    missing = _format(config, cluster_id, "--initial-controllers", "2@127.0.0.1:1:" + cluster_id)
     assert missing.returncode == 2 and "not in --initial-controllers" in missing.stderr
     assert not (tmp_path / "meta-1" / "meta.properties").exists()
