@@ -78,13 +78,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     browser: DevToolsBrowser | None = None
     try:
         asyncio.run(wait_until_ready(cluster, 60))
-        port = free_ports(1)[0]
-        console = subprocess.Popen(
-            [sys.executable, "-m", "cluster.cli.main", "console", "--dir", str(directory),
-             "--port", str(port)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        url = f"http://127.0.0.1:{port}/"
-        _wait_console(url, console)
+        console, url = _start_console(directory)
         browser = DevToolsBrowser()
         browser.goto(url)
         yield Env(cluster, browser, url)
@@ -92,12 +86,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         if browser is not None:
             browser.close()
         if console is not None:
-            console.send_signal(signal.SIGINT)
-            try:
-                console.wait(15)
-            except subprocess.TimeoutExpired:
-                console.kill()
-                console.wait(5)
+            _stop_console(console)
         # Anything the page restarted is in cluster.json: stop by the pids recorded there.
         LocalCluster.load(directory).stop()
         cluster.stop()
@@ -143,6 +132,23 @@ def create_topic(env: Env, topic: str) -> None:
     assert created.returncode == 0, created.stderr
 
 
+def wait_full_isr(env: Env, topic: str, timeout_s: float) -> None:
+    """Until the page's row of `topic`-0 shows an ISR of all three brokers."""
+    env.browser.wait_js(
+        f"(() => {{ const r = document.querySelector('.prow[data-key=\"{topic}-0\"] "
+        f"[data-col=isr]'); return r && JSON.parse(r.textContent).length === 3; }})()", timeout_s)
+
+
+def shown_topic(env: Env, topic: str) -> dict[str, Any]:
+    """`topic` created (RF 3), filtered to, and its row once the page shows the full ISR."""
+    create_topic(env, topic)
+    filter_topic(env, topic)
+    wait_full_isr(env, topic, 20)
+    shown = row(env, f"{topic}-0")
+    assert shown is not None
+    return shown
+
+
 def shot(env: Env, name: str) -> Path:
     return env.browser.screenshot(ARTIFACTS / f"{name}.png")
 
@@ -158,12 +164,7 @@ def test_page_loads_with_quorum_brokers_and_partitions(env: Env) -> None:
         assert f"({node_id}, {directory_id})" in voters
     assert b.js("document.querySelectorAll('#controllers .leader-badge').length") == 1
     assert "kraft.version" in b.js("document.getElementById('voters').textContent")
-    create_topic(env, "shown")
-    filter_topic(env, "shown")
-    b.wait_js("(() => { const r = document.querySelector('.prow[data-key=\"shown-0\"] "
-              "[data-col=isr]'); return r && JSON.parse(r.textContent).length === 3; })()", 20)
-    shown = row(env, "shown-0")
-    assert shown is not None
+    shown = shown_topic(env, "shown")
     truth = described(env, "shown")
     assert int(shown["leader"]) == truth["leader"] and ids(shown["isr"]) == truth["isr"]
     assert shown["leader_recovery_state"] == "RECOVERED" and ids(shown["elr"]) == []
@@ -176,12 +177,7 @@ def test_page_loads_with_quorum_brokers_and_partitions(env: Env) -> None:
 
 def test_killing_the_leader_from_the_page_moves_leadership_within_2s(env: Env) -> None:
     b = env.browser
-    create_topic(env, "kill")
-    filter_topic(env, "kill")
-    b.wait_js("(() => { const r = document.querySelector('.prow[data-key=\"kill-0\"] "
-              "[data-col=isr]'); return r && JSON.parse(r.textContent).length === 3; })()", 20)
-    start = row(env, "kill-0")
-    assert start is not None
+    start = shown_topic(env, "kill")
     leader = int(start["leader"])
     b.js(f"document.querySelector('#brokers tr[data-node=\"broker-{leader}\"] "
          f"button[data-act=\"kill\"]').click()")
@@ -214,8 +210,7 @@ def test_killing_the_leader_from_the_page_moves_leadership_within_2s(env: Env) -
     b.js(f"document.querySelector('#brokers tr[data-node=\"broker-{leader}\"] "
          f"button[data-act=\"restart\"]')?.click()")
     b.wait_js(f"!!document.querySelector('#brokers tr[data-node=\"broker-{leader}\"] .state-running')", 30)
-    b.wait_js("(() => { const r = document.querySelector('.prow[data-key=\"kill-0\"] "
-              "[data-col=isr]'); return r && JSON.parse(r.textContent).length === 3; })()", 30)
+    wait_full_isr(env, "kill", 30)
 
 
 def _cell(value: str, want: Any) -> Any:
@@ -556,7 +551,11 @@ def _start_console(directory: Path) -> tuple[subprocess.Popen[str], str]:
          "--port", str(port)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/"
-    _wait_console(url, console)
+    try:
+        _wait_console(url, console)
+    except BaseException:
+        _stop_console(console)  # the caller never gets it to stop
+        raise
     return console, url
 
 
