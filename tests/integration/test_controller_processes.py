@@ -93,6 +93,11 @@ def create(cluster: LocalCluster, topic: str, partitions: str, rf: str, *configs
     return topics(cluster, *args)
 
 
+def alter_topic_config(cluster: LocalCluster, topic: str, config: str) -> Any:
+    return minikraft("configs", "--bootstrap-controller", cluster.bootstrap_controller, "alter",
+                     "--entity-type", "topics", "--entity-name", topic, "--add-config", config)
+
+
 def test_create_describe_and_failover_to_identical_image(
     cluster_with_brokers: tuple[LocalCluster, FakeBrokers],
 ) -> None:
@@ -189,33 +194,11 @@ def test_bad_input_gets_named_errors_and_writes_nothing(
         (create(cluster, "bar", "1", "1", "unclean.leader.election.enable=yes"), "INVALID_CONFIG"),
         (topics(cluster, "describe", "--topic", "nope"), "UNKNOWN_TOPIC_OR_PARTITION"),
         (
-            minikraft(
-                "configs",
-                "--bootstrap-controller",
-                cluster.bootstrap_controller,
-                "alter",
-                "--entity-type",
-                "topics",
-                "--entity-name",
-                "nope",
-                "--add-config",
-                "min.insync.replicas=1",
-            ),
+            alter_topic_config(cluster, "nope", "min.insync.replicas=1"),
             "UNKNOWN_TOPIC_OR_PARTITION",
         ),
         (
-            minikraft(
-                "configs",
-                "--bootstrap-controller",
-                cluster.bootstrap_controller,
-                "alter",
-                "--entity-type",
-                "topics",
-                "--entity-name",
-                "foo",
-                "--add-config",
-                "min.insync.replicas=zero",
-            ),
+            alter_topic_config(cluster, "foo", "min.insync.replicas=zero"),
             "INVALID_CONFIG",
         ),
         (
@@ -335,10 +318,7 @@ def test_configs_alter_and_leader_election_through_the_cli(
     cluster, _brokers = cluster_with_brokers
     assert create(cluster, "cfg", "1", "3", "min.insync.replicas=2").returncode == 0
     describe_until(cluster, lambda r: any(row["topic"] == "cfg" for row in r))
-    altered = minikraft(
-        "configs", "--bootstrap-controller", cluster.bootstrap_controller, "alter",
-        "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=3",
-    )
+    altered = alter_topic_config(cluster, "cfg", "min.insync.replicas=3")
     assert altered.returncode == 0, altered.stderr
     # The committed log holds the ConfigRecord (read with the same decoder dump-log uses)...
     segments = sorted(
@@ -353,10 +333,7 @@ def test_configs_alter_and_leader_election_through_the_cli(
         time.sleep(0.2)
     assert any("min.insync.replicas" in json.dumps(c) and '"3"' in json.dumps(c) for c in configs), configs
     # ...and an impossible value is refused with Kafka's name, nothing written.
-    bad = minikraft(
-        "configs", "--bootstrap-controller", cluster.bootstrap_controller, "alter",
-        "--entity-type", "topics", "--entity-name", "cfg", "--add-config", "min.insync.replicas=-4",
-    )
+    bad = alter_topic_config(cluster, "cfg", "min.insync.replicas=-4")
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
     for election in (["--election-type", "PREFERRED"],
                      ["--election-type", "DESIGNATED", "--designated-leader", "2"]):
