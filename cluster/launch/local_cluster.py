@@ -410,17 +410,26 @@ class LocalCluster:
                 wait_exit(spec.pid, 5.0)
 
     def stop(self, timeout_s: float = 10.0) -> list[str]:
-        """SIGTERM every node (clean shutdown), SIGKILL what is left after timeout_s."""
-        # Brokers first, then controllers, as Kafka's shutdown order.
-        return terminate(
-            sorted(self.controllers + self.brokers, key=lambda s: s.role != "broker"), timeout_s
-        )
+        """SIGTERM the brokers and wait for them to exit, then the controllers; SIGKILL what is
+        left after timeout_s (the controllers get at least CONTROLLER_STOP_FLOOR_S of their own).
+
+        Kafka's order: a broker's controlled shutdown is granted by the active controller over
+        heartbeats, so the controllers must still answer while the brokers stop. Signalled all at
+        once, the brokers' shutdown heartbeats went to controllers that were stopping too, and at
+        100,000 partitions `down` SIGKILLed two or three brokers (issue 35)."""
+        deadline = time.monotonic() + timeout_s
+        killed = terminate(self.brokers, timeout_s)
+        remaining = max(deadline - time.monotonic(), CONTROLLER_STOP_FLOOR_S)
+        return killed + terminate(self.controllers, remaining)
 
     def running(self) -> list[NodeSpec]:
         return [s for s in self.controllers + self.brokers if is_running(s)]
 
     def all_nodes(self) -> list[NodeSpec]:
         return self.controllers + self.brokers
+
+
+CONTROLLER_STOP_FLOOR_S = 5.0
 
 
 def terminate(specs: list[NodeSpec], timeout_s: float) -> list[str]:
