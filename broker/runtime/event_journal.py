@@ -13,12 +13,12 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import msgpack
 
 from broker.core.journal_events import JournalEvent, encode_event, event_from_dict
+from storage.runtime.closing import ClosedOnExit
 from storage.runtime.fsutil import fsync_dir, storage_errors, write_all
 
 _log = logging.getLogger("minikraft.broker")
@@ -42,7 +42,7 @@ def _complete_prefix(data: bytes) -> tuple[list[Any], int]:
     return entries, good
 
 
-class EventJournal:
+class EventJournal(ClosedOnExit):
     """Appends events; `sync=True` fsyncs after each write (default: the OS decides)."""
 
     def __init__(
@@ -96,16 +96,6 @@ class EventJournal:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> EventJournal:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def read_journal_dicts(path: Path) -> list[dict[str, Any]]:

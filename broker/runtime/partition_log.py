@@ -36,7 +36,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from broker.core.topic_write_configs import (
     TopicWriteConfig,
@@ -76,6 +75,7 @@ from storage.core.record_batch import (
     validated_batch,
 )
 from storage.core.record_validation import RecordValidationError, keyless_record_errors
+from storage.runtime.closing import ClosedOnExit
 from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
 from storage.runtime.fsutil import fsync_dir, remove_stale_temp_files, storage_errors, write_atomic
 from storage.runtime.segment import Segment
@@ -307,7 +307,7 @@ def _stamp(raw: bytes, position: int, base_offset: int, leader_epoch: int) -> by
     return bytes(header)
 
 
-class PartitionLog:
+class PartitionLog(ClosedOnExit):
     """Segments plus the leader epoch cache of one partition replica. Single-threaded, except
     that `flush()` may run in a worker thread while the event loop appends (DiskLog's rule)."""
 
@@ -842,13 +842,3 @@ class PartitionLog:
         self._log.directory = target
         return target
 
-    def __enter__(self) -> PartitionLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()

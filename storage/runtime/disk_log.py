@@ -27,7 +27,6 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import NoReturn
 
 from storage.core.offset_and_epoch import OffsetAndEpoch, SnapshotId
@@ -44,6 +43,7 @@ from storage.core.record_batch import (
     read_header,
     verify_batch,
 )
+from storage.runtime.closing import ClosedOnExit
 from storage.runtime.fsutil import (
     StorageError,
     fsync_dir,
@@ -102,7 +102,7 @@ class _PendingBatch:
         self.epoch = epoch
 
 
-class DiskLog:
+class DiskLog(ClosedOnExit):
     """A segmented Raft log in `directory` (e.g. `<metadata.log.dir>/__cluster_metadata-0`).
 
     Single-threaded use, except that `flush()` may run in a worker thread while the event loop
@@ -871,16 +871,6 @@ class DiskLog:
         for segment in self._segments:
             segment.close()
 
-    def __enter__(self) -> DiskLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _last_offset_in_file(path: Path) -> int:
