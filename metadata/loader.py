@@ -9,6 +9,7 @@ delta. Pure: the runtime that owns Raft calls it on the event loop."""
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -57,13 +58,21 @@ class MetadataPublisher(Protocol):
     ) -> None: ...
 
 
-class SlicedPublisher(Protocol):
+class SlicedPublisher(ABC):
     """A publisher whose work on a big change comes in slices: `publish_steps` does what
-    on_metadata_update would, yielding between slices so the runtime can serve in between."""
+    on_metadata_update would, yielding between slices so the runtime can serve in between (the
+    loader drives the steps; called directly, on_metadata_update runs them all at once)."""
 
+    @abstractmethod
     def publish_steps(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> Iterator[None]: ...
+
+    def on_metadata_update(
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        for _ in self.publish_steps(delta, image, manifest):
+            pass
 
 
 def snapshot_delta_steps(
@@ -281,8 +290,7 @@ class MetadataLoader:
     ) -> Iterator[None]:
         image = self.image
         for publisher in self._publishers:
-            steps = getattr(publisher, "publish_steps", None)
-            if steps is not None:
-                yield from steps(delta, image, manifest)
+            if isinstance(publisher, SlicedPublisher):
+                yield from publisher.publish_steps(delta, image, manifest)
             else:
                 publisher.on_metadata_update(delta, image, manifest)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Sequence
 
 from metadata.image_records import image_records
-from metadata.loader import LoaderManifest, Provenance
+from metadata.loader import LoaderManifest, Provenance, SlicedPublisher
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from metadata.records import encode_record
 
@@ -22,7 +22,7 @@ SnapshotEmitter = Callable[[int, Sequence[bytes]], Generator[None, None, bool]]
 ENCODE_SLICE_RECORDS = 500
 
 
-class SnapshotGenerator:
+class SnapshotGenerator(SlicedPublisher):
     name = "SnapshotGenerator"
 
     def __init__(self, interval_records: int, emit: SnapshotEmitter) -> None:
@@ -38,8 +38,8 @@ class SnapshotGenerator:
     def on_metadata_update(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
-        for _ in self.publish_steps(delta, image, manifest):
-            pass
+        """Called directly (not by the loader's runtime): the snapshot is taken at once too."""
+        super().on_metadata_update(delta, image, manifest)
         for _ in self.background_steps():
             pass
 

@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable, Iterator
 
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
-from metadata.loader import LoaderManifest, Provenance
+from metadata.loader import LoaderManifest, Provenance, SlicedPublisher
 from metadata.metadata_image import MetadataDelta, MetadataImage
 
 log = logging.getLogger("minikraft.broker")
 
 
-class BrokerMetadataPublisher:
+class BrokerMetadataPublisher(SlicedPublisher):
     name = "BrokerMetadataPublisher"
 
     def __init__(
@@ -24,12 +24,6 @@ class BrokerMetadataPublisher:
     ) -> None:
         self._replicas = replicas
         self._on_leadership_change = on_leadership_change
-
-    def on_metadata_update(
-        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
-    ) -> None:
-        for _ in self.publish_steps(delta, image, manifest):
-            pass
 
     def publish_steps(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
