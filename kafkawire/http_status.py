@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -20,24 +20,31 @@ from kafkawire.loop_lag import LoopLagMonitor
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class StatusNode(Protocol):
+    """What a node (broker or controller) shows on its HTTP side."""
+
+    @property
+    def registry(self) -> CollectorRegistry: ...
+
+    @property
+    def faults(self) -> FaultInjector | None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def health(self) -> tuple[bool, dict[str, Any]]: ...
+
+
 class HttpStatusServer:
     def __init__(
         self,
         host: str,
         port: int,
-        *,
-        registry: CollectorRegistry,
-        status: Callable[[], dict[str, Any]],
-        health: Callable[[], tuple[bool, dict[str, Any]]],
-        faults: FaultInjector | None = None,
+        node: StatusNode,
         extra_routes: list[tuple[str, str, Handler]] | None = None,
     ) -> None:
         self.host = host
         self.port = port
-        self._registry = registry
-        self._status = status
-        self._health = health
-        self._faults = faults
+        self._node = node
         self._runner: web.AppRunner | None = None
         self._extra_routes = extra_routes or []
         # Every node serves its event-loop lag (issue 35): this server is the one piece each
@@ -45,11 +52,11 @@ class HttpStatusServer:
         self.loop_lag = LoopLagMonitor()
         Gauge(
             "event_loop_lag_max_ms", "event-loop lag, max over the last minute (ms)",
-            registry=registry,
+            registry=node.registry,
         ).set_function(lambda: self.loop_lag.lag().max_ms)
         Gauge(
             "event_loop_lag_p99_ms", "event-loop lag, p99 over the last minute (ms)",
-            registry=registry,
+            registry=node.registry,
         ).set_function(lambda: self.loop_lag.lag().p99_ms)
 
     async def start(self) -> int:
@@ -77,31 +84,42 @@ class HttpStatusServer:
             await self._runner.cleanup()
 
     async def _metrics(self, _request: web.Request) -> web.Response:
-        body = generate_latest(self._registry)
+        body = generate_latest(self._node.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _health_handler(self, _request: web.Request) -> web.Response:
-        healthy, body = self._health()
+        healthy, body = self._node.health()
         return web.json_response(body, status=200 if healthy else 503)
 
     async def _status_handler(self, _request: web.Request) -> web.Response:
         lag = self.loop_lag.lag()
         status = {
-            **self._status(),
+            **self._node.status(),
             "event_loop_lag": {"max_ms": round(lag.max_ms, 1), "p99_ms": round(lag.p99_ms, 1)},
         }
         return web.json_response(status, dumps=lambda o: json.dumps(o, default=str))
 
     async def _faults_get(self, _request: web.Request) -> web.Response:
-        if self._faults is None:
+        faults = self._node.faults
+        if faults is None:
             return web.json_response({"error": "no fault layer"}, status=404)
-        return web.json_response(self._faults.rules())
+        return web.json_response(faults.rules())
 
     async def _faults_post(self, request: web.Request) -> web.Response:
-        if self._faults is None:
+        faults = self._node.faults
+        if faults is None:
             return web.json_response({"error": "no fault layer"}, status=404)
         try:
-            self._faults.apply_json(await request.json())
+            faults.apply_json(await request.json())
         except (ValueError, TypeError, KeyError) as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response(self._faults.rules())
+        return web.json_response(faults.rules())
+
+
+def node_status_server(
+    listener: tuple[str, int] | None,
+    node: StatusNode,
+    extra_routes: list[tuple[str, str, Handler]] | None = None,
+) -> HttpStatusServer | None:
+    """The node's HTTP side on `http.listener`, or None where the config names none."""
+    return HttpStatusServer(listener[0], listener[1], node, extra_routes) if listener else None

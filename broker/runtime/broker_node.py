@@ -44,7 +44,7 @@ from kafkawire.config import NodeConfig
 from kafkawire.constants import NO_BROKER_EPOCH
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
-from kafkawire.http_status import HttpStatusServer
+from kafkawire.http_status import node_status_server
 from kafkawire.loop import serve_until_signalled
 from kafkawire.server import KafkaServer
 from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS
@@ -219,19 +219,7 @@ class BrokerNode:
         ).set_function(
             lambda: sum(1 for h in self.replicas.partitions.values() if h.state.is_under_min_isr)
         )
-        http = config.http_listener
-        self.http = (
-            HttpStatusServer(
-                http[0],
-                http[1],
-                registry=self.registry,
-                status=self.status,
-                health=self.health,
-                faults=self.faults,
-            )
-            if http
-            else None
-        )
+        self.http = node_status_server(config.http_listener, self)
         self._stopped = asyncio.Event()
         self._shutting_down = False
         self._tasks: list[asyncio.Task[None]] = []

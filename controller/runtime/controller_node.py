@@ -28,7 +28,7 @@ from kafkawire.api_versions import CONTROLLER_API_VERSIONS
 from kafkawire.config import NodeConfig
 from kafkawire.errors import KafkaError
 from kafkawire.faults import FaultInjector
-from kafkawire.http_status import HttpStatusServer
+from kafkawire.http_status import node_status_server
 from kafkawire.loop import serve_until_signalled
 from kafkawire.router import KafkaRouter
 from kafkawire.server import KafkaServer
@@ -167,19 +167,8 @@ class ControllerNode:
         self.server: KafkaServer | None = None  # built at start, once every family routed
         self.registry = CollectorRegistry()
         self._metrics()
-        http = config.http_listener
-        self.http = (
-            HttpStatusServer(
-                http[0],
-                http[1],
-                registry=self.registry,
-                status=self.status,
-                health=self.health,
-                faults=self.faults,
-                extra_routes=http_routes(self) if http_routes is not None else None,
-            )
-            if http
-            else None
+        self.http = node_status_server(
+            config.http_listener, self, http_routes(self) if http_routes is not None else None
         )
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
