@@ -28,18 +28,6 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.router import KafkaRouter
 from metadata import kafka_describe
 
-ADMIN_API_KEYS = (
-    ApiKey.CREATE_TOPICS,
-    ApiKey.DELETE_TOPICS,
-    ApiKey.CREATE_PARTITIONS,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    ApiKey.ALTER_CONFIGS,
-    ApiKey.ELECT_LEADERS,
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS,
-    ApiKey.DESCRIBE_CONFIGS,
-    ApiKey.DESCRIBE_CLUSTER,
-)
-
 
 class ControllerKafkaAdminApis:
     def __init__(self, controller: QuorumController) -> None:
@@ -62,8 +50,8 @@ class ControllerKafkaAdminApis:
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
-        for key in ADMIN_API_KEYS:
-            router.route(key, handlers[key])
+        for key, handler in handlers.items():
+            router.route(key, handler)
 
     # ---- writes -------------------------------------------------------------------------
 

@@ -57,17 +57,17 @@ R = TypeVar("R")
 # A write's decision: its result at once, or Steps that give the loop back between slices.
 Compute = Callable[[MetadataImage], ControllerResult[R] | Steps[ControllerResult[R]]]
 
+# The writes a client's admin request asks for (user operations, MAX_RECORDS_PER_USER_OP), by
+# the name their log line gives them.
+_ADMIN_WRITES = {
+    ApiKey.CREATE_TOPICS: "CreateTopics",
+    ApiKey.DELETE_TOPICS: "DeleteTopics",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    ApiKey.ALTER_CONFIGS: "AlterConfigs",
+    ApiKey.ELECT_LEADERS: "ElectLeaders",
+}
 CONTROLLER_API_KEYS = frozenset(
-    {
-        ApiKey.BROKER_REGISTRATION,
-        ApiKey.BROKER_HEARTBEAT,
-        ApiKey.CREATE_TOPICS,
-        ApiKey.DELETE_TOPICS,
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        ApiKey.ALTER_CONFIGS,
-        ApiKey.ALTER_PARTITION,
-        ApiKey.ELECT_LEADERS,
-    }
+    {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION, *_ADMIN_WRITES}
 )
 WRITE_TIMEOUT_MS = 10_000
 # ... and 1 ms more per record: a broker's fencing of 86,000 partitions took longer than 10 s to
@@ -233,36 +233,6 @@ class QuorumController:
                 ),
                 why,
             )
-        if api_key == ApiKey.CREATE_TOPICS:
-            return await self._write(
-                lambda image: replication_control.create_topics(
-                    image, request, uuid.uuid4, self.config
-                ),
-                "CreateTopics",
-                user_op=True,
-            )
-        if api_key == ApiKey.DELETE_TOPICS:
-            return await self._write(
-                lambda image: replication_control.delete_topics(image, request),
-                "DeleteTopics",
-                user_op=True,
-            )
-        if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
-            return await self._write(
-                lambda image: replication_control.incremental_alter_configs(
-                    image, request, self.election_policy(image)
-                ),
-                "IncrementalAlterConfigs",
-                user_op=True,
-            )
-        if api_key == ApiKey.ALTER_CONFIGS:
-            return await self._write(
-                lambda image: replication_control.incremental_alter_configs(
-                    image, request, self.election_policy(image)
-                ),
-                "AlterConfigs",
-                user_op=True,
-            )
         if api_key == ApiKey.ALTER_PARTITION:
             return await self._write(
                 lambda image: replication_control.alter_partition(
@@ -271,11 +241,25 @@ class QuorumController:
                 f"AlterPartition from broker {request.broker_id}",
             )
         return await self._write(
-            lambda image: replication_control.elect_leaders(
+            self._admin_write(api_key, request), _ADMIN_WRITES[api_key], user_op=True
+        )
+
+    def _admin_write(
+        self, api_key: ApiKey, request: Any
+    ) -> Callable[[MetadataImage], ControllerResult[Any]]:
+        if api_key == ApiKey.CREATE_TOPICS:
+            return lambda image: replication_control.create_topics(
+                image, request, uuid.uuid4, self.config
+            )
+        if api_key == ApiKey.DELETE_TOPICS:
+            return lambda image: replication_control.delete_topics(image, request)
+        if api_key == ApiKey.ELECT_LEADERS:
+            return lambda image: replication_control.elect_leaders(
                 image, request, self.election_policy(image)
-            ),
-            "ElectLeaders",
-            user_op=True,
+            )
+        # AlterConfigs is applied as an incremental change of the same keys.
+        return lambda image: replication_control.incremental_alter_configs(
+            image, request, self.election_policy(image)
         )
 
     async def _register_broker(
