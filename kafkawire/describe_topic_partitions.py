@@ -7,13 +7,13 @@ Declared once in kio's style, like get_replica_log_info.py. No `from __future__ 
 annotations`: kio reads the field types at run time."""
 
 import uuid
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i32Timedelta
+
+from kafkawire.declared_schema import KafkaEntity, kafka_field, kafka_schema
 
 API_KEY = i16(75)
 VERSION = i16(0)
@@ -24,77 +24,45 @@ LEADER_RECOVERY_STATE_TAG = 10002
 MIN_INSYNC_REPLICAS_TAG = 10000
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribeTopicPartitionsResponsePartition:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
-    partition_index: i32 = field(metadata={"kafka_type": "int32"})
-    leader_id: i32 = field(metadata={"kafka_type": "int32"})
-    leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
-    replica_nodes: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
-    isr_nodes: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
-    eligible_leader_replicas: tuple[i32, ...] | None = field(
-        metadata={"kafka_type": "int32"}, default=None
-    )
-    last_known_elr: tuple[i32, ...] | None = field(metadata={"kafka_type": "int32"}, default=None)
-    offline_replicas: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
-    partition_epoch: i32 = field(
-        metadata={"kafka_type": "int32", "tag": PARTITION_EPOCH_TAG}, default=i32(-1)
-    )
+@kafka_schema(EntityType.nested, VERSION, api_key=API_KEY, header=ResponseHeader)
+class DescribeTopicPartitionsResponsePartition(KafkaEntity):
+    error_code: ErrorCode = kafka_field("error_code")
+    partition_index: i32 = kafka_field("int32")
+    leader_id: i32 = kafka_field("int32")
+    leader_epoch: i32 = kafka_field("int32", default=i32(-1))
+    replica_nodes: tuple[i32, ...] = kafka_field("int32", default=())
+    isr_nodes: tuple[i32, ...] = kafka_field("int32", default=())
+    eligible_leader_replicas: tuple[i32, ...] | None = kafka_field("int32", default=None)
+    last_known_elr: tuple[i32, ...] | None = kafka_field("int32", default=None)
+    offline_replicas: tuple[i32, ...] = kafka_field("int32", default=())
+    partition_epoch: i32 = kafka_field("int32", default=i32(-1), tag=PARTITION_EPOCH_TAG)
     """minikraft's (tagged): the partition epoch."""
-    last_known_leader: i32 = field(
-        metadata={"kafka_type": "int32", "tag": LAST_KNOWN_LEADER_TAG}, default=i32(-1)
-    )
+    last_known_leader: i32 = kafka_field("int32", default=i32(-1), tag=LAST_KNOWN_LEADER_TAG)
     """minikraft's (tagged): KIP-966's LastKnownLeader, -1 if none."""
-    leader_recovery_state: i8 = field(
-        metadata={"kafka_type": "int8", "tag": LEADER_RECOVERY_STATE_TAG}, default=i8(0)
-    )
+    leader_recovery_state: i8 = kafka_field("int8", default=i8(0), tag=LEADER_RECOVERY_STATE_TAG)
     """minikraft's (tagged): KIP-704's LeaderRecoveryState, 0 RECOVERED, 1 RECOVERING."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribeTopicPartitionsResponseTopic:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
-    name: str | None = field(metadata={"kafka_type": "string"})
-    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
-    is_internal: bool = field(metadata={"kafka_type": "bool"}, default=False)
+@kafka_schema(EntityType.nested, VERSION, api_key=API_KEY, header=ResponseHeader)
+class DescribeTopicPartitionsResponseTopic(KafkaEntity):
+    error_code: ErrorCode = kafka_field("error_code")
+    name: str | None = kafka_field("string")
+    topic_id: uuid.UUID | None = kafka_field("uuid")
+    is_internal: bool = kafka_field("bool", default=False)
     partitions: tuple[DescribeTopicPartitionsResponsePartition, ...]
-    topic_authorized_operations: i32 = field(
-        metadata={"kafka_type": "int32"}, default=i32(-2147483648)
-    )
-    min_insync_replicas: i32 = field(
-        metadata={"kafka_type": "int32", "tag": MIN_INSYNC_REPLICAS_TAG}, default=i32(-1)
-    )
+    topic_authorized_operations: i32 = kafka_field("int32", default=i32(-2147483648))
+    min_insync_replicas: i32 = kafka_field("int32", default=i32(-1), tag=MIN_INSYNC_REPLICAS_TAG)
     """minikraft's (tagged): the topic's min.insync.replicas in force, -1 if unknown."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cursor:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    topic_name: str = field(metadata={"kafka_type": "string"})
-    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+@kafka_schema(EntityType.nested, VERSION, api_key=API_KEY, header=ResponseHeader)
+class Cursor(KafkaEntity):
+    topic_name: str = kafka_field("string")
+    partition_index: i32 = kafka_field("int32")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribeTopicPartitionsResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+@kafka_schema(EntityType.response, VERSION, api_key=API_KEY, header=ResponseHeader)
+class DescribeTopicPartitionsResponse(KafkaEntity):
+    throttle_time: i32Timedelta = kafka_field("timedelta_i32")
     topics: tuple[DescribeTopicPartitionsResponseTopic, ...]
-    next_cursor: Cursor | None = field(default=None)
+    next_cursor: Cursor | None = None

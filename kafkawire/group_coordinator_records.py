@@ -9,12 +9,13 @@ annotations`: kio reads the field types at run time."""
 
 import io
 import struct
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i32, i64
+
+from kafkawire.declared_schema import KafkaEntity, kafka_field, kafka_schema
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -22,60 +23,45 @@ VALUE_VERSION = 3
 _VERSION = struct.Struct(">h")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitKey:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = False
-    group: str = field(metadata={"kafka_type": "string"})
-    topic: str = field(metadata={"kafka_type": "string"})
-    partition: i32 = field(metadata={"kafka_type": "int32"})
+@kafka_schema(EntityType.data, OFFSET_COMMIT_KEY_VERSION, flexible=False)
+class OffsetCommitKey(KafkaEntity):
+    group: str = kafka_field("string")
+    topic: str = kafka_field("string")
+    partition: i32 = kafka_field("int32")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitValue:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = False
-    offset: i64 = field(metadata={"kafka_type": "int64"})
-    leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))  # v3+
-    metadata: str = field(metadata={"kafka_type": "string"})
-    commit_timestamp: i64 = field(metadata={"kafka_type": "int64"})
+@kafka_schema(EntityType.data, VALUE_VERSION, flexible=False)
+class OffsetCommitValue(KafkaEntity):
+    offset: i64 = kafka_field("int64")
+    leader_epoch: i32 = kafka_field("int32", default=i32(-1))  # v3+
+    metadata: str = kafka_field("string")
+    commit_timestamp: i64 = kafka_field("int64")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupMetadataKey:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(2)
-    __flexible__: ClassVar[bool] = False
-    group: str = field(metadata={"kafka_type": "string"})
+@kafka_schema(EntityType.data, GROUP_METADATA_KEY_VERSION, flexible=False)
+class GroupMetadataKey(KafkaEntity):
+    group: str = kafka_field("string")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemberMetadata:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = False
-    member_id: str = field(metadata={"kafka_type": "string"})
-    group_instance_id: str | None = field(metadata={"kafka_type": "string"}, default=None)  # v3+
-    client_id: str = field(metadata={"kafka_type": "string"})
-    client_host: str = field(metadata={"kafka_type": "string"})
-    rebalance_timeout: i32 = field(metadata={"kafka_type": "int32"})  # v1+
-    session_timeout: i32 = field(metadata={"kafka_type": "int32"})
-    subscription: bytes = field(metadata={"kafka_type": "bytes"})
-    assignment: bytes = field(metadata={"kafka_type": "bytes"})
+@kafka_schema(EntityType.nested, VALUE_VERSION, flexible=False)
+class MemberMetadata(KafkaEntity):
+    member_id: str = kafka_field("string")
+    group_instance_id: str | None = kafka_field("string", default=None)  # v3+
+    client_id: str = kafka_field("string")
+    client_host: str = kafka_field("string")
+    rebalance_timeout: i32 = kafka_field("int32")  # v1+
+    session_timeout: i32 = kafka_field("int32")
+    subscription: bytes = kafka_field("bytes")
+    assignment: bytes = kafka_field("bytes")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupMetadataValue:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = False
-    protocol_type: str = field(metadata={"kafka_type": "string"})
-    generation: i32 = field(metadata={"kafka_type": "int32"})
-    protocol: str | None = field(metadata={"kafka_type": "string"})
-    leader: str | None = field(metadata={"kafka_type": "string"})
-    current_state_timestamp: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))  # v2+
+@kafka_schema(EntityType.data, VALUE_VERSION, flexible=False)
+class GroupMetadataValue(KafkaEntity):
+    protocol_type: str = kafka_field("string")
+    generation: i32 = kafka_field("int32")
+    protocol: str | None = kafka_field("string")
+    leader: str | None = kafka_field("string")
+    current_state_timestamp: i64 = kafka_field("int64", default=i64(-1))  # v2+
     members: tuple[MemberMetadata, ...]
 
 

@@ -4,19 +4,16 @@ other Raft control record schemas but not this one.
 No `from __future__ import annotations` here: kio's serializers read the field types at runtime.
 """
 
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
+from kafkawire.declared_schema import KafkaEntity, kafka_field, kafka_schema
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KRaftVersionRecord:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = True
-    version: i16 = field(metadata={"kafka_type": "int16"})
+
+@kafka_schema(EntityType.data, 0)
+class KRaftVersionRecord(KafkaEntity):
+    version: i16 = kafka_field("int16")
     """The version of the kraft version record."""
-    k_raft_version: i16 = field(metadata={"kafka_type": "int16"})
+    k_raft_version: i16 = kafka_field("int16")
     """The kraft protocol version."""
