@@ -223,7 +223,7 @@ class QuorumController:
                 why = "the broker asked to be fenced"
             else:
                 why = f"caught up to metadata offset {request.current_metadata_offset}"
-            return await self._write(
+            return await self.write(
                 lambda image: cluster_control.process_heartbeat_steps(
                     image,
                     request,
@@ -234,13 +234,13 @@ class QuorumController:
                 why,
             )
         if api_key == ApiKey.ALTER_PARTITION:
-            return await self._write(
+            return await self.write(
                 lambda image: replication_control.alter_partition(
                     image, request, self.election_policy(image)
                 ),
                 f"AlterPartition from broker {request.broker_id}",
             )
-        return await self._write(
+        return await self.write(
             self._admin_write(api_key, request), _ADMIN_WRITES[api_key], user_op=True
         )
 
@@ -307,15 +307,6 @@ class QuorumController:
         )
 
     async def write(
-        self,
-        compute: Compute[R],
-        what: str,
-        *,
-        user_op: bool = False,
-    ) -> R:
-        return await self._write(compute, what, user_op=user_op)
-
-    async def _write(
         self,
         compute: Compute[R],
         what: str,
@@ -621,7 +612,7 @@ class QuorumController:
         unfences, a CreateTopics) go between two fencings."""
         fenced_all: list[cluster_control.FencedBroker] = []
         while True:
-            fenced = await self._write(
+            fenced = await self.write(
                 lambda image: cluster_control.fence_stale_broker_steps(
                     image,
                     self.tracker,
