@@ -18,8 +18,18 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import NoneType, UnionType
-from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+from typing import (
+    Any,
+    ClassVar,
+    TypeVar,
+    Union,
+    dataclass_transform,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgpack
 
@@ -54,6 +64,30 @@ def _since(version: int) -> dict[str, int]:
     return {"since": version}
 
 
+class RecordBase:
+    """The base of every metadata record: Kafka's type id and the highest version we write."""
+
+    __slots__ = ()
+    TYPE_ID: ClassVar[int]
+    VERSION: ClassVar[int]
+
+
+R = TypeVar("R", bound=RecordBase)
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def metadata_record(type_id: int, version: int = 0) -> Callable[[type[R]], type[R]]:
+    """A record class as Kafka's metadata JSON names it: `"apiKey": type_id`, versions 0 to
+    `version`; a frozen slotted dataclass whose fields are the record's, in wire order."""
+
+    def declare(cls: type[R]) -> type[R]:
+        cls.TYPE_ID = type_id
+        cls.VERSION = version
+        return dataclass(frozen=True, slots=True)(cls)
+
+    return declare
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     name: str
@@ -61,10 +95,8 @@ class Endpoint:
     port: int
 
 
-@dataclass(frozen=True, slots=True)
-class RegisterBrokerRecord:
-    TYPE_ID: ClassVar[int] = 0
-    VERSION: ClassVar[int] = 0
+@metadata_record(0)
+class RegisterBrokerRecord(RecordBase):
     broker_id: int
     incarnation_id: uuid.UUID
     broker_epoch: int
@@ -75,26 +107,20 @@ class RegisterBrokerRecord:
     log_dirs: tuple[uuid.UUID, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class UnregisterBrokerRecord:
-    TYPE_ID: ClassVar[int] = 1
-    VERSION: ClassVar[int] = 0
+@metadata_record(1)
+class UnregisterBrokerRecord(RecordBase):
     broker_id: int
     broker_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class TopicRecord:
-    TYPE_ID: ClassVar[int] = 2
-    VERSION: ClassVar[int] = 0
+@metadata_record(2)
+class TopicRecord(RecordBase):
     name: str
     topic_id: uuid.UUID
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionRecord:
-    TYPE_ID: ClassVar[int] = 3
-    VERSION: ClassVar[int] = 1
+@metadata_record(3, version=1)
+class PartitionRecord(RecordBase):
     partition_id: int
     topic_id: uuid.UUID
     replicas: tuple[int, ...]
@@ -110,20 +136,16 @@ class PartitionRecord:
     last_known_leader: int = field(default=LAST_KNOWN_LEADER_NONE, metadata=_since(1))
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigRecord:
-    TYPE_ID: ClassVar[int] = 4
-    VERSION: ClassVar[int] = 0
+@metadata_record(4)
+class ConfigRecord(RecordBase):
     resource_type: int
     resource_name: str
     name: str
     value: str | None  # None deletes the key
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionChangeRecord:
-    TYPE_ID: ClassVar[int] = 5
-    VERSION: ClassVar[int] = 1
+@metadata_record(5, version=1)
+class PartitionChangeRecord(RecordBase):
     partition_id: int
     topic_id: uuid.UUID
     isr: tuple[int, ...] | None = None
@@ -137,53 +159,41 @@ class PartitionChangeRecord:
     last_known_leader: int = field(default=LAST_KNOWN_LEADER_UNCHANGED, metadata=_since(1))
 
 
-@dataclass(frozen=True, slots=True)
-class FenceBrokerRecord:
-    TYPE_ID: ClassVar[int] = 7
-    VERSION: ClassVar[int] = 0
+@metadata_record(7)
+class FenceBrokerRecord(RecordBase):
     id: int
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class UnfenceBrokerRecord:
-    TYPE_ID: ClassVar[int] = 8
-    VERSION: ClassVar[int] = 0
+@metadata_record(8)
+class UnfenceBrokerRecord(RecordBase):
     id: int
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class RemoveTopicRecord:
-    TYPE_ID: ClassVar[int] = 9
-    VERSION: ClassVar[int] = 0
+@metadata_record(9)
+class RemoveTopicRecord(RecordBase):
     topic_id: uuid.UUID
 
 
-@dataclass(frozen=True, slots=True)
-class FeatureLevelRecord:
-    TYPE_ID: ClassVar[int] = 12
-    VERSION: ClassVar[int] = 0
+@metadata_record(12)
+class FeatureLevelRecord(RecordBase):
     name: str
     feature_level: int
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerIdsRecord:
+@metadata_record(15)
+class ProducerIdsRecord(RecordBase):
     """A block of producer ids handed to a broker (AllocateProducerIds): ids below
     next_producer_id are taken, so a new active controller continues after them."""
 
-    TYPE_ID: ClassVar[int] = 15
-    VERSION: ClassVar[int] = 0
     broker_id: int
     broker_epoch: int
     next_producer_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerRegistrationChangeRecord:
-    TYPE_ID: ClassVar[int] = 17
-    VERSION: ClassVar[int] = 0
+@metadata_record(17)
+class BrokerRegistrationChangeRecord(RecordBase):
     broker_id: int
     broker_epoch: int
     fenced: int = BROKER_FLAG_UNCHANGED
@@ -191,32 +201,27 @@ class BrokerRegistrationChangeRecord:
     log_dirs: tuple[uuid.UUID, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NoOpRecord:
-    TYPE_ID: ClassVar[int] = 20
-    VERSION: ClassVar[int] = 0
+@metadata_record(20)
+class NoOpRecord(RecordBase):
+    """A record that only moves the log forward (Kafka's, KIP-835): a new active controller
+    commits one in its epoch, and the active one every metadata.max.idle.interval.ms."""
 
 
 # KIP-868 metadata transactions: the records between a BeginTransactionRecord and its
 # EndTransactionRecord are applied together or, after an AbortTransactionRecord, not at all
 # (the loader publishes none of them before the end; metadata/loader.py).
-@dataclass(frozen=True, slots=True)
-class BeginTransactionRecord:
-    TYPE_ID: ClassVar[int] = 23
-    VERSION: ClassVar[int] = 0
+@metadata_record(23)
+class BeginTransactionRecord(RecordBase):
     name: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class EndTransactionRecord:
-    TYPE_ID: ClassVar[int] = 24
-    VERSION: ClassVar[int] = 0
+@metadata_record(24)
+class EndTransactionRecord(RecordBase):
+    """The end of a transaction: its records are applied, all together."""
 
 
-@dataclass(frozen=True, slots=True)
-class AbortTransactionRecord:
-    TYPE_ID: ClassVar[int] = 25
-    VERSION: ClassVar[int] = 0
+@metadata_record(25)
+class AbortTransactionRecord(RecordBase):
     reason: str | None = None
 
 
@@ -242,26 +247,9 @@ MetadataRecord = (
     | AbortTransactionRecord
 )
 
+# The union is the one list of record classes; the registry is read from it.
 RECORD_TYPES: Mapping[int, type[MetadataRecord]] = {
-    cls.TYPE_ID: cls
-    for cls in (
-        RegisterBrokerRecord,
-        UnregisterBrokerRecord,
-        TopicRecord,
-        PartitionRecord,
-        ConfigRecord,
-        PartitionChangeRecord,
-        FenceBrokerRecord,
-        UnfenceBrokerRecord,
-        RemoveTopicRecord,
-        FeatureLevelRecord,
-        ProducerIdsRecord,
-        BrokerRegistrationChangeRecord,
-        NoOpRecord,
-        BeginTransactionRecord,
-        EndTransactionRecord,
-        AbortTransactionRecord,
-    )
+    cls.TYPE_ID: cls for cls in get_args(MetadataRecord)
 }
 
 # Kafka's JSON names where camelCase of our snake_case differs (dump-log output).
@@ -396,24 +384,19 @@ _KNOWN_FIELDS: Mapping[tuple[int, int], frozenset[str]] = {
 }
 
 
-def _to_wire(value: Any) -> Any:
+def _plain(value: Any, uuid_form: Callable[[uuid.UUID], Any]) -> Any:
+    """A field value as msgpack (uuid_form: raw bytes) or JSON (uuid_form: Kafka's base64)
+    carries it: endpoints as maps, tuples as lists."""
     if isinstance(value, uuid.UUID):
-        return value.bytes
+        return uuid_form(value)
     if isinstance(value, Endpoint):
         return {"name": value.name, "host": value.host, "port": value.port}
     if isinstance(value, tuple):
-        return [_to_wire(v) for v in value]
+        return [_plain(v, uuid_form) for v in value]
     return value
 
 
-def _to_json(value: Any) -> Any:
-    if isinstance(value, uuid.UUID):
-        return uuid_to_str(value)
-    if isinstance(value, Endpoint):
-        return {"name": value.name, "host": value.host, "port": value.port}
-    if isinstance(value, tuple):
-        return [_to_json(v) for v in value]
-    return value
+_UUID_BYTES = attrgetter("bytes")
 
 
 def _wire_converter(hint: Any) -> Callable[[Any], Any] | None:
@@ -431,8 +414,10 @@ def _wire_converter(hint: Any) -> Callable[[Any], Any] | None:
         if item is None:
             return None
         return lambda v: [item(x) for x in v]
-    if hint in (uuid.UUID, Endpoint):
-        return _to_wire
+    if hint is uuid.UUID:
+        return _UUID_BYTES
+    if hint is Endpoint:
+        return lambda v: _plain(v, _UUID_BYTES)
     return None
 
 
@@ -502,5 +487,8 @@ def decode_record(value: bytes) -> MetadataRecord:
 def record_to_json(record: MetadataRecord) -> dict[str, Any]:
     """Kafka's dump-log form: {"type": "TOPIC_RECORD", "version": 0, "data": {camelCase}}."""
     cls = type(record)
-    data = {_camel(f.name): _to_json(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    data = {
+        _camel(f.name): _plain(getattr(record, f.name), uuid_to_str)
+        for f in dataclasses.fields(record)
+    }
     return {"type": _type_name(cls), "version": cls.VERSION, "data": data}
