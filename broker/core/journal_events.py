@@ -9,8 +9,8 @@ broker's wall clock in milliseconds, passed in by the runtime.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, get_args
 
 import msgpack
 
@@ -18,12 +18,21 @@ EVENT_VERSION = 0
 
 
 @dataclass(frozen=True, slots=True)
-class HwmAdvanced:
-    """The leader moved the high watermark; isr_size and min_isr are those in force (rule 20)."""
+class PartitionEvent:
+    """What every event names first: the broker that journaled it and the partition."""
 
     broker_id: int
     topic: str
     partition: int
+    # The topic id (Kafka's 22-char base64): a re-created name is another partition. Added
+    # after the rest, it is keyword-only and written last.
+    topic_id: str = field(default="", kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class HwmAdvanced(PartitionEvent):
+    """The leader moved the high watermark; isr_size and min_isr are those in force (rule 20)."""
+
     old: int
     new: int
     isr_size: int
@@ -31,34 +40,24 @@ class HwmAdvanced:
     leader_epoch: int
     ts: int
     isr: tuple[int, ...] = ()
-    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
-    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class Truncated:
+class Truncated(PartitionEvent):
     """The replica's log was cut from from_offset (its old end) down to to_offset (rule 22)."""
 
-    broker_id: int
-    topic: str
-    partition: int
     from_offset: int
     to_offset: int
     reason: str
     leader_epoch: int
     high_watermark: int
     ts: int
-    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
-    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class IsrProposed:
+class IsrProposed(PartitionEvent):
     """The leader sent AlterPartition; broker_epochs pairs with proposed_isr (rule 17)."""
 
-    broker_id: int
-    topic: str
-    partition: int
     proposal_id: int
     kind: str
     leader_epoch: int
@@ -68,17 +67,12 @@ class IsrProposed:
     broker_epochs: tuple[int, ...]
     leader_recovery_state: int
     ts: int
-    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
-    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class IsrResult:
+class IsrResult(PartitionEvent):
     """How an AlterPartition ended: committed, reverted (rule 18), pending or retried."""
 
-    broker_id: int
-    topic: str
-    partition: int
     proposal_id: int
     error: str
     outcome: str
@@ -87,50 +81,35 @@ class IsrResult:
     partition_epoch: int
     leader_recovery_state: int
     ts: int
-    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
-    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class RecoveryStateChanged:
+class RecoveryStateChanged(PartitionEvent):
     """KIP-704 transitions of the partition's leader recovery state as this broker saw them."""
 
-    broker_id: int
-    topic: str
-    partition: int
     leader_epoch: int
     old_state: int
     new_state: int
     reason: str
     ts: int
-    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
-    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class ProduceAcked:
+class ProduceAcked(PartitionEvent):
     """A produce was acknowledged to the client (acks=all once the HWM passed it, rule 20)."""
 
-    broker_id: int
-    topic: str
-    partition: int
     base_offset: int
     last_offset: int
     acks: int
     leader_epoch: int
     high_watermark: int
     ts: int
-    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
-    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class RoleChanged:
+class RoleChanged(PartitionEvent):
     """The replica became leader or follower (or stopped being a replica) at an epoch."""
 
-    broker_id: int
-    topic: str
-    partition: int
     role: str
     leader_id: int
     leader_epoch: int
@@ -140,8 +119,6 @@ class RoleChanged:
     log_end_offset: int
     high_watermark: int
     ts: int
-    # The topic id (Kafka's 22-char base64): a re-created name is another partition.
-    topic_id: str = ""
 
 
 JournalEvent = (
@@ -154,37 +131,24 @@ JournalEvent = (
     | RoleChanged
 )
 
-EVENT_TYPES: dict[str, type[Any]] = {
-    cls.__name__: cls
-    for cls in (
-        HwmAdvanced,
-        Truncated,
-        IsrProposed,
-        IsrResult,
-        RecoveryStateChanged,
-        ProduceAcked,
-        RoleChanged,
-    )
-}
+EVENT_TYPES: dict[str, type[JournalEvent]] = {cls.__name__: cls for cls in get_args(JournalEvent)}
 
 
 class JournalDecodeError(ValueError):
     """An entry that is not a known journal event."""
 
 
-# Field names per event class, read once: a journal entry is written for every acked produce.
+# Field names per event class in the order they are written (the constructor's: the
+# keyword-only topic_id last), read once: a journal entry is written for every acked produce.
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {
-    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in EVENT_TYPES.values()
+    cls: tuple(f.name for f in sorted(dataclasses.fields(cls), key=lambda f: f.kw_only is True))
+    for cls in EVENT_TYPES.values()
 }
 
 
 def event_to_dict(event: JournalEvent) -> dict[str, Any]:
-    cls = type(event)
-    body: dict[str, Any] = {"event": cls.__name__, "version": EVENT_VERSION}
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(event))
-    for name in names:
+    body: dict[str, Any] = {"event": type(event).__name__, "version": EVENT_VERSION}
+    for name in _FIELD_NAMES[type(event)]:
         value = getattr(event, name)
         body[name] = list(value) if isinstance(value, tuple) else value
     return body
