@@ -182,29 +182,31 @@ def remove_controller(
     _run_change(ctx.obj["bootstrap_controller"], key, False, None, timeout_ms, output)
 
 
-@metadata_quorum.command("add-voter")
-@click.option("--replica-id", required=True, type=int)
-@click.option("--replica-uuid", required=True, help="the observer's directory id")
-@TIMEOUT_MS_OPTION
-@output_option
-@click.pass_context
-def add_voter_cmd(
-    ctx: click.Context, replica_id: int, replica_uuid: str, timeout_ms: int, output: str
-) -> None:
-    """Seed 003: promote a replica fetching as an observer (the leader knows its endpoint)."""
-    key = ReplicaKey(replica_id, _parse_uuid(replica_uuid, "--replica-uuid"))
-    _run_change(ctx.obj["bootstrap_controller"], key, True, None, timeout_ms, output)
+def _voter_command(name: str, add: bool, whose: str, help_text: str) -> None:
+    """Seed 003's add-voter and remove-voter: the same options, one change each."""
+
+    @metadata_quorum.command(name, help=help_text)
+    @click.option("--replica-id", required=True, type=int)
+    @click.option("--replica-uuid", required=True, help=f"the {whose}'s directory id")
+    @TIMEOUT_MS_OPTION
+    @output_option
+    @click.pass_context
+    def command(
+        ctx: click.Context, replica_id: int, replica_uuid: str, timeout_ms: int, output: str
+    ) -> None:
+        key = ReplicaKey(replica_id, _parse_uuid(replica_uuid, "--replica-uuid"))
+        _run_change(ctx.obj["bootstrap_controller"], key, add, None, timeout_ms, output)
 
 
-@metadata_quorum.command("remove-voter")
-@click.option("--replica-id", required=True, type=int)
-@click.option("--replica-uuid", required=True, help="the voter's directory id")
-@TIMEOUT_MS_OPTION
-@output_option
-@click.pass_context
-def remove_voter_cmd(
-    ctx: click.Context, replica_id: int, replica_uuid: str, timeout_ms: int, output: str
-) -> None:
-    """Seed 003: remove the voter with exactly this id and directory id."""
-    key = ReplicaKey(replica_id, _parse_uuid(replica_uuid, "--replica-uuid"))
-    _run_change(ctx.obj["bootstrap_controller"], key, False, None, timeout_ms, output)
+_voter_command(
+    "add-voter",
+    True,
+    "observer",
+    "Seed 003: promote a replica fetching as an observer (the leader knows its endpoint).",
+)
+_voter_command(
+    "remove-voter",
+    False,
+    "voter",
+    "Seed 003: remove the voter with exactly this id and directory id.",
+)
