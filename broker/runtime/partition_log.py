@@ -33,7 +33,7 @@ import os
 import re
 import struct
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -406,6 +406,13 @@ class PartitionLog(ClosedOnExit):
 
     def _scan_epochs(self, start: int, end: int) -> None:
         """Assign the epoch of every batch in [start, end) the cache does not know yet."""
+        for header in self._headers(start, end):
+            if header.leader_epoch > self.epoch_cache.latest_epoch():
+                self.epoch_cache.assign(header.leader_epoch, header.base_offset)
+
+    def _headers(self, start: int, end: int) -> Iterator[BatchHeader]:
+        """The header of every batch from the one holding `start` on, below `end`, read a chunk
+        at a time (loading a log reads no record twice into memory)."""
         offset = start
         while offset < end:
             raw = self._log.read(offset, _SCAN_CHUNK_BYTES)
@@ -414,8 +421,7 @@ class PartitionLog(ClosedOnExit):
             position = 0
             while position < len(raw):
                 header = read_header(raw, position)
-                if header.leader_epoch > self.epoch_cache.latest_epoch():
-                    self.epoch_cache.assign(header.leader_epoch, header.base_offset)
+                yield header
                 position += header.size
                 offset = header.last_offset + 1
 
@@ -442,18 +448,9 @@ class PartitionLog(ClosedOnExit):
             except CorruptSnapshotError as exc:
                 self._logger.warning("Partition %s: deleting %s: %s", self.name, path.name, exc)
                 path.unlink(missing_ok=True)
-        offset = state.map_end_offset
-        while offset < end:
-            raw = self._log.read(offset, _SCAN_CHUNK_BYTES)
-            if not raw:
-                break
-            position = 0
-            while position < len(raw):
-                header = read_header(raw, position)
-                if header.last_offset >= state.map_end_offset and not header.is_control:
-                    state.replay(producer_batch(header))
-                position += header.size
-                offset = header.last_offset + 1
+        for header in self._headers(state.map_end_offset, end):
+            if header.last_offset >= state.map_end_offset and not header.is_control:
+                state.replay(producer_batch(header))
         state.update_map_end_offset(end)
         self.producer_state = state
 
