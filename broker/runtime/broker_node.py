@@ -143,6 +143,13 @@ class BrokerNode:
         # its own: a Kafka listener serves one request per connection at a time, so heartbeats
         # never queue behind another family's long-polling requests.
         self.controller_client = KafkaClient(client_id_for_node(config.node_id), faults=self.faults)
+        # AlterPartition on a connection of its own too (Kafka's "alter-partition" channel
+        # beside the lifecycle manager's): an AlterPartition waiting for the controller's writer
+        # held the heartbeats queued behind it on one connection, they timed out (5 s) one
+        # after another and the broker was fenced (issue 35's 100K run).
+        self.alter_partition_client = KafkaClient(
+            client_id_for_node(config.node_id), faults=self.faults
+        )
         flush_text = config.get("flush.messages")
         self.journal = EventJournal(journal_path(config))
         self.replicas = ReplicaManager(
@@ -296,6 +303,7 @@ class BrokerNode:
             # Written after the final flush (seed 001): the controller compares it at restart.
             write_clean_shutdown(self.config.log_dirs, self.broker_epoch)
         await self.controller_client.close()
+        await self.alter_partition_client.close()
         await self.kafka_apis.admin.close()
         log.info(
             "Broker %s stopped (%d partitions) in %s", self.broker_id,
@@ -409,7 +417,9 @@ class BrokerNode:
             raise KafkaError(error, "")  # Kafka's lifecycle responses carry no message
         return response
 
-    async def _to_active_controller(self, request: Any, timeout_ms: int) -> Any:
+    async def _to_active_controller(
+        self, request: Any, timeout_ms: int, client: KafkaClient | None = None
+    ) -> Any:
         """The known active controller first; if its connection is reset or refused, or it
         answers NOT_CONTROLLER (it lost the leadership), the other bootstrap controllers at
         once, rather than waiting until our Raft observer learns the new leader (issue 19).
@@ -419,7 +429,7 @@ class BrokerNode:
         candidates = ([leader] if leader else []) + [
             s for s in self.config.bootstrap_servers if s != leader
         ]
-        send = self._send_to_controller(request, timeout_ms)
+        send = self._send_to_controller(request, timeout_ms, client or self.controller_client)
         failure = KafkaError(Errors.NETWORK_EXCEPTION, "no controller known")
         not_controller: Any = None  # the first NOT_CONTROLLER answer
         for candidate in candidates:
@@ -439,13 +449,13 @@ class BrokerNode:
         raise failure
 
     def _send_to_controller(
-        self, request: Any, timeout_ms: int
+        self, request: Any, timeout_ms: int, client: KafkaClient
     ) -> Callable[[str], Awaitable[Any]]:
         """How a lifecycle request (kafkawire/broker_lifecycle.py: kio's, as it is) reaches one
         controller."""
 
         async def send(address: str) -> Any:
-            return await self.controller_client.request(address, request, timeout_ms=timeout_ms)
+            return await client.request(address, request, timeout_ms=timeout_ms)
 
         return send
 
@@ -453,7 +463,7 @@ class BrokerNode:
         self, request: lifecycle.AlterPartitionRequest
     ) -> lifecycle.AlterPartitionResponse:
         response: lifecycle.AlterPartitionResponse = await self._to_active_controller(
-            request, CONTROLLER_REQUEST_TIMEOUT_MS
+            request, CONTROLLER_REQUEST_TIMEOUT_MS, self.alter_partition_client
         )
         return response
 
