@@ -74,6 +74,7 @@ from analytics.rules.replication.spark import (
     hwm_timelines,
     recovering_partitions,
     rule_20_hwm,
+    rule_21_recovering,
     rule_22_replicas,
     rule_22_result,
     rule_23_acked,
@@ -278,20 +279,20 @@ def _named_tallies(tallies: list[dict[str, Any]], topic_names: dict[str, str]
 
 
 def no_broker_inputs() -> list[RuleResult]:
-    """Rules 20, 22, 23, 24, 25 when there is no journal and no partition log (a metadata-only
+    """Rules 20-25 when there is no journal and no partition log (a metadata-only
     audit): what the Spark path reports on empty inputs, without the Spark jobs that would say
     so."""
     rule22 = rule_result(22, 0, [])
     rule22.notes = {"unchecked_replicas": 0, "partitions": 0}
     rule25 = rule_result(25, 0, [])
     rule25.notes = {"keys": 0, "cleaner_checkpoints": 0, "attributed": 0}
-    return [rule_result(20, 0, []), rule22, rule_result(23, 0, []), rule_result(24, 0, []),
-            rule25]
+    return [rule_result(20, 0, []), rule_result(21, 0, []), rule22, rule_result(23, 0, []),
+            rule_result(24, 0, []), rule25]
 
 
 def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_records: Table
                   ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], dict[str, int]]:
-    """Rules 20, 22-25, the group checks and the HWM timelines; the journal and the rule-22 output are small and
+    """Rules 20-25, the group checks and the HWM timelines; the journal and the rule-22 output are small and
     read twice, so they are persisted, the partition logs are not."""
     if not any(staged.files.values()):
         return no_broker_inputs(), {}, staged.files
@@ -299,7 +300,7 @@ def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_record
     journal = inputs.journal.persist(StorageLevel.MEMORY_AND_DISK)
     inputs.journal = journal
     try:
-        rules = [rule_20_hwm(journal)]
+        rules = [rule_20_hwm(journal), rule_21_recovering(journal)]
         replicas = rule_22_replicas(inputs).persist(StorageLevel.MEMORY_AND_DISK)
         rules.append(rule_22_result(replicas))
         metadata = staged_records.read(spark)
@@ -336,7 +337,7 @@ def run_audit(
 ) -> AuditResult:
     """Audit every metadata segment and snapshot under directory (INVARIANTS rules 1, 2, 5, 8,
     10, 11, 13, 19) and the broker journals, ack journals, partition logs and checkpoints (rules
-    20, 22-25), and consumer journals when there are some (analytics.rules.groups' checks);
+    20-25), and consumer journals when there are some (analytics.rules.groups' checks);
     writes audit.json and index.html to report_dir when given. Without a session, one is
     started (and stopped) here, while the files are decoded; on_session sees it first.
     python_in_driver: run the rules' Python in the driver, not in Python workers
@@ -421,7 +422,7 @@ def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: lis
     per-job work dominates)."""
     with ThreadPoolExecutor(2, thread_name_prefix="audit-rules") as pool:
         say("rules 1, 2, 5, the replay's findings (rules 8, 10, 11, 13, 19) and the broker "
-            "rules (20, 22-25)")
+            "rules (20-25)")
         replaying = pool.submit(_replay, spark, replayed)
         brokers = pool.submit(_broker_rules, spark, staged_broker, staged_records)
         batches = staged_batches.read(spark)

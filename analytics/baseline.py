@@ -202,7 +202,7 @@ def run_baseline(directory: str | Path) -> BaselineResult:
 
 def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                   ) -> tuple[list[RuleResult], dict[str, int]]:
-    """Rules 20, 22-25 with analytics.rules.replication.pure and cleanup.pure, as their spark.py
+    """Rules 20-25 with analytics.rules.replication.pure and cleanup.pure, as their spark.py
     forms run them."""
     broker_journals, ack_journals = discover_journals(directory)
     log_files = discover_partition_logs(directory)
@@ -211,6 +211,8 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     checked20, bad20 = 0, []
     highest_hwm: dict[tuple[str, int], int] = {}
     roles: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    # Rule 21: each broker journal's rows of a partition, in journal order.
+    recovery_rows: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     bounds = [dict(zip(names(LOG_BOUND_COLUMNS), row, strict=True))
               for row in read_log_bounds(directory)]
     bounds_of: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
@@ -222,6 +224,9 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
             if row["corrupt"]:
                 continue
             key = (row["topic"], row["partition"])
+            if row["event"] in ("RoleChanged", "RecoveryStateChanged", "HwmAdvanced",
+                                "ProduceAcked"):
+                recovery_rows[(row["file"], *key)].append(row)
             if row["event"] == "HwmAdvanced":
                 checked20 += 1
                 if row["new"] is not None:
@@ -235,6 +240,16 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                 roles[key].append(row)
             elif row["event"] == "RecoveryStateChanged" and row["new_state"] == dr.RECOVERING:
                 recovering.add(key)
+    checked21, bad21 = 0, []
+    for rows in recovery_rows.values():
+        for row, bad in dr.recovering_serves(rows):
+            checked21 += 1
+            if bad:
+                bad21.append({**row, "message": dr.recovering_message(row),
+                              "node": row["broker_id"],
+                              "partition": f"{row['topic']}-{row['partition']}",
+                              "offset": row["new"]})
+    bad21.sort(key=lambda v: (v["ts"] or 0, v["broker_id"], v["position"]))
     entries: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for log_file in log_files:
         for raw in iter_partition_log_rows(log_file):
@@ -322,7 +337,8 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
              "partition_log_segments": len(log_files),
              "consumer_journals": len(consumer_journals)}
     rule25 = cl.rule_25_compaction(bounds, highest_hwm, reference, entries, keyed, recovering)
-    return [rule_result(20, checked20, bad20), rule22, rule23, rule_result(24, checked24, bad24),
+    return [rule_result(20, checked20, bad20), rule_result(21, checked21, bad21), rule22, rule23,
+            rule_result(24, checked24, bad24),
             rule25, *_group_rules(consumer_journals, entries, reference)], files
 
 

@@ -62,6 +62,9 @@ JOURNAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("old_state", "INT"),
     ("new_state", "INT"),
     ("reason", "STRING"),
+    # RoleChanged's (and the AlterPartition events'): the partition's leader recovery state the
+    # broker acted on (rule 21); null where the event or an older journal has none.
+    ("leader_recovery_state", "INT"),
     ("corrupt", "BOOLEAN"),
     ("corrupt_reason", "STRING"),
 )
@@ -339,7 +342,7 @@ def iter_journal_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
         live.setdefault(name, set()).add(topic_id)
     for position, e, reason in _iter_maps(spec.file):
         if e is None:
-            yield (spec.file, spec.node, position) + (None,) * 18 + (True, reason)
+            yield (spec.file, spec.node, position) + (None,) * 19 + (True, reason)
             return
         topic = incarnation(_str(e.get("topic")), _str(e.get("topic_id")), live)
         yield (spec.file, spec.node, position, _str(e.get("event")), _int(e.get("broker_id")),
@@ -348,7 +351,7 @@ def iter_journal_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:
                _int(e.get("isr_size")), _int(e.get("min_isr")), _int_list(e.get("isr")),
                _str(e.get("role")), _int(e.get("leader_id")), _int(e.get("from_offset")),
                _int(e.get("to_offset")), _int(e.get("old_state")), _int(e.get("new_state")),
-               _str(e.get("reason")), False, None)
+               _str(e.get("reason")), _int(e.get("leader_recovery_state")), False, None)
 
 
 def iter_ack_rows(spec: JournalFile) -> Iterator[tuple[Any, ...]]:

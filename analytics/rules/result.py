@@ -22,6 +22,7 @@ RULE_NAMES: dict[int, str] = {
     13: "the leader is in the ISR unless RECOVERING",
     19: "RECOVERING implies ISR == [leader]",
     20: "HWM advances only while the committed ISR >= min ISR (journals)",
+    21: "a RECOVERING leader neither advances its HWM nor acks a produce (journals)",
     22: "no follower keeps entries the final leader does not have",
     23: "every acked acks=all write is in the final log exactly once, or attributed",
     24: "no replica's log start offset passes the partition's high watermark",

@@ -47,7 +47,7 @@ TOPIC_ID = uuid.UUID(int=0xA11CE)
 TOPIC = uuid_to_str(TOPIC_ID)
 DIRECTORY_IDS = {n: uuid.UUID(int=1000 + n) for n in (1, 2, 3, 4, 5, 6)}
 VOTERS = tuple(Voter(n, DIRECTORY_IDS[n]) for n in (1, 2, 3))
-ALL_RULES = {1, 2, 5, 8, 10, 11, 13, 19, 20, 22, 23, 24, 25}
+ALL_RULES = {1, 2, 5, 8, 10, 11, 13, 19, 20, 21, 22, 23, 24, 25}
 
 
 class Log:

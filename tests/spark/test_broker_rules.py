@@ -26,7 +26,13 @@ from analytics.read.broker_inputs import (
     iter_partition_log_rows,
 )
 from analytics.rules.groups.pure import COMMITS_MONOTONIC, NO_SKIPPED
-from broker.core.journal_events import HwmAdvanced, JournalEvent, RoleChanged, encode_event
+from broker.core.journal_events import (
+    HwmAdvanced,
+    JournalEvent,
+    RecoveryStateChanged,
+    RoleChanged,
+    encode_event,
+)
 from metadata.records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from raft.core.control_records import LeaderChangeRecord, Voter, VotersRecord, bootstrap_snapshot
 from raft.core.replica_key import uuid_to_str
@@ -216,6 +222,23 @@ def test_baseline_agrees_on_rules_20_22_23(tmp_path: Path) -> None:
     files = build_cluster(tmp_path / "cluster")
     result = run_baseline(tmp_path / "cluster")
     check({r.rule: r for r in result.rules}, files)
+
+
+def test_baseline_reads_rule_21_from_the_journals_recovery_state(tmp_path: Path) -> None:
+    """Rule 21 from journal files as brokers write them: RoleChanged carries the recovery state
+    it was led in, so the HWM moved before RECOVERED was committed is flagged, after it not."""
+    root = tmp_path / "cluster"
+    write_metadata(root)
+    recovering = RoleChanged(101, TOPIC, 0, "leader", 101, 2, 2, (101,), 1, 3, 0, 1_000)
+    write_journals(root, {101: [
+        recovering,
+        HwmAdvanced(101, TOPIC, 0, 0, 3, 1, 1, 2, 1_100, (101,)),
+        RecoveryStateChanged(101, TOPIC, 0, 2, 1, 0, "AlterPartition committed", 1_200),
+        HwmAdvanced(101, TOPIC, 0, 3, 4, 1, 1, 2, 1_300, (101,)),
+    ]}, [])
+    rule21 = next(r for r in run_baseline(root).rules if r.rule == 21)
+    assert (rule21.checked, rule21.violation_count) == (2, 1), rule21.violations
+    assert rule21.violations[0]["ts"] == 1_100 and rule21.violations[0]["node"] == 101
 
 
 def test_torn_and_garbled_inputs_become_flagged_rows(tmp_path: Path) -> None:

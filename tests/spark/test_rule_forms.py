@@ -50,3 +50,62 @@ def test_rule_20_pure_and_spark_forms_flag_the_same_rows(spark: SparkSession) ->
     assert len(pure) == 3  # (0 -> 5) with ISR 1 < 2, 1 < 3, 2 < 3
     assert _spark_flags(spark, rows) == (len(pure), pure)
 
+
+
+# Rule 21: one broker journal's rows of a partition, in order; (event, fields) per row. Leading
+# RECOVERING: the HWM moving and a produce acked are violations, the HWM standing still is not
+# serving; RECOVERED again, both are fine; an older journal's RoleChanged (no recovery state)
+# leaves the leader unchecked; a follower is not judged; RECOVERING reached by a
+# RecoveryStateChanged counts too. The second file shows the state is per journal file.
+RULE_21_STORY = [
+    ("RoleChanged", {"role": "follower", "leader_recovery_state": 0}),
+    ("ProduceAcked", {}),
+    ("RoleChanged", {"role": "leader", "leader_recovery_state": 1}),
+    ("HwmAdvanced", {"old": 0, "new": 3}),
+    ("HwmAdvanced", {"old": 3, "new": 3}),
+    ("ProduceAcked", {}),
+    ("RecoveryStateChanged", {"new_state": 0}),
+    ("HwmAdvanced", {"old": 0, "new": 4}),
+    ("ProduceAcked", {}),
+    ("RoleChanged", {"role": "leader", "leader_recovery_state": None}),
+    ("HwmAdvanced", {"old": 4, "new": 5}),
+    ("RecoveryStateChanged", {"new_state": 1}),
+    ("ProduceAcked", {}),
+    ("RecoveryStateChanged", {"new_state": None}),
+    ("HwmAdvanced", {"old": 5, "new": None}),
+]
+
+
+def _rule_21_rows() -> list[dict[str, Any]]:
+    rows = []
+    for file, partition in (("broker-1.journal", 0), ("broker-1.journal", 1), ("broker-2.journal", 0)):
+        story = RULE_21_STORY if partition == 0 else RULE_21_STORY[4:]
+        for event, fields in story:
+            row: dict[str, Any] = {name: None for name, _type in JOURNAL_COLUMNS}
+            position = len(rows)
+            row.update(file=file, node=int(file[7]), position=position, event=event,
+                       broker_id=int(file[7]), topic="t", partition=partition, leader_epoch=1,
+                       ts=position, corrupt=False, **fields)
+            rows.append(row)
+    return rows
+
+
+def test_rule_21_pure_and_spark_forms_flag_the_same_rows(spark: SparkSession) -> None:
+    rows = _rule_21_rows()
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["file"], row["partition"]), []).append(row)
+    judged = [(row["position"], bad) for group in groups.values()
+              for row, bad in dr.recovering_serves(group)]
+    pure = sorted(position for position, bad in judged if bad)
+    # A whole story judges 5 rows and flags 3 (HWM 0 -> 3 and the ack while RECOVERING, the ack
+    # after RECOVERING again); partition 1's starts at the HWM standing still with no role yet,
+    # so only its last ack is judged (RECOVERING, leader): flagged.
+    assert len(judged) == 2 * 5 + 1 and len(pure) == 2 * 3 + 1
+    names = [name for name, _type in JOURNAL_COLUMNS]
+    journal = spark.createDataFrame([tuple(r[n] for n in names) for r in rows],
+                                    ddl(JOURNAL_COLUMNS))
+    result = broker_rules.rule_21_recovering(journal)
+    assert (result.checked, result.violation_count) == (len(judged), len(pure))
+    assert sorted(v["position"] for v in result.violations) == pure
+    assert all(v["message"].startswith("rule 21: broker ") for v in result.violations)

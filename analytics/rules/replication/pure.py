@@ -1,9 +1,16 @@
-"""Rules 20, 22 and 23 (INVARIANTS.md: the broker's high watermark, truncation, acked writes) as
-plain Python over reader rows (analytics.read.broker_inputs): the Spark audit
-(analytics.rules.replication.spark) runs these functions per partition (applyInArrow) or as the
-same predicate in a DataFrame filter, analytics.baseline calls them directly, and so does the
-broker simulator (tests/sim/broker_sim.py) on its cores' outputs, so all three share one
+"""Rules 20, 21, 22 and 23 (INVARIANTS.md: the broker's high watermark, leader recovery,
+truncation, acked writes) as plain Python over reader rows (analytics.read.broker_inputs): the
+Spark audit (analytics.rules.replication.spark) runs these functions per partition (applyInArrow)
+or as the same predicate in a DataFrame filter, analytics.baseline calls them directly, and so
+does the broker simulator (tests/sim/broker_sim.py) on its cores' outputs, so all three share one
 definition. Rule 20's predicate is the broker's own (broker.core.high_watermark.hwm_may_advance).
+
+Rule 21, as the journals show it: a broker that leads a RECOVERING partition (KIP-704) serves
+nothing until RECOVERED is committed, so between a `RoleChanged role=leader` with
+leader_recovery_state 1 (or a RecoveryStateChanged to 1) and the RecoveryStateChanged back to 0,
+its journal has no HwmAdvanced that moves the HWM and no ProduceAcked. Rows are read per broker
+journal and partition in journal order; a journal older than the RoleChanged row's recovery state
+leaves the leader's state unknown, and its serving rows unchecked.
 
 Rule 22, made precise for files: the reference log of a data partition is its final leader's
 (the broker of the highest-epoch `RoleChanged role=leader` journal event, latest first; without
@@ -39,6 +46,9 @@ from broker.core.high_watermark import hwm_may_advance
 T = TypeVar("T")
 
 RECOVERING = 1
+RECOVERED = 0
+KNOWN_STATES = (RECOVERED, RECOVERING)
+UNKNOWN_STATE = -1  # a RoleChanged of an older journal, without the recovery state
 ACK_OK = "NONE"
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -72,6 +82,40 @@ def hwm_message(row: dict[str, Any]) -> str:
     return (f"rule 20: broker {row['broker_id']} advanced the HWM of {row['topic']}-"
             f"{row['partition']} {row['old']} -> {row['new']} with ISR size {row['isr_size']}"
             f" < min ISR {row['min_isr']} (leader epoch {row['leader_epoch']})")
+
+
+def serves(event: str | None, old: int | None, new: int | None) -> bool:
+    """Rule 21's serving rows: a produce acknowledged, or the HWM moved forward (consumers
+    read up to it)."""
+    return event == "ProduceAcked" or (event == "HwmAdvanced" and old is not None
+                                       and new is not None and new > old)
+
+
+def recovering_serves(rows: Iterable[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Rule 21 over one broker journal's rows of one partition, in journal order: each serving
+    row while this broker leads the partition in a known recovery state, with True where that
+    state is RECOVERING (a violation). The Spark form (analytics.rules.replication.spark.
+    rule_21_recovering) carries the same state down a window."""
+    role: str | None = None
+    state: int | None = None  # None: no state yet; UNKNOWN_STATE: the journal does not say
+    for row in rows:
+        event = row.get("event")
+        if event == "RoleChanged":
+            role = row.get("role")
+            lrs = row.get("leader_recovery_state")
+            state = UNKNOWN_STATE if lrs is None else int(lrs)
+        elif event == "RecoveryStateChanged" and row.get("new_state") is not None:
+            state = int(row["new_state"])
+        elif (serves(event, row.get("old"), row.get("new")) and role == LEADER
+              and state in KNOWN_STATES):
+            yield row, state == RECOVERING
+
+
+def recovering_message(row: dict[str, Any]) -> str:
+    what = ("acknowledged a produce" if row["event"] == "ProduceAcked"
+            else f"advanced the HWM {row['old']} -> {row['new']}")
+    return (f"rule 21: broker {row['broker_id']} {what} on {row['topic']}-{row['partition']} "
+            f"while leading it RECOVERING (leader epoch {row['leader_epoch']})")
 
 
 def final_leader(roles: Iterable[dict[str, Any]],

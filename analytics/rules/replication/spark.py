@@ -1,4 +1,5 @@
-"""Rules 20, 22 and 23 (INVARIANTS.md: the broker's high watermark, truncation, acked writes) on
+"""Rules 20, 21, 22 and 23 (INVARIANTS.md: the broker's high watermark, leader recovery,
+truncation, acked writes) on
 Spark, over the broker journals, ack journals and partition logs (analytics.read.broker_inputs,
 staged as tables by analytics.engine.broker_tables). Every verdict comes from
 analytics.rules.replication.pure's plain functions (cogroup applyInArrow) or is the same
@@ -53,6 +54,43 @@ def rule_20_hwm(journal: DataFrame) -> RuleResult:
         v["partition"] = f"{v['topic']}-{v['partition']}"
         v["offset"] = v["new"]
     return rule_result(20, checked, violations, count)
+
+
+def rule_21_recovering(journal: DataFrame) -> RuleResult:
+    """Rule 21: no broker leading a RECOVERING partition advanced its HWM or acked a produce.
+    analytics.rules.replication.pure.recovering_serves as columns: the role and recovery state
+    each row follows are the last ones its broker journal set for that partition before it (a
+    window in journal order); tests/spark/test_rule_forms.py holds the two forms equal."""
+    rows = journal.filter(~F.col("corrupt") & F.col("event").isin(
+        "RoleChanged", "RecoveryStateChanged", "HwmAdvanced", "ProduceAcked"))
+    before = (Window.partitionBy("file", "topic", "partition").orderBy("position")
+              .rowsBetween(Window.unboundedPreceding, -1))
+    role_changed = F.col("event") == "RoleChanged"
+    role = F.last(F.when(role_changed, F.coalesce(F.col("role"), F.lit(""))),
+                  ignorenulls=True).over(before)
+    state = F.last(
+        F.when(role_changed, F.coalesce(F.col("leader_recovery_state"), F.lit(dr.UNKNOWN_STATE)))
+        .when(F.col("event") == "RecoveryStateChanged", F.col("new_state")),
+        ignorenulls=True).over(before)
+    serving = (F.col("event") == "ProduceAcked") | (
+        (F.col("event") == "HwmAdvanced") & (F.col("new") > F.col("old")))
+    judged = rows.withColumn("role_now", role).withColumn("state_now", state).filter(
+        F.coalesce(serving, F.lit(False)) & (F.col("role_now") == dr.LEADER)
+        & F.col("state_now").isin(*dr.KNOWN_STATES))
+    flagged = judged.withColumn("bad", F.col("state_now") == dr.RECOVERING)
+    row = flagged.agg(F.count(F.lit(1)).alias("checked"),
+                      F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
+    checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
+    violations = evidence(
+        flagged.filter("bad").select("file", "position", "event", "broker_id", "topic",
+                                     "partition", "leader_epoch", "old", "new", "ts"),
+        count, ["ts", "broker_id", "position"])
+    for v in violations:
+        v["message"] = dr.recovering_message(v)
+        v["node"] = v["broker_id"]
+        v["partition"] = f"{v['topic']}-{v['partition']}"
+        v["offset"] = v["new"]
+    return rule_result(21, checked, violations, count)
 
 
 def _rule_22_group(entries: Any, roles: Any) -> Any:
