@@ -14,7 +14,7 @@ A broker restart (the controller registering a known broker) builds a new core f
 the log survives whole (the OS kept the page cache): losing an unflushed tail is not simulated.
 
 Checked from the cores' outputs after every input (INVARIANTS numbers), with the audit's own
-checkers where the rule is one the audit judges (analytics.rules.replication.pure: 20, 22, 23):
+checkers where the rule is one the audit judges (analytics.rules.replication.pure: 20-23):
 - 17: an ISR expansion names the new member with the broker epoch the leader's image has for it
   (our followers always send theirs), and the member is unfenced there;
 - 20: a leader's HWM never goes back and never passes its log end, nor its flushed offset
@@ -109,10 +109,20 @@ class BrokerSim(ControllerSim):
         self.isr_commits = 0
         self.fetches = 0
         self.stale_min_isr_acks = 0  # acks rule 23 cannot vouch for (see _check_acked)
+        # Each broker's journal as the audit reads it (rule 21's checker runs over it at the end).
+        self.journals: dict[int, list[dict[str, object]]] = {b: [] for b in BROKERS}
+        self.recovery_judged = 0
 
     def run(self) -> None:
         self._push(self.data.randrange(1, 200), "broker", self.opt.fault_phase_ms)
         super().run()
+        for rows in self.journals.values():
+            # Rule 21 with the audit's own checker: no HWM moved, no produce acked, by a broker
+            # leading the partition RECOVERING (the checks in _handle see the core's state).
+            for row, bad in dr.recovering_serves(rows):
+                self.recovery_judged += 1
+                if bad:
+                    self.fail(dr.recovering_message(row))
 
     # -- the controller answers the brokers' AlterPartition --------------------------------------
     def _alter_isr(self, image: MetadataImage, broker: int) -> ControllerResult[object]:
@@ -325,6 +335,7 @@ class BrokerSim(ControllerSim):
             entry = ready.assign_leader_epoch
             log.cache.assign(entry.epoch, entry.start_offset)
         current = self._is_current_leader(state)
+        self.journals[broker.broker_id].extend(event_to_dict(e) for e in ready.events)
         for event in ready.events:
             if isinstance(event, HwmAdvanced):
                 self.hwm_advances += 1
