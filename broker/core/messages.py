@@ -1,6 +1,6 @@
-"""The broker's per-partition request and response values (Produce, Fetch, ListOffsets,
-OffsetForLeaderEpoch) that ReplicaManager takes and returns (GetReplicaLogInfo uses the wire's
-entities, kafkawire.get_replica_log_info). On the wire they
+"""The broker's per-partition request and response values (Produce, Fetch, ListOffsets) that
+ReplicaManager takes and returns (GetReplicaLogInfo and OffsetForLeaderEpoch use the wire's
+entities, kafkawire.get_replica_log_info and broker/runtime/kafka_replication). On the wire they
 are Kafka's messages (kio), translated in broker/runtime/kafka_apis.py and kafka_replication.py;
 these are not a wire schema. One partition per value keeps the shapes small.
 """
@@ -103,23 +103,3 @@ class ListOffsetsResponse:
     error_message: str = ""
     offset: int = -1
     leader_epoch: int = -1
-
-
-# ---- OffsetForLeaderEpoch ----
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetForLeaderEpochRequest:
-    topic: str
-    partition: int
-    leader_epoch: int
-    current_leader_epoch: int = NO_EPOCH
-    replica_id: int = CONSUMER_REPLICA_ID
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetForLeaderEpochResponse:
-    error_code: int = 0
-    error_message: str = ""
-    leader_epoch: int = NO_EPOCH
-    end_offset: int = -1

@@ -33,10 +33,11 @@ from broker.runtime.kafka_admin_apis import KafkaAdminApis, advertised_controlle
 from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_log_dirs import describe_log_dirs
 from broker.runtime.kafka_replication import (
+    OFFSET_FOR_LEADER_EPOCH_VERSION,
     fetch_partition_from_request,
     fetch_partition_to_kio,
     fetch_replica,
-    offset_for_leader_epoch_partition_to_kio,
+    offset_for_leader_epoch_response,
 )
 from broker.runtime.producer_id_manager import ProducerIdManager
 from broker.runtime.purgatory import delayed_fetch
@@ -48,9 +49,9 @@ from kafkawire.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, T
 from kafkawire.connection import KafkaRequestContext, KafkaService
 from kafkawire.constants import ACKS_NONE, ZERO_UUID
 from kafkawire.create_topics import NewTopic
-from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
+from kafkawire.entities import NO_THROTTLE, build, convert, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
-from kafkawire.messages import KafkaRequest, error_code, response_schema
+from kafkawire.messages import KafkaRequest, error_code, request_schema, response_schema
 from metadata import features, kafka_describe
 from metadata.metadata_image import MetadataImage
 
@@ -558,31 +559,19 @@ class KafkaApis:
         return found
 
     async def _offset_for_leader_epoch(self, body: Any, version: int) -> Any:
-        schema = _response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-        topic_cls = item_type(schema, "topics")
-        partition_cls = item_type(topic_cls, "partitions")
-        topics = []
-        for topic in body.topics:
-            partitions = []
-            for partition in topic.partitions:
-                index = int(partition.partition)
-                request = bm.OffsetForLeaderEpochRequest(
-                    topic.topic,
-                    index,
-                    int(partition.leader_epoch),
-                    int(partition.current_leader_epoch),
-                    # v3+: a follower names itself (kafka_replication); consumers send -1.
-                    replica_id=int(getattr(body, "replica_id", bm.CONSUMER_REPLICA_ID)),
-                )
-                try:
-                    answer = self.broker.replicas.offset_for_leader_epoch(request)
-                except KafkaError as exc:
-                    answer = bm.OffsetForLeaderEpochResponse(int(exc.error), exc.message)
-                partitions.append(
-                    offset_for_leader_epoch_partition_to_kio(partition_cls, index, answer)
-                )
-            topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
-        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+        """v2-v4 lifted into v4's entities (kafka_replication), answered per partition by the
+        ReplicaManager, lowered into the version asked."""
+        request = convert(body, request_schema(int(ApiKey.OFFSET_FOR_LEADER_EPOCH),
+                                               OFFSET_FOR_LEADER_EPOCH_VERSION))
+        response = offset_for_leader_epoch_response([
+            (
+                str(topic.topic),
+                [self.broker.replicas.offset_for_leader_epoch(topic.topic, p)
+                 for p in topic.partitions],
+            )
+            for topic in request.topics
+        ])
+        return convert(response, _response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version))
 
     # ---- DeleteRecords (KIP-107) ----
 

@@ -9,9 +9,10 @@ the diverging-epoch check (rule 22, answered in DivergingEpoch), and a read up t
 rather than the HWM (rule 20). The ClusterId tag names the follower's cluster: a fetch from
 another cluster is INCONSISTENT_CLUSTER_ID. Records are the stored batch bytes both ways.
 
-The follower side builds its request from the broker's own dataclass (bm.FetchRequest,
-bm.OffsetForLeaderEpochRequest) and reads the answer back into bm.FetchResponse /
-bm.OffsetForLeaderEpochResponse, so the fetcher's logic works on the core's values.
+One shape per message: a partition fetch is bm.FetchRequest at both ends (the follower sends
+it, the leader's ReplicaManager takes it from any Fetch version); the leader's answer,
+bm.FetchResponse, is lowered once into the version asked, and a follower reads v17's
+PartitionData as it came. OffsetForLeaderEpoch is v4's entities end to end.
 """
 
 from __future__ import annotations
@@ -23,18 +24,28 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from kio.schema.fetch.v17 import request as fetch_req
+from kio.schema.fetch.v17 import response as fetch_resp
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
-from kio.schema.types import BrokerId
+from kio.schema.offset_for_leader_epoch.v4 import response as ofle_resp
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from broker.core import messages as bm
 from broker.core.fetch_session import FINAL_EPOCH
+from kafkawire.admin_messages import NO_THROTTLE_I32
 from kafkawire.entities import build, has_field, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code
 
 FETCH_VERSION = 17
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+# A follower reads the leader's Fetch answer as v17's entities (no copy into another shape);
+# the leader's ReplicaManager answers bm.FetchResponse, lowered once into the version asked.
+PartitionData = fetch_resp.PartitionData
+# OffsetForLeaderEpoch has one shape, v4's entities, on both ends: v2-v4 differ only by the
+# request's ReplicaId, so an older request lifts with kafkawire.entities.convert.
+OffsetForLeaderPartition = ofle_req.OffsetForLeaderPartition
+EpochEndOffset = ofle_resp.EpochEndOffset
 MIN_BYTES = 1  # answer as soon as anything is there: a follower's fetch is the ack path
 
 
@@ -121,107 +132,70 @@ def _max_wait(ms: int) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
 
-def fetch_response_from_kio(body: Any, topic_id: uuid.UUID, partition: int) -> bm.FetchResponse:
-    """The answer for one partition of a follower's Fetch (a top-level error counts for it)."""
-    top = fetch_top_level_error(body)
-    if top is not None:
-        return top
-    found = fetch_partitions_from_kio(body).get((topic_id, partition))
-    if found is not None:
-        return found
-    return bm.FetchResponse(
-        int(Errors.UNKNOWN_SERVER_ERROR), f"Fetch answer lacks partition {partition}"
-    )
-
-
-def fetch_top_level_error(body: Any) -> bm.FetchResponse | None:
+def fetch_error(body: Any) -> Errors:
     """A Fetch answer's top-level error, which counts for every partition of the request."""
-    top = Errors.of(int(body.error_code))
-    if top is Errors.NONE:
-        return None
-    return bm.FetchResponse(int(top), f"Fetch answered {top.name}")
+    return Errors.of(int(body.error_code))
 
 
-def fetch_partitions_from_kio(body: Any) -> dict[tuple[uuid.UUID, int], bm.FetchResponse]:
-    """Every partition of a follower's Fetch answer, by (topic id, partition)."""
+def fetch_answers(body: Any) -> dict[tuple[uuid.UUID, int], PartitionData]:
+    """Every partition of a follower's Fetch v17 answer, by (topic id, partition): kio's
+    entities as they came, the one shape the fetcher reads."""
     return {
-        (topic.topic_id, int(data.partition_index)): fetch_partition_from_kio(data)
+        (topic.topic_id, int(data.partition_index)): data
         for topic in body.responses
         for data in topic.partitions
     }
 
 
-def fetch_partition_from_kio(data: Any) -> bm.FetchResponse:
-    diverging = data.diverging_epoch
-    leader = data.current_leader
-    return bm.FetchResponse(
-        error_code=int(data.error_code),
-        high_watermark=int(data.high_watermark),
-        log_start_offset=int(data.log_start_offset),
-        records=bytes(data.records or b""),
-        diverging_epoch=int(diverging.epoch),
-        diverging_end_offset=int(diverging.end_offset),
-        leader_id=int(leader.leader_id),
-        leader_epoch=int(leader.leader_epoch),
-    )
-
-
-def offset_for_leader_epoch_request_to_kio(
-    request: bm.OffsetForLeaderEpochRequest,
-) -> ofle_req.OffsetForLeaderEpochRequest:
-    return offset_for_leader_epochs_to_kio(request.replica_id, (request,))
-
-
-def offset_for_leader_epochs_to_kio(
-    replica_id: int, requests: Sequence[bm.OffsetForLeaderEpochRequest]
+def offset_for_leader_epoch_request(
+    replica_id: int, partitions: Sequence[tuple[str, OffsetForLeaderPartition]]
 ) -> ofle_req.OffsetForLeaderEpochRequest:
     """One OffsetForLeaderEpoch v4 for every partition a fetcher truncates (Kafka's
     ReplicaFetcherThread.fetchEpochEndOffsets: one request per leader broker)."""
-    by_topic: dict[str, list[ofle_req.OffsetForLeaderPartition]] = {}
-    for request in requests:
-        by_topic.setdefault(request.topic, []).append(
-            ofle_req.OffsetForLeaderPartition(
-                partition=i32(request.partition),
-                current_leader_epoch=i32(request.current_leader_epoch),
-                leader_epoch=i32(request.leader_epoch),
-            )
-        )
+    by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
     return ofle_req.OffsetForLeaderEpochRequest(
-        replica_id=i32(replica_id),  # type: ignore[arg-type]
+        replica_id=cast(BrokerId, replica_id),
         topics=tuple(
-            ofle_req.OffsetForLeaderTopic(
-                topic=topic,  # type: ignore[arg-type]
-                partitions=tuple(parts),
-            )
+            ofle_req.OffsetForLeaderTopic(topic=cast(TopicName, topic), partitions=tuple(parts))
             for topic, parts in by_topic.items()
         ),
     )
 
 
-def offset_for_leader_epoch_response_from_kio(
-    body: Any, topic: str, partition: int
-) -> bm.OffsetForLeaderEpochResponse:
-    found = offset_for_leader_epochs_from_kio(body).get((topic, partition))
-    if found is not None:
-        return found
-    return bm.OffsetForLeaderEpochResponse(
-        int(Errors.UNKNOWN_SERVER_ERROR), f"OffsetForLeaderEpoch answer lacks {topic}-{partition}"
-    )
-
-
-def offset_for_leader_epochs_from_kio(
-    body: Any,
-) -> dict[tuple[str, int], bm.OffsetForLeaderEpochResponse]:
+def epoch_end_offsets(body: Any) -> dict[tuple[str, int], EpochEndOffset]:
     """Every partition of an OffsetForLeaderEpoch answer, by (topic, partition)."""
     return {
-        (str(result.topic), int(data.partition)): bm.OffsetForLeaderEpochResponse(
-            error_code=int(data.error_code),
-            leader_epoch=int(data.leader_epoch),
-            end_offset=int(data.end_offset),
-        )
+        (str(result.topic), int(data.partition)): data
         for result in body.topics
         for data in result.partitions
     }
+
+
+def epoch_end_offset(
+    partition: int, error: Errors = Errors.NONE, leader_epoch: int = -1, end_offset: int = -1
+) -> EpochEndOffset:
+    return EpochEndOffset(
+        error_code=error_code(error),
+        partition=i32(partition),
+        leader_epoch=i32(leader_epoch),
+        end_offset=i64(end_offset),
+    )
+
+
+def offset_for_leader_epoch_response(
+    topics: Sequence[tuple[str, Sequence[EpochEndOffset]]],
+) -> ofle_resp.OffsetForLeaderEpochResponse:
+    return ofle_resp.OffsetForLeaderEpochResponse(
+        throttle_time=NO_THROTTLE_I32,
+        topics=tuple(
+            ofle_resp.OffsetForLeaderTopicResult(
+                topic=cast(TopicName, topic), partitions=tuple(partitions)
+            )
+            for topic, partitions in topics
+        ),
+    )
 
 
 # -- the leader's side (any Fetch / OffsetForLeaderEpoch version) -----------------------------
@@ -282,16 +256,4 @@ def fetch_partition_to_kio(partition_cls: type, index: int, result: bm.FetchResp
         preferred_read_replica=-1,
         records=result.records,
         **extra,
-    )
-
-
-def offset_for_leader_epoch_partition_to_kio(
-    partition_cls: type, partition: int, result: bm.OffsetForLeaderEpochResponse
-) -> Any:
-    return build(
-        partition_cls,
-        error_code=error_code(result.error_code),
-        partition=partition,
-        leader_epoch=result.leader_epoch,
-        end_offset=result.end_offset,
     )

@@ -27,15 +27,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from kio.static.primitive import i32
+
 from broker.core import messages as bm
 from broker.core.fetch_session import FetchSessionHandler, PartitionKey, SentPartition
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import Role
 from broker.runtime.kafka_replication import (
-    fetch_partitions_from_kio,
-    fetch_top_level_error,
-    offset_for_leader_epochs_from_kio,
-    offset_for_leader_epochs_to_kio,
+    OffsetForLeaderPartition,
+    PartitionData,
+    epoch_end_offsets,
+    fetch_answers,
+    fetch_error,
+    offset_for_leader_epoch_request,
     replica_fetch_to_kio,
 )
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
@@ -197,22 +201,23 @@ class ReplicaFetcher:
             return
         answer = await self.client.request(
             address,
-            offset_for_leader_epochs_to_kio(
+            offset_for_leader_epoch_request(
                 self.manager.broker_id,
                 [
-                    bm.OffsetForLeaderEpochRequest(
+                    (
                         s.hosted.topic,
-                        s.hosted.partition,
-                        leader_epoch=s.hosted.log.latest_epoch(),
-                        current_leader_epoch=s.leader_epoch,
-                        replica_id=self.manager.broker_id,
+                        OffsetForLeaderPartition(
+                            partition=i32(s.hosted.partition),
+                            current_leader_epoch=i32(s.leader_epoch),
+                            leader_epoch=i32(s.hosted.log.latest_epoch()),
+                        ),
                     )
                     for s in states
                 ],
             ),
             dest_node_id=self.leader_id,
         )
-        answers = offset_for_leader_epochs_from_kio(answer)
+        answers = epoch_end_offsets(answer)
         for state in states:
             if not self._current(state):
                 continue  # stopped meanwhile: the partition may be gone and its log closed
@@ -227,7 +232,7 @@ class ReplicaFetcher:
                 continue
             self._truncate_to(
                 hosted,
-                EpochEndOffset(response.leader_epoch, response.end_offset),
+                EpochEndOffset(int(response.leader_epoch), int(response.end_offset)),
                 "OffsetsForLeaderEpoch",
             )
 
@@ -277,15 +282,11 @@ class ReplicaFetcher:
         except BaseException:
             self.session.handle_error()
             raise
-        top = fetch_top_level_error(answer)
-        self.session.handle_response(
-            Errors.NONE if top is None else Errors.of(top.error_code),
-            int(answer.session_id),
-            plan,
-        )
-        if top is not None:
-            raise KafkaError(Errors.of(top.error_code), top.error_message)
-        answers = fetch_partitions_from_kio(answer)
+        top = fetch_error(answer)
+        self.session.handle_response(top, int(answer.session_id), plan)
+        if top is not Errors.NONE:
+            raise KafkaError(top, f"Fetch answered {top.name}")
+        answers = fetch_answers(answer)
         for state in states:
             key = state.hosted.key
             response = answers.get(key)
@@ -308,24 +309,23 @@ class ReplicaFetcher:
             max_bytes=at.max_bytes,
         )
 
-    async def _process_partition(
-        self, state: PartitionFetchState, response: bm.FetchResponse
-    ) -> None:
+    async def _process_partition(self, state: PartitionFetchState, response: PartitionData) -> None:
         hosted = state.hosted
         plog = hosted.log
         error = Errors.of(response.error_code)
         if error is not Errors.NONE:
-            self._delay(state, f"{error.name} {response.error_message}".strip())
+            self._delay(state, error.name)
             return
-        if response.diverging_epoch != bm.NO_EPOCH:
+        diverging = response.diverging_epoch
+        if diverging.epoch != bm.NO_EPOCH:
             self._truncate_to(
                 hosted,
-                EpochEndOffset(response.diverging_epoch, response.diverging_end_offset),
+                EpochEndOffset(int(diverging.epoch), int(diverging.end_offset)),
                 "diverging epoch in Fetch",
             )
             return
         if response.records:
-            plog.append_as_follower(response.records)
+            plog.append_as_follower(bytes(response.records))
             if plog.flush_due(None):
                 # Before the next Fetch reports the new end (rule 20); group_commit says where.
                 await hosted.commit.sync()
@@ -333,7 +333,8 @@ class ReplicaFetcher:
                     return
             hosted.notify()
         ready = hosted.state.on_fetch_response(
-            response.high_watermark, plog.log_end_offset, plog.flushed_offset, now_ms()
+            int(response.high_watermark), plog.log_end_offset, plog.flushed_offset, now_ms()
         )
         self.manager.apply_ready(hosted, ready)
-        self.manager.follow_log_start_offset(hosted, response.log_start_offset)  # DeleteRecords
+        # DeleteRecords
+        self.manager.follow_log_start_offset(hosted, int(response.log_start_offset))

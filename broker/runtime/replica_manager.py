@@ -27,6 +27,11 @@ from broker.core.partition_state import IsrProposal, PartitionReady, PartitionSt
 from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.hosted_partition import HostedPartition
+from broker.runtime.kafka_replication import (
+    EpochEndOffset,
+    OffsetForLeaderPartition,
+    epoch_end_offset,
+)
 from broker.runtime.offset_checkpoints import OffsetCheckpoints
 from broker.runtime.partition_log import (
     DELETE_DIR_SUFFIX,
@@ -543,16 +548,20 @@ class ReplicaManager:
         return bm.ListOffsetsResponse(offset=offset, leader_epoch=hosted.state.leader_epoch)
 
     def offset_for_leader_epoch(
-        self, request: bm.OffsetForLeaderEpochRequest
-    ) -> bm.OffsetForLeaderEpochResponse:
-        hosted = self.hosted(request.topic, request.partition)
-        error = hosted.state.check_leader_request(request.current_leader_epoch)
+        self, topic: str, partition: OffsetForLeaderPartition
+    ) -> EpochEndOffset:
+        """Where `partition.leader_epoch` ends in this leader's log (Kafka's
+        lastOffsetForLeaderEpoch); its error as the answer's."""
+        index = int(partition.partition)
+        try:
+            hosted = self.hosted(topic, index)
+        except KafkaError as exc:
+            return epoch_end_offset(index, exc.error)
+        error = hosted.state.check_leader_request(int(partition.current_leader_epoch))
         if error is not Errors.NONE:
-            raise KafkaError(error, f"offset for leader epoch of {request.topic}-{request.partition}")
-        answer = hosted.log.end_offset_for_epoch(request.leader_epoch)
-        return bm.OffsetForLeaderEpochResponse(
-            leader_epoch=answer.leader_epoch, end_offset=answer.end_offset
-        )
+            return epoch_end_offset(index, error)
+        answer = hosted.log.end_offset_for_epoch(int(partition.leader_epoch))
+        return epoch_end_offset(index, Errors.NONE, answer.leader_epoch, answer.end_offset)
 
     # ---- DeleteRecords (KIP-107) ----
 

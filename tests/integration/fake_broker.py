@@ -21,12 +21,20 @@ import time
 import uuid
 from typing import Any
 
+from kio.static.primitive import i32, i64
+
 from broker.core import messages as bm
-from broker.runtime.kafka_replication import fetch_request_to_kio, fetch_response_from_kio
+from broker.runtime.kafka_replication import (
+    PartitionData,
+    fetch_answers,
+    fetch_error,
+    fetch_request_to_kio,
+)
 from cluster.client.bootstrap import split_bootstrap
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors, KafkaError
+from kafkawire.messages import error_code
 
 HEARTBEAT_INTERVAL_S = 0.2
 REQUEST_TIMEOUT_MS = 2000
@@ -167,12 +175,22 @@ async def follower_fetch(
     request: bm.FetchRequest,
     topic_id: uuid.UUID,
     cluster_id: str | None = None,
-) -> bm.FetchResponse:
+) -> PartitionData:
     """One follower Fetch (v17, ReplicaState from `request`) to a broker's Kafka listener, as a
-    replica fetcher sends it; the partition's answer."""
+    replica fetcher sends it; the partition's answer (a top-level error as its error)."""
     client = KafkaClient(f"node-{request.replica_id}", request_timeout_ms=5000)
     try:
         body = await client.request(address, fetch_request_to_kio(request, topic_id, cluster_id))
-        return fetch_response_from_kio(body, topic_id, request.partition)
     finally:
         await client.close()
+    error = fetch_error(body)
+    answer = fetch_answers(body).get((topic_id, request.partition))
+    if error is not Errors.NONE or answer is None:
+        return PartitionData(
+            partition_index=i32(request.partition),
+            error_code=error_code(error if error is not Errors.NONE else Errors.UNKNOWN_SERVER_ERROR),
+            high_watermark=i64(-1),
+            aborted_transactions=None,
+            records=None,
+        )
+    return answer

@@ -12,13 +12,14 @@ import uuid
 from typing import Any
 
 import pytest
+from kio.static.primitive import i32
 
 from broker.core import messages as bm
 from broker.runtime import kafka_replication as wire
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS, CONTROLLER_API_VERSIONS
-from kafkawire.entities import build, item_type
+from kafkawire.entities import build, convert, item_type
 from kafkawire.errors import Errors
 from kafkawire.framing import PREFIX_BYTES
 from kafkawire.messages import (
@@ -26,6 +27,7 @@ from kafkawire.messages import (
     decode_response,
     encode_request,
     encode_response,
+    request_schema,
     response_schema,
 )
 
@@ -276,72 +278,70 @@ def _fetch_response_v17(result: bm.FetchResponse, partition: int) -> Any:
 
 
 @pytest.mark.parametrize(
-    "result",
+    ("result", "seen"),
     [
-        bm.FetchResponse(high_watermark=118, log_start_offset=0, records=b"\x00batch-bytes"),
-        # Rule 22: the follower must truncate to epoch 4's end first.
-        bm.FetchResponse(
-            high_watermark=118, log_start_offset=0, diverging_epoch=4, diverging_end_offset=97
+        (
+            bm.FetchResponse(high_watermark=118, log_start_offset=0, records=b"\x00batch-bytes"),
+            (0, 118, 0, b"\x00batch-bytes", (-1, -1), (-1, -1)),
         ),
-        bm.FetchResponse(int(Errors.FENCED_LEADER_EPOCH), leader_id=1, leader_epoch=6),
-        bm.FetchResponse(int(Errors.NOT_LEADER_OR_FOLLOWER), leader_id=-1, leader_epoch=6),
+        # Rule 22: the follower must truncate to epoch 4's end first.
+        (
+            bm.FetchResponse(
+                high_watermark=118, log_start_offset=0, diverging_epoch=4, diverging_end_offset=97
+            ),
+            (0, 118, 0, b"", (4, 97), (-1, -1)),
+        ),
+        (
+            bm.FetchResponse(int(Errors.FENCED_LEADER_EPOCH), leader_id=1, leader_epoch=6),
+            (int(Errors.FENCED_LEADER_EPOCH), -1, -1, b"", (-1, -1), (1, 6)),
+        ),
+        (
+            bm.FetchResponse(int(Errors.NOT_LEADER_OR_FOLLOWER), leader_id=-1, leader_epoch=6),
+            (int(Errors.NOT_LEADER_OR_FOLLOWER), -1, -1, b"", (-1, -1), (-1, 6)),
+        ),
     ],
 )
-def test_fetch_partition_answer_round_trips(result: bm.FetchResponse) -> None:
+def test_fetch_partition_answer_round_trips(result: bm.FetchResponse, seen: tuple[Any, ...]) -> None:
+    """The leader's answer lowered into v17, as the follower reads it (kio's PartitionData)."""
     body = _response_bytes(_fetch_response_v17(result, 2))
-    assert wire.fetch_response_from_kio(body, TOPIC_ID, 2) == result
+    assert wire.fetch_error(body) is Errors.NONE
+    data = wire.fetch_answers(body)[(TOPIC_ID, 2)]
+    assert (
+        int(data.error_code), int(data.high_watermark), int(data.log_start_offset),
+        bytes(data.records or b""), (data.diverging_epoch.epoch, data.diverging_epoch.end_offset),
+        (data.current_leader.leader_id, data.current_leader.leader_epoch),
+    ) == seen
 
 
-def test_a_top_level_fetch_error_counts_for_the_partition() -> None:
+def test_a_top_level_fetch_error_counts_for_every_partition() -> None:
     schema = response_schema(int(ApiKey.FETCH), wire.FETCH_VERSION)
     body = _response_bytes(
         build(schema, error_code=Errors.INCONSISTENT_CLUSTER_ID, session_id=0, responses=())
     )
-    answer = wire.fetch_response_from_kio(body, TOPIC_ID, 2)
-    assert Errors.of(answer.error_code) is Errors.INCONSISTENT_CLUSTER_ID
-    missing = wire.fetch_response_from_kio(
-        _response_bytes(_fetch_response_v17(bm.FetchResponse(), 0)), TOPIC_ID, 2
-    )
-    assert Errors.of(missing.error_code) is Errors.UNKNOWN_SERVER_ERROR
+    assert wire.fetch_error(body) is Errors.INCONSISTENT_CLUSTER_ID
+    assert wire.fetch_answers(body) == {}
 
 
 def test_offset_for_leader_epoch_round_trips() -> None:
-    request_ = bm.OffsetForLeaderEpochRequest(
-        "orders", 2, leader_epoch=4, current_leader_epoch=5, replica_id=3
+    """One shape, v4's entities: the follower's request goes through the bytes unchanged, every
+    advertised version lifts into v4 and v4's answer lowers into it and back."""
+    partition = wire.OffsetForLeaderPartition(
+        partition=i32(2), current_leader_epoch=i32(5), leader_epoch=i32(4)
     )
-    body = _request_bytes(wire.offset_for_leader_epoch_request_to_kio(request_))
-    assert int(body.replica_id) == 3
-    [topic] = body.topics
-    [partition] = topic.partitions
-    assert (
-        bm.OffsetForLeaderEpochRequest(
-            topic.topic,
-            int(partition.partition),
-            int(partition.leader_epoch),
-            int(partition.current_leader_epoch),
-            int(body.replica_id),
-        )
-        == request_
-    )
-    schema = response_schema(
-        int(ApiKey.OFFSET_FOR_LEADER_EPOCH), wire.OFFSET_FOR_LEADER_EPOCH_VERSION
-    )
-    topic_cls = item_type(schema, "topics")
-    partition_cls = item_type(topic_cls, "partitions")
-    for answer in (
-        bm.OffsetForLeaderEpochResponse(leader_epoch=4, end_offset=97),
-        bm.OffsetForLeaderEpochResponse(int(Errors.FENCED_LEADER_EPOCH)),
-    ):
-        kio = build(
-            schema,
-            topics=(
-                topic_cls(
-                    topic="orders",
-                    partitions=(
-                        wire.offset_for_leader_epoch_partition_to_kio(partition_cls, 2, answer),
-                    ),
-                ),
-            ),
-        )
-        back = wire.offset_for_leader_epoch_response_from_kio(_response_bytes(kio), "orders", 2)
-        assert back == answer
+    sent = wire.offset_for_leader_epoch_request(3, [("orders", partition)])
+    body = _request_bytes(sent)
+    assert body == sent and int(body.replica_id) == 3
+    answers = [
+        wire.epoch_end_offset(2, Errors.NONE, leader_epoch=4, end_offset=97),
+        wire.epoch_end_offset(3, Errors.FENCED_LEADER_EPOCH),
+    ]
+    response = wire.offset_for_leader_epoch_response([("orders", answers)])
+    key = int(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    for version in BROKER_API_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH].versions():
+        older = convert(sent, request_schema(key, version))
+        assert convert(older, type(sent)).topics == sent.topics
+        lowered = convert(response, response_schema(key, version))
+        back = wire.epoch_end_offsets(_response_bytes(lowered))
+        assert [dataclasses.astuple(back[("orders", p)]) for p in (2, 3)] == [
+            dataclasses.astuple(a) for a in answers
+        ]
