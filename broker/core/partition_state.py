@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, cast
+from typing import Protocol, TypedDict, cast
 
 from broker.core.high_watermark import leader_counted_offset, next_high_watermark
 from broker.core.journal_events import (
@@ -55,6 +55,13 @@ _RETRY_ERRORS = frozenset(
         Errors.BROKER_NOT_AVAILABLE,
     }
 )
+
+
+class _EventKey(TypedDict):
+    broker_id: int
+    topic: str
+    topic_id: str
+    partition: int
 
 
 class BrokerView(Protocol):
@@ -563,10 +570,7 @@ class PartitionState:
         if to_offset < from_offset:
             out.events.append(
                 Truncated(
-                    broker_id=self.local_broker_id,
-                    topic=self.topic,
-                    topic_id=self.topic_id,
-                    partition=self.partition,
+                    **self._event_key(),
                     from_offset=from_offset,
                     to_offset=to_offset,
                     reason=reason,
@@ -729,10 +733,7 @@ class PartitionState:
         out.alter_partition = proposal
         out.events.append(
             IsrProposed(
-                broker_id=self.local_broker_id,
-                topic=self.topic,
-                topic_id=self.topic_id,
-                partition=self.partition,
+                **self._event_key(),
                 proposal_id=proposal.proposal_id,
                 kind=kind.value,
                 leader_epoch=proposal.leader_epoch,
@@ -806,10 +807,7 @@ class PartitionState:
         self._high_watermark = candidate
         out.events.append(
             HwmAdvanced(
-                broker_id=self.local_broker_id,
-                topic=self.topic,
-                topic_id=self.topic_id,
-                partition=self.partition,
+                **self._event_key(),
                 old=old,
                 new=candidate,
                 isr_size=len(self._committed_isr),
@@ -918,10 +916,7 @@ class PartitionState:
                 out.completed_acks.append(ack.ack_id)
                 out.events.append(
                     ProduceAcked(
-                        broker_id=self.local_broker_id,
-                        topic=self.topic,
-                        topic_id=self.topic_id,
-                        partition=self.partition,
+                        **self._event_key(),
                         base_offset=ack.base_offset,
                         last_offset=ack.last_offset,
                         acks=ACKS_ALL,
@@ -943,6 +938,15 @@ class PartitionState:
 
     # ---- helpers ----
 
+    def _event_key(self) -> _EventKey:
+        """How every journal event names this replica (journal_events.PartitionEvent)."""
+        return {
+            "broker_id": self.local_broker_id,
+            "topic": self.topic,
+            "topic_id": self.topic_id,
+            "partition": self.partition,
+        }
+
     def _ready(self, out: _Builder) -> PartitionReady:
         return PartitionReady(
             high_watermark=self._high_watermark,
@@ -956,10 +960,7 @@ class PartitionState:
 
     def _role_event(self, role: str, now_ms: int) -> RoleChanged:
         return RoleChanged(
-            broker_id=self.local_broker_id,
-            topic=self.topic,
-            topic_id=self.topic_id,
-            partition=self.partition,
+            **self._event_key(),
             role=role,
             leader_id=self._leader_id,
             leader_epoch=self._leader_epoch,
@@ -979,10 +980,7 @@ class PartitionState:
         now_ms: int,
     ) -> RecoveryStateChanged:
         return RecoveryStateChanged(
-            broker_id=self.local_broker_id,
-            topic=self.topic,
-            topic_id=self.topic_id,
-            partition=self.partition,
+            **self._event_key(),
             leader_epoch=self._leader_epoch,
             old_state=int(old),
             new_state=int(new),
@@ -994,10 +992,7 @@ class PartitionState:
         self, proposal: IsrProposal, error: Errors, outcome: str, now_ms: int
     ) -> IsrResult:
         return IsrResult(
-            broker_id=self.local_broker_id,
-            topic=self.topic,
-            topic_id=self.topic_id,
-            partition=self.partition,
+            **self._event_key(),
             proposal_id=proposal.proposal_id,
             error=error.name,
             outcome=outcome,
