@@ -24,19 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from analytics.read.broker_inputs import (
-    ACK_COLUMNS,
-    CONSUMER_COLUMNS,
-    JOURNAL_COLUMNS,
+    ACK_JOURNALS,
+    BROKER_JOURNALS,
+    CONSUMER_JOURNALS,
     LOG_BOUND_COLUMNS,
-    PARTITION_LOG_COLUMNS,
+    PARTITION_LOGS,
     JournalFile,
-    discover_consumer_journals,
-    discover_journals,
-    discover_partition_logs,
-    iter_ack_rows,
-    iter_consumer_rows,
-    iter_journal_rows,
-    iter_partition_log_rows,
+    discover_broker_files,
     names,
     read_log_bounds,
 )
@@ -204,10 +198,7 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                   ) -> tuple[list[RuleResult], dict[str, int]]:
     """Rules 20-25 with analytics.rules.replication.pure and cleanup.pure, as their spark.py
     forms run them."""
-    broker_journals, ack_journals = discover_journals(directory)
-    log_files = discover_partition_logs(directory)
-    journal_names, ack_names, log_names = (names(JOURNAL_COLUMNS), names(ACK_COLUMNS),
-                                           names(PARTITION_LOG_COLUMNS))
+    files = discover_broker_files(directory)
     checked20, bad20 = 0, []
     highest_hwm: dict[tuple[str, int], int] = {}
     roles: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
@@ -218,9 +209,8 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
     bounds_of: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for bound in bounds:
         bounds_of[(bound["topic"], bound["partition"])].append(bound)
-    for journal in broker_journals:
-        for raw in iter_journal_rows(journal):
-            row = dict(zip(journal_names, raw, strict=True))
+    for journal in files.journals:
+        for row in BROKER_JOURNALS.dicts(journal):
             if row["corrupt"]:
                 continue
             key = (row["topic"], row["partition"])
@@ -251,9 +241,8 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                               "offset": row["new"]})
     bad21.sort(key=lambda v: (v["ts"] or 0, v["broker_id"], v["position"]))
     entries: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for log_file in log_files:
-        for raw in iter_partition_log_rows(log_file):
-            row = dict(zip(log_names, raw, strict=True))
+    for log_file in files.logs:
+        for row in PARTITION_LOGS.dicts(log_file):
             entries[(row["topic"], row["partition"])].append(row)
     # Rules 24/25: below any replica's log start or cleaner checkpoint replicas differ by design.
     compared: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -279,9 +268,8 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
                 in_leader_log[(key[0], key[1], row["key"])] += 1
     acked: dict[tuple[str, int, str], dict[str, Any]] = {}
     keyed: list[dict[str, Any]] = []  # rule 25: acked writes with their record keys
-    for ack_journal in ack_journals:
-        for raw in iter_ack_rows(ack_journal):
-            row = dict(zip(ack_names, raw, strict=True))
+    for ack_journal in files.acks:
+        for row in ACK_JOURNALS.dicts(ack_journal):
             if (not row["corrupt"] and row["event"] == "ack" and row["acks"] == ACKS_ALL
                     and row["error"] == dr.ACK_OK):
                 if row["key"] is not None:
@@ -332,14 +320,10 @@ def _broker_rules(directory: str | Path, recovering: set[tuple[str, int]]
             item["message"] = cl.log_start_message(item)
             item["partition"] = f"{bound['topic']}-{bound['partition']}"
             bad24.append(item)
-    consumer_journals = discover_consumer_journals(directory)
-    files = {"broker_journals": len(broker_journals), "ack_journals": len(ack_journals),
-             "partition_log_segments": len(log_files),
-             "consumer_journals": len(consumer_journals)}
     rule25 = cl.rule_25_compaction(bounds, highest_hwm, reference, entries, keyed, recovering)
     return [rule_result(20, checked20, bad20), rule_result(21, checked21, bad21), rule22, rule23,
             rule_result(24, checked24, bad24),
-            rule25, *_group_rules(consumer_journals, entries, reference)], files
+            rule25, *_group_rules(files.consumers, entries, reference)], files.counts()
 
 
 
@@ -350,11 +334,9 @@ def _group_rules(journals: list[JournalFile],
     """analytics.rules.groups.pure's checks, as analytics.rules.groups.spark runs them."""
     if not journals:
         return []
-    columns = names(CONSUMER_COLUMNS)
     events: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for journal in journals:
-        for raw in iter_consumer_rows(journal):
-            row = dict(zip(columns, raw, strict=True))
+        for row in CONSUMER_JOURNALS.dicts(journal):
             if not row["corrupt"]:
                 events[(row["topic"], row["partition"])].append(row)
     checked = dict.fromkeys((gr.COMMITS_MONOTONIC, gr.NO_SKIPPED), 0)

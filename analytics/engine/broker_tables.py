@@ -5,6 +5,7 @@ Spark form takes (BrokerInputs), with the replicas' log bounds (rules 24, 25).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,19 +14,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analytics.engine.staging import Stager, Table
 from analytics.read.broker_inputs import (
-    ACK_COLUMNS,
-    CONSUMER_COLUMNS,
-    JOURNAL_COLUMNS,
+    ACK_JOURNALS,
+    BROKER_JOURNALS,
+    CONSUMER_JOURNALS,
     LOG_BOUND_COLUMNS,
-    PARTITION_LOG_COLUMNS,
+    PARTITION_LOGS,
+    FileKind,
     ddl,
-    discover_consumer_journals,
-    discover_journals,
-    discover_partition_logs,
-    iter_ack_rows,
-    iter_consumer_rows,
-    iter_journal_rows,
-    iter_partition_log_rows,
+    discover_broker_files,
     read_log_bounds,
 )
 
@@ -47,16 +43,17 @@ class BrokerInputs:
 def stage_broker_inputs(stager: Stager, directory: str | Path) -> StagedBrokerInputs:
     """The four kinds of file handed to the stager (decoded outside Spark); a kind with no
     file becomes an empty DataFrame of its schema when read."""
-    brokers, acks = discover_journals(directory)
-    consumers = discover_consumer_journals(directory)
-    logs = discover_partition_logs(directory)
+    files = discover_broker_files(directory)
+
+    def submit(kind: FileKind, specs: Sequence[Any]) -> Table:
+        return stager.submit(kind.table, specs, kind.rows, kind.columns)
+
     return StagedBrokerInputs(
-        stager.submit("broker_journals", brokers, iter_journal_rows, JOURNAL_COLUMNS),
-        stager.submit("ack_journals", acks, iter_ack_rows, ACK_COLUMNS),
-        stager.submit("partition_logs", logs, iter_partition_log_rows, PARTITION_LOG_COLUMNS),
-        {"broker_journals": len(brokers), "ack_journals": len(acks),
-         "partition_log_segments": len(logs), "consumer_journals": len(consumers)},
-        stager.submit("consumer_journals", consumers, iter_consumer_rows, CONSUMER_COLUMNS),
+        submit(BROKER_JOURNALS, files.journals),
+        submit(ACK_JOURNALS, files.acks),
+        submit(PARTITION_LOGS, files.logs),
+        files.counts(),
+        submit(CONSUMER_JOURNALS, files.consumers),
         read_log_bounds(directory))
 
 

@@ -11,25 +11,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from analytics.engine.staging import iter_arrow
 from analytics.read.broker_inputs import (
-    ACK_COLUMNS,
-    CONSUMER_COLUMNS,
-    JOURNAL_COLUMNS,
-    PARTITION_LOG_COLUMNS,
+    ACK_JOURNALS,
+    BROKER_JOURNALS,
+    CONSUMER_JOURNALS,
+    PARTITION_LOGS,
+    FileKind,
     ddl,
-    discover_consumer_journals,
-    discover_journals,
-    discover_partition_logs,
-    iter_ack_rows,
-    iter_consumer_rows,
-    iter_journal_rows,
-    iter_partition_log_rows,
 )
 from analytics.read.datasource import (
     BATCH_SCHEMA_DDL,
@@ -76,6 +70,13 @@ class ArrowFileReader(DataSourceReader):
         assert isinstance(partition, FilePartition)
         yield from iter_arrow([partition.spec], self.rows, to_arrow_schema(self.schema))
 
+def _path(options: Any, source: str) -> str:
+    path = options.get("path")
+    if not path:
+        raise ValueError(f"{source} needs a directory: .load(dir)")
+    return str(path)
+
+
 class MetadataLogDataSource(DataSource):
     """Registered as "minikraft-metadata"; `load(dir)` passes dir as the "path" option."""
 
@@ -87,10 +88,7 @@ class MetadataLogDataSource(DataSource):
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        path = self.options.get("path")
-        if not path:
-            raise ValueError("minikraft-metadata needs a directory: .load(dir)")
-        specs = discover_files(str(path))
+        specs = discover_files(_path(self.options, DATA_SOURCE_NAME))
         source = self.options.get(SOURCE_NODE_OPTION)
         if source is None:
             return ArrowFileReader(specs, iter_file_rows, schema)
@@ -111,62 +109,40 @@ class MetadataBatchDataSource(DataSource):
         return BATCH_SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        path = self.options.get("path")
-        if not path:
-            raise ValueError("minikraft-metadata-batches needs a directory: .load(dir)")
-        return ArrowFileReader(discover_files(str(path)), iter_file_batches, schema)
+        specs = discover_files(_path(self.options, BATCH_SOURCE_NAME))
+        return ArrowFileReader(specs, iter_file_batches, schema)
 
 
-def _path(options: Any, source: str) -> str:
-    path = options.get("path")
-    if not path:
-        raise ValueError(f"{source} needs a directory: .load(dir)")
-    return str(path)
+class _BrokerFileSource(DataSource):
+    """One kind of broker-side file (analytics.read.broker_inputs.FileKind) as a data source
+    named SOURCE: `load(dir)` reads every such file below dir."""
 
-class BrokerJournalDataSource(DataSource):
+    SOURCE: ClassVar[str]
+    KIND: ClassVar[FileKind]
+
     @classmethod
     def name(cls) -> str:
-        return BROKER_JOURNAL_SOURCE
+        return cls.SOURCE
 
     def schema(self) -> str:
-        return ddl(JOURNAL_COLUMNS)
+        return ddl(self.KIND.columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        specs = discover_journals(_path(self.options, BROKER_JOURNAL_SOURCE))[0]
-        return ArrowFileReader(specs, iter_journal_rows, schema)
+        specs = self.KIND.discover(_path(self.options, self.SOURCE))
+        return ArrowFileReader(specs, self.KIND.rows, schema)
 
-class AckJournalDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return ACK_JOURNAL_SOURCE
 
-    def schema(self) -> str:
-        return ddl(ACK_COLUMNS)
+class BrokerJournalDataSource(_BrokerFileSource):
+    SOURCE, KIND = BROKER_JOURNAL_SOURCE, BROKER_JOURNALS
 
-    def reader(self, schema: StructType) -> DataSourceReader:
-        specs = discover_journals(_path(self.options, ACK_JOURNAL_SOURCE))[1]
-        return ArrowFileReader(specs, iter_ack_rows, schema)
 
-class ConsumerJournalDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return CONSUMER_JOURNAL_SOURCE
+class AckJournalDataSource(_BrokerFileSource):
+    SOURCE, KIND = ACK_JOURNAL_SOURCE, ACK_JOURNALS
 
-    def schema(self) -> str:
-        return ddl(CONSUMER_COLUMNS)
 
-    def reader(self, schema: StructType) -> DataSourceReader:
-        specs = discover_consumer_journals(_path(self.options, CONSUMER_JOURNAL_SOURCE))
-        return ArrowFileReader(specs, iter_consumer_rows, schema)
+class ConsumerJournalDataSource(_BrokerFileSource):
+    SOURCE, KIND = CONSUMER_JOURNAL_SOURCE, CONSUMER_JOURNALS
 
-class PartitionLogDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return PARTITION_LOG_SOURCE
 
-    def schema(self) -> str:
-        return ddl(PARTITION_LOG_COLUMNS)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        specs = discover_partition_logs(_path(self.options, PARTITION_LOG_SOURCE))
-        return ArrowFileReader(specs, iter_partition_log_rows, schema)
+class PartitionLogDataSource(_BrokerFileSource):
+    SOURCE, KIND = PARTITION_LOG_SOURCE, PARTITION_LOGS

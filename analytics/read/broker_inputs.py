@@ -22,7 +22,7 @@ file's reading stops there; nothing here raises on bad input.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -419,3 +419,56 @@ def iter_partition_log_rows(spec: PartitionLogFile) -> Iterator[tuple[Any, ...]]
                            record_key(record.value), key, False, None)
     except CorruptBatchError as exc:
         yield (*head, exc.position, -1, None, None, None, True, exc.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class FileKind:
+    """One kind of file above as every reader takes it (the audit's stager, the Spark
+    DataSources, the baseline): its staged table, how to find its files below a directory, the
+    rows of one file and their columns."""
+
+    table: str
+    discover: Callable[[str | Path], Sequence[Any]]
+    rows: Callable[[Any], Iterator[tuple[Any, ...]]]
+    columns: tuple[tuple[str, str], ...]
+
+    def dicts(self, spec: Any) -> Iterator[dict[str, Any]]:
+        """The rows of one file as {column: value}."""
+        keys = names(self.columns)
+        return (dict(zip(keys, raw, strict=True)) for raw in self.rows(spec))
+
+
+BROKER_JOURNALS = FileKind(
+    "broker_journals", lambda root: discover_journals(root)[0], iter_journal_rows, JOURNAL_COLUMNS
+)
+ACK_JOURNALS = FileKind(
+    "ack_journals", lambda root: discover_journals(root)[1], iter_ack_rows, ACK_COLUMNS
+)
+CONSUMER_JOURNALS = FileKind(
+    "consumer_journals", discover_consumer_journals, iter_consumer_rows, CONSUMER_COLUMNS
+)
+PARTITION_LOGS = FileKind(
+    "partition_logs", discover_partition_logs, iter_partition_log_rows, PARTITION_LOG_COLUMNS
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerFiles:
+    """Every broker-side file below a directory, by kind (one walk: the broker journals' live
+    topic ids are read once)."""
+
+    journals: list[JournalFile]
+    acks: list[JournalFile]
+    consumers: list[JournalFile]
+    logs: list[PartitionLogFile]
+
+    def counts(self) -> dict[str, int]:
+        """The audit report's `files`."""
+        return {"broker_journals": len(self.journals), "ack_journals": len(self.acks),
+                "partition_log_segments": len(self.logs), "consumer_journals": len(self.consumers)}
+
+
+def discover_broker_files(root: str | Path) -> BrokerFiles:
+    journals, acks = discover_journals(root)
+    return BrokerFiles(journals, acks, discover_consumer_journals(root),
+                       discover_partition_logs(root))
