@@ -92,17 +92,22 @@ def describe(c: LocalCluster, topic: str, bootstrap: str | None = None) -> dict[
 
 
 def wait_describe(
-    c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float
+    c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float,
+    *, ask: Callable[[LocalCluster, str], dict[str, Any]] = describe, poll_s: float = 0.2,
 ) -> dict[str, Any]:
-    """describe until predicate holds, bounded by timeout_s."""
+    """`ask` (describe through the CLI, unless the test asks in-process) until predicate holds,
+    bounded by timeout_s; a Kafka error on the way is asked again."""
     deadline = time.monotonic() + timeout_s
     last: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        last = describe(c, topic)
-        if predicate(last):
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{topic} never matched; last {last}")
+        try:
+            last = ask(c, topic)
+            if last and predicate(last):
+                return last
+        except KafkaError as exc:
+            last = {"error": str(exc)}
+        time.sleep(poll_s)
+    raise AssertionError(f"{topic} never matched within {timeout_s}s; last {last}")
 
 
 def start_cluster(

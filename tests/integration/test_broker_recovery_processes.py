@@ -28,9 +28,10 @@ from broker.runtime.event_journal import read_journal_dicts
 from cluster.client.topics import describe_all, partition_rows
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, wait_exit
 from kafkawire.client import KafkaClient
-from kafkawire.errors import Errors, KafkaError
+from kafkawire.errors import Errors
 from raft.core.replica_key import uuid_from_str
 from storage.core.record_batch import encode_batch, iter_segment_batches
+from tests.integration import conftest
 from tests.integration.conftest import minikraft, start_cluster
 from tests.integration.fake_broker import follower_fetch
 from tests.integration.test_broker_processes import (
@@ -91,17 +92,8 @@ def describe(c: LocalCluster, topic: str) -> dict[str, Any]:
 def wait_describe(
     c: LocalCluster, topic: str, predicate: Callable[[dict[str, Any]], bool], timeout_s: float
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    last: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        try:
-            last = describe(c, topic)
-            if last and predicate(last):
-                return last
-        except KafkaError as exc:
-            last = {"error": str(exc)}
-        time.sleep(0.1)
-    raise AssertionError(f"{topic} never matched within {timeout_s}s; last {last}")
+    """conftest's wait_describe, asked in-process every 0.1 s."""
+    return conftest.wait_describe(c, topic, predicate, timeout_s, ask=describe, poll_s=0.1)
 
 
 def set_faults(spec: NodeSpec, rules: dict[str, Any]) -> None:
