@@ -66,9 +66,12 @@ class ArrowFileReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-
-        assert isinstance(partition, FilePartition)
+        if not isinstance(partition, FilePartition):
+            # No file of this kind below the directory: Spark plans one InputPartition(None)
+            # for an empty partitions() list, and an empty input is no rows, not an error.
+            return
         yield from iter_arrow([partition.spec], self.rows, to_arrow_schema(self.schema))
+
 
 def _path(options: Any, source: str) -> str:
     path = options.get("path")

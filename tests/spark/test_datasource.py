@@ -144,3 +144,14 @@ def test_partition_record_with_wrongly_typed_field_is_a_corrupt_row(
     assert rows[1]["corrupt"] and "does not fit" in rows[1]["corrupt_reason"]
     assert rows[1]["isr"] is None and rows[1]["record_type"] == "PartitionChangeRecord"
     assert not rows[2]["corrupt"] and rows[2]["record_type"] == "NoOpRecord"
+
+
+@pytest.mark.parametrize("source", ["minikraft-metadata", "minikraft-metadata-batches",
+                                    "minikraft-broker-journal", "minikraft-ack-journal",
+                                    "minikraft-consumer-journal", "minikraft-partition-log"])
+def test_a_directory_without_such_files_reads_as_no_rows(
+    spark: SparkSession, tmp_path: Path, source: str
+) -> None:
+    """Spark plans one partition without a file for an empty list: that is zero rows (it used
+    to fail the task), so a cluster directory without, say, consumer journals still reads."""
+    assert spark.read.format(source).load(str(tmp_path)).count() == 0
