@@ -3,15 +3,17 @@ event journal): leaving the block closes them, whether it ends or raises."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Self
 
 
-class ClosedOnExit:
+class ClosedOnExit(ABC):
     """A mixin: `__enter__` gives the object itself, `__exit__` calls its `close()`."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release what the object holds (files, descriptors)."""
 
     def __enter__(self) -> Self:
         return self

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Self
 
@@ -19,14 +20,15 @@ class PeerMissing(RuntimeError):
     """The peer is not installed; `make bench-deps` installs it."""
 
 
-class PeerCluster:
+class PeerCluster(ABC):
     """A peer's three processes as a context manager: `start()` spawns them, recording each pid
     in `pids`; `stop()` ends them by pid, also when a start fails midway."""
 
     pids: list[int]
 
+    @abstractmethod
     def start(self) -> None:
-        raise NotImplementedError
+        """Spawn the peer's processes, each pid into `pids` as it starts."""
 
     def stop(self) -> None:
         for pid in self.pids:
