@@ -87,17 +87,42 @@ HWM_CHECKPOINT_INTERVAL_S = 5.0
 STARTING_HEARTBEAT_S = 0.01
 
 
+SLOW_PHASE_S = 5.0
+
+
 class _Phases:
     """Where a shutdown's time went, for its one summary line."""
 
     def __init__(self) -> None:
         self._started = self._last = time.monotonic()
         self._spent: list[tuple[str, float]] = []
+        self._broker_id: int | None = None
+        self._watch: asyncio.TimerHandle | None = None
 
     def done(self, phase: str) -> None:
         now = time.monotonic()
         self._spent.append((phase, now - self._last))
         self._last = now
+        self._rearm(phase)
+
+    def start_watch(self, broker_id: int) -> None:
+        """Warn when a phase runs past SLOW_PHASE_S: a stop that hangs (and is then SIGKILLed,
+        leaving no clean-shutdown file) says after which phase it stalled."""
+        self._broker_id = broker_id
+        self._rearm("shutting down")
+
+    def stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def _rearm(self, after: str) -> None:
+        if self._broker_id is None:
+            return
+        self.stop_watch()
+        self._watch = asyncio.get_running_loop().call_later(
+            SLOW_PHASE_S, log.warning, "Broker %s: shutdown still running %.0f s after %s",
+            self._broker_id, SLOW_PHASE_S, after)
 
     def summary(self) -> str:
         parts = ", ".join(f"{phase} {seconds * 1000:.0f} ms" for phase, seconds in self._spent)
@@ -270,6 +295,7 @@ class BrokerNode:
         self._shutting_down = True
         clean = False
         phases = _Phases()
+        phases.start_watch(self.broker_id)
         try:
             await self._controlled_shutdown()
             clean = True
@@ -305,6 +331,7 @@ class BrokerNode:
         await self.controller_client.close()
         await self.alter_partition_client.close()
         await self.kafka_apis.admin.close()
+        phases.stop_watch()
         log.info(
             "Broker %s stopped (%d partitions) in %s", self.broker_id,
             len(self.replicas.partitions), phases.summary(),
