@@ -305,13 +305,16 @@ class BrokerNode:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        phases.done("tasks")
         await self.log_manager.close()
+        phases.done("log manager")
         await self.fetchers.close()
+        phases.done("fetchers")
         for server in self.servers:
             await server.stop()
         if self.http is not None:
             await self.http.stop()
-        phases.done("fetchers and listeners")
+        phases.done("listeners")
         # No more metadata once the leaderships are handed over: the applier would compete
         # with the final flush for the loop (Kafka closes its metadata publishers on shutdown;
         # issue 35: a broker still applying a 10,000-partition commit was SIGKILLed).
