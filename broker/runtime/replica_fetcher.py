@@ -109,6 +109,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self.session = FetchSessionHandler()  # KIP-227, with this leader
         self.task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     # ---- partitions (the manager's calls) ----
 
@@ -124,6 +125,11 @@ class ReplicaFetcher:
         self.task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: Python 3.11's wait_for can swallow a cancel that
+        # lands as its inner request completes, and the loop then went on fetching while
+        # stop() waited for it (a whole cluster's stop stalled here, then was SIGKILLed).
+        self._stopped = True
+        self._changed.set()
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
@@ -143,7 +149,7 @@ class ReplicaFetcher:
         )
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             self._changed.clear()
             now = now_ms()
             ready = [s for s in self.partitions.values() if s.ready(now) and self._current(s)]
