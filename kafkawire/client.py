@@ -24,6 +24,7 @@ from typing import Any, cast
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
 from kafkawire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameTooLargeError
+from kafkawire.loop import cancel_and_wait
 from kafkawire.messages import decode_response, encode_request, peek_correlation_id
 
 logger = logging.getLogger(__name__)
@@ -247,11 +248,7 @@ class KafkaClient:
     async def close(self) -> None:
         """Close every connection; pending requests fail with NETWORK_EXCEPTION."""
         self._closed = True
-        connecting = list(self._connecting.values())
-        for task in connecting:
-            task.cancel()
-        if connecting:
-            await asyncio.gather(*connecting, return_exceptions=True)
+        await cancel_and_wait(*self._connecting.values())
         for conn in list(self._connections.values()):
             conn.close()
         self._connections.clear()

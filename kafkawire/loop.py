@@ -39,6 +39,16 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
         return runner.run(main)
 
 
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+    """Cancel the tasks (a None is no task) and wait until each has finished. What they end
+    with, CancelledError or a failure, is dropped: this is a stopping component's own work."""
+    running = [task for task in tasks if task is not None]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.gather(*running, return_exceptions=True)
+
+
 async def serve_until_signalled(
     start: Callable[[], Awaitable[None]],
     stop: Callable[[], Awaitable[None]],

@@ -13,6 +13,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from kafkawire.loop import cancel_and_wait
+
 SAMPLE_INTERVAL_S = 0.025
 WINDOW_S = 60.0
 
@@ -47,10 +49,8 @@ class LoopLagMonitor:
             self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def record(self, now: float, lag_ms: float) -> None:
         self._samples.append((now, lag_ms))

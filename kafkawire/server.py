@@ -15,6 +15,7 @@ from typing import cast
 from kafkawire.connection import KafkaConnection, KafkaService
 from kafkawire.faults import FaultInjector
 from kafkawire.framing import DEFAULT_MAX_FRAME_BYTES
+from kafkawire.loop import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +104,7 @@ class KafkaServer:
         tasks = [a.connection.task for a in accepted if a.connection is not None]
         for conn in accepted:
             conn.abort()
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*tasks)
         if server is not None:
             await server.wait_closed()
         self.accepted.clear()

@@ -45,7 +45,7 @@ from kafkawire.constants import NO_BROKER_EPOCH
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
 from kafkawire.http_status import node_status_server
-from kafkawire.loop import serve_until_signalled
+from kafkawire.loop import cancel_and_wait, serve_until_signalled
 from kafkawire.server import KafkaServer
 from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS
 from metadata.loader import MetadataLoader
@@ -302,9 +302,7 @@ class BrokerNode:
         except Exception:
             log.exception("Controlled shutdown failed")
         phases.done("controlled shutdown")
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         phases.done("tasks")
         await self.log_manager.close()
         phases.done("log manager")

@@ -12,7 +12,6 @@ watermark passed it, so a new coordinator on another replica has it (INVARIANTS 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Coroutine, Sequence
@@ -45,6 +44,7 @@ from kafkawire.group_coordinator_records import (
     encode_key,
     encode_value,
 )
+from kafkawire.loop import cancel_and_wait
 from storage.core.record_batch import Record, encode_batch, iter_batches
 
 log = logging.getLogger("minikraft.broker.groups")
@@ -134,10 +134,7 @@ class GroupCoordinator:
             self._ticker = asyncio.ensure_future(self._tick_loop())
 
     async def stop(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
+        await cancel_and_wait(self._ticker)
         self._unload_all(Errors.NOT_COORDINATOR)
 
     async def _tick_loop(self) -> None:

@@ -42,6 +42,7 @@ from broker.runtime.partition_log import read_offset_checkpoint, write_offset_ch
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.clock import now_ms
 from kafkawire.config import ConfigError
+from kafkawire.loop import cancel_and_wait
 from metadata.config_defs import BROKER_CONFIGS, BrokerLevels
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE
 from metadata.records import CONFIG_RESOURCE_BROKER
@@ -193,9 +194,7 @@ class LogManager:
 
     async def close(self) -> None:
         self.io.stop()  # a throttled worker thread stops sleeping and gives the round up
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         for timer, segments in self._pending_deletes.values():
             timer.cancel()

@@ -48,6 +48,7 @@ from kafkawire import get_replica_log_info as grli
 from kafkawire.clock import now_ms
 from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
+from kafkawire.loop import cancel_and_wait
 from metadata.config_defs import PREALLOCATE, SEGMENT_BYTES
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from raft.core.replica_key import uuid_to_str
@@ -216,10 +217,7 @@ class ReplicaManager:
 
     async def close(self) -> None:
         await self.alter_partitions.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         self.produces.fail_all(Errors.NOT_LEADER_OR_FOLLOWER)
         for hosted in self.partitions.values():
             hosted.log.close()

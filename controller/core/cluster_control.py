@@ -21,7 +21,7 @@ from controller.core.replication_control import (
     broker_unfenced_steps,
     leaderships,
 )
-from controller.core.steps import Steps, drain
+from controller.core.steps import Steps, drain, drained
 from kafkawire.broker_lifecycle import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -130,22 +130,6 @@ def _fence(
     return records, changes
 
 
-def register_broker(
-    image: MetadataImage,
-    request: BrokerRegistrationRequest,
-    cluster_id: str,
-    tracker: BrokerHeartbeatTracker,
-    now_ms: int,
-    session_timeout_ms: int,
-    policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[BrokerRegistrationResponse]:
-    return drain(
-        register_broker_steps(
-            image, request, cluster_id, tracker, now_ms, session_timeout_ms, policy
-        )
-    )
-
-
 def register_broker_steps(
     image: MetadataImage,
     request: BrokerRegistrationRequest,
@@ -206,6 +190,9 @@ def register_broker_steps(
     return ControllerResult(tuple(records), registration_response(), tuple(changes))
 
 
+register_broker = drained(register_broker_steps)
+
+
 def _refused_registration(
     error: Errors, message: str
 ) -> ControllerResult[BrokerRegistrationResponse]:
@@ -218,16 +205,6 @@ def is_clean_restart(image: MetadataImage, request: BrokerRegistrationRequest) -
     if existing is None:
         return None
     return request.previous_broker_epoch == existing.epoch
-
-
-def process_heartbeat(
-    image: MetadataImage,
-    request: BrokerHeartbeatRequest,
-    tracker: BrokerHeartbeatTracker,
-    now_ms: int,
-    policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[BrokerHeartbeatResponse]:
-    return drain(process_heartbeat_steps(image, request, tracker, now_ms, policy))
 
 
 def process_heartbeat_steps(
@@ -317,6 +294,9 @@ def process_heartbeat_steps(
         (),
         heartbeat_response(is_caught_up=caught_up, is_fenced=registration.fenced),
     )
+
+
+process_heartbeat = drained(process_heartbeat_steps)
 
 
 def fence_expired_brokers(

@@ -27,7 +27,7 @@ from controller.core.partition_change import (
     written_records,
 )
 from controller.core.partition_metrics import PartitionMetrics
-from controller.core.steps import SLICE_PARTITIONS, SLICE_SCANNED, Steps, drain
+from controller.core.steps import SLICE_PARTITIONS, SLICE_SCANNED, Steps, drained
 from controller.core.unclean_recovery import Strategy
 from kafkawire import admin_messages as am
 from kafkawire import constants
@@ -425,12 +425,6 @@ def partition_changes_after_configs(
 # -- broker lifecycle effects on partitions (rules 10-13, 16) --------------------------------
 
 
-def broker_fenced_changes(
-    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
-) -> list[PartitionChange]:
-    return drain(broker_fenced_steps(image, broker_id, policy))
-
-
 def broker_fenced_steps(
     image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
 ) -> Steps[list[PartitionChange]]:
@@ -445,10 +439,7 @@ def broker_fenced_steps(
     )
 
 
-def broker_unfenced_changes(
-    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
-) -> list[PartitionChange]:
-    return drain(broker_unfenced_steps(image, broker_id, policy))
+broker_fenced_changes = drained(broker_fenced_steps)
 
 
 def broker_unfenced_steps(
@@ -463,10 +454,7 @@ def broker_unfenced_steps(
     )
 
 
-def broker_restart_changes(
-    image: MetadataImage, broker_id: int, clean: bool, policy: ElectionPolicy = DEFAULT_POLICY
-) -> list[PartitionChange]:
-    return drain(broker_restart_steps(image, broker_id, clean, policy))
+broker_unfenced_changes = drained(broker_unfenced_steps)
 
 
 def broker_restart_steps(
@@ -488,10 +476,7 @@ def broker_restart_steps(
     )
 
 
-def broker_controlled_shutdown_changes(
-    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
-) -> list[PartitionChange]:
-    return drain(broker_controlled_shutdown_steps(image, broker_id, policy))
+broker_restart_changes = drained(broker_restart_steps)
 
 
 def broker_controlled_shutdown_steps(
@@ -504,6 +489,9 @@ def broker_controlled_shutdown_steps(
         lambda reg: broker_id in reg.isr or reg.leader == broker_id,
         lambda builder: builder.controlled_shutdown(broker_id),
     )
+
+
+broker_controlled_shutdown_changes = drained(broker_controlled_shutdown_steps)
 
 
 def partition_counts(

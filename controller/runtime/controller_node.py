@@ -29,7 +29,7 @@ from kafkawire.config import NodeConfig
 from kafkawire.errors import KafkaError
 from kafkawire.faults import FaultInjector
 from kafkawire.http_status import node_status_server
-from kafkawire.loop import serve_until_signalled
+from kafkawire.loop import cancel_and_wait, serve_until_signalled
 from kafkawire.router import KafkaRouter
 from kafkawire.server import KafkaServer
 from metadata import features
@@ -227,9 +227,7 @@ class ControllerNode:
 
     async def stop(self) -> None:
         log.info("Controller %s shutting down", self.config.node_id)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         await self.quorum_controller.stop()
         await self.raft.stop()
         if self.server is not None:

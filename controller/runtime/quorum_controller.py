@@ -35,6 +35,7 @@ from kafkawire.broker_lifecycle import (
 from kafkawire.clock import now_ms
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
+from kafkawire.loop import cancel_and_wait
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 from metadata.loader import LoaderManifest, MetadataLoader
 from metadata.metadata_image import MetadataDelta, MetadataImage
@@ -168,10 +169,7 @@ class QuorumController:
     async def stop(self) -> None:
         if self.recovery_manager is not None:  # issue 7
             await self.recovery_manager.stop()
-        for task in (self._timer, self._activator):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait(self._timer, self._activator)
         self._timer = self._activator = None
         await self.session_clock.stop()
 

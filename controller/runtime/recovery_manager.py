@@ -43,6 +43,7 @@ from kafkawire.client import KafkaClient
 from kafkawire.config import NodeConfig
 from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors, KafkaError
+from kafkawire.loop import cancel_and_wait
 from kafkawire.messages import wire_error
 from metadata.metadata_image import MetadataImage
 
@@ -155,10 +156,8 @@ class RecoveryManager:
         self._task = asyncio.ensure_future(self._loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self._on_stop is not None:
             await self._on_stop()
 

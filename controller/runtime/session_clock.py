@@ -19,6 +19,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from kafkawire.loop import cancel_and_wait
+
 SAMPLE_INTERVAL_S = 0.05
 # Lateness below this is the timer's own jitter, not a stall (about 2% of the samples' period).
 JITTER_S = 0.002
@@ -43,10 +45,8 @@ class SessionClock:
             self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     @property
     def stalled_ms(self) -> float:

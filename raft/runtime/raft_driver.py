@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from kafkawire.client import KafkaClient
 from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
+from kafkawire.loop import cancel_and_wait
 from raft.core.messages import (
     DEFAULT_VOTER_CHANGE_TIMEOUT_MS,
     AddRaftVoterRequest,
@@ -167,9 +168,7 @@ class RaftDriver:
             if sends:
                 await asyncio.wait(sends, timeout=0.5)
         self._running = False
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         self._fail_waiters(Errors.NOT_LEADER_OR_FOLLOWER, "raft is shutting down")
 
     def _spawn(self, coro: Awaitable[Any], name: str = "raft") -> None:
