@@ -282,12 +282,7 @@ def _emit_write_primitive(src: _Source, ind: int, out: str, kio_writer: Any, var
         writers.write_nullable_legacy_bytes,
     )
     if kind == "compact":
-        if nullable:
-            src.emit(ind, f"if {var} is None: {out}.append(0)")
-            src.emit(ind, "else:")
-            ind += 1
-        else:
-            src.emit(ind, f"if {var} is None: raise TypeError('Unexpectedly received None value')")
+        ind = _emit_none(src, ind, var, f"{out}.append(0)" if nullable else None)
         src.emit(ind, f"if isinstance({var}, str): {var} = {var}.encode()")
         _emit_uvarint_write(src, ind, out, f"len({var}) + 1")
         src.emit(ind, f"{out} += {var}")
@@ -296,16 +291,22 @@ def _emit_write_primitive(src: _Source, ind: int, out: str, kio_writer: Any, var
         "b'\\xff\\xff\\xff\\xff'",
         "_I32",
     )
-    if nullable:
-        src.emit(ind, f"if {var} is None: {out} += {null_len}")
-        src.emit(ind, "else:")
-        ind += 1
-    else:
-        src.emit(ind, f"if {var} is None: raise TypeError('Unexpectedly received None value')")
+    ind = _emit_none(src, ind, var, f"{out} += {null_len}" if nullable else None)
     if kind == "legacy_string":
         src.emit(ind, f"{var} = {var}.encode()")
     src.emit(ind, f"{out} += {length}.pack(len({var}))")
     src.emit(ind, f"{out} += {var}")
+
+
+def _emit_none(src: _Source, ind: int, var: str, write_null: str | None) -> int:
+    """A None value: `write_null` for a nullable field (the value's code then goes under an
+    else), kio's TypeError for another. Returns the indent of the value's code."""
+    if write_null is None:
+        src.emit(ind, f"if {var} is None: raise TypeError('Unexpectedly received None value')")
+        return ind
+    src.emit(ind, f"if {var} is None: {write_null}")
+    src.emit(ind, "else:")
+    return ind + 1
 
 
 def _emit_write_field(
@@ -316,9 +317,7 @@ def _emit_write_field(
     field_shape = shape(field)
     if field_shape.is_array:
         null_array = "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'"
-        src.emit(ind, f"if {var} is None: {out} += {null_array}")
-        src.emit(ind, "else:")
-        ind += 1
+        ind = _emit_none(src, ind, var, f"{out} += {null_array}")
         if flexible:
             _emit_uvarint_write(src, ind, out, f"len({var}) + 1")
         else:
@@ -351,11 +350,14 @@ def _emit_write_field(
     _emit_write_primitive(src, ind, out, _field_writer_kind(entity_type, field, tagged), var)
 
 
-def _fixed_write_of(entity_type: type, field: dataclasses.Field[Any]) -> tuple[str, str] | None:
-    if field_tag(field) is not None:
-        return None
+def _untagged_scalar(field: dataclasses.Field[Any]) -> bool:
+    """Neither tagged, an array nor an entity: a value that may pack with its neighbours."""
     field_shape = shape(field)
-    if field_shape.is_array or field_shape.is_entity:
+    return field_tag(field) is None and not (field_shape.is_array or field_shape.is_entity)
+
+
+def _fixed_write_of(entity_type: type, field: dataclasses.Field[Any]) -> tuple[str, str] | None:
+    if not _untagged_scalar(field):
         return None
     return _FIXED_WRITE.get(_field_writer_kind(entity_type, field, False))
 
@@ -423,20 +425,9 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
     return write_into
 
 
-_WRITERS: dict[type, Writer] = {}
-_READERS: dict[type, Reader] = {}
-
-
+@cache  # compiled once per class
 def writer(entity_type: type) -> Writer:
-    """`write(entity) -> bytes`, byte for byte kio's `entity_writer(entity_type)` (compiled
-    once per class)."""
-    write = _WRITERS.get(entity_type)
-    if write is None:
-        write = _WRITERS[entity_type] = _make_writer(entity_type)
-    return write
-
-
-def _make_writer(entity_type: type) -> Writer:
+    """`write(entity) -> bytes`, byte for byte kio's `entity_writer(entity_type)`."""
     write_into = _entity_write_into(entity_type)
 
     def write(entity: Any) -> bytes:
@@ -570,10 +561,7 @@ def _emit_read_field(
 
 
 def _fixed_read_of(entity_type: type, field: dataclasses.Field[Any]) -> tuple[str, str] | None:
-    if field_tag(field) is not None:
-        return None
-    field_shape = shape(field)
-    if field_shape.is_array or field_shape.is_entity:
+    if not _untagged_scalar(field):
         return None
     return _FIXED_READ.get(_kio_reader_name(entity_type, field, False))
 
@@ -654,16 +642,10 @@ def _entity_read(entity_type: type) -> Callable[[bytes, int, int], tuple[Any, in
     return read
 
 
+@cache  # compiled once per class
 def reader(entity_type: type) -> Reader:
     """`read(buffer, offset) -> (entity, new offset)`: kio's `entity_reader(entity_type)`'s
     entity; a truncated buffer or a length beyond it raises (never allocates for it)."""
-    read = _READERS.get(entity_type)
-    if read is None:
-        read = _READERS[entity_type] = _make_reader(entity_type)
-    return read
-
-
-def _make_reader(entity_type: type) -> Reader:
     read_entity = _entity_read(entity_type)
 
     def read(buffer: bytes, offset: int = 0) -> tuple[Any, int]:

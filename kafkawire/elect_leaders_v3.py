@@ -9,8 +9,6 @@ flexible message: a client that does not know the tag skips it. No `from __futur
 annotations`: kio reads the field types at run time."""
 
 import datetime
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
@@ -18,79 +16,53 @@ from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
+from kafkawire.declared_schema import KafkaEntity, kafka_field, kafka_schema
+
 API_KEY = i16(43)
 VERSION = i16(3)
 # High tag numbers for minikraft's additions, far from any tag Apache Kafka assigns.
 LEADER_ID_TAG = 10000
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TopicPartitions:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
-    topic: str = field(metadata={"kafka_type": "string"})
+@kafka_schema(EntityType.nested, VERSION, api_key=API_KEY, header=RequestHeader)
+class TopicPartitions(KafkaEntity):
+    topic: str = kafka_field("string")
     """The name of a topic."""
-    partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    partitions: tuple[i32, ...] = kafka_field("int32", default=())
     """The partitions of this topic whose leader should be elected."""
-    designated_leaders: tuple[i32, ...] | None = field(
-        metadata={"kafka_type": "int32"}, default=None
-    )
+    designated_leaders: tuple[i32, ...] | None = kafka_field("int32", default=None)
     """The designated leaders, by index with Partitions (DESIGNATED elections only)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ElectLeadersRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
-    election_type: i8 = field(metadata={"kafka_type": "int8"})
+@kafka_schema(EntityType.request, VERSION, api_key=API_KEY, header=RequestHeader)
+class ElectLeadersRequest(KafkaEntity):
+    election_type: i8 = kafka_field("int8")
     """0 PREFERRED, 1 UNCLEAN, 2 DESIGNATED (minikraft's, seed 004)."""
     topic_partitions: tuple[TopicPartitions, ...] | None
     """The topic partitions to elect leaders (null: every partition)."""
-    timeout: i32Timedelta = field(
-        metadata={"kafka_type": "timedelta_i32"},
-        default=i32Timedelta.parse(datetime.timedelta(milliseconds=60000)),
+    timeout: i32Timedelta = kafka_field(
+        "timedelta_i32", default=i32Timedelta.parse(datetime.timedelta(milliseconds=60000))
     )
     """The time in ms to wait for the election to complete."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionResult:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    partition_id: i32 = field(metadata={"kafka_type": "int32"})
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
-    error_message: str | None = field(metadata={"kafka_type": "string"})
-    leader_id: i32 = field(metadata={"kafka_type": "int32", "tag": LEADER_ID_TAG}, default=i32(-1))
+@kafka_schema(EntityType.nested, VERSION, api_key=API_KEY, header=ResponseHeader)
+class PartitionResult(KafkaEntity):
+    partition_id: i32 = kafka_field("int32")
+    error_code: ErrorCode = kafka_field("error_code")
+    error_message: str | None = kafka_field("string")
+    leader_id: i32 = kafka_field("int32", tag=LEADER_ID_TAG, default=i32(-1))
     """minikraft's (tagged): the partition's leader after the election, -1 if none."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaElectionResult:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    topic: str = field(metadata={"kafka_type": "string"})
+@kafka_schema(EntityType.nested, VERSION, api_key=API_KEY, header=ResponseHeader)
+class ReplicaElectionResult(KafkaEntity):
+    topic: str = kafka_field("string")
     partition_result: tuple[PartitionResult, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ElectLeadersResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = VERSION
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = API_KEY
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+@kafka_schema(EntityType.response, VERSION, api_key=API_KEY, header=ResponseHeader)
+class ElectLeadersResponse(KafkaEntity):
+    throttle_time: i32Timedelta = kafka_field("timedelta_i32")
+    error_code: ErrorCode = kafka_field("error_code")
     replica_election_results: tuple[ReplicaElectionResult, ...]

@@ -128,20 +128,18 @@ class FaultInjector:
         )
 
     def drops_outbound(self, dest_node_id: int | None) -> bool:
-        if dest_node_id is None:
-            return False
-        dropped = dest_node_id in self._drop_outbound or dest_node_id in self._partitioned
-        if dropped:
-            self.dropped_outbound_count += 1
+        dropped = self._cut_off(dest_node_id, self._drop_outbound)
+        self.dropped_outbound_count += dropped
         return dropped
 
     def drops_inbound(self, source_node_id: int | None) -> bool:
-        if source_node_id is None:
-            return False
-        dropped = source_node_id in self._drop_inbound or source_node_id in self._partitioned
-        if dropped:
-            self.dropped_inbound_count += 1
+        dropped = self._cut_off(source_node_id, self._drop_inbound)
+        self.dropped_inbound_count += dropped
         return dropped
+
+    def _cut_off(self, node_id: int | None, dropped_one_way: set[int]) -> bool:
+        """The peer's messages this way are dropped: that way only, or partitioned away."""
+        return node_id is not None and (node_id in dropped_one_way or node_id in self._partitioned)
 
     def delay_ms(self, node_id: int | None) -> int:
         if node_id is None:

@@ -207,7 +207,8 @@ def decode_request(payload: bytes) -> KafkaRequest:
 
 
 def _write(entity: Any) -> bytes:
-    return codec.writer(type(entity))(entity)
+    entity_type: type = type(entity)
+    return codec.writer(entity_type)(entity)
 
 
 def encode_request(body: Any, correlation_id: int, client_id: str | None) -> bytes:

@@ -501,36 +501,25 @@ class KafkaApis:
     # ---- ListOffsets / OffsetForLeaderEpoch ----
 
     async def _list_offsets(self, body: Any, version: int) -> Any:
-        schema = _response(ApiKey.LIST_OFFSETS, version)
-        topic_cls = item_type(schema, "topics")
-        partition_cls = item_type(topic_cls, "partitions")
-        topics = []
-        for topic in body.topics:
-            partitions = []
-            for partition in topic.partitions:
-                index = int(partition.partition_index)
-                try:
-                    found = self._offset_for_timestamp(
-                        topic.name,
-                        index,
-                        int(partition.timestamp),
-                        int(getattr(partition, "current_leader_epoch", -1)),
-                    )
-                    error = Errors.NONE
-                except KafkaError as exc:
-                    found, error = OffsetAndTimestamp(-1, -1, -1), exc.error
-                partitions.append(
-                    build(
-                        partition_cls,
-                        partition_index=index,
-                        error_code=error_code(error),
-                        timestamp=found.timestamp_ms,
-                        offset=found.offset,
-                        leader_epoch=found.leader_epoch,
-                    )
+        def answer(topic: str, partition: Any) -> dict[str, Any]:
+            try:
+                found = self._offset_for_timestamp(
+                    topic,
+                    int(partition.partition_index),
+                    int(partition.timestamp),
+                    int(getattr(partition, "current_leader_epoch", -1)),
                 )
-            topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
-        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+                error = Errors.NONE
+            except KafkaError as exc:
+                found, error = OffsetAndTimestamp(-1, -1, -1), exc.error
+            return dict(
+                error_code=error_code(error),
+                timestamp=found.timestamp_ms,
+                offset=found.offset,
+                leader_epoch=found.leader_epoch,
+            )
+
+        return _per_partition(_response(ApiKey.LIST_OFFSETS, version), body, answer)
 
     def _offset_for_timestamp(
         self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
@@ -580,31 +569,17 @@ class KafkaApis:
         watermark; a follower, an unknown partition or an offset beyond the HWM gets its error
         and low watermark -1. Answered once the leader's start is checkpointed (replicas
         follow through Fetch's LogStartOffset; the response does not wait for them)."""
-        schema = _response(ApiKey.DELETE_RECORDS, version)
-        topic_cls = item_type(schema, "topics")
-        partition_cls = item_type(topic_cls, "partitions")
-        topics = []
-        for topic in body.topics:
-            partitions = []
-            for partition in topic.partitions:
-                index = int(partition.partition_index)
-                try:
-                    low_watermark = self.broker.replicas.delete_records(
-                        topic.name, index, int(partition.offset)
-                    )
-                    error = Errors.NONE
-                except KafkaError as exc:
-                    low_watermark, error = -1, exc.error
-                partitions.append(
-                    build(
-                        partition_cls,
-                        partition_index=index,
-                        low_watermark=low_watermark,
-                        error_code=error_code(error),
-                    )
+        def answer(topic: str, partition: Any) -> dict[str, Any]:
+            try:
+                low_watermark = self.broker.replicas.delete_records(
+                    topic, int(partition.partition_index), int(partition.offset)
                 )
-            topics.append(topic_cls(name=topic.name, partitions=tuple(partitions)))
-        return build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics))
+                error = Errors.NONE
+            except KafkaError as exc:
+                low_watermark, error = -1, exc.error
+            return dict(low_watermark=low_watermark, error_code=error_code(error))
+
+        return _per_partition(_response(ApiKey.DELETE_RECORDS, version), body, answer)
 
     # ---- InitProducerId (idempotent producers only) ----
 
@@ -633,6 +608,26 @@ class KafkaApis:
 
     async def _get_replica_log_info(self, body: Any, _version: int) -> Any:
         return self.broker.replicas.replica_log_info(body)
+
+
+def _per_partition(
+    schema: type, body: Any, answer: Callable[[str, Any], dict[str, Any]]
+) -> Any:
+    """A response of topics and their partitions (ListOffsets, DeleteRecords): one partition
+    each the request names, its fields `answer(topic name, the request's partition)`."""
+    topic_cls = item_type(schema, "topics")
+    partition_cls = item_type(topic_cls, "partitions")
+    topics = tuple(
+        topic_cls(
+            name=topic.name,
+            partitions=tuple(
+                build(partition_cls, partition_index=int(p.partition_index), **answer(topic.name, p))
+                for p in topic.partitions
+            ),
+        )
+        for topic in body.topics
+    )
+    return build(schema, throttle_time=NO_THROTTLE, topics=topics)
 
 
 def _record_errors(partition_cls: type, result: bm.ProduceResponse) -> tuple[Any, ...]:

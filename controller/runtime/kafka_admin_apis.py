@@ -55,27 +55,35 @@ class ControllerKafkaAdminApis:
 
     # ---- writes -------------------------------------------------------------------------
 
-    async def create_topics(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
-        request = am.lift(ApiKey.CREATE_TOPICS, body)
+    async def _decide(
+        self, api_key: ApiKey, body: Any, version: int, refused: Callable[[Any, KafkaError], Any]
+    ) -> Any:
+        """The request decided by the controller, answered in the version asked. Kafka's
+        ControllerApis answers a failed decision with its error for every item:
+        `refused(request, error)`."""
+        request = am.lift(api_key, body)
         try:
-            response = await self.controller.handle(ApiKey.CREATE_TOPICS, request, None)
+            response = await self.controller.handle(api_key, request, None)
         except KafkaError as exc:
-            # Kafka's ControllerApis answers a failed createTopics with the error for every topic.
-            response = am.create_topics_response(
+            response = refused(request, exc)
+        return am.lower(api_key, response, version)
+
+    async def create_topics(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
+        return await self._decide(
+            ApiKey.CREATE_TOPICS, body, version,
+            lambda request, exc: am.create_topics_response(
                 am.creatable_topic_result(t.name, exc.error, exc.message) for t in request.topics
-            )
-        return am.lower(ApiKey.CREATE_TOPICS, response, version)
+            ),
+        )
 
     async def delete_topics(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
-        request = am.lift(ApiKey.DELETE_TOPICS, body)
-        try:
-            response = await self.controller.handle(ApiKey.DELETE_TOPICS, request, None)
-        except KafkaError as exc:
-            response = am.delete_topics_response(
+        return await self._decide(
+            ApiKey.DELETE_TOPICS, body, version,
+            lambda request, exc: am.delete_topics_response(
                 am.deletable_topic_result(name, error=exc.error, message=exc.message)
                 for name in replication_control.deleted_names(self.controller.state.image, request)
-            )
-        return am.lower(ApiKey.DELETE_TOPICS, response, version)
+            ),
+        )
 
     async def create_partitions(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         request = am.lift(ApiKey.CREATE_PARTITIONS, body)
@@ -101,15 +109,13 @@ class ControllerKafkaAdminApis:
         return await self._alter_configs(ApiKey.ALTER_CONFIGS, body, version)
 
     async def _alter_configs(self, api_key: ApiKey, body: Any, version: int) -> Any:
-        request = am.lift(api_key, body)
-        try:
-            response = await self.controller.handle(api_key, request, None)
-        except KafkaError as exc:
-            response = am.incremental_alter_configs_response(
+        return await self._decide(
+            api_key, body, version,
+            lambda request, exc: am.incremental_alter_configs_response(
                 am.config_resource_result(r.resource_type, r.resource_name, exc.error, exc.message)
                 for r in request.resources
-            )
-        return am.lower(api_key, response, version)
+            ),
+        )
 
     async def elect_leaders(self, body: Any, version: int, _ctx: KafkaRequestContext) -> Any:
         """v0-v2 kio's; v3 adds DesignatedLeaders (seed 004) and answers each partition's

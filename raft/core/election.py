@@ -132,10 +132,9 @@ class Election(Membership):
         p = the_partition(req)
         candidate_epoch = int(p.replica_epoch)
         if candidate_epoch < self.epoch:
-            code, _message = self._fenced()
-            return vote_response(code, self._leader_id_or_none(), self.epoch)
+            return vote_response(*self._error_answer(Errors.FENCED_LEADER_EPOCH))
         if not self._key_matches(req.voter_id, directory_id(p.voter_directory_id)):
-            return vote_response(Errors.INVALID_VOTER_KEY, self._leader_id_or_none(), self.epoch)
+            return vote_response(*self._error_answer(Errors.INVALID_VOTER_KEY))
         log_ok = self._log_is_up_to_date(p.last_offset_epoch, p.last_offset)
         if p.pre_vote:
             # KIP-996 as Kafka's handleVoteRequest does it: a prospective replica asks at its

@@ -179,11 +179,9 @@ class Leadership(ReplicaBase):
         p = the_partition(req)
         leader_id, leader_epoch = int(p.leader_id), int(p.leader_epoch)
         if leader_epoch < self.epoch:
-            code, _message = self._fenced()
-            return begin_quorum_epoch_response(code, self._leader_id_or_none(), self.epoch)
+            return begin_quorum_epoch_response(*self._error_answer(Errors.FENCED_LEADER_EPOCH))
         if not self._key_matches(req.voter_id, directory_id(p.voter_directory_id)):
-            return begin_quorum_epoch_response(Errors.INVALID_VOTER_KEY,
-                                               self._leader_id_or_none(), self.epoch)
+            return begin_quorum_epoch_response(*self._error_answer(Errors.INVALID_VOTER_KEY))
         if leader_epoch == self.epoch and self.leader_id == self._node_id:
             # Another leader of our own epoch: rule 1 says there is none.
             return begin_quorum_epoch_response(Errors.INVALID_REQUEST, self._node_id,
@@ -197,8 +195,7 @@ class Leadership(ReplicaBase):
         p = the_partition(req)
         leader_id, leader_epoch = int(p.leader_id), int(p.leader_epoch)
         if leader_epoch < self.epoch:
-            code, _message = self._fenced()
-            return end_quorum_epoch_response(code, self._leader_id_or_none(), self.epoch)
+            return end_quorum_epoch_response(*self._error_answer(Errors.FENCED_LEADER_EPOCH))
         # Kafka's names no receiver: we find our own key among the preferred candidates, and
         # check it (rule 4) only there, as Kafka's handleEndQuorumEpochRequest does.
         successors = [int(c.candidate_id) for c in p.preferred_candidates]
@@ -206,8 +203,7 @@ class Leadership(ReplicaBase):
                     None)
         if mine is not None and not self._key_matches(
                 self._node_id, directory_id(mine.candidate_directory_id)):
-            return end_quorum_epoch_response(Errors.INVALID_VOTER_KEY,
-                                             self._leader_id_or_none(), self.epoch)
+            return end_quorum_epoch_response(*self._error_answer(Errors.INVALID_VOTER_KEY))
         if leader_epoch > self.epoch:
             self._become_unattached(leader_epoch, now_ms)
 

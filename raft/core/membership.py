@@ -64,12 +64,9 @@ class Membership(Leadership):
                              ) -> UpdateRaftVoterResponse:
         """KIP-853 as Kafka's UpdateVoterHandler (voter_changes.update_voter); the answer does
         not wait for the commit, as in Kafka."""
-        error = self._leader_only_error(int(req.current_leader_epoch))
-        st = self._leader()
-        if error is not None or st is None:
-            code, _message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
-            return update_raft_voter_response(code, self._leader_id_or_none(), self.epoch,
-                                              self.leader_endpoint or "")
+        st = self._leader_of(int(req.current_leader_epoch))
+        if not isinstance(st, LeaderState):
+            return update_raft_voter_response(*self._error_answer(st), self.leader_endpoint or "")
         change = voter_changes.update_voter(self._leader_view(st), req)
         if change.new_voters is not None:
             # Unlike add/remove, the answer names no offset to wait for (Kafka's).

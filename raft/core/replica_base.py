@@ -281,22 +281,24 @@ class ReplicaBase:
                                        address if address is not None
                                        else self._address_of(dest_node_id)))
 
-    def _fenced(self) -> tuple[int, str]:
-        return Errors.FENCED_LEADER_EPOCH, f"epoch is stale: current epoch is {self.epoch}"
+    def _error_answer(self, error: int) -> tuple[int, int, int]:
+        """What an error answer starts with: the error, then the leader we know (-1: none) and
+        our epoch, so that the sender catches up."""
+        return error, self._leader_id_or_none(), self.epoch
 
     def _key_matches(self, voter_id: int, voter_directory_id: uuid.UUID) -> bool:
         """Rule 4: the request names us (a zero directory id names any of our disks)."""
         return voter_id == self._node_id and voter_directory_id in (ZERO_UUID, self._directory_id)
 
-    def _leader_only_error(self, current_leader_epoch: int) -> tuple[int, str] | None:
+    def _leader_of(self, current_leader_epoch: int) -> LeaderState | Errors:
+        """Our LeaderState if we lead `current_leader_epoch`; else the error a request only a
+        leader serves (Fetch, FetchSnapshot, UpdateRaftVoter) is answered with."""
+        st = self._leader()
         if current_leader_epoch < self.epoch:
-            return self._fenced()
+            return Errors.FENCED_LEADER_EPOCH
         if current_leader_epoch > self.epoch:
-            return Errors.UNKNOWN_LEADER_EPOCH, f"epoch {current_leader_epoch} is not known yet"
-        if self._leader() is None:
-            return (Errors.NOT_LEADER_OR_FOLLOWER,
-                    f"{self._node_id} does not lead epoch {self.epoch}")
-        return None
+            return Errors.UNKNOWN_LEADER_EPOCH
+        return Errors.NOT_LEADER_OR_FOLLOWER if st is None else st
 
     def _log_is_up_to_date(self, last_offset_epoch: int, last_offset: int) -> bool:
         """Seed 003 / KIP-595: the candidate's (epoch, end offset) is at least ours."""

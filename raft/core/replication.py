@@ -10,6 +10,7 @@ from typing import Any
 
 from kafkawire.errors import Errors
 from raft.core.election import Election
+from raft.core.leader_state import LeaderState
 from raft.core.messages import (
     FetchRequest,
     FetchResponse,
@@ -50,12 +51,9 @@ class Replication(Election):
     # -- the leader's side ---------------------------------------------------------------------
     def _handle_fetch(self, req: FetchRequest, now_ms: int) -> FetchResponse:
         p = the_partition(req)
-        error = self._leader_only_error(int(p.current_leader_epoch))
-        st = self._leader()
-        if error is not None or st is None:
-            code, _message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
-            return fetch_response(code, self._leader_id_or_none(), self.epoch,
-                                  self.leader_endpoint or "")
+        st = self._leader_of(int(p.current_leader_epoch))
+        if not isinstance(st, LeaderState):
+            return fetch_response(*self._error_answer(st), self.leader_endpoint or "")
         log = self._log
         replica_id = int(req.replica_state.replica_id)
         replica_directory_id = directory_id(p.replica_directory_id)
@@ -94,12 +92,9 @@ class Replication(Election):
     def _handle_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int
                                ) -> FetchSnapshotResponse:
         p = the_partition(req)
-        error = self._leader_only_error(int(p.current_leader_epoch))
-        st = self._leader()
-        if error is not None or st is None:
-            code, _message = error or (Errors.NOT_LEADER_OR_FOLLOWER, "not the leader")
-            return fetch_snapshot_response(code, self._leader_id_or_none(), self.epoch,
-                                           self.leader_endpoint or "")
+        st = self._leader_of(int(p.current_leader_epoch))
+        if not isinstance(st, LeaderState):
+            return fetch_snapshot_response(*self._error_answer(st), self.leader_endpoint or "")
         snapshot_id = SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
         position = int(p.position)
         base: dict[str, Any] = dict(

@@ -305,6 +305,14 @@ class DiskLog(ClosedOnExit):
         self._flushed_offset = offset
         self._epochs = []
 
+    def _delete_segments(self, doomed: list[Segment]) -> None:
+        """Delete segments already out of the list, durably (their directory entries too)."""
+        for dead in doomed:
+            dead.delete()
+            self._unflushed.discard(dead)
+        if doomed:
+            fsync_dir(self.directory)
+
     def _rebuild_epoch_cache(self) -> None:
         epochs: list[tuple[int, int]] = []
         for segment in self._segments:
@@ -612,11 +620,7 @@ class DiskLog(ClosedOnExit):
                 doomed = self._segments[segment_index + 1 :]
                 self._segments = self._segments[: segment_index + 1]
                 segment.truncate_to_entry(index)
-            for dead in doomed:
-                dead.delete()
-                self._unflushed.discard(dead)
-            if doomed:
-                fsync_dir(self.directory)
+            self._delete_segments(doomed)
         self._flushed_offset = min(self._flushed_offset, offset)
         self._rebuild_epoch_cache()
         self._logger.info("Truncated log %s to offset %d", self.directory, offset)
@@ -761,11 +765,7 @@ class DiskLog(ClosedOnExit):
         while len(self._segments) > 1 and self._segments[1].base_offset <= target:
             doomed.append(self._segments.pop(0))
         with self._fail_on_storage_error(f"clean log {self.directory}"):
-            for dead in doomed:
-                dead.delete()
-                self._unflushed.discard(dead)
-            if doomed:
-                fsync_dir(self.directory)
+            self._delete_segments(doomed)
         self._log_start_offset = max(self._log_start_offset, target)
         self._retain_snapshots()
 
