@@ -18,7 +18,7 @@ import logging
 import random
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, cast
 
 from kafkawire.errors import Errors, KafkaError
@@ -181,33 +181,25 @@ class _Backoff:
     next_attempt_at: float  # loop.time() seconds
 
 
+@dataclass(eq=False)
 class KafkaClient:
     """Sends kio request entities and returns the kio responses of the same version."""
 
-    def __init__(
-        self,
-        client_id: str,
-        *,
-        request_timeout_ms: int = 30000,
-        faults: FaultInjector | None = None,
-        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        connect_timeout_ms: int = 10000,
-        reconnect_backoff_ms: int = 50,
-        reconnect_backoff_max_ms: int = 1000,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.client_id = client_id
-        self.request_timeout_ms = request_timeout_ms
-        self.faults = faults
-        self.max_frame_bytes = max_frame_bytes
-        self.connect_timeout_ms = connect_timeout_ms
-        self.reconnect_backoff_ms = reconnect_backoff_ms
-        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
-        self._rng = rng if rng is not None else random.Random()
-        self._connections: dict[Address, _ClientConnection] = {}
-        self._connecting: dict[Address, asyncio.Task[_ClientConnection]] = {}
-        self._backoff: dict[Address, _Backoff] = {}
-        self._closed = False
+    client_id: str
+    _: KW_ONLY
+    request_timeout_ms: int = 30000
+    faults: FaultInjector | None = None
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    connect_timeout_ms: int = 10000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    rng: random.Random = field(default_factory=random.Random)  # the reconnect backoff's jitter
+    _connections: dict[Address, _ClientConnection] = field(default_factory=dict, init=False)
+    _connecting: dict[Address, asyncio.Task[_ClientConnection]] = field(
+        default_factory=dict, init=False
+    )
+    _backoff: dict[Address, _Backoff] = field(default_factory=dict, init=False)
+    _closed: bool = field(default=False, init=False)
 
     async def request(
         self,
@@ -339,7 +331,7 @@ class KafkaClient:
                 self.reconnect_backoff_ms * 2 ** (failures - 1), self.reconnect_backoff_max_ms
             )
             # 20% jitter, as Kafka's reconnect.backoff does, so peers do not reconnect in step.
-            backoff_ms *= self._rng.uniform(0.8, 1.2)
+            backoff_ms *= self.rng.uniform(0.8, 1.2)
             self._backoff[addr] = _Backoff(failures, loop.time() + backoff_ms / 1000)
             logger.debug("Connect to %s failed (%s); backoff %.0f ms", addr, e, backoff_ms)
             raise KafkaError(

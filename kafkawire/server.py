@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from dataclasses import KW_ONLY, dataclass, field
 from typing import cast
 
 from kafkawire.connection import KafkaConnection, KafkaService
@@ -62,29 +63,20 @@ class _Accepted(asyncio.Protocol):
             self._transport.abort()
 
 
+@dataclass(eq=False)
 class KafkaServer:
     """Serves `service` on host:port (port 0: an ephemeral one, known after start())."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        service: KafkaService,
-        *,
-        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        faults: FaultInjector | None = None,
-        name: str = "node",
-        listener_name: str | None = None,
-    ) -> None:
-        self.host = host
-        self.listener_name = listener_name
-        self.port = port
-        self.service = service
-        self.max_frame_bytes = max_frame_bytes
-        self.faults = faults
-        self.name = name
-        self.accepted: set[_Accepted] = set()
-        self._server: asyncio.Server | None = None
+    host: str
+    port: int
+    service: KafkaService
+    _: KW_ONLY
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    faults: FaultInjector | None = None
+    name: str = "node"
+    listener_name: str | None = None
+    accepted: set[_Accepted] = field(default_factory=set, init=False)
+    _server: asyncio.Server | None = field(default=None, init=False)
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()

@@ -29,6 +29,7 @@ from metadata.config_defs import (
     topic_config_values,
 )
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage
+from metadata.partition_registration import PartitionRegistration
 from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 
 DESCRIBE_PARTITIONS_DEFAULT_LIMIT = 2000  # seed 001: max.request.partition.size.limit
@@ -128,22 +129,9 @@ def describe_topic_partitions(image: MetadataImage, body: Any, server_limit: int
             if count >= limit:
                 next_cursor = (name, partition_id)
                 break
-            reg = topic.partitions[partition_id]
             partitions.append(
-                build(
-                    partition_cls,
-                    error_code=error_code(Errors.NONE),
-                    partition_index=partition_id,
-                    leader_id=reg.leader,
-                    leader_epoch=reg.leader_epoch,
-                    replica_nodes=reg.replicas,
-                    isr_nodes=reg.isr,
-                    eligible_leader_replicas=reg.elr,
-                    last_known_elr=reg.last_known_elr,
-                    offline_replicas=tuple(r for r in reg.replicas if image.is_fenced(r)),
-                    partition_epoch=reg.partition_epoch,
-                    last_known_leader=reg.last_known_leader,
-                    leader_recovery_state=int(reg.leader_recovery_state),
+                described_partition(
+                    partition_cls, image, partition_id, topic.partitions[partition_id]
                 )
             )
             count += 1
@@ -166,6 +154,32 @@ def describe_topic_partitions(image: MetadataImage, body: Any, server_limit: int
         next_cursor=None
         if next_cursor is None
         else cursor_cls(topic_name=next_cursor[0], partition_index=next_cursor[1]),  # type: ignore[call-arg]
+    )
+
+
+def described_partition(
+    partition_cls: type,
+    image: MetadataImage,
+    partition_id: int,
+    reg: PartitionRegistration,
+    error: Errors = Errors.NONE,
+) -> Any:
+    """A partition as Metadata and DescribeTopicPartitions answer it, from its registration
+    (what the response's version has of it: ELR and the rest are DescribeTopicPartitions')."""
+    return build(
+        partition_cls,
+        error_code=error_code(error),
+        partition_index=partition_id,
+        leader_id=reg.leader,
+        leader_epoch=reg.leader_epoch,
+        replica_nodes=reg.replicas,
+        isr_nodes=reg.isr,
+        eligible_leader_replicas=reg.elr,
+        last_known_elr=reg.last_known_elr,
+        offline_replicas=tuple(r for r in reg.replicas if image.is_fenced(r)),
+        partition_epoch=reg.partition_epoch,
+        last_known_leader=reg.last_known_leader,
+        leader_recovery_state=int(reg.leader_recovery_state),
     )
 
 

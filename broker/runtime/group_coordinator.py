@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.core import messages as bm
 from broker.core.group_coordinator_shard import (
@@ -51,6 +51,8 @@ log = logging.getLogger("minikraft.broker.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TICK_INTERVAL_S = 0.1
+
+R = TypeVar("R", JoinResult, SyncResult)
 LOAD_READ_BYTES = 1 << 20
 # Kafka's broker settings, sized for a laptop cluster (Kafka: 50 partitions, RF 3).
 GROUP_DEFAULTS = {
@@ -356,17 +358,10 @@ class GroupCoordinator:
     async def join(self, request: JoinRequest) -> JoinResult:
         loaded = self.shard_for(request.group_id)
         member_id, immediate, result = loaded.shard.join(request, now_ms(), str(uuid.uuid4()))
-        if immediate is not None:
-            self._dispatch(loaded, result)
-            return immediate
-        key = (request.group_id, member_id)
-        previous = self._joins.pop(key, None)
-        if previous is not None and not previous.done():
-            previous.set_result(JoinResult(Errors.REBALANCE_IN_PROGRESS, member_id))
-        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        self._joins[key] = future
-        self._dispatch(loaded, result)
-        return await future
+        return await self._answer(
+            loaded, immediate, result, self._joins, (request.group_id, member_id),
+            JoinResult(Errors.REBALANCE_IN_PROGRESS, member_id),
+        )
 
     async def sync(
         self,
@@ -383,15 +378,31 @@ class GroupCoordinator:
             group_id, member_id, generation_id, protocol_type, protocol_name, assignments, now_ms(),
             group_instance_id,
         )
+        return await self._answer(
+            loaded, immediate, result, self._syncs, (group_id, member_id),
+            SyncResult(Errors.REBALANCE_IN_PROGRESS),
+        )
+
+    async def _answer(
+        self,
+        loaded: LoadedShard,
+        immediate: R | None,
+        result: ShardResult,
+        waiting: dict[tuple[str, str], asyncio.Future[R]],
+        key: tuple[str, str],
+        superseded: R,
+    ) -> R:
+        """The shard's immediate answer, or one the member waits for until the rebalance gives
+        it (its earlier wait, if any, is answered `superseded`). The wait is registered before
+        the shard's result is dispatched, which may answer it at once."""
         if immediate is not None:
             self._dispatch(loaded, result)
             return immediate
-        key = (group_id, member_id)
-        previous = self._syncs.pop(key, None)
+        previous = waiting.pop(key, None)
         if previous is not None and not previous.done():
-            previous.set_result(SyncResult(Errors.REBALANCE_IN_PROGRESS))
-        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        self._syncs[key] = future
+            previous.set_result(superseded)
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        waiting[key] = future
         self._dispatch(loaded, result)
         return await future
 

@@ -210,18 +210,10 @@ class KafkaApis:
                 continue
             partitions = []
             for partition_id, reg in sorted(topic.partitions.items()):
-                offline = tuple(b for b in reg.replicas if image.is_fenced(b))
                 leader_error = Errors.LEADER_NOT_AVAILABLE if reg.leader < 0 else Errors.NONE
                 partitions.append(
-                    build(
-                        partition_cls,
-                        error_code=error_code(leader_error),
-                        partition_index=partition_id,
-                        leader_id=reg.leader,
-                        leader_epoch=reg.leader_epoch,
-                        replica_nodes=tuple(reg.replicas),
-                        isr_nodes=tuple(reg.isr),
-                        offline_replicas=offline,
+                    kafka_describe.described_partition(
+                        partition_cls, image, partition_id, reg, leader_error
                     )
                 )
             topics.append(

@@ -4,6 +4,7 @@ give; each state in raft.core.quorum_state (and LeaderState) overrides where its
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from raft.core.replica_key import ReplicaKey
 
@@ -39,12 +40,7 @@ class EpochStateBase:
                                delay_ms: Callable[[], int]) -> None:
         """EndQuorumEpoch from leader_id: stand after delay_ms() if this role waits for it."""
 
-    @property
-    def observes(self) -> bool:
-        """A replica in this role that may not stand is an observer."""
-        return False
-
-    @property
-    def may_pre_vote(self) -> bool:
-        """Whether a replica in this role may start a pre-vote (rule 7)."""
-        return True
+    # A replica in this role that may not stand is an observer.
+    observes: ClassVar[bool] = False
+    # A replica in this role may start a pre-vote (rule 7).
+    may_pre_vote: ClassVar[bool] = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from raft.core.epoch_state import EpochStateBase
 from raft.core.replica_key import ReplicaKey
@@ -54,9 +55,7 @@ class LeaderState(EpochStateBase):
     def accepts_leader(self, leader_id: int, endpoint: str, from_leader: bool) -> bool:
         return False  # another leader in our epoch would break rule 1; never follow it
 
-    @property
-    def may_pre_vote(self) -> bool:
-        return False
+    may_pre_vote: ClassVar[bool] = False
 
     # -- progress --------------------------------------------------------------------------------
 

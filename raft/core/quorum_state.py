@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from raft.core.epoch_state import EpochStateBase
 from raft.core.leader_state import LeaderState
@@ -48,9 +49,7 @@ class UnattachedState(EpochStateBase):
         # The leader is leaving: stand after the delay (the successors in order).
         self.election_deadline_ms = min(self.election_deadline_ms, now_ms + delay_ms())
 
-    @property
-    def observes(self) -> bool:
-        return True
+    observes: ClassVar[bool] = True
 
 
 @dataclass(slots=True)
@@ -90,9 +89,7 @@ class CandidateState(EpochStateBase):
     def deadlines(self, may_stand: bool) -> list[int]:
         return [self.election_deadline_ms] if may_stand else []
 
-    @property
-    def may_pre_vote(self) -> bool:
-        return False
+    may_pre_vote: ClassVar[bool] = False
 
 
 @dataclass(slots=True)
@@ -145,9 +142,7 @@ class FollowerState(EpochStateBase):
         self.last_fetch_success_ms = -NO_DEADLINE_MS  # pre-votes may be granted now
         self.leader_lost = True  # the delay orders the successors: no more jitter
 
-    @property
-    def observes(self) -> bool:
-        return True
+    observes: ClassVar[bool] = True
 
 
 @dataclass(slots=True)
