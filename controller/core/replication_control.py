@@ -425,17 +425,19 @@ def partition_changes_after_configs(
 # -- broker lifecycle effects on partitions (rules 10-13, 16) --------------------------------
 
 
+def _in_isr_or_leads(broker_id: int) -> Callable[[PartitionRegistration], bool]:
+    """The partitions a fence or a controlled shutdown of the broker changes: those it is in
+    the ISR of or leads (Kafka's brokersToIsrs.partitionsWithBrokerInIsr)."""
+    return lambda reg: broker_id in reg.isr or reg.leader == broker_id
+
+
 def broker_fenced_steps(
     image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
 ) -> Steps[list[PartitionChange]]:
     """Rule 12: the fenced broker leaves every ISR (ELR on), keeps its ELR membership, and its
-    partitions elect another leader per rule 13. Only the partitions it is in the ISR of or
-    leads change (Kafka's brokersToIsrs.partitionsWithBrokerInIsr)."""
+    partitions elect another leader per rule 13."""
     return _broker_changes(
-        image,
-        policy,
-        lambda reg: broker_id in reg.isr or reg.leader == broker_id,
-        lambda builder: builder.fence_broker(broker_id),
+        image, policy, _in_isr_or_leads(broker_id), lambda b: b.fence_broker(broker_id)
     )
 
 
@@ -484,10 +486,7 @@ def broker_controlled_shutdown_steps(
 ) -> Steps[list[PartitionChange]]:
     """Controlled shutdown: leadership moves away first and the broker leaves the ISRs."""
     return _broker_changes(
-        image,
-        policy,
-        lambda reg: broker_id in reg.isr or reg.leader == broker_id,
-        lambda builder: builder.controlled_shutdown(broker_id),
+        image, policy, _in_isr_or_leads(broker_id), lambda b: b.controlled_shutdown(broker_id)
     )
 
 
