@@ -64,6 +64,13 @@ class _EventKey(TypedDict):
     partition: int
 
 
+class _CommittedState(TypedDict):
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    leader_recovery_state: int
+
+
 class BrokerView(Protocol):
     """What the leader needs of its metadata image (metadata.MetadataImage fits)."""
 
@@ -947,6 +954,15 @@ class PartitionState:
             "partition": self.partition,
         }
 
+    def _committed_state(self) -> _CommittedState:
+        """The partition as this replica last applied it (RoleChanged and IsrResult carry it)."""
+        return {
+            "leader_epoch": self._leader_epoch,
+            "partition_epoch": self._partition_epoch,
+            "isr": self._committed_isr,
+            "leader_recovery_state": int(self._recovery_state),
+        }
+
     def _ready(self, out: _Builder) -> PartitionReady:
         return PartitionReady(
             high_watermark=self._high_watermark,
@@ -961,12 +977,9 @@ class PartitionState:
     def _role_event(self, role: str, now_ms: int) -> RoleChanged:
         return RoleChanged(
             **self._event_key(),
+            **self._committed_state(),
             role=role,
             leader_id=self._leader_id,
-            leader_epoch=self._leader_epoch,
-            partition_epoch=self._partition_epoch,
-            isr=self._committed_isr,
-            leader_recovery_state=int(self._recovery_state),
             log_end_offset=self._log_end_offset,
             high_watermark=self._high_watermark,
             ts=now_ms,
@@ -993,12 +1006,9 @@ class PartitionState:
     ) -> IsrResult:
         return IsrResult(
             **self._event_key(),
+            **self._committed_state(),
             proposal_id=proposal.proposal_id,
             error=error.name,
             outcome=outcome,
-            isr=self._committed_isr,
-            leader_epoch=self._leader_epoch,
-            partition_epoch=self._partition_epoch,
-            leader_recovery_state=int(self._recovery_state),
             ts=now_ms,
         )
