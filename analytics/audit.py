@@ -80,6 +80,7 @@ from analytics.rules.replication.spark import (
     rule_23_acked,
 )
 from analytics.rules.result import RuleResult, rule_order, rule_result
+from analytics.rules.spark_common import applied_rows
 
 # Below this much metadata log the files are decoded in the driver's process (a few thousand
 # records take milliseconds); above it, by a pool of forked processes while the JVM starts.
@@ -98,6 +99,20 @@ MAX_CORRUPT_LISTED = 100
 MAX_PARTITIONS_LISTED = 500
 
 Progress = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedRecords:
+    """The staged metadata rows, and the offsets of the replay source's log whose data records
+    no loader applies (aborted KIP-868 transactions, or one open at the log's end:
+    ShardResult.dropped): topic names and RECOVERING partitions are read without them."""
+
+    table: Table
+    node: int | None
+    dropped: tuple[tuple[int, int], ...]
+
+    def applied(self, spark: SparkSession) -> DataFrame:
+        return applied_rows(self.table.read(spark), self.node, self.dropped)
 
 
 class AuditInputError(ValueError):
@@ -290,7 +305,7 @@ def no_broker_inputs() -> list[RuleResult]:
             rule_result(24, 0, []), rule25]
 
 
-def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_records: Table
+def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_records: StagedRecords
                   ) -> tuple[list[RuleResult], dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Rules 20-25, the group checks and the HWM timelines; the journal and the rule-22 output are small and
     read twice, so they are persisted, the partition logs are not."""
@@ -303,7 +318,7 @@ def _broker_rules(spark: SparkSession, staged: StagedBrokerInputs, staged_record
         rules = [rule_20_hwm(journal), rule_21_recovering(journal)]
         replicas = rule_22_replicas(inputs).persist(StorageLevel.MEMORY_AND_DISK)
         rules.append(rule_22_result(replicas))
-        metadata = staged_records.read(spark)
+        metadata = staged_records.applied(spark)
         recovering = recovering_partitions(metadata, journal)
         if inputs.cleaned:  # rules 23 and 25 both read it
             recovering = recovering.persist(StorageLevel.MEMORY_AND_DISK)
@@ -386,9 +401,11 @@ def run_audit(
         try:
             say("staging and replaying (Spark is up)")
             stager.wait()
+            dropped: tuple[tuple[int, int], ...] = ()
             for shard in shards:
                 done = shard.result()
                 staged_records.rows += done.staged_rows
+                dropped = done.dropped  # the same in every shard
                 if replayed is not None:
                     replayed.rows += done.output_rows
             staged_rows = sum(
@@ -396,8 +413,9 @@ def run_audit(
             in_driver = (staged_rows <= PYTHON_IN_DRIVER_ROWS if python_in_driver is None
                          else python_in_driver)
             spark.conf.set(PYTHON_IN_DRIVER_CONF, "true" if in_driver else "false")
-            result = _audit(spark, say, directory, files, summary, staged_batches,
-                            staged_records, staged_broker, replayed)
+            records = StagedRecords(staged_records, source.node if source else None, dropped)
+            result = _audit(spark, say, directory, files, summary, staged_batches, records,
+                            staged_broker, replayed)
         finally:
             if warming is not None:
                 warming.join()
@@ -413,7 +431,7 @@ def run_audit(
 
 
 def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: list[FileSpec],
-           summary: list[dict[str, Any]], staged_batches: Table, staged_records: Table,
+           summary: list[dict[str, Any]], staged_batches: Table, staged_records: StagedRecords,
            staged_broker: StagedBrokerInputs, replayed: Table | None) -> AuditResult:
     """Every rule over the staged tables and the replay's output (Spark reads them as
     Parquet), on three threads: the partition rules' counts, evidence and timelines from the
@@ -427,7 +445,7 @@ def _audit(spark: SparkSession, say: Progress, directory: str | Path, files: lis
         brokers = pool.submit(_broker_rules, spark, staged_broker, staged_records)
         batches = staged_batches.read(spark)
         corruption, torn = damage_evidence(batches, summary)
-        df = staged_records.read(spark)
+        df = staged_records.applied(spark)
         topic_names, elections, undecodable = _names_elections_undecodable(df)
         inputs = _inputs(summary, len(files), undecodable)
         # Rules 1 and 5 read only the few Raft control records: one scan picks them out.

@@ -49,8 +49,11 @@ from analytics.read.log_scan import CORRUPT
 from analytics.rules.cleanup import pure as cl
 from analytics.rules.groups import pure as gr
 from analytics.rules.partitions.pure import (
+    MARKER_ITEM,
+    PARTITION_ITEM,
     PARTITION_RECORD_TYPES,
     SIDE_FIELDS,
+    SIDE_ITEM,
     SIDE_RECORD_TYPES,
     replay_in_log_order,
 )
@@ -64,6 +67,7 @@ from analytics.rules.quorum.pure import (
 from analytics.rules.replication import pure as dr
 from analytics.rules.result import MAX_EVIDENCE, RuleResult, rule_order, rule_result
 from kafkawire.constants import ACKS_ALL
+from metadata.transactions import MARKER_NAMES, TransactionHold
 
 _SIDE = tuple(COL[c] for c in SIDE_FIELDS)
 
@@ -124,9 +128,20 @@ def run_baseline(directory: str | Path) -> BaselineResult:
     first_change: dict[int, tuple[int, str, int]] = {}
     logs: dict[int, NodeColumns] = {}
     voters: dict[int, list[tuple[int, int, int, str, list[str]]]] = defaultdict(list)
-    replay_items: list[tuple[int, int, bool, tuple[Any, ...]]] = []
+    replay_items: list[tuple[int, int, int, tuple[Any, ...]]] = []
     names_by_id: dict[str, str] = {}
     recovering_ids: set[tuple[str, int]] = set()
+    # Topic names and partitions that went RECOVERING, as each node's loader applied its log:
+    # a transaction's records at its End, never an aborted or unfinished one's
+    # (metadata.transactions; the Spark audit filters its record table the same way).
+    holds: dict[int, TransactionHold[tuple[bool, str, Any]]] = defaultdict(TransactionHold)
+
+    def note_state(is_name: bool, topic_id: str, value: Any) -> None:
+        if is_name:
+            names_by_id[topic_id] = value
+        else:
+            recovering_ids.add((topic_id, value))
+
     lrs_i = COL["leader_recovery_state"]
     kind, offset_i, rtype_i, corrupt_i = COL["kind"], COL["offset"], COL["record_type"], \
         COL["corrupt"]
@@ -151,10 +166,16 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                 epoch = row[COL["epoch"]]
                 leaders[epoch].add(row[COL["leader_id"]])
                 first_change.setdefault(epoch, (spec.node, spec.file, offset))
-            elif record_type == "TopicRecord":
-                names_by_id[row[COL["topic_id"]]] = row[COL["topic_name"]]
-            elif record_type in PARTITION_RECORD_TYPES and row[lrs_i] == dr.RECOVERING:
-                recovering_ids.add((row[COL["topic_id"]], row[COL["partition_id"]]))
+            elif record_type in MARKER_NAMES and row[kind] == KIND_SEGMENT:
+                for item in holds[spec.node].marker(record_type, offset):
+                    note_state(*item)
+            elif record_type == "TopicRecord" or (record_type in PARTITION_RECORD_TYPES
+                                                  and row[lrs_i] == dr.RECOVERING):
+                is_name = record_type == "TopicRecord"
+                item = (is_name, row[COL["topic_id"]],
+                        row[COL["topic_name"] if is_name else COL["partition_id"]])
+                if not (row[kind] == KIND_SEGMENT and holds[spec.node].hold(item)):
+                    note_state(*item)
             if record_type == "VotersRecord":
                 snapshot = row[kind] == KIND_SNAPSHOT
                 position = (spec.snapshot_end_offset or 0) - 1 if snapshot else offset
@@ -169,11 +190,13 @@ def run_baseline(directory: str | Path) -> BaselineResult:
                 snapshot = row[kind] == KIND_SNAPSHOT
                 major, minor = (-1, offset) if snapshot else (offset, 0)  # log order
                 if record_type in PARTITION_RECORD_TYPES:
-                    replay_items.append((major, minor, True, (
+                    replay_items.append((major, minor, PARTITION_ITEM, (
                         tuple(row[i] for i in PARTITION_VALUE_COLUMNS), spec.file, offset,
                         row[COL["batch_timestamp_ms"]], snapshot)))
                 else:
-                    replay_items.append((major, minor, False, tuple(row[i] for i in _SIDE)))
+                    replay_items.append((major, minor, SIDE_ITEM, tuple(row[i] for i in _SIDE)))
+            elif record_type in MARKER_NAMES and row[kind] == KIND_SEGMENT:
+                replay_items.append((offset, 0, MARKER_ITEM, (record_type, offset)))
     rules = [rule_1_one_leader_per_epoch(leaders, first_change), rule_2_committed_prefix(logs),
              rule_5_voter_changes(voters)]
     rules += replay_in_log_order(source.node if source else 0, replay_items)

@@ -13,9 +13,10 @@ Followers may lag the leader by a few batches, as after a crash.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,8 +27,11 @@ from metadata.records import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
     ConfigRecord,
     Endpoint,
+    EndTransactionRecord,
     FenceBrokerRecord,
     MetadataRecord,
     NoOpRecord,
@@ -50,6 +54,10 @@ from storage.core.record_batch import Record, encode_batch
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 METADATA_PARTITION_DIR_NAME = "__cluster_metadata-0"
 CLUSTER_ID = "minikraft-audit-demo00"
+# The active controller writes a change of more than this many records as a KIP-868 transaction
+# in batches of at most this many (controller.runtime.quorum_controller's, which analytics may
+# not import: tests/unit/test_audit_transactions.py holds the two equal).
+TRANSACTION_BATCH_RECORDS = 1000
 
 
 @dataclass
@@ -129,6 +137,8 @@ class LogBuilder:
         self.topic_names: dict[uuid.UUID, str] = {}
         self.topic_min_isr: dict[uuid.UUID, int] = {}
         self.cluster_min_isr = 1
+        self.voter_keys: tuple[ReplicaKey, ...] = ()
+        self._leader_fails = False  # leave the transactions written without their End
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -140,11 +150,44 @@ class LogBuilder:
         self.next_offset += len(values)
         return base
 
-    def append_records(self, records: Sequence[MetadataRecord]) -> int:
-        return self.append([encode_record(r) for r in records])
+    def append_records(self, records: Sequence[MetadataRecord], name: str = "change") -> int:
+        """One change's records, as the active controller commits them
+        (quorum_controller._commit): more than TRANSACTION_BATCH_RECORDS go in a KIP-868
+        transaction, Begin ... End, in batches of at most that many."""
+        if len(records) <= TRANSACTION_BATCH_RECORDS:
+            return self.append([encode_record(r) for r in records])
+        framed = [BeginTransactionRecord(name=name), *records]
+        if not self._leader_fails:
+            framed.append(EndTransactionRecord())
+        base = self.next_offset
+        for start in range(0, len(framed), TRANSACTION_BATCH_RECORDS):
+            self.append([encode_record(r) for r in framed[start:start + TRANSACTION_BATCH_RECORDS]])
+        return base
+
+    @contextlib.contextmanager
+    def leader_fails_mid_transaction(self, next_leader: int | None) -> Iterator[None]:
+        """The changes made inside are written, and the leader fails before their
+        EndTransactionRecord: the state goes back to before them, and `next_leader`, elected
+        in a new epoch, aborts the transaction at its activation (a NoOpRecord, then an
+        AbortTransactionRecord: quorum_controller._ensure_active, Kafka's
+        ActivationRecordsGenerator). None: the log ends with the transaction open."""
+        saved = (dict(self.partitions), dict(self.brokers.epochs), dict(self.brokers.fenced),
+                 dict(self.topic_names), dict(self.topic_min_isr), self.cluster_min_isr)
+        self._leader_fails = True
+        try:
+            yield
+        finally:
+            self._leader_fails = False
+        (self.partitions, self.brokers.epochs, self.brokers.fenced, self.topic_names,
+         self.topic_min_isr, self.cluster_min_isr) = saved
+        if next_leader is not None:
+            self.new_leader(next_leader, self.voter_keys)
+            self.append_records([NoOpRecord()])
+            self.append_records([AbortTransactionRecord(reason="Controller failover")])
 
     def new_leader(self, leader_id: int, voters: Sequence[ReplicaKey]) -> None:
         """Rule 1: a new epoch per election, opened by the winner's LeaderChange record."""
+        self.voter_keys = tuple(voters)
         self.epoch += 1
         self.append([encode_control(LeaderChangeRecord(leader_id, tuple(voters),
                                                        tuple(voters)))], is_control=True)
@@ -218,7 +261,7 @@ class LogBuilder:
             reg = PartitionRegistration(replicas=replicas, isr=isr, leader=leader)
             self.partitions[(topic_id, p)] = reg
             records.append(reg.to_record(topic_id, p))
-        self.append_records(records)
+        self.append_records(records, "CreateTopics")
         return topic_id
 
     def alter_isr(self, key: tuple[uuid.UUID, int]) -> None:
@@ -294,8 +337,10 @@ def generate_cluster_dir(
     segment_records: int = 50_000,
     follower_lag_batches: int = 2,
     snapshot_at: int | None = None,
+    then: Callable[[LogBuilder], None] | None = None,
 ) -> GeneratedCluster:
-    """A clean log of about `records` records, written for every controller under root."""
+    """A clean log of about `records` records, written for every controller under root;
+    `then` writes more changes after those (a test's story)."""
     root = Path(root)
     rng = random.Random(seed)
     directory_ids = {c: uuid.UUID(int=rng.getrandbits(128) | 1) for c in controllers}
@@ -337,6 +382,8 @@ def generate_cluster_dir(
             log.new_leader(rng.choice(controllers), keys)
         else:
             log.append_records([NoOpRecord()] * rng.randint(1, 4))
+    if then is not None:
+        then(log)
     files: list[Path] = []
     for index, controller in enumerate(controllers):
         node = NodeLog(controller, directory_ids[controller], segment_records)

@@ -3,6 +3,9 @@ undamaged rows, and the Arrow schema of an applyInArrow body's output."""
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -27,6 +30,20 @@ def counts(df: DataFrame, violation: Any) -> tuple[int, int]:
 
 def good_rows(df: DataFrame) -> DataFrame:
     return df.filter(~F.col("corrupt") & (F.col("offset") >= 0))
+
+
+def applied_rows(df: DataFrame, node: int | None, dropped: Sequence[tuple[int, int]]
+                 ) -> DataFrame:
+    """Metadata rows without the data records of `node`'s log that no loader applies: those
+    of a KIP-868 transaction aborted or open at the log's end, (first, last) offsets each
+    (metadata.transactions). Control records (Raft's) and undecodable ones stay. No filter at
+    all when there is none."""
+    if node is None or not dropped:
+        return df
+    inside = functools.reduce(operator.or_, (F.col("offset").between(first, last)
+                                             for first, last in dropped))
+    return df.filter(~((F.col("node") == node) & (F.col("kind") == "segment")
+                       & ~F.col("is_control") & ~F.col("corrupt") & inside))
 
 
 

@@ -46,6 +46,7 @@ from metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
 )
+from metadata.transactions import TransactionHold
 from raft.core.replica_key import uuid_from_str
 
 PARTITION_RECORD_TYPES = ("PartitionRecord", "PartitionChangeRecord")
@@ -142,8 +143,13 @@ class PartitionState:
 class LogReplay:
     """Feed it one log's records in log order (the snapshot's, then the segments' by offset):
     side_record for TopicRecord, ConfigRecord and FeatureLevelRecord rows, partition_record
-    for partition records. Violations come back from partition_record; each state goes to
-    `points` if one is given; `tallies` ends the replay."""
+    for partition records, transaction_marker for the segments' KIP-868 markers. Violations
+    come back from partition_record and transaction_marker; each state goes to `points` if
+    one is given; `tallies` ends the replay.
+
+    A transaction's records are held and applied at its End, dropped at its Abort, and never
+    applied if the log ends first (metadata.transactions: the MetadataLoader's rule, as the
+    nodes apply the log; the snapshot is read first, so none is open when it loads)."""
 
     def __init__(self, node: int, points: PointSink | None = None) -> None:
         self.node = node
@@ -153,6 +159,19 @@ class LogReplay:
         self._topic_min: dict[str, int | None] = {}  # topic name -> its min.insync.replicas
         self._cluster_min: int | None = None
         self._elr_enabled = True
+        # Held: (True, partition_record's arguments) or (False, side_record's).
+        self.transaction: TransactionHold[tuple[bool, tuple[Any, ...]]] = TransactionHold()
+
+    def transaction_marker(self, record_type: str, offset: int) -> list[dict[str, Any]]:
+        """A Begin/End/AbortTransactionRecord at `offset`; the violations of the records an
+        End applies."""
+        out: list[dict[str, Any]] = []
+        for is_partition, args in self.transaction.marker(record_type, offset):
+            if is_partition:
+                out += self._partition_record(*args)
+            else:
+                self._side_record(*args)
+        return out
 
     def side_record(self, record_type: str, topic_id: str | None, topic_name: str | None,
                     resource_type: int | None, resource: str | None, name: str | None,
@@ -160,6 +179,13 @@ class LogReplay:
         """A TopicRecord (id -> name), a min.insync.replicas ConfigRecord (a topic's, or the
         cluster default: the broker resource ""), or the ELR FeatureLevelRecord; any other
         row changes nothing."""
+        args = (record_type, topic_id, topic_name, resource_type, resource, name, value)
+        if not self.transaction.hold((False, args)):
+            self._side_record(*args)
+
+    def _side_record(self, record_type: str, topic_id: str | None, topic_name: str | None,
+                     resource_type: int | None, resource: str | None, name: str | None,
+                     value: str | None) -> None:
         if record_type == "TopicRecord":
             if topic_id is not None and topic_name is not None:
                 self._topic_names[topic_id] = topic_name
@@ -192,7 +218,16 @@ class LogReplay:
                          batch_timestamp_ms: int | None, in_snapshot: bool = False
                          ) -> list[dict[str, Any]]:
         """Apply one PartitionRecord / PartitionChangeRecord (values: PARTITION_VALUE_NAMES); the
-        violations it shows (rules 8, 10, 11, 13, 19), each with where it was found."""
+        violations it shows (rules 8, 10, 11, 13, 19), each with where it was found. Inside a
+        transaction: held, nothing yet."""
+        args = (values, file, offset, batch_timestamp_ms, in_snapshot)
+        if self.transaction.hold((True, args)):
+            return []
+        return self._partition_record(*args)
+
+    def _partition_record(self, values: tuple[Any, ...], file: str, offset: int,
+                          batch_timestamp_ms: int | None, in_snapshot: bool
+                          ) -> list[dict[str, Any]]:
         record_type = values[_TYPE]
         state = self.state_of(values[_TOPIC], values[_PARTITION])
         reg = state.reg
@@ -291,19 +326,25 @@ def point_row(node: int, state: PartitionState, file: str, point: tuple[int, ...
             "recovering": bool(recovering)}
 
 
-def replay_in_log_order(node: int, items: list[tuple[int, int, bool, tuple[Any, ...]]]
+# What a replay_in_log_order item is: a side record, a partition record, a transaction marker.
+SIDE_ITEM, PARTITION_ITEM, MARKER_ITEM = 0, 1, 2
+
+
+def replay_in_log_order(node: int, items: list[tuple[int, int, int, tuple[Any, ...]]]
                      ) -> list[RuleResult]:
     """Rules 8, 10, 11, 13, 19 over the replay source's records as the baseline gathers them
-    ((major, minor, is_partition, LogReplay arguments)), sorted into log order (a stable sort:
-    the snapshot's first) and replayed as the Spark audit's shards replay them."""
+    ((major, minor, SIDE/PARTITION/MARKER_ITEM, LogReplay arguments)), sorted into log order (a
+    stable sort: the snapshot's first) and replayed as the Spark audit's shards replay them."""
     items.sort(key=lambda item: (item[0], item[1]))
     replay = LogReplay(node)
     violations: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for _major, _minor, is_partition, args in items:
-        if not is_partition:
+    for _major, _minor, kind, args in items:
+        if kind == SIDE_ITEM:
             replay.side_record(*args)
             continue
-        for out in replay.partition_record(*args):
+        found = (replay.partition_record(*args) if kind == PARTITION_ITEM
+                 else replay.transaction_marker(*args))
+        for out in found:
             out["partition"] = f"{out['topic_id']}-{out['partition_id']}"
             violations[out["rule"]].append(out)
     states = sum(s.states for s in replay.partitions.values())

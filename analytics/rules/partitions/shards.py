@@ -62,6 +62,7 @@ from analytics.rules.partitions.pure import (
 )
 from analytics.rules.partitions.source import ReplaySource
 from analytics.rules.replication.pure import RECOVERING
+from metadata.transactions import TransactionHold, marker_name
 from storage.core.record_batch import decode_batch
 
 TIMELINE_PARTITIONS = 12  # partitions whose timeline the report draws
@@ -156,6 +157,10 @@ class ShardResult:
     staged_rows: int  # rows this shard wrote to the staged records table
     replayed: int  # partition records this shard replayed
     output_rows: int
+    # (first, last) offsets of the source's KIP-868 transactions never applied (aborted, or
+    # open at the log's end), read from its whole log: its staged rows there are not state
+    # (analytics.rules.spark_common.applied_rows). Every shard finds the same.
+    dropped: tuple[tuple[int, int], ...] = ()
 
 
 class PointSpill:
@@ -233,6 +238,7 @@ def run_shard(plan: ShardPlan, shard: int) -> ShardResult:
     output (see the module doc)."""
     spill = PointSpill(plan.output_dir / f"points-{shard:05d}.bin")
     replay = LogReplay(plan.node, spill.add)
+    transactions: TransactionHold[None] = TransactionHold()  # the whole log's, from its start
     out = _OutputWriter(plan.output_dir / f"replay-{shard:05d}.parquet")
     staged_rows = replayed = 0
     schema = arrow_schema(COLUMNS)
@@ -247,7 +253,7 @@ def run_shard(plan: ShardPlan, shard: int) -> ShardResult:
                 if staged is None and not in_replay:
                     continue
                 replayed += _walk_file(plan, shard, spec, in_replay, replay, staged, misfits,
-                                       out)
+                                       out, transactions)
                 if staged is not None:
                     staged_rows += staged.close()
             staged_rows += misfits.close()
@@ -260,7 +266,8 @@ def run_shard(plan: ShardPlan, shard: int) -> ShardResult:
                     out.add(point_row(plan.node, state, file, point))
     finally:
         spill.close()
-    return ShardResult(staged_rows, replayed, out.close())
+    transactions.clear()
+    return ShardResult(staged_rows, replayed, out.close(), tuple(transactions.dropped))
 
 
 def _chosen_partitions(replay: LogReplay) -> list[PartitionState]:
@@ -271,16 +278,18 @@ def _chosen_partitions(replay: LogReplay) -> list[PartitionState]:
 
 def _walk_file(plan: ShardPlan, shard: int, spec: FileSpec, in_replay: bool,
                replay: LogReplay, staged: _Staged | None, misfits: _Staged,
-               out: _OutputWriter) -> int:
+               out: _OutputWriter, transactions: TransactionHold[None]) -> int:
     """One file: its replayed records into `replay` (this shard's partitions), its staged rows
     into `staged` (when this shard stages it; else this shard's records that do not fit their
-    columns into `misfits`, as corrupt rows). How many records this shard replayed."""
+    columns into `misfits`, as corrupt rows), a segment's transaction markers into
+    `transactions` and the replay. How many records this shard replayed."""
     data = read_file(spec)
     if isinstance(data, str):
         if staged is not None:
             staged.chunk.add_other(damage_row(staged.template, 0, data, CORRUPT))
         return 0
     in_snapshot = spec.kind == KIND_SNAPSHOT
+    in_segment = spec.kind == KIND_SEGMENT
     from_offset = -1 if in_snapshot else plan.from_offset
     shards = plan.shards
     mine: dict[tuple[bytes, int], bool] = {}  # partition (topic id's bytes) -> this shard's
@@ -302,6 +311,13 @@ def _walk_file(plan: ShardPlan, shard: int, spec: FileSpec, in_replay: bool,
             offset = batch.offset_of(index)
             unpacked = None if batch.is_control else unpack_partition(record.value or b"")
             replaying = in_replay and offset >= from_offset
+            marker = None if unpacked is not None or batch.is_control or not in_segment \
+                else marker_name(record.value)
+            if marker is not None:
+                transactions.marker(marker, offset)
+                if replaying:
+                    for violation in replay.transaction_marker(marker, offset):
+                        out.add(violation)
             ours = False
             if unpacked is not None:
                 if replaying:
