@@ -8,6 +8,8 @@ segments are read read-only (storage/runtime/log_reader.py, safe on a running no
 means below the high watermark the quorum reports, and only entries at least `since_offset` count,
 so one chaos run never borrows another's excuse. Logs of every controller are merged: they agree
 below the high watermark (rule 2), and a controller whose disk was replaced only lacks a prefix.
+A KIP-868 transaction's records count as the nodes' loader applies them (metadata.transactions):
+at its End; never those of an aborted one, nor of one still open at the high watermark.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from typing import Any
 
 from metadata.partition_registration import LeaderRecoveryState
 from metadata.records import (
+    TRANSACTION_MARKERS,
     CorruptRecordError,
+    MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     TopicRecord,
     UnknownRecordError,
     decode_record,
 )
+from metadata.transactions import TransactionHold
 from storage.runtime.log_reader import read_batches
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
@@ -75,11 +80,18 @@ def scan_recovering_elections(
     topics: dict[uuid.UUID, str] = {}
     elections: list[RecoveringElection] = []
     recovering = int(LeaderRecoveryState.RECOVERING)
+    transaction: TransactionHold[tuple[int, MetadataRecord]] = TransactionHold()
+    applied: list[tuple[int, MetadataRecord]] = []
     for offset in sorted(committed):
         try:
             decoded = decode_record(committed[offset])
         except (CorruptRecordError, UnknownRecordError):
             continue
+        if isinstance(decoded, TRANSACTION_MARKERS):
+            applied += transaction.marker(type(decoded).__name__, offset)
+        elif not transaction.hold((offset, decoded)):
+            applied.append((offset, decoded))
+    for offset, decoded in applied:
         if isinstance(decoded, TopicRecord):
             topics[decoded.topic_id] = decoded.name
         elif (

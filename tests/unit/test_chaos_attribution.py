@@ -13,7 +13,14 @@ from cluster.chaos.attribution import (
     metadata_log_dirs,
     scan_recovering_elections,
 )
-from metadata.records import PartitionChangeRecord, TopicRecord, encode_record
+from metadata.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    PartitionChangeRecord,
+    TopicRecord,
+    encode_record,
+)
 from storage.runtime.disk_log import DiskLog
 
 TOPIC_ID = uuid.uuid4()
@@ -54,3 +61,24 @@ def test_losses_are_attributed_per_partition_or_reported(tmp_path: Path) -> None
     assert unexplained == {1: ["p1-7"]}
     other_topic, still_unexplained = attribute_losses({0: ["x"]}, "other", elections)
     assert other_topic == {} and still_unexplained == {0: ["x"]}
+
+
+def test_recovering_records_count_as_their_transaction_applies_them(tmp_path: Path) -> None:
+    """KIP-868: a committed transaction's RECOVERING change counts, an aborted one's and one
+    still open at the high watermark do not (as the nodes' loader applies them)."""
+    def recovering(partition: int) -> bytes:
+        return encode_record(PartitionChangeRecord(partition, TOPIC_ID, leader=2,
+                                                   leader_recovery_state=1))
+
+    with DiskLog(tmp_path / "c" / "metadata" / METADATA_PARTITION_DIR) as log:
+        for values in ([encode_record(TopicRecord("t", TOPIC_ID))],  # offset 0
+                       [encode_record(BeginTransactionRecord("ElectLeaders")), recovering(0)],
+                       [encode_record(EndTransactionRecord())],  # offset 3: p0 applied
+                       [encode_record(BeginTransactionRecord("ElectLeaders")), recovering(1)],
+                       [encode_record(AbortTransactionRecord("Controller failover"))],
+                       [encode_record(BeginTransactionRecord("ElectLeaders")), recovering(2)]):
+            log.append_as_leader(values, 1, 0)
+        log.flush()
+    scan = scan_recovering_elections(metadata_log_dirs([tmp_path / "c"]), high_watermark=9)
+    assert [(e.partition, e.offset) for e in scan.elections] == [(0, 2)]
+    assert scan.end_offset_read == 9
