@@ -6,23 +6,24 @@ partitions' tallies and the topic names alike."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pyspark.sql import SparkSession
 
 from analytics.audit import run_audit
-from tests.unit.test_audit_transactions import BIG, transaction_story, without_elapsed
+from tests.unit.test_audit_transactions import (  # noqa: F401 (story: a fixture)
+    BIG,
+    Story,
+    story,
+    without_elapsed,
+)
 
 pytestmark = pytest.mark.spark
 
 
-def test_spark_audit_drops_aborted_and_unfinished_transactions(spark: SparkSession,
-                                                               tmp_path: Path) -> None:
-    transaction_story(tmp_path / "with", as_noops=False)
-    transaction_story(tmp_path / "noops", as_noops=True)
-    with_aborted = run_audit(tmp_path / "with", spark=spark).to_json()
-    reference = run_audit(tmp_path / "noops", spark=spark).to_json()
+def test_spark_audit_drops_aborted_and_unfinished_transactions(
+        spark: SparkSession, story: Story) -> None:  # noqa: F811
+    with_aborted = run_audit(story.with_aborted, spark=spark).to_json()
+    reference = run_audit(story.as_noops, spark=spark).to_json()
     assert without_elapsed(with_aborted) == without_elapsed(reference)
     assert "ghost" not in with_aborted["topic_names"].values()
     assert "big" in with_aborted["topic_names"].values()

@@ -8,8 +8,11 @@ while its committed transactions are applied. The Spark form: tests/spark/test_a
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from analytics.baseline import run_baseline
 from analytics.generate import TRANSACTION_BATCH_RECORDS, LogBuilder, generate_cluster_dir
@@ -59,6 +62,22 @@ def transaction_story(root: Path, as_noops: bool) -> list[tuple[int, int]]:
     generate_cluster_dir(root, 200, seed=3, brokers=BROKERS, topics=2, partitions_per_topic=3,
                          then=then)
     return dropped
+
+
+@dataclass(frozen=True)
+class Story:
+    with_aborted: Path  # the cluster directory
+    as_noops: Path
+    dropped: list[tuple[int, int]]
+
+
+@pytest.fixture(scope="session")
+def story(tmp_path_factory: pytest.TempPathFactory) -> Story:
+    """transaction_story both ways, once per session (the console and Spark tests read it too)."""
+    root = tmp_path_factory.mktemp("transactions")
+    dropped = transaction_story(root / "with", as_noops=False)
+    assert transaction_story(root / "noops", as_noops=True) == dropped
+    return Story(root / "with", root / "noops", dropped)
 
 
 def _as_noops(log: LogBuilder, ranges: list[tuple[int, int]]) -> None:
@@ -113,13 +132,11 @@ def test_hold_applies_at_the_end_drops_an_abort_and_an_open_one() -> None:
     assert hold.dropped == [(5, 6), (7, 9)]
 
 
-def test_baseline_drops_aborted_and_unfinished_transactions(tmp_path: Path) -> None:
+def test_baseline_drops_aborted_and_unfinished_transactions(story: Story) -> None:
     """The pure form: the same audit document as the log with those records as NoOps."""
-    dropped = transaction_story(tmp_path / "with", as_noops=False)
-    assert transaction_story(tmp_path / "noops", as_noops=True) == dropped
-    assert sum(last - first for first, last in dropped) > 2 * BIG + 1000
-    with_aborted = run_baseline(tmp_path / "with").to_json()
-    reference = run_baseline(tmp_path / "noops").to_json()
+    assert sum(last - first for first, last in story.dropped) > 2 * BIG + 1000
+    with_aborted = run_baseline(story.with_aborted).to_json()
+    reference = run_baseline(story.as_noops).to_json()
     assert without_elapsed(with_aborted) == without_elapsed(reference)
     # The committed transactions are applied: the big topic's partitions and its refencing.
     states = next(r for r in with_aborted["rules"] if r["rule"] == 10)["checked"]

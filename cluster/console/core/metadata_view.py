@@ -7,6 +7,10 @@ the topic) per record: 10,000 partitions created in one topic would be quadratic
 control records give the voter set and kraft.version. Each record also becomes a LogEntry for the
 page: Kafka's dump-log form, with a PartitionChangeRecord's "unchanged" fields left out and the
 field names as the seeds' schemas spell them (Isr, EligibleLeaderReplicas, LastKnownELR, ...).
+KIP-868 transactions are replayed as the nodes' loader applies them (metadata.transactions):
+a transaction's records, and their entries, at its EndTransactionRecord, across as many polls
+as it takes; none of an aborted one, nor of one still open (a loaded snapshot drops it). The
+markers themselves are listed as they come.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from metadata.records import (
     LAST_KNOWN_LEADER_UNCHANGED,
     LEADER_RECOVERY_STATE_UNCHANGED,
     NO_LEADER_CHANGE,
+    TRANSACTION_MARKERS,
     ConfigRecord,
     CorruptRecordError,
     MetadataRecord,
@@ -35,6 +40,7 @@ from metadata.records import (
     decode_record,
     record_to_json,
 )
+from metadata.transactions import TransactionHold
 from raft.core.control_records import (
     ControlRecordError,
     KRaftVersionRecord,
@@ -118,6 +124,9 @@ class MetadataView:
     next_offset: int = 0
     entries: deque[LogEntry] = field(default_factory=lambda: deque(maxlen=LOG_ENTRIES_KEPT))
     problems: deque[str] = field(default_factory=lambda: deque(maxlen=100))
+    # The records of an open transaction: (record, offset, epoch, timestamp ms).
+    transaction: TransactionHold[tuple[MetadataRecord, int, int, int]] = field(
+        default_factory=TransactionHold)
 
     def topic_name(self, topic_id: uuid.UUID) -> str:
         topic = self.image.topics.get(topic_id)
@@ -129,6 +138,7 @@ class MetadataView:
         self.partitions = {}
         self.entries.clear()
         self.next_offset = 0
+        self.transaction.clear(end_offset - 1)  # Kafka's MetadataBatchLoader.resetToImage
         self.apply(batches, keep_entries=False)
         self.next_offset = end_offset
         return []
@@ -145,11 +155,11 @@ class MetadataView:
                 offset = batch.offset_of(index)
                 if offset < self.next_offset:
                     continue
-                entry = self._replay(batch, index, offset, delta, topics)
-                # The active controller's NoOpRecords (one every 500 ms) would bury the rest.
-                if entry is not None and keep_entries and entry.type != "NoOpRecord":
-                    new.append(entry)
-                    self.entries.append(entry)
+                for entry in self._replay(batch, index, offset, delta, topics):
+                    # The active controller's NoOpRecords (one every 500 ms) would bury the rest.
+                    if keep_entries and entry.type != "NoOpRecord":
+                        new.append(entry)
+                        self.entries.append(entry)
             self.next_offset = batch.next_offset
         self.image = delta.image()
         return new
@@ -157,26 +167,42 @@ class MetadataView:
     def _replay(
         self, batch: RecordBatch, index: int, offset: int, delta: MetadataDelta,
         topics: dict[uuid.UUID, str],
-    ) -> LogEntry | None:
+    ) -> list[LogEntry]:
+        """The entries one record gives: none while a transaction holds it, a transaction's
+        at its End."""
         raw, ts = batch.records[index], batch.timestamp_of(index)
         if batch.is_control:
             try:
                 control = decode_control(raw)
             except ControlRecordError as exc:
                 self.problems.append(f"offset {offset}: {exc}")
-                return None
+                return []
             if isinstance(control, VotersRecord):
                 self.voters = [(v.voter_id, uuid_to_str(v.voter_directory_id))
                                for v in control.voters]
             elif isinstance(control, KRaftVersionRecord):
                 self.kraft_version = control.kraft_version
             kind, data = _control_data(control)
-            return LogEntry(offset, batch.leader_epoch, ts, kind, data)
+            return [LogEntry(offset, batch.leader_epoch, ts, kind, data)]
         try:
             record = decode_record(raw.value or b"")
         except (CorruptRecordError, UnknownRecordError) as exc:
             self.problems.append(f"offset {offset}: {exc}")
-            return None
+            return []
+        item = (record, offset, batch.leader_epoch, ts)
+        if isinstance(record, TRANSACTION_MARKERS):
+            entries = [self._apply(*held, delta, topics)
+                       for held in self.transaction.marker(type(record).__name__, offset)]
+            kind, data = record_data(record, topics)
+            return [*entries, LogEntry(offset, batch.leader_epoch, ts, kind, data)]
+        if self.transaction.hold(item):
+            return []
+        return [self._apply(*item, delta, topics)]
+
+    def _apply(
+        self, record: MetadataRecord, offset: int, epoch: int, ts: int, delta: MetadataDelta,
+        topics: dict[uuid.UUID, str],
+    ) -> LogEntry:
         topic: str | None = None
         partition: int | None = None
         if isinstance(record, PartitionRecord):
@@ -204,5 +230,4 @@ class MetadataView:
             except MetadataReplayError as exc:
                 self.problems.append(f"offset {offset}: {exc}")
         kind, data = record_data(record, topics)
-        return LogEntry(offset, batch.leader_epoch, ts, kind, data,
-                        topic, partition)
+        return LogEntry(offset, epoch, ts, kind, data, topic, partition)
