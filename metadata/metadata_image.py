@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import TypeVar
 
 from metadata.partition_registration import PartitionRegistration
 from metadata.records import (
@@ -41,7 +42,9 @@ from metadata.records import (
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 DEFAULT_MIN_INSYNC_REPLICAS = 1
-CLUSTER_DEFAULT_RESOURCE = ""  # ConfigRecord resource_name of the cluster-wide broker default
+CLUSTER_DEFAULT_RESOURCE = ""
+K = TypeVar("K")
+V = TypeVar("V")  # ConfigRecord resource_name of the cluster-wide broker default
 
 
 class MetadataReplayError(ValueError):
@@ -71,6 +74,14 @@ class TopicImage:
 
 def _frozen(mapping: dict) -> Mapping:  # type: ignore[type-arg]
     return MappingProxyType(mapping)
+
+
+def _copy(mapping: Mapping[K, V]) -> dict[K, V]:
+    """A dict copy of an image's mapping. `dict(proxy)` walks a MappingProxyType key by key
+    (4.3 ms for a topic of 10,000 partitions); its `copy()` is the dict's own copy (0.2 ms):
+    each AlterPartition commit copies its topics' partition maps on every node (issue 35)."""
+    copy = getattr(mapping, "copy", None)
+    return copy() if copy is not None else dict(mapping)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +160,11 @@ class MetadataDelta:
         self.features: set[str] = set()
         self.producer_ids = False
         self.records = 0  # data records replayed
-        self._brokers = dict(base.brokers)
-        self._topics = dict(base.topics)
-        self._topics_by_name = dict(base.topics_by_name)
-        self._configs = dict(base.configs)
-        self._features = dict(base.features)
+        self._brokers = _copy(base.brokers)
+        self._topics = _copy(base.topics)
+        self._topics_by_name = _copy(base.topics_by_name)
+        self._configs = _copy(base.configs)
+        self._features = _copy(base.features)
         self._next_producer_id = base.next_producer_id
         self._offset = base.offset
         # Partitions of the topics this delta touched, copied once per topic on first write and
@@ -172,11 +183,11 @@ class MetadataDelta:
         # Frozen now: a later replay on this delta copies again rather than mutate the image.
         self._partitions = {}
         return MetadataImage(
-            brokers=_frozen(dict(self._brokers)),
-            topics=_frozen(dict(self._topics)),
-            topics_by_name=_frozen(dict(self._topics_by_name)),
-            configs=_frozen(dict(self._configs)),
-            features=_frozen(dict(self._features)),
+            brokers=_frozen(self._brokers.copy()),
+            topics=_frozen(self._topics.copy()),
+            topics_by_name=_frozen(self._topics_by_name.copy()),
+            configs=_frozen(self._configs.copy()),
+            features=_frozen(self._features.copy()),
             next_producer_id=self._next_producer_id,
             offset=self._offset,
         )
@@ -306,7 +317,7 @@ class MetadataDelta:
 
     def _replay_config(self, record: ConfigRecord) -> None:
         key = (record.resource_type, record.resource_name)
-        values = dict(self._configs.get(key, {}))
+        values = _copy(self._configs.get(key, {}))
         if record.value is None:
             values.pop(record.name, None)
         else:
@@ -333,7 +344,7 @@ class MetadataDelta:
             raise MetadataReplayError(f"partition of unknown topic {topic_id}")
         partitions = self._partitions.get(topic_id)
         if partitions is None:
-            partitions = self._partitions[topic_id] = dict(topic.partitions)
+            partitions = self._partitions[topic_id] = _copy(topic.partitions)
         partitions[partition_id] = registration
 
 
