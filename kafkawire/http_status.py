@@ -6,6 +6,7 @@ sits in front of a Raft round trip.
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kafkawire.faults import FaultInjector
+from kafkawire.gc_tuning import PAUSES
 from kafkawire.loop_lag import LoopLagMonitor
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -58,6 +60,20 @@ class HttpStatusServer:
             "event_loop_lag_p99_ms", "event-loop lag, p99 over the last minute (ms)",
             registry=node.registry,
         ).set_function(lambda: self.loop_lag.lag().p99_ms)
+        # ... and the garbage collector's pauses, a part of that lag (kafkawire.gc_tuning).
+        PAUSES.install()
+        Gauge(
+            "gc_pause_max_ms", "longest garbage collection over the last minute (ms)",
+            registry=node.registry,
+        ).set_function(PAUSES.max_ms)
+        Gauge(
+            "gc_gen2_pause_max_ms", "longest full garbage collection over the last minute (ms)",
+            registry=node.registry,
+        ).set_function(lambda: PAUSES.max_ms(2))
+        Gauge(
+            "gc_frozen_objects", "objects moved out of the collector (gc.freeze)",
+            registry=node.registry,
+        ).set_function(gc.get_freeze_count)
 
     async def start(self) -> int:
         self.loop_lag.start()
@@ -96,6 +112,11 @@ class HttpStatusServer:
         status = {
             **self._node.status(),
             "event_loop_lag": {"max_ms": round(lag.max_ms, 1), "p99_ms": round(lag.p99_ms, 1)},
+            "gc_pause": {
+                "max_ms": round(PAUSES.max_ms(), 1),
+                "gen2_max_ms": round(PAUSES.max_ms(2), 1),
+                "frozen": gc.get_freeze_count(),
+            },
         }
         return web.json_response(status, dumps=lambda o: json.dumps(o, default=str))
 

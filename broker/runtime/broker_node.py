@@ -44,6 +44,7 @@ from kafkawire.config import NodeConfig
 from kafkawire.constants import NO_BROKER_EPOCH
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
+from kafkawire.gc_tuning import GcFreezer
 from kafkawire.http_status import node_status_server
 from kafkawire.loop import cancel_and_wait, serve_until_signalled
 from kafkawire.server import KafkaServer
@@ -211,6 +212,8 @@ class BrokerNode:
                     self.raft.create_snapshot,
                 ),
                 BrokerMetadataPublisher(self.replicas, self._update_fetcher),
+                # Last: the heap is frozen after a big change once the replicas exist (issue 35).
+                GcFreezer(),
             ]
         )
         self.fetch_settings = FetchSettings(

@@ -73,12 +73,31 @@ def _loop_lag(spec: NodeSpec, timeout_s: float = 2.0) -> dict[str, float] | None
             text = response.read().decode()
     except (OSError, ValueError):
         return None
+    gauges = {f"{name} ": key for key, name in _GAUGES.items()}
     found: dict[str, float] = {}
     for line in text.splitlines():
-        for key in ("max_ms", "p99_ms"):
-            if line.startswith(f"event_loop_lag_{key} "):
+        for name, key in gauges.items():
+            if line.startswith(name):
                 found[key] = float(line.split()[1])
-    return found if len(found) == 2 else None
+    return found if "max_ms" in found and "p99_ms" in found else None
+
+
+# The lag gauges on /metrics, and the garbage collector's pauses (kafkawire.gc_tuning): a
+# controller has them in its /v1/status too.
+_GAUGES = {
+    "max_ms": "event_loop_lag_max_ms",
+    "p99_ms": "event_loop_lag_p99_ms",
+    "gc_max_ms": "gc_pause_max_ms",
+    "gc_gen2_max_ms": "gc_gen2_pause_max_ms",
+}
+
+
+def _status_lag(status: dict[str, Any] | None) -> dict[str, float] | None:
+    if status is None or "event_loop_lag" not in status:
+        return None
+    gc_pause = status.get("gc_pause", {})
+    return {**status["event_loop_lag"], "gc_max_ms": gc_pause.get("max_ms", 0.0),
+            "gc_gen2_max_ms": gc_pause.get("gen2_max_ms", 0.0)}
 
 
 def _status(spec: NodeSpec, timeout_s: float = 2.0) -> dict[str, Any] | None:
@@ -120,16 +139,16 @@ class _Sampler:
             # A controller's /v1/status is small and has its lag; its /metrics lists KIP-966's
             # electable leaders per partition (100,000 lines a second would load the loop
             # being measured).
-            lags[spec.name] = None if status is None else status.get("event_loop_lag")
+            lags[spec.name] = _status_lag(status)
         if not self.recording_lag:
             return
         for spec in self.cluster.brokers:
             lags[spec.name] = _loop_lag(spec)
         for name, lag in lags.items():
             if lag is not None:
-                seen = self.lag.setdefault(name, {"max_ms": 0.0, "p99_ms": 0.0})
-                seen["max_ms"] = max(seen["max_ms"], float(lag["max_ms"]))
-                seen["p99_ms"] = max(seen["p99_ms"], float(lag["p99_ms"]))
+                seen = self.lag.setdefault(name, {})
+                for key, value in lag.items():
+                    seen[key] = max(seen.get(key, 0.0), float(value))
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_INTERVAL_S):
@@ -376,6 +395,7 @@ def run_scale_bench(
         loop_lag_ms=lag, failover_s=[round(t, 2) for t in failovers], rss_mib=rss,
         down=down, still_running_after_down=left, failures=failures,
         load_average_before=[round(v, 2) for v in load_before],
+        load_average_end=[round(v, 2) for v in os.getloadavg()],
     )
 
 

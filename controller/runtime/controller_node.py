@@ -28,6 +28,7 @@ from kafkawire.api_versions import CONTROLLER_API_VERSIONS
 from kafkawire.config import NodeConfig
 from kafkawire.errors import KafkaError
 from kafkawire.faults import FaultInjector
+from kafkawire.gc_tuning import GcFreezer
 from kafkawire.http_status import node_status_server
 from kafkawire.loop import cancel_and_wait, serve_until_signalled
 from kafkawire.router import KafkaRouter
@@ -152,8 +153,9 @@ class ControllerNode:
             ]
         )
         self.quorum_controller = QuorumController(self.raft, self.state, config)
-        # The active controller's writes wait for their offset in the image (no polling).
-        self.state.install_publishers([self.quorum_controller])
+        # The active controller's writes wait for their offset in the image (no polling); the
+        # heap is frozen after a big change, last, once every publisher has seen it (issue 35).
+        self.state.install_publishers([self.quorum_controller, GcFreezer()])
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(
             CONTROLLER_API_VERSIONS, lambda: features.api_features(self.state.image)

@@ -1,0 +1,141 @@
+"""Python's cyclic garbage collector in a node that holds a big metadata image (issue 35).
+
+A full (generation 2) collection walks every object the collector tracks: with 100,000
+partitions an image is over 100,000 of them on a controller and several times that on a
+broker, so one collection held the loop 180-250 ms on an idle core (seconds at this machine's
+load), and CPython runs one each time the long-lived objects grew by a quarter: during the
+creates, again and again, whatever the loop was doing. The image's objects live until a later
+image replaces them and are freed by reference counting then (an image has no cycles), so
+walking them finds nothing. What a long-lived Python server does with such a heap (Instagram's
+gc.freeze, gunicorn's preload): move it out of the collector's generations once it is built.
+
+`GcFreezer` is a MetadataPublisher, installed last on both node kinds' loader: after a published
+change of FREEZE_MIN_RECORDS records or more, or a loaded snapshot, it collects the young
+generations (their cyclic garbage is freed, not frozen) and freezes everything else
+(`gc.freeze()`, O(1)). A removed topic may leave cyclic garbage among frozen objects (a broker's
+partition state), so a change that removes topics unfreezes, collects everything once and
+freezes again. `GcPauses` times every collection (`gc.callbacks`) for /metrics and logs one
+that held the process SLOW_COLLECTION_MS or more. The collector's thresholds stay CPython's:
+raising them changed a 50,000-partition replay's CPU by nothing measurable (BENCHMARKS.md,
+issue 35 session 19).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import deque
+from enum import Enum
+from typing import Any, Protocol
+
+log = logging.getLogger("minikraft.gc")
+
+FREEZE_MIN_RECORDS = 1000
+SLOW_COLLECTION_MS = 100.0
+WINDOW_S = 60.0
+
+
+class _Manifest(Protocol):
+    """metadata.loader.LoaderManifest as this module reads it (kafkawire imports no metadata)."""
+
+    @property
+    def records(self) -> int: ...
+
+    @property
+    def provenance(self) -> Enum: ...  # Provenance.SNAPSHOT's value is "snapshot"
+
+
+class _Delta(Protocol):
+    @property
+    def removed_topics(self) -> Any: ...
+
+
+def freeze_image() -> int:
+    """Collect the young generations, then freeze every object left: returns the frozen count."""
+    gc.collect(1)
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+def refreeze_all() -> int:
+    """Unfreeze, collect everything once (cyclic garbage among the frozen objects), freeze."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+class GcFreezer:
+    """Freezes a node's heap after a big published change (module docstring)."""
+
+    def __init__(self, min_records: int = FREEZE_MIN_RECORDS) -> None:
+        self.min_records = min_records
+        self.freezes = 0
+
+    @property
+    def name(self) -> str:
+        return "GcFreezer"
+
+    def on_metadata_update(self, delta: _Delta, image: Any, manifest: _Manifest) -> None:
+        if delta.removed_topics:
+            frozen = refreeze_all()
+        elif manifest.records >= self.min_records or manifest.provenance.value == "snapshot":
+            frozen = freeze_image()
+        else:
+            return
+        self.freezes += 1
+        log.debug("Froze %s objects after %s records", frozen, manifest.records)
+
+
+class GcPauses:
+    """Each collection's duration by generation (gc.callbacks), kept for the last minute."""
+
+    def __init__(self, window_s: float = WINDOW_S, slow_ms: float = SLOW_COLLECTION_MS) -> None:
+        self.window_s = window_s
+        self.slow_ms = slow_ms
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+        self._pauses: deque[tuple[float, int, float]] = deque()  # (monotonic end, gen, ms)
+
+    def install(self) -> None:
+        if self._callback not in gc.callbacks:
+            gc.callbacks.append(self._callback)
+
+    def uninstall(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._started = now
+            return
+        generation = info["generation"]
+        pause_ms = (now - self._started) * 1000
+        self.collections[generation] += 1
+        self._pauses.append((time.monotonic(), generation, pause_ms))
+        horizon = time.monotonic() - self.window_s
+        while self._pauses and self._pauses[0][0] < horizon:
+            self._pauses.popleft()
+        if pause_ms >= self.slow_ms:
+            log.info(
+                "GC generation %s took %.0f ms (%s objects collected, %s frozen)",
+                generation, pause_ms, info.get("collected", 0), gc.get_freeze_count(),
+            )
+
+    def max_ms(self, generation: int | None = None) -> float:
+        """The longest collection of the last minute (of one generation, or any)."""
+        horizon = time.monotonic() - self.window_s
+        return max(
+            (
+                ms
+                for at, gen, ms in self._pauses
+                if at >= horizon and (generation is None or gen == generation)
+            ),
+            default=0.0,
+        )
+
+
+# One per process: the collector and its callbacks are the process's.
+PAUSES = GcPauses()

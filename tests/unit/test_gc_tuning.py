@@ -1,0 +1,113 @@
+"""kafkawire.gc_tuning (issue 35): after a big published change the node's heap leaves the
+collector's generations (gc.freeze), young cyclic garbage is freed rather than frozen, a change
+that removes topics frees cyclic garbage among the frozen objects, and every collection is
+timed for /metrics."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import uuid
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from kafkawire.gc_tuning import FREEZE_MIN_RECORDS, GcFreezer, GcPauses
+from metadata.loader import MetadataLoader
+from metadata.records import PartitionRecord, RemoveTopicRecord, TopicRecord, encode_record
+from storage.core.record_batch import decode_batch, encode_batch
+
+TOPIC = uuid.UUID(int=35)
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()  # the test process's heap goes back to the collector
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _commit(loader: MetadataLoader, records: list, offset: int) -> int:  # type: ignore[type-arg]
+    batch, _ = decode_batch(encode_batch(offset, 1, 0, [encode_record(r) for r in records]))
+    loader.handle_commit([batch])
+    return offset + len(records)
+
+
+def _frozen(obj: object) -> bool:
+    """Frozen objects are in no generation gc.get_objects() lists."""
+    return gc.is_tracked(obj) and not any(o is obj for o in gc.get_objects())
+
+
+def _loader() -> tuple[MetadataLoader, GcFreezer]:
+    loader, freezer = MetadataLoader(), GcFreezer()
+    loader.install_publishers([freezer])
+    return loader, freezer
+
+
+def test_a_big_change_freezes_the_image_and_a_small_one_does_not() -> None:
+    loader, freezer = _loader()
+    offset = _commit(loader, [TopicRecord("small", uuid.UUID(int=1)),
+                              PartitionRecord(0, uuid.UUID(int=1), (1,), (1,), leader=1)], 0)
+    small = loader.image.partition(uuid.UUID(int=1), 0)
+    assert freezer.freezes == 0 and not _frozen(small)
+    big = [TopicRecord("big", TOPIC)] + [
+        PartitionRecord(p, TOPIC, (1, 2, 3), (1, 2, 3), leader=1) for p in range(FREEZE_MIN_RECORDS)
+    ]
+    _commit(loader, big, offset)
+    assert freezer.freezes == 1
+    assert gc.get_freeze_count() > FREEZE_MIN_RECORDS
+    assert _frozen(loader.image.partition(TOPIC, 7))
+    assert _frozen(small)  # everything alive went, not just the change's objects
+
+
+def test_young_cyclic_garbage_is_collected_not_frozen() -> None:
+    loader, _ = _loader()
+    garbage = _Cycle()
+    dead = weakref.ref(garbage)
+    del garbage
+    gc.disable()  # no automatic collection: the freezer's own must free it
+    try:
+        _commit(loader, [TopicRecord("big", TOPIC)] + [
+            PartitionRecord(p, TOPIC, (1,), (1,), leader=1) for p in range(FREEZE_MIN_RECORDS)
+        ], 0)
+    finally:
+        gc.enable()
+    assert dead() is None
+
+
+def test_a_removed_topic_frees_cyclic_garbage_among_the_frozen_objects() -> None:
+    loader, freezer = _loader()
+    kept = _Cycle()  # alive at the freeze: frozen, e.g. a deleted partition's state
+    gone = weakref.ref(kept)
+    offset = _commit(loader, [TopicRecord("big", TOPIC)] + [
+        PartitionRecord(p, TOPIC, (1,), (1,), leader=1) for p in range(FREEZE_MIN_RECORDS)
+    ], 0)
+    assert _frozen(kept)
+    del kept
+    gc.collect()
+    assert gone() is not None  # frozen: a full collection does not see it
+    _commit(loader, [RemoveTopicRecord(TOPIC)], offset)
+    assert freezer.freezes == 2
+    assert gone() is None
+
+
+def test_every_collection_is_timed_and_a_slow_one_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pauses = GcPauses(slow_ms=0.0)
+    pauses.install()
+    try:
+        with caplog.at_level(logging.INFO, logger="minikraft.gc"):
+            gc.collect()
+    finally:
+        pauses.uninstall()
+    assert pauses.collections[2] == 1
+    assert pauses.max_ms(2) > 0 and pauses.max_ms() >= pauses.max_ms(2)
+    assert pauses.max_ms(0) == 0.0
+    assert any("GC generation 2 took" in r.getMessage() for r in caplog.records)
