@@ -188,15 +188,22 @@ def alter_partition_result(
     leader_recovery_state: int = 0,
     partition_epoch: int = -1,
 ) -> AlterPartitionPartitionResult:
-    return AlterPartitionPartitionResult(
-        partition_index=i32(partition_index),
+    # Plain ints, not kio's phantom constructors (i32(), BrokerId()): the values are the
+    # controller's own, from its image, and each constructor re-checks its range through a
+    # metaclass isinstance, 8 of them a partition: 62 against 8 us a result, and an AlterPartition
+    # answers every partition it names (thousands at 100,000 partitions, issue 35). Same bytes.
+    return _PARTITION_RESULT(
+        partition_index=partition_index,
         error_code=error_code(error),
-        leader_id=BrokerId(leader_id),
-        leader_epoch=i32(leader_epoch),
-        isr=tuple(BrokerId(b) for b in isr),
-        leader_recovery_state=i8(leader_recovery_state),
-        partition_epoch=i32(partition_epoch),
+        leader_id=leader_id,
+        leader_epoch=leader_epoch,
+        isr=tuple(isr),
+        leader_recovery_state=leader_recovery_state,
+        partition_epoch=partition_epoch,
     )
+
+
+_PARTITION_RESULT: Any = AlterPartitionPartitionResult
 
 
 def alter_partition_response(
