@@ -7,6 +7,7 @@ import uuid
 import msgpack
 import pytest
 
+import metadata.records as records_module
 from metadata.records import (
     BROKER_FLAG_FALSE,
     CONFIG_RESOURCE_TOPIC,
@@ -176,11 +177,37 @@ def test_unknown_type_and_version_raise_unknown_record_error() -> None:
         msgpack.packb([7, 0, {"id": True, "epoch": 1}]),  # bool is not an int id
         msgpack.packb([3, 1, {"partition_id": 0, "topic_id": U1.bytes, "replicas": 1, "isr": []}]),
         msgpack.packb([2, 0, {"name": "x", "topic_id": U1.bytes}]) + b"\x00",
+        # issue 35's fast path checks list members too
+        msgpack.packb([3, 0, {"partition_id": 0, "topic_id": U1.bytes, "replicas": [True],
+                              "isr": [], "removing_replicas": [], "adding_replicas": [],
+                              "leader": 1, "leader_recovery_state": 0, "leader_epoch": 0,
+                              "partition_epoch": 0}]),
+        msgpack.packb([5, 0, {"partition_id": 0, "topic_id": U1.bytes, "isr": [1, "2"],
+                              "leader": -2, "replicas": None, "removing_replicas": None,
+                              "adding_replicas": None, "leader_recovery_state": -1}]),
     ],
 )
 def test_malformed_bytes_raise_corrupt_record_error(raw: bytes) -> None:
     with pytest.raises(CorruptRecordError):
         decode_record(raw)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_the_fast_decoder_gives_the_generic_paths_record(name: str) -> None:
+    """Issue 35: decode_record's generated per-(type, version) decoders, every version of
+    every sample, equal the generic field-by-field path; the hot records have one."""
+    record = SAMPLES[name]
+    cls = type(record)
+    for version in range(cls.VERSION + 1):
+        _, _, data = msgpack.unpackb(encode_record(record, version), raw=False)
+        generic = records_module._decode_fields(cls, cls.TYPE_ID, version, data)
+        fast = records_module._FAST_DECODERS[(cls.TYPE_ID, version)]
+        if cls in (PartitionRecord, PartitionChangeRecord, TopicRecord):
+            assert fast is not None
+        if fast is not None:
+            decoded = fast(data)
+            assert decoded == generic and type(decoded) is cls
+            assert hash(decoded) == hash(generic)
 
 
 def test_record_to_json_uses_kafka_names_and_base64url_uuids() -> None:
