@@ -17,6 +17,7 @@ from controller.core.partition_change import (
     PartitionChangeBuilder,
     written_records,
 )
+from controller.core.steps import SLICE_PARTITIONS, Steps, drained
 from kafkawire.broker_lifecycle import (
     AlterPartitionPartition,
     AlterPartitionPartitionResult,
@@ -33,14 +34,17 @@ from metadata.partition_registration import LeaderRecoveryState, PartitionRegist
 from metadata.records import NO_LEADER_CHANGE
 
 
-def alter_partition(
+def alter_partition_steps(
     image: MetadataImage,
     request: AlterPartitionRequest,
     policy_for: Callable[[str], ElectionPolicy] = lambda _topic: DEFAULT_POLICY,
-) -> ControllerResult[AlterPartitionResponse]:
+) -> Steps[ControllerResult[AlterPartitionResponse]]:
     """Validate and apply one AlterPartition (the wire's request, v3) against the committed
     image; `policy_for(topic)` is the election policy for a topic (its unclean setting, rule
-    13). The response is the wire's too."""
+    13). The response is the wire's too. In slices of SLICE_PARTITIONS partitions: a broker's
+    request names every ISR change it has pending, thousands after a big create at 100,000
+    partitions, and the active controller serves Raft and heartbeats between the slices (issue
+    35)."""
     registered = image.broker_epoch(request.broker_id)
     if registered != request.broker_epoch:
         # Rule 18: a differing epoch, higher or lower (or no registration), fails everything.
@@ -52,6 +56,7 @@ def alter_partition(
         )
     changes: list[PartitionChange] = []
     topic_results = []
+    seen = 0
     for topic in request.topics:
         topic_id = topic.topic_id or ZERO_UUID
         topic_image = image.topics.get(topic_id)
@@ -62,6 +67,9 @@ def alter_partition(
             policy = policy_for(topic_image.name)
             topic_min_isr = image.topic_min_insync_replicas(topic_image.name)
         for data in topic.partitions:
+            seen += 1
+            if seen % SLICE_PARTITIONS == 0:
+                yield
             if topic_image is None:
                 results.append(alter_partition_result(data.partition_index, Errors.UNKNOWN_TOPIC_ID))
                 continue
@@ -104,6 +112,8 @@ def alter_partition(
         tuple(changes),
     )
 
+
+alter_partition = drained(alter_partition_steps)
 
 _RECOVERY_STATES = frozenset(int(state) for state in LeaderRecoveryState)
 

@@ -546,17 +546,21 @@ def _broker_changes(
 # -- AlterPartition --------------------------------------------------------------------------
 
 
-def alter_partition(
+def alter_partition_steps(
     image: MetadataImage,
     request: AlterPartitionRequest,
     policy: ElectionPolicy = DEFAULT_POLICY,
-) -> ControllerResult[AlterPartitionResponse]:
-    """controller.core.alter_partition (rule 18's order) under each topic's election policy."""
-    return ap.alter_partition(
+) -> Steps[ControllerResult[AlterPartitionResponse]]:
+    """controller.core.alter_partition (rule 18's order, in slices) under each topic's
+    election policy."""
+    return ap.alter_partition_steps(
         image,
         request,
         lambda topic: policy.for_topic(unclean_allowed(image, topic, policy.controller_id)),
     )
+
+
+alter_partition = drained(alter_partition_steps)
 
 
 # -- ElectLeaders ----------------------------------------------------------------------------

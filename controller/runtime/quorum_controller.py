@@ -233,7 +233,7 @@ class QuorumController:
             )
         if api_key == ApiKey.ALTER_PARTITION:
             return await self.write(
-                lambda image: replication_control.alter_partition(
+                lambda image: replication_control.alter_partition_steps(
                     image, request, self.election_policy(image)
                 ),
                 f"AlterPartition from broker {request.broker_id}",

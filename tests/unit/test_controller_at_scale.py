@@ -58,6 +58,36 @@ def test_fencing_a_big_broker_yields_between_slices_and_equals_the_whole() -> No
     assert len(led) == 334  # the partitions broker 1 led elected 2, the ISR's next
 
 
+def test_a_big_alter_partition_yields_between_slices_and_equals_the_whole() -> None:
+    """A broker's AlterPartition names every ISR change it has pending (thousands after a big
+    create): the steps give the loop back every SLICE_PARTITIONS partitions."""
+    cluster = big_cluster(1000)
+    epochs = {b: cluster.image.brokers[b].epoch for b in (1, 2, 3)}
+    request = lifecycle.alter_partition_request(
+        1,
+        epochs[1],
+        [(BIG, [
+            lifecycle.alter_partition_partition(
+                p, 0, [lifecycle.BrokerState(broker_id=b, broker_epoch=epochs[b]) for b in (1, 2)]
+            )
+            for p in range(0, 1000, 3)  # the 334 it leads
+        ])],
+    )
+    steps = rc.alter_partition_steps(cluster.image, request)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+            yields += 1
+        except StopIteration as stop:
+            result = stop.value
+            break
+    assert yields == 334 // SLICE_PARTITIONS
+    assert result == rc.alter_partition(cluster.image, request)
+    assert len(result.records) == 334
+    assert {r.isr for r in result.records} == {(1, 2)}
+
+
 def test_fencing_skips_partitions_the_broker_is_not_in() -> None:
     """Kafka's partitionsWithBrokerInIsr: only the partitions where fencing matters change."""
     cluster = three_unfenced()
