@@ -213,7 +213,7 @@ class BrokerNode:
                 ),
                 BrokerMetadataPublisher(self.replicas, self._update_fetcher),
                 # Last: the heap is frozen after a big change once the replicas exist (issue 35).
-                GcFreezer(),
+                GcFreezer().install(),
             ]
         )
         self.fetch_settings = FetchSettings(

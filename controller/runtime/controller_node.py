@@ -155,7 +155,7 @@ class ControllerNode:
         self.quorum_controller = QuorumController(self.raft, self.state, config)
         # The active controller's writes wait for their offset in the image (no polling); the
         # heap is frozen after a big change, last, once every publisher has seen it (issue 35).
-        self.state.install_publishers([self.quorum_controller, GcFreezer()])
+        self.state.install_publishers([self.quorum_controller, GcFreezer().install()])
         # Kafka's protocol on the controller listener: each family routes its APIs here.
         self.kafka_router = KafkaRouter(
             CONTROLLER_API_VERSIONS, lambda: features.api_features(self.state.image)

@@ -97,6 +97,24 @@ def test_a_removed_topic_frees_cyclic_garbage_among_the_frozen_objects() -> None
     assert gone() is None
 
 
+def test_what_survives_a_full_collection_is_frozen_once_installed() -> None:
+    built_later = _Cycle()  # e.g. a broker's fetch session state, made outside a publish
+    freezer = GcFreezer()
+    gc.collect()
+    assert not _frozen(built_later)
+    freezer.install()
+    try:
+        gc.collect()
+    finally:
+        freezer.uninstall()
+    assert _frozen(built_later)
+    garbage = _Cycle()
+    dead = weakref.ref(garbage)
+    del garbage
+    gc.collect()  # uninstalled: collected as ever
+    assert dead() is None
+
+
 def test_every_collection_is_timed_and_a_slow_one_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
