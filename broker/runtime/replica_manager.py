@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from broker.core import messages as bm
 from broker.core.messages import TopicIdPartition
@@ -86,6 +87,26 @@ class ReplicaSettings:
     # log.segment.delete.delay.ms (the broker default of file.delete.delay.ms): how long a
     # deleted partition's `-delete` directory stays before it is removed
     file_delete_delay_ms: int = 60_000
+
+
+class _LeaderPosition(TypedDict):
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    leader_id: int
+    leader_epoch: int
+
+
+def _leader_position(hosted: HostedPartition) -> _LeaderPosition:
+    """What a Fetch answer tells of the partition besides its records or divergence (read
+    when answering: the follower's fetch may just have moved the HWM)."""
+    return {
+        "high_watermark": hosted.state.high_watermark,
+        "log_start_offset": hosted.log.log_start_offset,
+        "log_end_offset": hosted.log.log_end_offset,
+        "leader_id": hosted.state.leader_id,
+        "leader_epoch": hosted.state.leader_epoch,
+    }
 
 
 class ReplicaManager:
@@ -486,13 +507,9 @@ class ReplicaManager:
             )
             if diverging is not None:
                 return bm.FetchResponse(
-                    high_watermark=state.high_watermark,
-                    log_start_offset=plog.log_start_offset,
-                    log_end_offset=plog.log_end_offset,
                     diverging_epoch=diverging.leader_epoch,
                     diverging_end_offset=diverging.end_offset,
-                    leader_id=state.leader_id,
-                    leader_epoch=state.leader_epoch,
+                    **_leader_position(hosted),
                 )
             if record_progress:
                 # Rule 17: the follower's fetched broker epoch is what an expansion carries.
@@ -510,14 +527,7 @@ class ReplicaManager:
             )
         except KafkaError as exc:
             return bm.FetchResponse(int(exc.error), exc.message, high_watermark=state.high_watermark)
-        return bm.FetchResponse(
-            high_watermark=state.high_watermark,
-            log_start_offset=plog.log_start_offset,
-            log_end_offset=plog.log_end_offset,
-            records=records,
-            leader_id=state.leader_id,
-            leader_epoch=state.leader_epoch,
-        )
+        return bm.FetchResponse(records=records, **_leader_position(hosted))
 
     # ---- ListOffsets / OffsetForLeaderEpoch ----
 
