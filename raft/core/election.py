@@ -4,7 +4,6 @@ role that waits for an election (Unattached, Prospective, Candidate, Resigned)."
 
 from __future__ import annotations
 
-from kafkawire.errors import Errors
 from raft.core.membership import Membership
 from raft.core.messages import (
     VoteRequest,
@@ -131,10 +130,10 @@ class Election(Membership):
     def _handle_vote(self, req: VoteRequest, now_ms: int) -> VoteResponse:
         p = the_partition(req)
         candidate_epoch = int(p.replica_epoch)
-        if candidate_epoch < self.epoch:
-            return vote_response(*self._error_answer(Errors.FENCED_LEADER_EPOCH))
-        if not self._key_matches(req.voter_id, directory_id(p.voter_directory_id)):
-            return vote_response(*self._error_answer(Errors.INVALID_VOTER_KEY))
+        refused = self._voter_refusal(candidate_epoch, req.voter_id,
+                                      directory_id(p.voter_directory_id))
+        if refused is not None:
+            return vote_response(*self._error_answer(refused))
         log_ok = self._log_is_up_to_date(p.last_offset_epoch, p.last_offset)
         if p.pre_vote:
             # KIP-996 as Kafka's handleVoteRequest does it: a prospective replica asks at its

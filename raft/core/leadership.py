@@ -178,10 +178,10 @@ class Leadership(ReplicaBase):
                                    ) -> BeginQuorumEpochResponse:
         p = the_partition(req)
         leader_id, leader_epoch = int(p.leader_id), int(p.leader_epoch)
-        if leader_epoch < self.epoch:
-            return begin_quorum_epoch_response(*self._error_answer(Errors.FENCED_LEADER_EPOCH))
-        if not self._key_matches(req.voter_id, directory_id(p.voter_directory_id)):
-            return begin_quorum_epoch_response(*self._error_answer(Errors.INVALID_VOTER_KEY))
+        refused = self._voter_refusal(leader_epoch, req.voter_id,
+                                      directory_id(p.voter_directory_id))
+        if refused is not None:
+            return begin_quorum_epoch_response(*self._error_answer(refused))
         if leader_epoch == self.epoch and self.leader_id == self._node_id:
             # Another leader of our own epoch: rule 1 says there is none.
             return begin_quorum_epoch_response(Errors.INVALID_REQUEST, self._node_id,

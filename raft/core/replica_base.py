@@ -290,6 +290,16 @@ class ReplicaBase:
         """Rule 4: the request names us (a zero directory id names any of our disks)."""
         return voter_id == self._node_id and voter_directory_id in (ZERO_UUID, self._directory_id)
 
+    def _voter_refusal(self, epoch: int, voter_id: int, voter_directory_id: uuid.UUID
+                       ) -> Errors | None:
+        """Why a voter refuses a request of `epoch` naming it (Vote, BeginQuorumEpoch): the
+        epoch is older than ours (rule 1) or the request names another voter (rule 4)."""
+        if epoch < self.epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        if not self._key_matches(voter_id, voter_directory_id):
+            return Errors.INVALID_VOTER_KEY
+        return None
+
     def _leader_of(self, current_leader_epoch: int) -> LeaderState | Errors:
         """Our LeaderState if we lead `current_leader_epoch`; else the error a request only a
         leader serves (Fetch, FetchSnapshot, UpdateRaftVoter) is answered with."""
