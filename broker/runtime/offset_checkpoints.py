@@ -16,6 +16,9 @@ from broker.runtime.partition_log import LogDirCheckpoints
 
 Offsets = dict[tuple[str, int], int]
 
+# Hosted partitions the periodic checkpoint looks at between two yields of the loop (issue 35).
+WALK_SLICE_PARTITIONS = 5000
+
 
 class OffsetCheckpoints:
     def __init__(self, log_dirs: Iterable[Path]) -> None:
@@ -35,7 +38,7 @@ class OffsetCheckpoints:
 
     def write_all(self, partitions: Iterable[HostedPartition]) -> None:
         """Every checkpoint now, on the caller's thread (shutdown: after idle())."""
-        hosted = list(partitions)
+        hosted = [h for h in partitions if h.log.has_directory]
         self._offsets_writer(hosted)()
         for checkpoints in self._dirs:
             self._write_log_starts(checkpoints, _in_dir(hosted, checkpoints.log_dir))
@@ -47,7 +50,7 @@ class OffsetCheckpoints:
         they moved: they change on DeleteRecords, which writes them itself (write_log_starts),
         so no thread races that write."""
         await self.idle()
-        hosted = list(partitions)
+        hosted = await _on_disk(partitions)
         write = self._offsets_writer(hosted)
         self._write_in_flight = asyncio.get_running_loop().run_in_executor(None, write)
         await asyncio.shield(self._write_in_flight)
@@ -91,6 +94,22 @@ class OffsetCheckpoints:
         starts = _log_starts(hosted)
         checkpoints.write_log_start_offsets(starts)
         self._written_log_starts[checkpoints.log_dir] = starts
+
+
+async def _on_disk(partitions: Iterable[HostedPartition]) -> list[HostedPartition]:
+    """The partitions with a log on disk, the loop given back every WALK_SLICE_PARTITIONS. A
+    new partition's log is lazy: until its first append it has no directory, and its offsets
+    are all 0, which is what a restart that finds no directory starts from, so it has nothing
+    to checkpoint (Kafka checkpoints every log it has; here an empty replica has none). A
+    broker of 100,000 empty partitions walked and wrote all of them every 5 s: 9.6% of its
+    samples, in a worker thread holding the GIL against the loop (issue 35)."""
+    found: list[HostedPartition] = []
+    snapshot = list(partitions)
+    for start in range(0, len(snapshot), WALK_SLICE_PARTITIONS):
+        if start:
+            await asyncio.sleep(0)
+        found.extend(h for h in snapshot[start:start + WALK_SLICE_PARTITIONS] if h.log.has_directory)
+    return found
 
 
 def _in_dir(partitions: Iterable[HostedPartition], log_dir: Path) -> list[HostedPartition]:

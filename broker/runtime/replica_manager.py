@@ -24,7 +24,7 @@ from typing import TypedDict
 
 from broker.core import messages as bm
 from broker.core.messages import TopicIdPartition
-from broker.core.partition_state import IsrProposal, PartitionReady, PartitionState, Role
+from broker.core.partition_state import IsrProposal, PartitionReady, PartitionState
 from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.hosted_partition import HostedPartition
@@ -341,8 +341,9 @@ class ReplicaManager:
         machine's load (issue 35)."""
         ts = now_ms()
         for count, hosted in enumerate(list(self.partitions.values()), 1):
-            if hosted.state.role is Role.LEADER and self.partitions.get(hosted.key) is hosted:
-                self.apply_ready(hosted, hosted.state.maybe_shrink_isr(ts))
+            state = hosted.state
+            if state.isr_shrink_due(ts) and self.partitions.get(hosted.key) is hosted:
+                self.apply_ready(hosted, state.maybe_shrink_isr(ts))
             if count % TICK_SLICE_PARTITIONS == 0:
                 yield
                 ts = now_ms()

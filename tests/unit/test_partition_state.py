@@ -273,14 +273,17 @@ def test_shrink_after_replica_lag_time() -> None:
     state.update_local_log(10, 10, now_ms=0)
     state.on_follower_fetch(2, 10, 200, now_ms=1)
     state.on_follower_fetch(3, 2, 300, now_ms=1)
+    assert not state.isr_shrink_due(now_ms=LAG_MS)
     assert state.maybe_shrink_isr(now_ms=LAG_MS).alter_partition is None
     state.on_follower_fetch(2, 10, 200, now_ms=LAG_MS)  # 2 keeps up, 3 stays at 2
+    assert state.isr_shrink_due(now_ms=LAG_MS + 1)  # the periodic pass's cheap check agrees
     ready = state.maybe_shrink_isr(now_ms=LAG_MS + 1)
     proposal = ready.alter_partition
     assert proposal is not None
     assert proposal.kind is ProposalKind.SHRINK
     assert proposal.isr == (1, 2)
     assert state.maximal_isr == (1, 2, 3)  # a pending shrink still waits for 3
+    assert not state.isr_shrink_due(now_ms=LAG_MS + 1)  # one proposal in flight at a time
     assert state.high_watermark == 2
     state.on_alter_partition_response(proposal.proposal_id, Errors.NONE,
                                       committed(state, (1, 2), 11), LAG_MS + 2)

@@ -238,6 +238,24 @@ async def test_periodic_checkpoint_writes_a_snapshot_in_a_thread(tmp_path: Path)
     await rm.close()
 
 
+async def test_a_partition_never_written_has_no_checkpoint_line(tmp_path: Path) -> None:
+    # Issue 35: a new partition's log is lazy (no directory until its first append), and its
+    # offsets are those of a log a restart does not find; the checkpoints skip it, so a
+    # broker of 100,000 empty partitions writes nothing of them every 5 s.
+    rm = hosting(tmp_path)
+    checkpoints = LogDirCheckpoints(tmp_path)
+    await rm.write_checkpoints_off_loop()
+    rm.checkpoints.write_all(rm.partitions.values())
+    assert checkpoints.read_high_watermarks() == {}
+    assert checkpoints.read_recovery_points() == {}
+    await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))
+    await rm.hosted("t", 0).commit.sync()
+    await rm.write_checkpoints_off_loop()
+    assert checkpoints.read_recovery_points() == {("t", 0): 1}
+    assert checkpoints.read_log_start_offsets() == {("t", 0): 0}
+    await rm.close()
+
+
 async def test_a_woken_fetch_reads_after_what_this_turn_appends(tmp_path: Path) -> None:
     # The append that wakes a parked fetch and the ones already queued in the same loop turn
     # reach the follower in one answer (replica_manager._TURNS_BEFORE_READ).
