@@ -636,6 +636,36 @@ class PartitionState:
         self._maybe_advance_hwm(now_ms, out)
         return self._ready(out)
 
+    def follower_idle(self, replica_id: int, fetch_offset: int) -> bool:
+        """Whether a follower's fetch at fetch_offset has nothing to change here until the
+        partition changes: a leader's, not recovering, the follower caught up (at the log
+        end) and in the ISR, so fetches at the same offset only refresh its clocks, which
+        on_follower_idle does for the fetches a session skipped (issue 35)."""
+        leader = self._leader
+        return (
+            leader is not None
+            and not self.is_recovering
+            and fetch_offset == self._log_end_offset
+            and replica_id in self._committed_isr
+            and (progress := leader.progress.get(replica_id)) is not None
+            and progress.log_end_offset == fetch_offset
+        )
+
+    def on_follower_idle(self, replica_id: int, fetch_ms: int) -> None:
+        """The follower fetched at fetch_ms without being read: its session skipped this
+        partition as idle (follower_idle held when it last was read, and nothing changed since,
+        so the follower was at the leader's log end then). Kafka's updateFetchState for that
+        fetch: caught up then. The runtime calls it when the partition changes (a new log end
+        may already be set: the check reads only what the last read recorded), so a follower
+        that fetched every round is not taken for one that stopped when the partition went
+        idle, and one that did stop is judged from its last fetch, as in Kafka."""
+        leader = self._leader
+        progress = None if leader is None else leader.progress.get(replica_id)
+        if progress is None or progress.log_end_offset != progress.last_fetch_leader_log_end_offset:
+            return
+        progress.last_caught_up_time_ms = max(progress.last_caught_up_time_ms, fetch_ms)
+        progress.last_fetch_time_ms = max(progress.last_fetch_time_ms, fetch_ms)
+
     def isr_shrink_due(self, now_ms: int) -> bool:
         """Whether maybe_shrink_isr would propose a shrink now, without building its answer:
         the periodic pass asks every hosted partition, and a broker leading 33,000 of them

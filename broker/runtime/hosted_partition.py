@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from broker.core.fetch_session import FetchSession
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import PartitionState
 from broker.runtime.group_commit import GroupCommit
@@ -28,26 +29,52 @@ class HostedPartition:
     follower_waiters: ParkedFetches = field(default_factory=ParkedFetches)
     flush_in_thread: bool = False
     commit: GroupCommit = field(init=False)
+    key: TopicIdPartition = field(init=False, repr=False, compare=False)
+    # Follower fetch sessions that skip this partition as idle, by follower
+    # (broker.core.fetch_session.FetchSession.skip; None while there is none).
+    idle_in: dict[int, FetchSession] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.commit = GroupCommit(self.log, in_thread=self.flush_in_thread)
-
-    @property
-    def key(self) -> TopicIdPartition:
-        return TopicIdPartition(self.topic_id, self.partition)
+        self.key = TopicIdPartition(self.topic_id, self.partition)
 
     def notify(self) -> None:
         """Wake every long-polling fetch: new data, a truncation, a new leader or log start."""
         self.waiters.wake_all()
         self.follower_waiters.wake_all()
+        self.changed(wake=True)
 
     def notify_appended(self) -> None:
         """A leader's append: news for followers only, as consumers read to the HWM."""
         self.follower_waiters.wake_all()
+        self.changed(wake=True)
 
     def notify_high_watermark(self) -> None:
-        """A new HWM: news for consumers only (PartitionReady.news_for_followers)."""
+        """A new HWM: news for consumers only (PartitionReady.news_for_followers); a follower
+        session that skipped the partition reads it again at its next read."""
         self.waiters.wake_all()
+        self.changed(wake=False)
+
+    def skipped_by(self, session: FetchSession) -> None:
+        """`session` skips this partition until it changes (FetchSession.skip)."""
+        if self.idle_in is None:
+            self.idle_in = {}
+        self.idle_in[session.replica_id] = session
+
+    def changed(self, *, wake: bool) -> None:
+        """Something a follower's answer or progress reads moved (its log, HWM, log start,
+        registration): every session skipping the partition reads it again, after the fetches
+        it skipped are counted (PartitionState.on_follower_idle), and its waiting fetch wakes
+        unless `wake` is False (a new HWM alone: the follower reads it at its next read)."""
+        sessions = self.idle_in
+        if not sessions:
+            return
+        self.idle_in = None
+        for session in sessions.values():
+            if session.wake(self.key):
+                self.state.on_follower_idle(session.replica_id, session.fetch_ms)
+                if wake and session.parked is not None:
+                    session.parked.wake_all()
 
     def parked(self, follower: bool) -> ParkedFetches:
         return self.follower_waiters if follower else self.waiters

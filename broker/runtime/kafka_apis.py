@@ -15,7 +15,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.core import messages as bm
@@ -27,20 +27,18 @@ from broker.core.fetch_session import (
     answer_changed,
 )
 from broker.runtime.broker_context import BrokerContext, listener_name
+from broker.runtime.fetch_reads import FetchReads, Read
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
-from broker.runtime.hosted_partition import HostedPartition
 from broker.runtime.kafka_admin_apis import KafkaAdminApis, advertised_controller_id
 from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_log_dirs import describe_log_dirs
 from broker.runtime.kafka_replication import (
     OFFSET_FOR_LEADER_EPOCH_VERSION,
-    fetch_partition_from_request,
     fetch_partition_to_kio,
     fetch_replica,
     offset_for_leader_epoch_response,
 )
 from broker.runtime.producer_id_manager import ProducerIdManager
-from broker.runtime.purgatory import delayed_fetch
 from broker.runtime.timestamp_lookup import OffsetAndTimestamp, find_offset_by_timestamp
 from kafkawire import topic as topic_names
 from kafkawire.api_keys import ApiKey
@@ -55,7 +53,6 @@ from kafkawire.messages import KafkaRequest, error_code, request_schema, respons
 from metadata import features, kafka_describe
 from metadata.metadata_image import MetadataImage
 
-READ_BUDGET_S = 0.01  # how long a Fetch reads partitions before it yields the loop
 log = logging.getLogger("minikraft.broker.kafka")
 
 # Kafka's broker defaults for topic auto-creation (Metadata with allow_auto_topic_creation).
@@ -90,6 +87,7 @@ class KafkaApis:
             broker.config.get_int("max.incremental.fetch.session.cache.slots"),
             broker.config.get_int("min.incremental.fetch.session.eviction.ms"),
         )
+        self.fetch_reads = FetchReads(broker.replicas, self._topic_name)
         self._handlers: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.METADATA: self._metadata,
@@ -394,65 +392,22 @@ class KafkaApis:
                 session_id=INVALID_SESSION_ID,
                 responses=(),
             )
-        wanted: list[tuple[Any, Any, str | None]] = [
-            (cached.topic, cached.request, self._topic_name(cached.topic))
-            for cached in context.partitions
-        ]
-
-        async def read(first: bool) -> tuple[list[bm.FetchResponse], bool]:
-            results = []
-            total = 0
-            done = False
-            # Kafka's ReplicaManager.readFromLog: partitions in request order, each read up to
-            # min(its partition max, what is left of max_bytes); only the first batch of the
-            # first partition with data may exceed that (minOneMessage), so a consumer always
-            # progresses. Fetch v0-v2 had a hard limit (hardMaxBytesLimit): no exception.
-            min_one_message = version > 2
-            until = time.monotonic() + READ_BUDGET_S
-            for _topic, partition, name in wanted:
-                if time.monotonic() >= until:
-                    # A follower's session holds a third of 100,000 partitions: the read lets
-                    # the loop serve others between slices (issue 35).
-                    await asyncio.sleep(0)
-                    until = time.monotonic() + READ_BUDGET_S
-                if name is None:
-                    result = bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id")
-                else:
-                    limit = min(int(partition.partition_max_bytes), max(0, max_bytes - total))
-                    result = self.broker.replicas.fetch_now(
-                        fetch_partition_from_request(
-                            name, partition, replica_id, replica_epoch, limit, min_one_message
-                        ),
-                        # A follower's fetch position counts once per request, as in Kafka.
-                        record_progress=first,
-                    )
-                if result.records:
-                    min_one_message = False
-                total += len(result.records)
-                done |= result.error_code != 0 or result.diverging_epoch != bm.NO_EPOCH
-                results.append(result)
-            return results, total >= max(1, min_bytes) or done or not wanted
-
-        results = await delayed_fetch(
-            read, lambda: self._hosted(wanted), max_wait_ms, follower=replica_id >= 0
+        read = await self.fetch_reads.read(
+            context,
+            replica_id=replica_id,
+            replica_epoch=replica_epoch,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            # Fetch v0-v2 had a hard limit (Kafka's hardMaxBytesLimit): no first-batch exception.
+            min_one_message=version > 2,
         )
-        return self._fetch_response(version, wanted, results, context)
-
-    def _hosted(self, wanted: Sequence[tuple[Any, Any, str | None]]) -> list[HostedPartition]:
-        """The hosted partitions a fetch waits on (its DelayedFetch's watch keys)."""
-        replicas = self.broker.replicas
-        return [
-            found
-            for _topic, partition, name in wanted
-            if name
-            and (found := replicas.hosted_by_name(name, int(partition.partition))) is not None
-        ]
+        return self._fetch_response(version, read, context)
 
     def _fetch_response(
         self,
         version: int,
-        wanted: Sequence[tuple[Any, Any, str | None]],
-        results: Sequence[bm.FetchResponse],
+        read: Read,
         context: FetchContext,
     ) -> Any:
         """The answer: every partition, or in a session only those with something new
@@ -461,9 +416,8 @@ class KafkaApis:
         topic_cls = item_type(schema, "responses")
         partition_cls = item_type(topic_cls, "partitions")
         by_topic: dict[Any, list[Any]] = {}
-        for (topic, partition, _name), result, cached in zip(
-            wanted, results, context.partitions, strict=True
-        ):
+        for cached, _name, result in read:
+            topic, partition = cached.topic, cached.request
             if context.session is not None:
                 changed = answer_changed(
                     cached,

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from broker.runtime.hosted_partition import HostedPartition
 from kafkawire.errors import Errors
-from raft.runtime.parked_fetches import park
+from raft.runtime.parked_fetches import ParkedFetches, park
 
 # Loop turns a woken fetch lets pass before it reads the log: produces already read from their
 # sockets in this turn append first, so one answer carries them all. Batching only: what counts
@@ -75,12 +75,21 @@ class ProducePurgatory:
 
 
 async def wait_for_change(
-    partitions: Iterable[HostedPartition], timeout_s: float, *, follower: bool
+    partitions: Iterable[HostedPartition],
+    timeout_s: float,
+    *,
+    follower: bool,
+    also: ParkedFetches | None = None,
 ) -> None:
     """Park until one of the partitions has news for this fetch (a follower's or a consumer's)
     or the timeout passes (one future and one timer however many partitions:
-    raft.runtime.parked_fetches), then let _TURNS_BEFORE_READ loop turns pass."""
-    await park((hosted.parked(follower) for hosted in partitions), timeout_s)
+    raft.runtime.parked_fetches), then let _TURNS_BEFORE_READ loop turns pass. `also`: a
+    group of its own the fetch wakes on too (a follower session's, for the partitions it
+    skips: HostedPartition.changed)."""
+    groups = [hosted.parked(follower) for hosted in partitions]
+    if also is not None:
+        groups.append(also)
+    await park(groups, timeout_s)
     for _ in range(_TURNS_BEFORE_READ):
         await asyncio.sleep(0)
 
@@ -91,6 +100,7 @@ async def delayed_fetch(
     max_wait_ms: int,
     *,
     follower: bool,
+    also: ParkedFetches | None = None,
 ) -> T:
     """Kafka's DelayedFetch: `read(first)` reads every partition of the request and says whether
     the fetch is satisfied (fetch.min.bytes reached, an error, a diverging epoch); until it is,
@@ -104,4 +114,4 @@ async def delayed_fetch(
         remaining = deadline - time.monotonic()
         if satisfied or remaining <= 0:
             return result
-        await wait_for_change(partitions(), remaining, follower=follower)
+        await wait_for_change(partitions(), remaining, follower=follower, also=also)

@@ -232,6 +232,9 @@ class ReplicaDelta:
             hosted.registration = registration
             host.sync_log(hosted, ts)
             host.apply_ready(hosted, hosted.state.apply_registration(registration, min_isr, image, ts))
+            # An ISR change alone journals nothing: follower sessions skipping the partition
+            # read it again (an expansion waits on a follower's fetch being read).
+            hosted.changed(wake=True)
             after = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
             if before != after:
                 changed.append(hosted)

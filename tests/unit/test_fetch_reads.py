@@ -1,0 +1,268 @@
+"""broker.runtime.fetch_reads: a follower's KIP-227 session on the leader reads only what may
+have changed for it (issue 35). A caught-up follower in the ISR skips a partition until the
+partition changes (an append wakes its waiting fetch, a new HWM or an ISR change is read at the
+next read) and the fetches it skipped still count for the ISR as Kafka's would: a live follower
+is not shrunk after an append to an idle partition, a dead one is shrunk from its last fetch."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+
+from broker.core import messages as bm
+from broker.core.fetch_session import FetchSessionCache, answer_changed
+from broker.runtime import fetch_reads, replica_manager
+from broker.runtime.fetch_reads import FetchReads
+from broker.runtime.kafka_replication import replica_fetch_to_kio
+from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
+from kafkawire import broker_lifecycle as lifecycle
+from kafkawire.errors import Errors
+from metadata.metadata_image import (
+    MIN_INSYNC_REPLICAS,
+    BrokerRegistration,
+    MetadataImage,
+    TopicImage,
+)
+from metadata.partition_registration import PartitionRegistration
+from metadata.records import CONFIG_RESOURCE_TOPIC
+from storage.core.record_batch import encode_batch
+
+TOPIC_ID = uuid.UUID(int=7)
+PARTITIONS = 20
+LAG_MS = 30_000
+
+
+def _image(isr: tuple[int, ...] = (1, 2, 3), isr_of_0: tuple[int, ...] | None = None) -> MetadataImage:
+    brokers = {
+        b: BrokerRegistration(b, epoch=10 * b, incarnation_id=uuid.UUID(int=b), fenced=False,
+                              in_controlled_shutdown=False)
+        for b in (1, 2, 3)
+    }
+    partitions = {
+        p: PartitionRegistration(
+            replicas=(1, 2, 3), isr=isr_of_0 if p == 0 and isr_of_0 else isr, leader=1,
+            partition_epoch=2 if p == 0 and isr_of_0 else 1,
+        )
+        for p in range(PARTITIONS)
+    }
+    topic = TopicImage("t", TOPIC_ID, MappingProxyType(partitions))
+    return MetadataImage(
+        brokers=MappingProxyType(brokers),
+        topics=MappingProxyType({TOPIC_ID: topic}),
+        topics_by_name=MappingProxyType({"t": topic}),
+        configs=MappingProxyType(
+            {(CONFIG_RESOURCE_TOPIC, "t"): MappingProxyType({MIN_INSYNC_REPLICAS: "2"})}
+        ),
+    )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+class _Leader:
+    """Broker 1 leading t-0..19 (replicas 1, 2, 3), its session cache, and the reads."""
+
+    def __init__(self, tmp_path: Path, clock: _Clock) -> None:
+        self.proposals: list[lifecycle.AlterPartitionRequest] = []
+        self.rm = ReplicaManager(
+            ReplicaSettings(broker_id=1, log_dirs=[tmp_path], replica_lag_time_max_ms=LAG_MS),
+            None, self._controller, lambda: 10,
+        )
+        self.rm.apply_image(_image())
+        self.cache = FetchSessionCache()
+        self.reads = FetchReads(self.rm, lambda topic: "t" if topic.topic_id == TOPIC_ID else None)
+        self.clock = clock
+        self._ids = itertools.count(41)
+        self.read_count = 0
+        real = self.rm.fetch_now
+
+        def counted(request: bm.FetchRequest, *, record_progress: bool = True) -> bm.FetchResponse:
+            self.read_count += 1
+            return real(request, record_progress=record_progress)
+
+        self.rm.fetch_now = counted  # type: ignore[method-assign]
+
+    async def _controller(
+        self, request: lifecycle.AlterPartitionRequest
+    ) -> lifecycle.AlterPartitionResponse:
+        self.proposals.append(request)
+        return lifecycle.alter_partition_response(Errors.NOT_CONTROLLER)
+
+    async def fetch(
+        self, replica: int, session: tuple[int, int], positions: dict[int, int],
+        max_wait_ms: int = 0,
+    ) -> tuple[int, dict[int, bm.FetchResponse]]:
+        """One Fetch of follower `replica` (its session id and epoch) naming `positions`;
+        the session id answered and the partitions the answer carries."""
+        body = replica_fetch_to_kio(
+            replica, 10 * replica, None, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+            partitions=[
+                (TOPIC_ID, bm.FetchRequest("t", p, offset, current_leader_epoch=0))
+                for p, offset in positions.items()
+            ],
+            session_id=session[0], session_epoch=session[1],
+        )
+        context = self.cache.new_context(
+            session[0], session[1],
+            [(topic, partition) for topic in body.topics for partition in topic.partitions],
+            [], privileged=True, now_ms=self.clock.ms, new_session_id=lambda: next(self._ids),
+        )
+        assert context.error is Errors.NONE
+        read = await self.reads.read(
+            context, replica_id=replica, replica_epoch=10 * replica, max_wait_ms=max_wait_ms,
+            min_bytes=1, max_bytes=1 << 20, min_one_message=True,
+        )
+        answered = {
+            int(cached.request.partition): result
+            for cached, _, result in read
+            if answer_changed(
+                cached, result.error_code, bool(result.records), result.high_watermark,
+                result.log_start_offset,
+            ) or not context.incremental
+        }
+        return context.session_id, answered
+
+    async def produce(self, partition: int, value: bytes) -> None:
+        response = await self.rm.produce(
+            bm.ProduceRequest("t", partition, encode_batch(0, 0, 0, [value]), acks=1)
+        )
+        assert response.error_code == 0
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Clock]:
+    clock = _Clock()
+    monkeypatch.setattr(replica_manager, "now_ms", clock)
+    monkeypatch.setattr(fetch_reads, "now_ms", clock)
+    yield clock
+
+
+async def _idle_session(leader: _Leader, replica: int = 2) -> int:
+    """Follower `replica` opens its session at offset 0 everywhere; the next incremental
+    read finds every partition idle."""
+    session, answered = await leader.fetch(replica, (0, 0), dict.fromkeys(range(PARTITIONS), 0))
+    assert len(answered) == PARTITIONS
+    _, answered = await leader.fetch(replica, (session, 1), {})
+    assert answered == {}
+    return session
+
+
+async def test_a_follower_session_reads_only_partitions_that_changed(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    leader = _Leader(tmp_path, clock)
+    session = await _idle_session(leader)
+    leader.read_count = 0
+    _, answered = await leader.fetch(2, (session, 2), {})
+    assert answered == {} and leader.read_count == 0  # 20 idle partitions: nothing read
+    await leader.produce(7, b"a")
+    _, answered = await leader.fetch(2, (session, 3), {})
+    assert list(answered) == [7] and answered[7].records
+    assert leader.read_count == 1
+
+
+async def test_a_waiting_follower_fetch_wakes_on_an_append_to_a_skipped_partition(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    leader = _Leader(tmp_path, clock)
+    session = await _idle_session(leader)
+    started = time.monotonic()
+    waiting = asyncio.ensure_future(leader.fetch(2, (session, 2), {}, max_wait_ms=5000))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await leader.produce(3, b"a")
+    _, answered = await asyncio.wait_for(waiting, 2)
+    assert list(answered) == [3] and answered[3].records
+    assert time.monotonic() - started < 2
+
+
+async def test_a_new_high_watermark_of_a_skipped_partition_reaches_the_follower(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    leader = _Leader(tmp_path, clock)
+    await leader.produce(0, b"a")
+    session2, answered = await leader.fetch(2, (0, 0), dict.fromkeys(range(PARTITIONS), 0))
+    assert answered[0].records
+    session3, _ = await leader.fetch(3, (0, 0), dict.fromkeys(range(PARTITIONS), 0))
+    # Follower 2 at the log end of t-0 (1); the HWM waits for follower 3, in the ISR too.
+    _, answered = await leader.fetch(2, (session2, 1), {0: 1})
+    assert answered == {}  # nothing new for 2 (HWM 0 as last answered): t-0 skipped from now
+    leader.read_count = 0
+    _, answered = await leader.fetch(2, (session2, 2), {})
+    assert answered == {} and leader.read_count == 0
+    _, answered = await leader.fetch(3, (session3, 1), {0: 1})
+    assert answered[0].high_watermark == 1
+    _, answered = await leader.fetch(2, (session2, 3), {})
+    assert list(answered) == [0] and answered[0].high_watermark == 1 and not answered[0].records
+
+
+async def test_a_live_follower_skipped_while_idle_stays_in_the_isr_after_an_append(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    # Follower 2 fetches every 10 s with nothing new for 40 s (its reads skipped); follower 3
+    # never fetches. An append, then the ISR pass: Kafka shrinks 3 (not caught up for 30 s)
+    # and keeps 2, whose last fetch (at the old log end) was 0.1 s ago.
+    leader = _Leader(tmp_path, clock)
+    session = await _idle_session(leader)
+    for epoch in (2, 3, 4, 5):
+        clock.ms += 10_000
+        await leader.fetch(2, (session, epoch), {})
+    clock.ms += 100
+    await leader.produce(0, b"a")
+    clock.ms += 100
+    leader.rm.tick()
+    proposal = leader.rm.hosted("t", 0).state.inflight
+    assert proposal is not None and proposal.isr == (1, 2)
+
+
+async def test_a_follower_that_stopped_fetching_is_shrunk_from_its_last_fetch(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    # Followers 2 and 3 idle; 2 stops fetching (its last fetch skipped), 3 goes on and
+    # follows an append. 2 leaves the ISR replica.lag.time.max.ms after its last fetch.
+    leader = _Leader(tmp_path, clock)
+    session2 = await _idle_session(leader, 2)
+    session3 = await _idle_session(leader, 3)
+    clock.ms += 10_000
+    await leader.fetch(2, (session2, 2), {})
+    await leader.fetch(3, (session3, 2), {})
+    last_fetch_of_2 = clock.ms
+    clock.ms += 10_000
+    await leader.produce(0, b"a")
+    await leader.fetch(3, (session3, 3), {})
+    await leader.fetch(3, (session3, 4), {0: 1})
+    hosted = leader.rm.hosted("t", 0)
+    clock.ms = last_fetch_of_2 + LAG_MS - 1
+    leader.rm.tick()
+    assert hosted.state.inflight is None
+    clock.ms = last_fetch_of_2 + LAG_MS + 1
+    leader.rm.tick()
+    proposal = hosted.state.inflight
+    assert proposal is not None and proposal.isr == (1, 3)
+
+
+async def test_an_isr_change_in_metadata_makes_a_skipped_partition_read_again(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    # The controller takes follower 2 out of t-0's ISR (a registration change journals nothing
+    # on the leader): 2's next fetch is read and the leader proposes it back.
+    leader = _Leader(tmp_path, clock)
+    session = await _idle_session(leader)
+    leader.rm.apply_image(_image(isr_of_0=(1, 3)))
+    leader.read_count = 0
+    await leader.fetch(2, (session, 2), {})
+    assert leader.read_count == 1
+    proposal = leader.rm.hosted("t", 0).state.inflight
+    assert proposal is not None and proposal.isr == (1, 3, 2)
