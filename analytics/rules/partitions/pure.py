@@ -180,7 +180,7 @@ class LogReplay:
         cluster default: the broker resource ""), or the ELR FeatureLevelRecord; any other
         row changes nothing."""
         args = (record_type, topic_id, topic_name, resource_type, resource, name, value)
-        if not self.transaction.hold((False, args)):
+        if not (self.transaction.open and self.transaction.hold((False, args))):
             self._side_record(*args)
 
     def _side_record(self, record_type: str, topic_id: str | None, topic_name: str | None,
@@ -220,10 +220,10 @@ class LogReplay:
         """Apply one PartitionRecord / PartitionChangeRecord (values: PARTITION_VALUE_NAMES); the
         violations it shows (rules 8, 10, 11, 13, 19), each with where it was found. Inside a
         transaction: held, nothing yet."""
-        args = (values, file, offset, batch_timestamp_ms, in_snapshot)
-        if self.transaction.hold((True, args)):
+        if self.transaction.open:  # the hot path allocates nothing more
+            self.transaction.hold((True, (values, file, offset, batch_timestamp_ms, in_snapshot)))
             return []
-        return self._partition_record(*args)
+        return self._partition_record(values, file, offset, batch_timestamp_ms, in_snapshot)
 
     def _partition_record(self, values: tuple[Any, ...], file: str, offset: int,
                           batch_timestamp_ms: int | None, in_snapshot: bool
