@@ -33,7 +33,14 @@ from broker.core.journal_events import (
     RoleChanged,
     encode_event,
 )
-from metadata.records import PartitionChangeRecord, PartitionRecord, TopicRecord
+from metadata.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    TopicRecord,
+)
 from raft.core.control_records import LeaderChangeRecord, Voter, VotersRecord, bootstrap_snapshot
 from raft.core.replica_key import uuid_to_str
 from storage.core.record_batch import Record, encode_batch
@@ -47,17 +54,24 @@ BROKERS = (101, 102, 103)
 VOTER = Voter(1, uuid.UUID(int=1001))
 
 
-def write_metadata(root: Path) -> None:
+def write_metadata(root: Path, aborted_election: bool = False) -> None:
     """Partitions 0-3 of `orders` on 101, 102, 103; partition 3 has an unclean election
-    (RECOVERING with ISR = [102], rules 13 and 19)."""
+    (RECOVERING with ISR = [102], rules 13 and 19). aborted_election: its record is in a
+    KIP-868 transaction that the next leader aborts (a controller failover)."""
     log = Log()
     log.control(1, LeaderChangeRecord(1, (VOTER.key,)))
     log.control(1, VotersRecord((VOTER,)))
     log.data(1, TopicRecord(TOPIC, TOPIC_ID), *(
         PartitionRecord(p, TOPIC_ID, replicas=BROKERS, isr=BROKERS, leader=101)
         for p in range(4)))
-    log.data(1, PartitionChangeRecord(3, TOPIC_ID, isr=(102,), leader=102,
-                                      leader_recovery_state=1))
+    election = PartitionChangeRecord(3, TOPIC_ID, isr=(102,), leader=102,
+                                     leader_recovery_state=1)
+    if aborted_election:
+        log.data(1, BeginTransactionRecord("ElectLeaders"), election)
+        log.control(2, LeaderChangeRecord(1, (VOTER.key,)))
+        log.data(2, NoOpRecord(), AbortTransactionRecord("Controller failover"))
+    else:
+        log.data(1, election)
     node_log = NodeLog(1, VOTER.voter_directory_id, segment_records=10**6)
     for base, raw, count in log.batches:
         node_log.append_raw(base, raw, count)
@@ -222,6 +236,21 @@ def test_baseline_agrees_on_rules_20_22_23(tmp_path: Path) -> None:
     files = build_cluster(tmp_path / "cluster")
     result = run_baseline(tmp_path / "cluster")
     check({r.rule: r for r in result.rules}, files)
+
+
+def test_an_aborted_unclean_election_excuses_no_loss(spark: SparkSession, tmp_path: Path
+                                                     ) -> None:
+    """KIP-868: partition 3's unclean election written in a transaction a controller failover
+    aborted never happened (no node applied it): p-30's loss is a violation, not attributed,
+    in the baseline and in the Spark audit."""
+    root = tmp_path / "cluster"
+    build_cluster(root)
+    write_metadata(root, aborted_election=True)
+    for rules in (run_baseline(root).rules, run_audit(root, spark=spark).rules):
+        rule23 = next(r for r in rules if r.rule == 23)
+        assert {(v["key"], v["outcome"]) for v in rule23.violations} == {
+            ("p-20", "duplicated"), ("p-21", "lost"), ("p-30", "lost")}
+        assert rule23.attributed_count == 0
 
 
 def test_baseline_reads_rule_21_from_the_journals_recovery_state(tmp_path: Path) -> None:
