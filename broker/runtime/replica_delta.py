@@ -18,13 +18,11 @@ from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import PartitionReady, Role
 from broker.runtime.hosted_partition import HostedPartition
 from broker.runtime.partition_log import delete_dir_name, stray_dir_name
-from metadata.config_defs import PREALLOCATE, SEGMENT_BYTES
+from broker.runtime.topic_config_cache import LogSettings
 from metadata.metadata_image import MetadataDelta, MetadataImage, TopicImage
 from metadata.partition_registration import PartitionRegistration
 from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from raft.core.replica_key import uuid_to_str
-from storage.core.log_retention import RetentionConfig
-from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 
 log = logging.getLogger("minikraft.broker")
 
@@ -46,7 +44,7 @@ class ReplicaHost(Protocol):
         self, topic: str, partition: int, topic_id: uuid.UUID
     ) -> HostedPartition: ...
 
-    def topic_configs(self, topic: str) -> dict[str, str | None]: ...
+    def log_settings(self, topic: str) -> LogSettings: ...
 
     def apply_ready(self, hosted: HostedPartition, ready: PartitionReady) -> None: ...
 
@@ -176,11 +174,9 @@ class ReplicaDelta:
         log.debug("Deleted log %s", path)  # per partition: DEBUG (issue 35)
 
     def _reconfigure_log(self, hosted: HostedPartition) -> None:
-        configs = self._host.topic_configs(hosted.topic)
-        hosted.log.reconfigure(
-            int(configs[SEGMENT_BYTES] or DEFAULT_SEGMENT_BYTES), configs[PREALLOCATE] == "true"
-        )
-        hosted.log.retention = RetentionConfig.from_configs(configs)
+        settings = self._host.log_settings(hosted.topic)
+        hosted.log.reconfigure(settings.segment_bytes, settings.preallocate)
+        hosted.log.retention = settings.retention
 
     def _metadata_dependents(
         self, delta: MetadataDelta, image: MetadataImage

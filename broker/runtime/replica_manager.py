@@ -44,19 +44,16 @@ from broker.runtime.partition_log import (
 from broker.runtime.purgatory import ProducePurgatory, delayed_fetch, wait_for_change
 from broker.runtime.replica_delta import ReplicaDelta
 from broker.runtime.replica_log_info import replica_log_info
-from broker.runtime.topic_config_cache import TopicConfigCache
+from broker.runtime.topic_config_cache import LogSettings, TopicConfigCache
 from kafkawire import get_replica_log_info as grli
 from kafkawire.clock import now_ms
 from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.loop import cancel_and_wait
-from metadata.config_defs import PREALLOCATE, SEGMENT_BYTES
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from raft.core.replica_key import uuid_to_str
 from storage.core.leader_epoch_cache import diverging_epoch
-from storage.core.log_retention import RetentionConfig
 from storage.core.record_validation import RecordValidationError
-from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
 
 __all__ = ["HostedPartition", "ReplicaManager", "ReplicaSettings", "now_ms", "wait_for_change"]
 
@@ -196,20 +193,20 @@ class ReplicaManager:
         high_watermark: int,
         log_start_offset: int | None = None,
     ) -> HostedPartition:
-        configs = self.topic_configs(topic)
+        settings = self.log_settings(topic)
         plog = PartitionLog(
             log_dir,
             topic,
             partition,
-            segment_bytes=int(configs[SEGMENT_BYTES] or DEFAULT_SEGMENT_BYTES),
+            segment_bytes=settings.segment_bytes,
             flush_messages=self.settings.flush_messages,
-            preallocate=configs[PREALLOCATE] == "true",
+            preallocate=settings.preallocate,
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             topic_id=topic_id,
             lazy=True,  # issue 35: no file, fsync or descriptor until the first append
         )
-        plog.retention = RetentionConfig.from_configs(configs)
+        plog.retention = settings.retention
         state = PartitionState(
             topic,
             partition,
@@ -272,6 +269,10 @@ class ReplicaManager:
     def topic_configs(self, topic: str) -> dict[str, str | None]:
         """The topic's effective configs on this broker (broker.runtime.topic_config_cache)."""
         return self._configs.topic_configs(self.image, topic)
+
+    def log_settings(self, topic: str) -> LogSettings:
+        """What the topic's logs take from its configs (broker.runtime.topic_config_cache)."""
+        return self._configs.log_settings(self.image, topic)
 
     def sync_log(self, hosted: HostedPartition, ts: int, *, flush_first: bool = False) -> None:
         """Tell the core where the log ends and how far it is flushed (rule 20)."""

@@ -5,11 +5,31 @@ this broker's and the cluster's dynamic ones, the config file, the defaults
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from broker.core.topic_write_configs import TopicWriteConfig
-from metadata.config_defs import BrokerLevels, effective_topic_configs
+from metadata.config_defs import PREALLOCATE, SEGMENT_BYTES, BrokerLevels, effective_topic_configs
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE, MetadataImage
 from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from storage.core.log_retention import RetentionConfig
+from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """What a partition log takes from its topic's configs when it opens or they change."""
+
+    segment_bytes: int
+    preallocate: bool
+    retention: RetentionConfig
+
+    @classmethod
+    def from_configs(cls, configs: Mapping[str, str | None]) -> LogSettings:
+        return cls(
+            int(configs[SEGMENT_BYTES] or DEFAULT_SEGMENT_BYTES),
+            configs[PREALLOCATE] == "true",
+            RetentionConfig.from_configs(configs),
+        )
 
 
 class TopicConfigCache:
@@ -22,6 +42,7 @@ class TopicConfigCache:
         self._image: MetadataImage | None = None
         self._configs: dict[str, dict[str, str | None]] = {}
         self._write_configs: dict[str, TopicWriteConfig] = {}
+        self._log_settings: dict[str, LogSettings] = {}
 
     def topic_configs(self, image: MetadataImage, topic: str) -> dict[str, str | None]:
         """The topic's effective configs under `image`. Cached per topic until the image moves:
@@ -41,10 +62,22 @@ class TopicConfigCache:
             self._write_configs[topic] = found
         return found
 
+    def log_settings(self, image: MetadataImage, topic: str) -> LogSettings:
+        """The topic's log settings, cached until the image moves: a new topic's 5,000
+        partitions copied and parsed its configs once each (issue 35)."""
+        self._follow(image)
+        found = self._log_settings.get(topic)
+        if found is None:
+            found = self._log_settings[topic] = LogSettings.from_configs(
+                self.topic_configs(image, topic)
+            )
+        return found
+
     def _follow(self, image: MetadataImage) -> None:
         if self._image is not image:
             self._configs = {}
             self._write_configs = {}
+            self._log_settings = {}
             self._image = image
 
     def _compute(self, image: MetadataImage, topic: str) -> dict[str, str | None]:
