@@ -15,6 +15,9 @@ from metadata.metadata_image import MetadataDelta, MetadataImage
 
 log = logging.getLogger("minikraft.broker")
 
+# Leadership changes handed to the fetchers between two yields (issue 35).
+LEADERSHIP_SLICE_PARTITIONS = 500
+
 
 class BrokerMetadataPublisher(SlicedPublisher):
     name = "BrokerMetadataPublisher"
@@ -34,8 +37,10 @@ class BrokerMetadataPublisher(SlicedPublisher):
         before = len(self._replicas.partitions)
         changed: list[HostedPartition] = []
         yield from self._replicas.apply_delta_steps(delta, image, changed)
-        for hosted in changed:
+        for count, hosted in enumerate(changed, 1):
             self._on_leadership_change(hosted)
+            if count % LEADERSHIP_SLICE_PARTITIONS == 0:
+                yield  # a 5,000-partition create moves 5,000 fetcher entries (issue 35)
         if len(delta.partitions) >= 1000 or manifest.provenance is Provenance.SNAPSHOT:
             # One INFO line per big change; the per-partition lines are at DEBUG.
             log.info(

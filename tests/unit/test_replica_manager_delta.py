@@ -14,13 +14,16 @@ from pathlib import Path
 import pytest
 
 from broker.core.messages import TopicIdPartition
-from broker.runtime.metadata_publisher import BrokerMetadataPublisher
+from broker.runtime.metadata_publisher import (
+    LEADERSHIP_SLICE_PARTITIONS,
+    BrokerMetadataPublisher,
+)
 from broker.runtime.partition_log import read_partition_metadata
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.errors import Errors
 from metadata.image_records import image_records
-from metadata.loader import LoaderManifest, MetadataLoader
+from metadata.loader import LoaderManifest, MetadataLoader, Provenance
 from metadata.metadata_image import MIN_INSYNC_REPLICAS, MetadataDelta, MetadataImage
 from metadata.records import (
     CONFIG_RESOURCE_TOPIC,
@@ -260,3 +263,35 @@ async def test_a_loaded_snapshot_touches_only_what_changed_and_a_deletion_logs_o
     assert not any("Partition b-0" in line for line in lines), lines
     await cluster.delta.close()
     await cluster.whole.close()
+
+
+async def test_a_big_create_hands_its_leadership_changes_to_the_fetchers_in_slices(
+    tmp_path: Path,
+) -> None:
+    # Issue 35: a 5,000-partition create moves 5,000 partitions into the fetchers; the
+    # publisher gives the loop back between slices of them as it does while applying.
+    replicas = _manager(tmp_path / "logs")
+    handed: list[int] = []
+    publisher = BrokerMetadataPublisher(replicas, lambda hosted: handed.append(hosted.partition))
+    delta = MetadataDelta()
+    topic = uuid.UUID(int=3)
+    for offset, record in enumerate([
+        *_brokers(),
+        TopicRecord("big", topic),
+        *(
+            PartitionRecord(p, topic, replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=1)
+            for p in range(1200)
+        ),
+    ]):
+        delta.replay(record, offset)
+    image = delta.image()
+    manifest = LoaderManifest(Provenance.LOG, 1201, 1, 1204)
+    most_between_yields = 0
+    before = 0
+    for _ in publisher.publish_steps(delta, image, manifest):
+        most_between_yields = max(most_between_yields, len(handed) - before)
+        before = len(handed)
+    most_between_yields = max(most_between_yields, len(handed) - before)  # after the last
+    assert sorted(handed) == list(range(1200))
+    assert most_between_yields <= LEADERSHIP_SLICE_PARTITIONS
+    await replicas.close()
