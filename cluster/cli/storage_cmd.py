@@ -6,8 +6,9 @@ import uuid
 
 import click
 
+from cluster.launch.node_entrypoint import parse_voters
 from cluster.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
-from kafkawire.config import ConfigError, NodeConfig, parse_host_port
+from kafkawire.config import ConfigError, NodeConfig
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import (
@@ -16,25 +17,6 @@ from raft.runtime.meta_properties import (
     random_uuid_str,
     storage_info,
 )
-
-
-def parse_initial_controllers(text: str) -> list[Voter]:
-    """`1@127.0.0.1:19091:<dir-uuid>,2@...` (Kafka's --initial-controllers) -> voters."""
-    voters = []
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        node, at, rest = item.partition("@")
-        host_port, colon, dir_text = rest.rpartition(":")
-        if not at or not colon or not node.isdigit():
-            raise click.BadParameter(f"expected id@host:port:directory-id, got {item!r}")
-        try:
-            host, port = parse_host_port(host_port)
-            directory_id = uuid_from_str(dir_text)
-        except (ConfigError, ValueError) as exc:
-            raise click.BadParameter(f"{item!r}: {exc}") from exc
-        voters.append(Voter(int(node), directory_id, {"CONTROLLER": f"{host}:{port}"}))
-    if len({v.voter_id for v in voters}) != len(voters):
-        raise click.BadParameter("a controller id appears twice in --initial-controllers")
-    return voters
 
 
 @click.group()
@@ -99,7 +81,10 @@ def format_cmd(
         voters = [Voter(config.node_id, metadata_directory_id, {listener.name: listener.address})]
         bootstrap = bootstrap_snapshot(voters)
     elif is_controller and initial_controllers is not None:
-        voters = parse_initial_controllers(initial_controllers)
+        try:
+            voters = parse_voters(initial_controllers, "--initial-controllers")
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc)) from exc
         mine = [v for v in voters if v.voter_id == config.node_id]
         if not mine:
             fail(f"node.id {config.node_id} is not in --initial-controllers", EXIT_USAGE)

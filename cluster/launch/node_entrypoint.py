@@ -47,22 +47,23 @@ def load_node_config(
     return config
 
 
-def parse_voters(text: str) -> list[Voter]:
-    """`1@host:9093:<dir-uuid>,2@...` -> voters (ConfigError on a malformed entry)."""
+def parse_voters(text: str, option: str = INITIAL_CONTROLLERS_KEY) -> list[Voter]:
+    """`1@host:9093:<dir-uuid>,2@...` (KIP-853's initial controllers, from `option`: the config
+    key or the CLI's --initial-controllers) -> voters (ConfigError on a malformed entry)."""
     voters = []
     for item in filter(None, (s.strip() for s in text.split(","))):
         node, at, rest = item.partition("@")
         host_port, colon, dir_text = rest.rpartition(":")
         if not at or not colon or not node.isdigit():
-            raise ConfigError(f"initial.controllers: expected id@host:port:dir-id, got {item!r}")
-        host, port = parse_host_port(host_port)
+            raise ConfigError(f"{option}: expected id@host:port:directory-id, got {item!r}")
         try:
+            host, port = parse_host_port(host_port)
             directory_id = uuid_from_str(dir_text)
-        except ValueError as exc:
-            raise ConfigError(f"initial.controllers: {item!r}: {exc}") from None
+        except (ConfigError, ValueError) as exc:
+            raise ConfigError(f"{option}: {item!r}: {exc}") from None
         voters.append(Voter(int(node), directory_id, {"CONTROLLER": f"{host}:{port}"}))
     if len({v.voter_id for v in voters}) != len(voters):
-        raise ConfigError("initial.controllers: a controller id appears twice")
+        raise ConfigError(f"{option}: a controller id appears twice")
     return voters
 
 
