@@ -78,6 +78,6 @@ def test_controller_needs_a_bootstrap_choice_and_rejects_two(tmp_path: Path) -> 
     assert both.returncode == 2
     missing = _format(config, cluster_id, "--initial-controllers", "2@127.0.0.1:1:" + cluster_id)
     assert missing.returncode == 2 and "not in --initial-controllers" in missing.stderr
-    malformed = _format(config, cluster_id, "--initial-controllers", "1@127.0.0.1:1")
+    malformed = _format(config, cluster_id, "--initial-controllers", "1:127.0.0.1:1")
     assert malformed.returncode == 2 and "expected id@host:port:directory-id" in malformed.stderr
     assert not (tmp_path / "meta-1" / "meta.properties").exists()
