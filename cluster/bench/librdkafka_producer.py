@@ -12,25 +12,13 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
 from typing import Any
+
+from cluster.bench.load_result import LoadResult
 
 LIBRDKAFKA = "librdkafka producer"  # the suffix of its lines in the report
 DELIVERY_TIMEOUT_S = 120.0
 POLL_S = 0.001
-
-
-@dataclass
-class LibrdkafkaResult:
-    acked: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    latencies_ms: list[float] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    version: str = ""
-
-    @property
-    def records_per_s(self) -> float:
-        return self.acked / max(self.elapsed_s, 1e-9)
 
 
 def librdkafka_available() -> bool:
@@ -43,13 +31,13 @@ def librdkafka_available() -> bool:
 
 def run_librdkafka_load(
     bootstrap: str, topic: str, *, records: int, record_size: int, in_flight: int
-) -> LibrdkafkaResult:
+) -> LoadResult:
     """Produce `records` values of `record_size` bytes with acks=all, at most `in_flight`
     undelivered at once; bounded by DELIVERY_TIMEOUT_S overall."""
     from confluent_kafka import KafkaError as RdKafkaError
     from confluent_kafka import Producer, libversion
 
-    result = LibrdkafkaResult(version=libversion()[0])
+    result = LoadResult(version=libversion()[0])
     producer = Producer(
         {"bootstrap.servers": bootstrap, "acks": "all", "client.id": "bench-librdkafka"}
     )
@@ -59,11 +47,9 @@ def run_librdkafka_load(
         nonlocal outstanding
         outstanding -= 1
         if error is None:
-            result.acked += 1
-            result.latencies_ms.append((time.monotonic() - sent_at) * 1000)
+            result.ack((time.monotonic() - sent_at) * 1000)
         else:
-            name = error.name()
-            result.errors[name] = result.errors.get(name, 0) + 1
+            result.fail(error.name())
 
     started = time.monotonic()
     deadline = started + DELIVERY_TIMEOUT_S

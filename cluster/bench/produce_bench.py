@@ -15,17 +15,17 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cluster.bench.floor import measure_floor
 from cluster.bench.librdkafka_producer import (
     LIBRDKAFKA,
-    LibrdkafkaResult,
     librdkafka_available,
     run_librdkafka_load,
 )
+from cluster.bench.load_result import LoadResult
 from cluster.bench.phase_clock import CpuSince
 from cluster.client.broker_client import Leaders, create_topic, data_client, metadata
 from cluster.client.producer import percentile, send_batch
@@ -51,19 +51,6 @@ class ProduceLoad:
     records_per_producer: int
     records_per_batch: int
     record_size: int = 1024
-
-
-@dataclass
-class LoadResult:
-    acked: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    latencies_ms: list[float] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    server_cpu_s: float | None = None  # the servers' CPU during the load (None: no /proc)
-
-    @property
-    def records_per_s(self) -> float:
-        return self.acked / max(self.elapsed_s, 1e-9)
 
 
 def server_cpu_us_per_record(acked: int, server_cpu_s: float | None) -> float | None:
@@ -121,10 +108,9 @@ async def _producer(
             ).error
             latency_ms = (time.monotonic() - sent_at) * 1000
             if error is Errors.NONE:
-                result.acked += load.records_per_batch
-                result.latencies_ms.extend([latency_ms] * load.records_per_batch)
+                result.ack(latency_ms, load.records_per_batch)
             else:
-                result.errors[error.name] = result.errors.get(error.name, 0) + load.records_per_batch
+                result.fail(error.name, load.records_per_batch)
     finally:
         await client.close()
 
@@ -188,7 +174,7 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
     cluster.format()
     floor = measure_floor(directory)  # before the cluster loads the disk and the cores
     cluster.start()
-    rdkafka: LibrdkafkaResult | None = None
+    rdkafka: LoadResult | None = None
     try:
         asyncio.run(wait_until_ready(cluster, 90))
         runs = asyncio.run(_bench(cluster, loads))
