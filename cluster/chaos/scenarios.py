@@ -61,6 +61,14 @@ class ChaosContext:
         """Sleep a seeded time in [low_s, high_s]."""
         await asyncio.sleep(self.rng.uniform(low_s, high_s))
 
+    async def kill_and_restart(
+        self, target: NodeSpec, down_low_s: float = 1.0, down_high_s: float = 2.5
+    ) -> None:
+        """SIGKILL `target`, hold it down a seeded time, restart it on its own data."""
+        await self.faults.kill(target)
+        await self.hold(down_low_s, down_high_s)
+        self.faults.restart(target)
+
     def brokers(self) -> list[NodeSpec]:
         return list(self.cluster.brokers)
 
@@ -173,9 +181,7 @@ async def kill_leader_controller(ctx: ChaosContext) -> None:
         if leader is None:
             await asyncio.sleep(0.2)
             continue
-        await ctx.faults.kill(leader)
-        await ctx.hold(1.0, 2.5)
-        ctx.faults.restart(leader)
+        await ctx.kill_and_restart(leader)
         await ctx.hold(1.0, 2.0)
 
 
@@ -183,9 +189,7 @@ async def kill_broker(ctx: ChaosContext) -> None:
     """SIGKILL a seeded broker, hold it down, restart it on its own data."""
     while ctx.time_left_s() > 0:
         target = ctx.rng.choice(ctx.brokers())
-        await ctx.faults.kill(target)
-        await ctx.hold(1.0, 2.5)
-        ctx.faults.restart(target)
+        await ctx.kill_and_restart(target)
         await ctx.hold(1.0, 2.0)
 
 
@@ -206,9 +210,7 @@ async def kill_leader_broker(ctx: ChaosContext) -> None:
         if target is None:
             await asyncio.sleep(0.3)
             continue
-        await ctx.faults.kill(target)
-        await ctx.hold(1.0, 2.5)
-        ctx.faults.restart(target)
+        await ctx.kill_and_restart(target)
         rejoin_by = time.monotonic() + FULL_ISR_WAIT_S  # bounded for the whole round
         for partition in sorted(rows):
             await ctx.wait_partition(
@@ -307,9 +309,7 @@ async def min_isr_change(ctx: ChaosContext) -> None:
             await _set_min_isr(ctx, ctx.rng.choice([1, 2, 3]))
             await ctx.hold(0.5, 1.5)
             target = ctx.rng.choice(ctx.brokers())
-            await ctx.faults.kill(target)
-            await ctx.hold(1.0, 2.0)
-            ctx.faults.restart(target)
+            await ctx.kill_and_restart(target, 1.0, 2.0)
             await ctx.hold(0.5, 1.5)
     finally:
         await _set_min_isr(ctx, ctx.min_insync_replicas)
