@@ -48,3 +48,17 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     # CLI.md: one line, never wrapped at the terminal width; the message is text, not markup.
     stderr.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)
+
+
+def report_result(
+    output: str, error: str | None, error_message: str | None, document: dict[str, Any], text: str
+) -> None:
+    """One resource's admin answer: with --output json the document and its `error` (a Kafka
+    error name or null) first, even when it failed; then a failure exits 1 with the name and the
+    message; else `text` is the success line."""
+    if output == "json":
+        emit_json({**document, "error": error})
+    if error is not None:
+        fail(f"{error}: {error_message or ''}")
+    if output != "json":
+        click.echo(text)

@@ -15,7 +15,7 @@ from kio.static.primitive import i8
 
 from cluster.cli.bootstrap_options import bootstrap_options, chosen_bootstrap
 from cluster.client.topics import error_name, parse_configs, run_admin
-from cluster.output import EXIT_USAGE, emit_json, fail, output_option
+from cluster.output import EXIT_USAGE, fail, output_option, report_result
 from kafkawire import constants
 
 _RESOURCE_TYPES = {"topics": constants.CONFIG_RESOURCE_TOPIC, "brokers": constants.CONFIG_RESOURCE_BROKER}
@@ -77,11 +77,9 @@ def alter(
     )
     response = run_admin(ctx.obj["bootstrap"], request)
     result = response.responses[0]
-    error = error_name(result.error_code)
-    if output == "json":
-        emit_json({"entity_type": entity_type, "entity_name": entity_name, "error": error})
-    if error is not None:
-        fail(f"{error}: {result.error_message or ''}")
-    if output != "json":
-        what = "the cluster default" if entity_name == "" else f"{entity_type[:-1]} {entity_name}"
-        click.echo(f"Completed updating config for {what}.")
+    what = "the cluster default" if entity_name == "" else f"{entity_type[:-1]} {entity_name}"
+    report_result(
+        output, error_name(result.error_code), result.error_message,
+        {"entity_type": entity_type, "entity_name": entity_name},
+        f"Completed updating config for {what}.",
+    )

@@ -28,7 +28,7 @@ from cluster.client.topics import (
     unavailable,
     under_min_isr_row,
 )
-from cluster.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
+from cluster.output import EXIT_USAGE, emit_json, emit_table, fail, output_option, report_result
 from kafkawire.errors import Errors, KafkaError
 from raft.core.replica_key import uuid_to_str
 
@@ -67,18 +67,12 @@ def create(
     response = run_admin(ctx.obj["bootstrap"], request)
     result = response.topics[0]
     error = error_name(result.error_code)
-    if output == "json":
-        emit_json(
-            {
-                "topic": topic,
-                "topic_id": uuid_to_str(result.topic_id) if error is None else None,
-                "error": error,
-            }
-        )
-    if error is not None:
-        fail(f"{error}: {result.error_message or ''}")
-    if output != "json":
-        click.echo(f"Created topic {topic} (topic id {uuid_to_str(result.topic_id)}).")
+    topic_id = uuid_to_str(result.topic_id) if error is None else None
+    report_result(
+        output, error, result.error_message,
+        {"topic": topic, "topic_id": topic_id},
+        f"Created topic {topic} (topic id {topic_id}).",
+    )
 
 
 @topics.command()
@@ -94,13 +88,11 @@ def alter(ctx: click.Context, topic: str, partitions: int, output: str) -> None:
         validate_only=False,
     )
     result = run_admin(ctx.obj["bootstrap"], request).results[0]
-    error = error_name(result.error_code)
-    if output == "json":
-        emit_json({"topic": topic, "partitions": partitions, "error": error})
-    if error is not None:
-        fail(f"{error}: {result.error_message or ''}")
-    if output != "json":
-        click.echo(f"Topic {topic} now has {partitions} partitions.")
+    report_result(
+        output, error_name(result.error_code), result.error_message,
+        {"topic": topic, "partitions": partitions},
+        f"Topic {topic} now has {partitions} partitions.",
+    )
 
 
 @topics.command()
