@@ -13,7 +13,6 @@ import contextlib
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,18 +119,6 @@ def run_minikraft_partitions(cuts: int) -> list[float]:
 async def _etcd_partitions(cuts: int) -> list[float]:
     from cluster.bench.peers.etcd import EtcdCluster, EtcdMember, put
 
-    @dataclass
-    class NetnsEtcdMember(EtcdMember):
-        host: str = ""
-
-        @property
-        def client_url(self) -> str:
-            return f"http://{self.host}:{self.client_port}"
-
-        @property
-        def peer_url(self) -> str:
-            return f"http://{self.host}:{self.peer_port}"
-
     class NetnsEtcdCluster(EtcdCluster):
         """EtcdCluster with each member in its own namespace, at its own address."""
 
@@ -139,12 +126,10 @@ async def _etcd_partitions(cuts: int) -> list[float]:
             super().__post_init__()
             self.plan = NetnsPlan.for_directory(self.workdir)
             self.members = [
-                NetnsEtcdMember(m.name, 2379, 2380, m.data_dir, host=self.plan.node_address(i))
+                EtcdMember(m.name, 2379, 2380, m.data_dir, host=self.plan.node_address(i))
                 for i, m in enumerate(self.members)
             ]
-            self.plan.create(
-                [(m.name, i + 1, m.host) for i, m in enumerate(self.members)]  # type: ignore[attr-defined]
-            )
+            self.plan.create([(m.name, i + 1, m.host) for i, m in enumerate(self.members)])
 
         def _command(self, member: EtcdMember, state: str) -> list[str]:
             return self.plan.exec_prefix(member.name) + super()._command(member, state)
@@ -160,7 +145,7 @@ async def _etcd_partitions(cuts: int) -> list[float]:
     times_ms: list[float] = []
     cluster = NetnsEtcdCluster(election_timeout_ms=ELECTION_TIMEOUT_MS, heartbeat_ms=ETCD_HEARTBEAT_MS)
     with cluster:
-        addresses = {m.name: m.host for m in cluster.members}  # type: ignore[attr-defined]
+        addresses = {m.name: m.host for m in cluster.members}
         for _ in range(cuts):
             leader = await cluster.wait_ready(60)
             survivors = [m for m in cluster.members if m is not leader]

@@ -33,14 +33,15 @@ class EtcdMember:
     peer_port: int
     data_dir: Path
     pid: int | None = None
+    host: str = "127.0.0.1"  # a network namespace's address in the partition bench
 
     @property
     def client_url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"http://{self.host}:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
-        return f"http://127.0.0.1:{self.peer_port}"
+        return f"http://{self.host}:{self.peer_port}"
 
 
 @dataclass
