@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -55,40 +57,43 @@ _CONFIG_HELP = "properties file (default: KAFKA_* environment variables)"
 _FORMAT_HELP = "format unformatted directories first (CLUSTER_ID, KAFKA_INITIAL_CONTROLLERS)"
 
 
-@click.command()
-@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
-              help=_CONFIG_HELP)
-@click.option("--format-if-needed", is_flag=True, help=_FORMAT_HELP)
+def _node_command(function: Callable[[str | None, bool], None]) -> click.Command:
+    """A node's command: --config and --format-if-needed, the same for both roles."""
+    function = click.option("--format-if-needed", is_flag=True, help=_FORMAT_HELP)(function)
+    function = click.option("--config", "config_path", default=None,
+                            type=click.Path(dir_okay=False), help=_CONFIG_HELP)(function)
+    return click.command()(function)
+
+
+def _run_node(
+    config_path: str | None, role: str, format_if_needed: bool,
+    build: Callable[[NodeConfig], Any],
+) -> None:
+    """Load the config, log as `role-id`, build the node and run it until it stops."""
+    config = _load(config_path, role, format_if_needed)
+    _setup_logging(config, role)
+    try:
+        node = build(config)
+    except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
+        fail(str(exc), EXIT_FAILED)
+    except ConfigError as exc:  # a setting the node reads as it builds (a garbled true/false)
+        fail(str(exc), EXIT_USAGE)
+    run(node.run())
+
+
+@_node_command
 def controller(config_path: str | None, format_if_needed: bool) -> None:
     """Run one controller process (a KRaft voter or observer) in the foreground."""
     from cluster.bench.raft_workload import raft_bench_routes
     from controller.runtime.controller_node import ControllerNode
 
-    config = _load(config_path, "controller", format_if_needed)
-    _setup_logging(config, "controller")
-    try:
-        node = ControllerNode(config, http_routes=raft_bench_routes)
-    except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
-        fail(str(exc), EXIT_FAILED)
-    except ConfigError as exc:  # a setting the node reads as it builds (a garbled true/false)
-        fail(str(exc), EXIT_USAGE)
-    run(node.run())
+    _run_node(config_path, "controller", format_if_needed,
+              lambda config: ControllerNode(config, http_routes=raft_bench_routes))
 
 
-@click.command()
-@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
-              help=_CONFIG_HELP)
-@click.option("--format-if-needed", is_flag=True, help=_FORMAT_HELP)
+@_node_command
 def broker(config_path: str | None, format_if_needed: bool) -> None:
     """Run one broker process (a metadata observer hosting partitions) in the foreground."""
     from broker.runtime.broker_node import BrokerNode
 
-    config = _load(config_path, "broker", format_if_needed)
-    _setup_logging(config, "broker")
-    try:
-        node = BrokerNode(config)
-    except StorageError as exc:  # unformatted, another cluster's or another node's (seed 003)
-        fail(str(exc), EXIT_FAILED)
-    except ConfigError as exc:  # a setting the node reads as it builds (a garbled true/false)
-        fail(str(exc), EXIT_USAGE)
-    run(node.run())
+    _run_node(config_path, "broker", format_if_needed, BrokerNode)
