@@ -1,11 +1,11 @@
-"""Spark helpers every family's spark.py shares: capped evidence, counts in one job, the
-undamaged rows, and the Arrow schema of an applyInArrow body's output."""
+"""Spark helpers every family's spark.py shares: capped evidence and its rows as reported, counts
+in one job, the undamaged rows, and the Arrow schema of an applyInArrow body's output."""
 
 from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -19,6 +19,31 @@ def evidence(bad: DataFrame, count: int, order: list[Any]) -> list[dict[str, Any
     if not count:
         return []
     return [r.asDict(recursive=True) for r in bad.orderBy(*order).limit(MAX_EVIDENCE).collect()]
+
+
+def as_reported(
+    violations: list[dict[str, Any]],
+    *,
+    message: Callable[[dict[str, Any]], str] | None = None,
+    node: str | None = None,
+    offset: str | None = None,
+    partition_id: bool = False,
+) -> list[dict[str, Any]]:
+    """Evidence rows as the audit reports them, in place: the rule's `message` for the row,
+    `node` and `offset` copied from the named columns, `partition` as topic-partition (its
+    number kept as partition_id where the report links to the partition's timeline). The keys
+    are added in this order, which the audit's JSON shows."""
+    for v in violations:
+        if message is not None:
+            v["message"] = message(v)
+        if node is not None:
+            v["node"] = v[node]
+        if partition_id:
+            v["partition_id"] = v["partition"]
+        v["partition"] = f"{v['topic']}-{v['partition']}"
+        if offset is not None:
+            v["offset"] = v[offset]
+    return violations
 
 
 def counts(df: DataFrame, violation: Any) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from analytics.engine.spark_session import cogroup_in_arrow
 from analytics.rules.cleanup import pure as cl
 from analytics.rules.replication import pure as dr
 from analytics.rules.result import RuleResult, rule_result
-from analytics.rules.spark_common import arrow_schema, evidence
+from analytics.rules.spark_common import arrow_schema, as_reported, counts, evidence
 from kafkawire.constants import ACKS_ALL
 
 R25_SCHEMA = ("topic STRING, partition INT, node INT, kind STRING, record_key STRING, "
@@ -49,16 +49,9 @@ def rule_24_log_start(inputs: BrokerInputs) -> RuleResult:
     starts = inputs.bounds.filter(F.col("log_start").isNotNull()).join(
         highest, ["topic", "partition"])
     past = F.col("log_start") > F.col("highest_hwm")
-    row = starts.agg(F.count(F.lit(1)).alias("checked"),
-                     F.sum(past.cast("int")).alias("bad")).collect()[0]
-    checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
-    bad = starts.filter(past)
-    violations = evidence(bad, count, ["topic", "partition", "node"])
-    for v in violations:
-        v["message"] = cl.log_start_message(v)
-        v["partition_id"] = v["partition"]
-        v["partition"] = f"{v['topic']}-{v['partition']}"
-        v["offset"] = v["log_start"]
+    checked, count = counts(starts, past)
+    violations = evidence(starts.filter(past), count, ["topic", "partition", "node"])
+    as_reported(violations, message=cl.log_start_message, offset="log_start", partition_id=True)
     return rule_result(24, checked, violations, count)
 
 
@@ -90,9 +83,7 @@ def rule_25_compaction(inputs: BrokerInputs, replicas: DataFrame,
     cleaned = inputs.bounds.filter(F.col("cleaned_to").isNotNull())
     points = cleaned.join(_highest_hwm(inputs.journal), ["topic", "partition"])
     past = F.col("cleaned_to") > F.col("highest_hwm")
-    row = points.agg(F.count(F.lit(1)).alias("checked"),
-                     F.sum(past.cast("int")).alias("bad")).collect()[0]
-    checkpoints, past_count = int(row["checked"] or 0), int(row["bad"] or 0)
+    checkpoints, past_count = counts(points, past)
     violations = evidence(points.filter(past), past_count, ["topic", "partition", "node"])
     for v in violations:
         v["message"] = cl.cleaned_past_hwm_message(v)
@@ -125,9 +116,7 @@ def rule_25_compaction(inputs: BrokerInputs, replicas: DataFrame,
                      if kind != cl.KEYS_CHECKED and recovered)
     bad = out.filter((F.col("kind") != cl.KEYS_CHECKED) & ~F.col("recovered")).drop("recovered")
     violations += evidence(bad, found, ["topic", "partition", "offset", "record_key"])
-    for v in violations:
-        v["partition_id"] = v["partition"]
-        v["partition"] = f"{v['topic']}-{v['partition']}"
+    as_reported(violations, partition_id=True)
     result = rule_result(25, keys + checkpoints, violations, past_count + found)
     result.notes = {"keys": keys, "cleaner_checkpoints": checkpoints, "attributed": attributed}
     return result

@@ -14,7 +14,7 @@ from analytics.engine.spark_session import cogroup_in_arrow
 from analytics.rules.groups import pure as gr
 from analytics.rules.replication import pure as dr
 from analytics.rules.result import RuleResult, rule_result
-from analytics.rules.spark_common import arrow_schema, evidence
+from analytics.rules.spark_common import arrow_schema, as_reported, evidence
 
 GROUP_SCHEMA = ("rule STRING, kind STRING, group_id STRING, topic STRING, partition INT, "
                 "offset BIGINT, count BIGINT, file STRING, message STRING")
@@ -53,9 +53,7 @@ def group_rules(inputs: BrokerInputs, replicas: DataFrame) -> list[RuleResult]:
         count = tallies.get((rule, gr.VIOLATION), (0, 0))[0]
         bad = out.filter((F.col("rule") == rule) & (F.col("kind") == gr.VIOLATION))
         violations = evidence(bad, count, ["topic", "partition", "group_id", "offset"])
-        for v in violations:
-            v["partition_id"] = v["partition"]
-            v["partition"] = f"{v['topic']}-{v['partition']}"
+        as_reported(violations, partition_id=True)
         result = rule_result(rule, tallies.get((rule, gr.CHECKED), (0, 0))[1], violations, count)
         if rule == gr.NO_SKIPPED:
             result.notes = {"skipped_records": tallies.get((rule, gr.VIOLATION), (0, 0))[1]}

@@ -20,7 +20,7 @@ from analytics.engine.spark_session import cogroup_in_arrow
 from analytics.rules.cleanup import spark as cleanup
 from analytics.rules.replication import pure as dr
 from analytics.rules.result import RuleResult, rule_result
-from analytics.rules.spark_common import arrow_schema, evidence, good_rows
+from analytics.rules.spark_common import arrow_schema, as_reported, counts, evidence, good_rows
 from broker.core.high_watermark import hwm_may_advance
 from kafkawire.constants import ACKS_ALL
 
@@ -44,15 +44,9 @@ def rule_20_hwm(journal: DataFrame) -> RuleResult:
         F.col("isr_size"), F.col("min_isr")
     )
     flagged = advances.withColumn("bad", F.coalesce(moved_below_min, F.lit(False)))
-    row = flagged.agg(F.count(F.lit(1)).alias("checked"),
-                      F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
-    checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
+    checked, count = counts(flagged, F.col("bad"))
     violations = evidence(flagged.filter("bad").drop("bad"), count, ["ts", "broker_id"])
-    for v in violations:
-        v["message"] = dr.hwm_message(v)
-        v["node"] = v["broker_id"]
-        v["partition"] = f"{v['topic']}-{v['partition']}"
-        v["offset"] = v["new"]
+    as_reported(violations, message=dr.hwm_message, node="broker_id", offset="new")
     return rule_result(20, checked, violations, count)
 
 
@@ -78,18 +72,12 @@ def rule_21_recovering(journal: DataFrame) -> RuleResult:
         F.coalesce(serving, F.lit(False)) & (F.col("role_now") == dr.LEADER)
         & F.col("state_now").isin(*dr.KNOWN_STATES))
     flagged = judged.withColumn("bad", F.col("state_now") == dr.RECOVERING)
-    row = flagged.agg(F.count(F.lit(1)).alias("checked"),
-                      F.sum(F.col("bad").cast("int")).alias("bad")).collect()[0]
-    checked, count = int(row["checked"] or 0), int(row["bad"] or 0)
+    checked, count = counts(flagged, F.col("bad"))
     violations = evidence(
         flagged.filter("bad").select("file", "position", "event", "broker_id", "topic",
                                      "partition", "leader_epoch", "old", "new", "ts"),
         count, ["ts", "broker_id", "position"])
-    for v in violations:
-        v["message"] = dr.recovering_message(v)
-        v["node"] = v["broker_id"]
-        v["partition"] = f"{v['topic']}-{v['partition']}"
-        v["offset"] = v["new"]
+    as_reported(violations, message=dr.recovering_message, node="broker_id", offset="new")
     return rule_result(21, checked, violations, count)
 
 
@@ -128,8 +116,7 @@ def rule_22_result(out: DataFrame) -> RuleResult:
     count = by_kind.get(dr.VIOLATION, (0, 0))[0]
     violations = evidence(out.filter(F.col("kind") == dr.VIOLATION), count,
                            ["topic", "partition", "node"])
-    for v in violations:
-        v["partition"] = f"{v['topic']}-{v['partition']}"
+    as_reported(violations)
     result = rule_result(22, checked, violations, count)
     result.notes = {"unchecked_replicas": by_kind.get(dr.UNCHECKED, (0, 0))[0],
                     "partitions": by_kind.get(dr.REFERENCE, (0, 0))[0]}
