@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,12 @@ def _esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
+def _table(headers: Sequence[str], rows: Iterable[str], attributes: str = "") -> str:
+    """A table with a header row; `rows` are whole <tr> elements."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return f"<table{attributes}><tr>{head}</tr>" + "".join(rows) + "</table>"
+
+
 def _summary(result: AuditResult) -> str:
     rows = []
     for rule in result.rules:
@@ -57,8 +63,7 @@ def _summary(result: AuditResult) -> str:
                   else f"<span class=bad>{rule.violation_count} violation(s)</span>")
         rows.append(f"<tr><td>{rule.rule}</td><td>{_esc(rule.name)}</td>"
                     f"<td>{rule.checked}</td><td>{status}</td></tr>")
-    return ("<table><tr><th>rule</th><th>what</th><th>checked</th><th>result</th></tr>"
-            + "".join(rows) + "</table>")
+    return _table(("rule", "what", "checked", "result"), rows)
 
 
 def _violations(result: AuditResult) -> str:
@@ -70,9 +75,8 @@ def _violations(result: AuditResult) -> str:
                 f"<td>{_esc(v.get('node'))}</td><td>{_esc(v.get('offset'))}</td>"
                 f"<td><code>{_esc(v.get('file'))}</code></td></tr>"
                 for v in rule.violations[:_MAX_VIOLATIONS_SHOWN]]
-        parts.append(f"<h3>Rule {rule.rule}: {_esc(rule.name)}</h3><table><tr><th>violation</th>"
-                     "<th>partition</th><th>node</th><th>offset</th><th>file</th></tr>"
-                     + "".join(rows) + "</table>")
+        parts.append(f"<h3>Rule {rule.rule}: {_esc(rule.name)}</h3>"
+                     + _table(("violation", "partition", "node", "offset", "file"), rows))
     return "".join(parts) or "<p class=ok>No violations.</p>"
 
 
@@ -291,9 +295,8 @@ def _attributed(result: AuditResult) -> str:
             for rule in result.rules for v in rule.attributed[:_MAX_VIOLATIONS_SHOWN]]
     if not rows:
         return ""
-    return ("<h2>Losses attributed to unclean or designated elections (rule 23)</h2><table>"
-            "<tr><th>write</th><th>partition</th><th>acked offset</th></tr>"
-            + "".join(rows) + "</table>")
+    return ("<h2>Losses attributed to unclean or designated elections (rule 23)</h2>"
+            + _table(("write", "partition", "acked offset"), rows))
 
 
 def _index(result: AuditResult) -> str:
@@ -316,9 +319,8 @@ def _index(result: AuditResult) -> str:
                     f"<td>{p['leader_changes']}</td><td>{p['states']}</td></tr>")
     if not rows:
         return "<p>no partitions replayed</p>"
-    return ("<table id=index><tr><th>partition</th><th>violations</th><th>no leader (s)</th>"
-            "<th>under min ISR (s)</th><th>leader changes</th><th>states</th></tr>"
-            + "".join(rows) + "</table>")
+    return _table(("partition", "violations", "no leader (s)", "under min ISR (s)",
+                   "leader changes", "states"), rows, " id=index")
 
 
 def _anchor(key: str) -> str:
@@ -327,12 +329,10 @@ def _anchor(key: str) -> str:
 
 def _corruption(result: AuditResult) -> str:
     def table(items: list[dict[str, Any]]) -> str:
-        return ("<table><tr><th>node</th><th>file</th><th>byte</th><th>reason</th>"
-                "<th>offsets</th></tr>" + "".join(
-                    f"<tr><td>{_esc(c['node'])}</td><td><code>{_esc(c['file'])}</code></td>"
-                    f"<td>{_esc(c['byte'])}</td><td>{_esc(c['reason'])}</td>"
-                    f"<td>{_esc(c['offsets'][0])}..{_esc(c['offsets'][1])}</td></tr>"
-                    for c in items) + "</table>")
+        return _table(("node", "file", "byte", "reason", "offsets"), (
+            f"<tr><td>{_esc(c['node'])}</td><td><code>{_esc(c['file'])}</code></td>"
+            f"<td>{_esc(c['byte'])}</td><td>{_esc(c['reason'])}</td>"
+            f"<td>{_esc(c['offsets'][0])}..{_esc(c['offsets'][1])}</td></tr>" for c in items))
 
     out = ""
     if result.corruption:
@@ -353,13 +353,13 @@ def _legend(marks: Marks) -> str:
     items += [f'<span class=fill style="background:{c}"></span>{n}' for n, c in (
         ("no leader", UNAVAILABLE_FILL), ("under min ISR", UNDER_MIN_ISR_FILL),
         ("RECOVERING", RECOVERING_FILL))]
-    faults = "".join(f"<tr><td>{_clock(f['ts_ms'])}</td><td>{_esc(f.get('action'))}</td>"
-                     f"<td>{_esc(f.get('node'))}</td></tr>" for f in marks.faults[:100])
+    faults = [f"<tr><td>{_clock(f['ts_ms'])}</td><td>{_esc(f.get('action'))}</td>"
+              f"<td>{_esc(f.get('node'))}</td></tr>" for f in marks.faults[:100]]
     return (f"<p class=legend>{' '.join(items)}</p>"
             f"<p class=small>{len(marks.faults)} chaos fault(s), {len(marks.elections)} "
             "metadata quorum election(s)</p>"
-            + (f"<details><summary>faults</summary><table><tr><th>time (UTC)</th><th>fault</th>"
-               f"<th>node</th></tr>{faults}</table></details>" if faults else ""))
+            + ("<details><summary>faults</summary>"
+               + _table(("time (UTC)", "fault", "node"), faults) + "</details>" if faults else ""))
 
 
 def render_html(result: AuditResult) -> str:
