@@ -392,13 +392,22 @@ class ClusterSim:
             self._apply(node, result)
             self._after(node)
 
+    def _again(self, kind: str, interval_ms: int, until_ms: int) -> None:
+        """The fault phase's next `kind` event, a seeded 1 to 2 x interval_ms away, unless the
+        phase ends before interval_ms has passed."""
+        if self.now_ms + interval_ms < until_ms:
+            self._push(self.now_ms + self.rng.randrange(1, 2 * interval_ms), kind, until_ms)
+
+    def _crash_for_a_while(self, node: SimNode, max_down_ms: int) -> None:
+        """Crash `node` and restart it a seeded 50 ms to max_down_ms later."""
+        self.crash(node)
+        self._push(self.now_ms + self.rng.randrange(50, max_down_ms), "restart", node.node_id)
+
     def _on_workload(self, until_ms: int) -> None:
         if self.now_ms >= until_ms:
             return  # the fault phase is over
         self._on_append()
-        if self.now_ms + self.opt.append_interval_ms < until_ms:
-            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.append_interval_ms),
-                       "workload", until_ms)
+        self._again("workload", self.opt.append_interval_ms, until_ms)
 
     def _on_fault(self, until_ms: int) -> None:
         if self.now_ms >= until_ms:
@@ -406,9 +415,7 @@ class ClusterSim:
         choice = self.rng.random()
         ids = list(self.nodes)
         if choice < 0.35:
-            node = self.nodes[self.rng.choice(ids)]
-            self.crash(node)
-            self._push(self.now_ms + self.rng.randrange(50, 3000), "restart", node.node_id)
+            self._crash_for_a_while(self.nodes[self.rng.choice(ids)], 3000)
         elif choice < 0.65:
             victim = self.rng.choice(ids)  # isolate one node for a while
             pairs = {frozenset((victim, o)) for o in ids if o != victim}
@@ -417,17 +424,13 @@ class ClusterSim:
         elif choice < 0.8:
             leaders = self.leaders()
             if leaders:  # crash the leader, the hardest case for rule 2
-                self.crash(leaders[0])
-                self._push(self.now_ms + self.rng.randrange(50, 2000), "restart",
-                           leaders[0].node_id)
+                self._crash_for_a_while(leaders[0], 2000)
         else:
             a, b = self.rng.sample(ids, 2)
             pair = {frozenset((a, b))}
             self.partitioned |= pair
             self._push(self.now_ms + self.rng.randrange(200, 4000), "heal_pairs", pair)
-        if self.now_ms + self.opt.fault_interval_ms < until_ms:
-            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.fault_interval_ms),
-                       "fault", until_ms)
+        self._again("fault", self.opt.fault_interval_ms, until_ms)
 
     def _on_member(self, until_ms: int) -> None:
         """An operator's AddRaftVoter/RemoveRaftVoter to the current leader (rules 4-6)."""
@@ -466,12 +469,8 @@ class ClusterSim:
                 if leader.replica is not None and (
                         self.rng.random() < self.opt.crash_after_voter_change_prob):
                     # Between the append and the commit of the VotersRecord (rule 5).
-                    self.crash(leader)
-                    self._push(self.now_ms + self.rng.randrange(50, 2000), "restart",
-                               leader.node_id)
-        if self.now_ms + self.opt.membership_interval_ms < until_ms:
-            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.membership_interval_ms),
-                       "member", until_ms)
+                    self._crash_for_a_while(leader, 2000)
+        self._again("member", self.opt.membership_interval_ms, until_ms)
 
     def _on_heal_pairs(self, pairs: set[frozenset[int]]) -> None:
         self.partitioned -= pairs
@@ -499,9 +498,7 @@ class ClusterSim:
                 if self.rng.random() < 0.7:
                     node.log.delete_before_snapshot()
                 self._after(node)
-        if self.now_ms + self.opt.snapshot_interval_ms < until_ms:
-            self._push(self.now_ms + self.rng.randrange(1, 2 * self.opt.snapshot_interval_ms),
-                       "snapshot", until_ms)
+        self._again("snapshot", self.opt.snapshot_interval_ms, until_ms)
 
     def heal(self) -> None:
         self.healed = True
