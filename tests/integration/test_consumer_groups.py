@@ -110,6 +110,18 @@ def _wait(predicate: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _join(up: Up, members: list[Member], topic: str, group: str, count: int) -> None:
+    """`count` aiokafka members of `group` started, until each has a partition and together
+    they have all three of `topic` (three members: one partition each)."""
+    members.extend(Member(up.bootstrap, topic, group) for _ in range(count))
+    _wait(
+        lambda: all(m.assigned for m in members)
+        and sorted(p for m in members for p in m.assigned or ()) == [0, 1, 2],
+        60,
+        f"{count} members sharing three partitions",
+    )
+
+
 def _produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(per_partition * partitions):
@@ -146,13 +158,7 @@ def test_aiokafka_group_of_three_survives_kill_9_of_a_member_and_a_restart(
     _new_topic(up, topic, 3)
 
     # 1. Three members, one partition each; every record consumed exactly once.
-    members.extend(Member(up.bootstrap, topic, group) for _ in range(3))
-    _wait(
-        lambda: all(m.assigned is not None and len(m.assigned) == 1 for m in members)
-        and sorted(p for m in members for p in m.assigned or ()) == [0, 1, 2],
-        60,
-        "three members with one partition each",
-    )
+    _join(up, members, topic, group, 3)
     _produce(up.bootstrap, topic, 400, 3)
     _wait(lambda: sum(len(m.records) for m in members) >= 1200, 60, "1200 records consumed")
     time.sleep(1)  # anything consumed twice would show up now
@@ -989,13 +995,7 @@ def test_a_live_aiokafka_group_follows_its_coordinator_through_kill_9(
 ) -> None:
     topic, group = "coord-live", "coord-live-group"
     _new_topic(up, topic, 3)
-    members.extend(Member(up.bootstrap, topic, group) for _ in range(2))
-    _wait(
-        lambda: all(m.assigned for m in members)
-        and sorted(p for m in members for p in m.assigned or ()) == [0, 1, 2],
-        60,
-        "two members sharing three partitions",
-    )
+    _join(up, members, topic, group, 2)
     _produce(up.bootstrap, topic, 100, 3)
     _wait(lambda: _committed(up, group) == dict.fromkeys(range(3), 100), 30, "auto-commits")
 
