@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 from cluster.bench.report import make_report, row
 from cluster.launch.local_cluster import LocalCluster, NodeSpec, is_running
-from cluster.launch.readiness import wait_until_ready
+from cluster.launch.readiness import poll_until, wait_until_ready
 
 T = TypeVar("T")
 
@@ -222,15 +222,6 @@ def _active_controller(cluster: LocalCluster) -> NodeSpec | None:
     return None
 
 
-def _wait_for(check: Any, deadline_s: float, what: str) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        if check():
-            return time.monotonic() - started
-        time.sleep(0.5)
-    raise TimeoutError(f"{what} not within {deadline_s:.0f}s")
-
-
 def _create_all(
     admin: _Admin, topics: int, per_topic: int, prefix: str
 ) -> tuple[list[dict[str, Any]], float]:
@@ -258,7 +249,8 @@ def _failovers(cluster: LocalCluster, admin: _Admin, kills: int) -> list[float]:
     for kill in range(kills):
         leader = _active_controller(cluster)
         if leader is None:
-            _wait_for(lambda: _active_controller(cluster) is not None, 60, "an active controller")
+            poll_until(lambda: _active_controller(cluster) is not None, 60, "an active controller",
+                       poll_s=0.5)
             leader = _active_controller(cluster)
         assert leader is not None
         cluster.kill(leader)
@@ -273,7 +265,7 @@ def _failovers(cluster: LocalCluster, admin: _Admin, kills: int) -> list[float]:
         cluster.write_cluster_file()  # `minikraft down` stops the pid it finds there
         # The victim back and caught up before the next kill, so every kill starts from a
         # full quorum.
-        _wait_for(lambda: _caught_up(cluster), 120, "the quorum caught up")
+        poll_until(lambda: _caught_up(cluster), 120, "the quorum caught up", poll_s=0.5)
     return times_s
 
 
@@ -299,7 +291,7 @@ def _broker_restart(cluster: LocalCluster, admin: _Admin, prefix: str) -> float:
             return False
         return total > 0 and in_isr == total
 
-    _wait_for(back, ISR_DEADLINE_S, f"{victim.name} back in every ISR")
+    poll_until(back, ISR_DEADLINE_S, f"{victim.name} back in every ISR", poll_s=0.5)
     return time.monotonic() - started
 
 
@@ -347,7 +339,8 @@ def run_scale_bench(
             total, full = admin.isr_counts(prefix)
             return total == per_topic * topics and full == total
 
-        isr_s = _timed(lambda: _wait_for(full_isr, ISR_DEADLINE_S, "a full ISR"), failures)
+        isr_s = _timed(
+            lambda: poll_until(full_isr, ISR_DEADLINE_S, "a full ISR", poll_s=0.5), failures)
         sampler.sample()
         leader_changes = len(sampler.epochs - epochs_before)
         rss = {spec.name: _rss_mib(spec.pid) for spec in cluster.controllers + cluster.brokers}

@@ -1,5 +1,6 @@
 """Wait until a local cluster is ready: the quorum has a leader that every voter follows, and
-every broker is registered and unfenced (asked of the brokers themselves through METADATA)."""
+every broker is registered and unfenced (asked of the brokers themselves through METADATA); and
+poll_until, the bounded wait for any condition of a cluster the benchmarks and tests watch."""
 
 from __future__ import annotations
 
@@ -12,6 +13,18 @@ from cluster.client.bootstrap import new_client
 from cluster.client.broker_client import metadata
 from cluster.launch.local_cluster import LocalCluster
 from kafkawire.errors import KafkaError
+
+
+def poll_until(check: Callable[[], object], timeout_s: float, what: str,
+               poll_s: float = 0.1) -> float:
+    """The seconds until `check()` held, asking every poll_s; TimeoutError naming `what` when it
+    did not within timeout_s."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if check():
+            return time.monotonic() - started
+        time.sleep(poll_s)
+    raise TimeoutError(f"{what} not within {timeout_s:.0f}s")
 
 
 async def wait_until_ready(

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.client.admin_client import QuorumStatus, describe_quorum
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster, NodeSpec
 from cluster.launch.readiness import wait_until_ready
@@ -108,6 +109,17 @@ def wait_describe(
             last = {"error": str(exc)}
         time.sleep(poll_s)
     raise AssertionError(f"{topic} never matched within {timeout_s}s; last {last}")
+
+
+def log_start_on_disk(cluster: LocalCluster, topic: str, partition: int = 0) -> dict[int, int | None]:
+    """Each broker's checkpointed log start offset of the partition (None: not checkpointed)."""
+    found: dict[int, int | None] = {}
+    for broker in cluster.brokers:
+        offsets: dict[tuple[str, int], int] = {}
+        for checkpoint in Path(broker.dir).rglob("log-start-offset-checkpoint"):
+            offsets.update(LogDirCheckpoints(checkpoint.parent).read_log_start_offsets())
+        found[broker.node_id] = offsets.get((topic, partition))
+    return found
 
 
 def start_cluster(

@@ -12,7 +12,6 @@ import datetime
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from kio.schema.produce.v11 import request as produce_v11
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
-from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import LocalCluster
+from cluster.launch.readiness import poll_until
 from kafkawire.api_keys import ApiKey
 from kafkawire.api_versions import BROKER_API_VERSIONS
 from kafkawire.client import KafkaClient
@@ -29,7 +28,7 @@ from kafkawire.entities import item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import request_schema
 from storage.core.record_batch import encode_batch
-from tests.integration.conftest import detached_up, minikraft
+from tests.integration.conftest import detached_up, log_start_on_disk, minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
@@ -62,16 +61,6 @@ def _delete(admin: AdminClient, offset: int) -> int:
     (future,) = futures.values()
     low_watermark: int = future.result(timeout=30).low_watermark
     return low_watermark
-
-
-def _log_start_on_disk(cluster: LocalCluster) -> dict[int, int | None]:
-    found: dict[int, int | None] = {}
-    for broker in cluster.brokers:
-        offsets: dict[tuple[str, int], int] = {}
-        for checkpoint in Path(broker.dir).rglob("log-start-offset-checkpoint"):
-            offsets.update(LogDirCheckpoints(checkpoint.parent).read_log_start_offsets())
-        found[broker.node_id] = offsets.get((TOPIC, 0))
-    return found
 
 
 def test_delete_records_moves_the_log_start_offset_on_every_replica(
@@ -124,10 +113,9 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
     assert records[0]["value"] == "v40"
 
     # Followers take the leader's log start offset from their next Fetch and checkpoint it.
-    deadline = time.monotonic() + 15
-    while set(_log_start_on_disk(cluster).values()) != {40} and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _log_start_on_disk(cluster) == {b.node_id: 40 for b in cluster.brokers}
+    poll_until(lambda: set(log_start_on_disk(cluster, TOPIC).values()) == {40}, 15,
+               "the log start offset 40 checkpointed on every broker", poll_s=0.2)
+    assert log_start_on_disk(cluster, TOPIC) == {b.node_id: 40 for b in cluster.brokers}
 
     # kafka-python's admin client (its own pick of version) moves it on.
     kafka_admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
@@ -148,6 +136,15 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(
     assert asyncio.run(_produce_log_start(address)) == RECORDS  # Produce answers the new start
 
 
+async def _ask(address: str, request: Any) -> Any:
+    """One request on a connection of its own."""
+    client = KafkaClient("delete-records-test")
+    try:
+        return await client.request(address, request)
+    finally:
+        await client.close()
+
+
 async def _produce_log_start(address: str) -> int:
     """A Produce's answer carries the partition's log start offset."""
     request = produce_v11.ProduceRequest(
@@ -165,12 +162,7 @@ async def _produce_log_start(address: str) -> int:
             ),
         ),
     )
-    client = KafkaClient("delete-records-test")
-    try:
-        response = await client.request(address, request)
-    finally:
-        await client.close()
-    answer = response.responses[0].partition_responses[0]
+    answer = (await _ask(address, request)).responses[0].partition_responses[0]
     assert answer.error_code == 0, answer
     return int(answer.log_start_offset)
 
@@ -183,10 +175,5 @@ async def _delete_at(address: str, version: int, offset: int) -> tuple[Errors, i
         topics=(topic_cls(name=TOPIC, partitions=(partition_cls(partition_index=0, offset=offset),)),),
         timeout=datetime.timedelta(seconds=10),
     )
-    client = KafkaClient("delete-records-test")
-    try:
-        response = await client.request(address, request)
-    finally:
-        await client.close()
-    answer = response.topics[0].partitions[0]
+    answer = (await _ask(address, request)).topics[0].partitions[0]
     return Errors.of(answer.error_code), int(answer.low_watermark)

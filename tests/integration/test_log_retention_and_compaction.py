@@ -18,18 +18,18 @@ The 100,000-record compaction and a 5-minute produce loop under retention are `s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from analytics.rules.cleanup import pure as cl
-from broker.runtime.partition_log import LogDirCheckpoints
 from cluster.launch.local_cluster import LocalCluster
+from cluster.launch.readiness import poll_until
 from storage.core.record_batch import iter_segment_batches
 from storage.runtime.segment import SEGMENT_SUFFIX, parse_segment_file_name
-from tests.integration.conftest import detached_up
+from tests.integration.conftest import detached_up, log_start_on_disk
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 
@@ -119,16 +119,6 @@ def _segment_bases(directory: Path) -> list[int]:
     )
 
 
-def _log_start_on_disk(cluster: LocalCluster, topic: str) -> dict[int, int | None]:
-    found: dict[int, int | None] = {}
-    for broker in cluster.brokers:
-        offsets: dict[tuple[str, int], int] = {}
-        for checkpoint in Path(broker.dir).rglob("log-start-offset-checkpoint"):
-            offsets.update(LogDirCheckpoints(checkpoint.parent).read_log_start_offsets())
-        found[broker.node_id] = offsets.get((topic, 0))
-    return found
-
-
 def _records_on_disk(directory: Path) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record in the replica's segment files, in order."""
     rows = []
@@ -138,16 +128,6 @@ def _records_on_disk(directory: Path) -> list[tuple[int, bytes | None, bytes | N
             for index, record in enumerate(batch.records):
                 rows.append((batch.offset_of(index), record.key, record.value))
     return rows
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Seconds until predicate held, bounded."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if predicate():
-            return time.monotonic() - started
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not within {timeout_s}s")
 
 
 def _alter_topic(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
@@ -201,9 +181,9 @@ def test_retention_ms_deletes_old_segments_on_every_replica_and_consumers_reset(
     assert fresh[0] == 81
 
     # Within a check interval or two, every replica's log starts at the fresh wave.
-    waited = _wait(
+    waited = poll_until(
         lambda: all(_segment_bases(d) and _segment_bases(d)[0] >= 81 for d in dirs.values())
-        and set(_log_start_on_disk(cluster, topic).values()) == {81},
+        and set(log_start_on_disk(cluster, topic).values()) == {81},
         10, "old segments deleted on every replica",
     )
     assert waited < 10
@@ -233,7 +213,7 @@ def test_retention_ms_deletes_old_segments_on_every_replica_and_consumers_reset(
     finally:
         consumer.close()
     # file.delete.delay.ms later the renamed files are gone too.
-    _wait(lambda: not any(p.name.endswith(".deleted") for d in dirs.values() for p in d.iterdir()),
+    poll_until(lambda: not any(p.name.endswith(".deleted") for d in dirs.values() for p in d.iterdir()),
           10, ".deleted files unlinked")
 
 
@@ -311,7 +291,7 @@ def _compact_and_check(
         return True
 
     try:
-        took = _wait(compacted_everywhere, timeout_s, f"{topic} compacted on every replica")
+        took = poll_until(compacted_everywhere, timeout_s, f"{topic} compacted on every replica")
     finally:
         consumer.close()
     assert passes >= 1
@@ -448,7 +428,7 @@ def test_consumer_offsets_shrinks_once_compacted(up: tuple[LocalCluster, str]) -
                          "enable.auto.commit": False})
     try:
         consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
-        _wait(lambda: max(records_of_group().values()) <= 5, 60, "__consumer_offsets compacted")
+        poll_until(lambda: max(records_of_group().values()) <= 5, 60, "__consumer_offsets compacted")
         committed = consumer.committed([TopicPartition(topic, 0)], timeout=10)
         assert committed[0].offset == 1
     finally:

@@ -14,6 +14,7 @@ import pytest
 from broker.runtime.group_commit import GroupCommit
 from broker.runtime.partition_log import PartitionLog
 from storage.core.record_batch import encode_batch
+from tests.loop_turns import LoopTurns
 
 
 def _batch(value: bytes) -> bytes:
@@ -42,26 +43,15 @@ async def test_in_a_thread_concurrent_syncs_share_fsync_rounds(tmp_path: Path) -
 async def test_in_a_thread_the_event_loop_keeps_running_during_an_fsync(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path, "t", 0)
     commit = GroupCommit(log, in_thread=True)
-    ticks = 0
-    stop = False
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not stop:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.ensure_future(ticker())
-    started = time.perf_counter()
-    for i in range(20):
-        log.append_as_leader(_batch(b"x" * 4096 + b"%d" % i), 0, 1 << 20)
-        await commit.sync()
-    elapsed = time.perf_counter() - started
-    stop = True
-    await task
+    async with LoopTurns() as turns:
+        started = time.perf_counter()
+        for i in range(20):
+            log.append_as_leader(_batch(b"x" * 4096 + b"%d" % i), 0, 1 << 20)
+            await commit.sync()
+        elapsed = time.perf_counter() - started
     assert log.flushed_offset == 20
-    # The loop ran the ticker while the fsyncs were in the worker thread.
-    assert ticks >= 20, (ticks, elapsed)
+    # The loop ran the counter while the fsyncs were in the worker thread.
+    assert turns.count >= 20, (turns.count, elapsed)
     log.close()
 
 

@@ -89,21 +89,6 @@ def test_broker_registration_request_round_trips(
 
 
 @pytest.mark.parametrize(
-    "response",
-    [
-        lifecycle.registration_response(broker_epoch=42),
-        lifecycle.registration_response(Errors.INCONSISTENT_CLUSTER_ID),
-        lifecycle.registration_response(Errors.DUPLICATE_BROKER_REGISTRATION),
-        lifecycle.registration_response(Errors.NOT_CONTROLLER),
-    ],
-)
-def test_broker_registration_response_round_trips(
-    response: lifecycle.BrokerRegistrationResponse,
-) -> None:
-    assert _response_bytes(response) == response
-
-
-@pytest.mark.parametrize(
     "request_",
     [
         lifecycle.heartbeat_request(3, 77, 1234),
@@ -116,17 +101,27 @@ def test_broker_heartbeat_request_round_trips(request_: lifecycle.BrokerHeartbea
     assert _request_bytes(request_) == request_
 
 
-@pytest.mark.parametrize(
-    "response",
-    [
-        lifecycle.heartbeat_response(is_caught_up=True, is_fenced=False),
+LIFECYCLE_RESPONSES: dict[str, Any] = {
+    "registration": lifecycle.registration_response(broker_epoch=42),
+    "registration-INCONSISTENT_CLUSTER_ID":
+        lifecycle.registration_response(Errors.INCONSISTENT_CLUSTER_ID),
+    "registration-DUPLICATE_BROKER_REGISTRATION":
+        lifecycle.registration_response(Errors.DUPLICATE_BROKER_REGISTRATION),
+    "registration-NOT_CONTROLLER": lifecycle.registration_response(Errors.NOT_CONTROLLER),
+    "heartbeat-unfenced": lifecycle.heartbeat_response(is_caught_up=True, is_fenced=False),
+    "heartbeat-fenced-shut-down":
         lifecycle.heartbeat_response(is_caught_up=True, is_fenced=True, should_shut_down=True),
-        lifecycle.heartbeat_response(Errors.STALE_BROKER_EPOCH),
+    "heartbeat-STALE_BROKER_EPOCH": lifecycle.heartbeat_response(Errors.STALE_BROKER_EPOCH),
+    "heartbeat-BROKER_ID_NOT_REGISTERED":
         lifecycle.heartbeat_response(Errors.BROKER_ID_NOT_REGISTERED),
-    ],
+}
+
+
+@pytest.mark.parametrize(
+    "response", LIFECYCLE_RESPONSES.values(), ids=list(LIFECYCLE_RESPONSES)
 )
-def test_broker_heartbeat_response_round_trips(
-    response: lifecycle.BrokerHeartbeatResponse,
+def test_broker_registration_and_heartbeat_responses_round_trip(
+    response: lifecycle.BrokerRegistrationResponse | lifecycle.BrokerHeartbeatResponse,
 ) -> None:
     assert _response_bytes(response) == response
 

@@ -17,6 +17,7 @@ from raft.runtime.raft_driver import RaftDriver, run_steps
 from storage.core.offset_and_epoch import SnapshotId
 from storage.core.record_batch import RecordBatch, encode_batch
 from storage.runtime.disk_log import DiskLog
+from tests.loop_turns import LoopTurns
 
 
 class _Listener:
@@ -68,24 +69,14 @@ async def test_the_applier_gives_the_loop_back_once_its_budget_is_spent() -> Non
     """Issue 35: one slice a loop turn starved the applier behind a broker's fetch handling
     (10,000 new partitions took a minute to apply at load 25); it runs slices for its budget,
     then yields, so 50 slices of 1 ms make a handful of loop turns, not 50."""
-    turns = 0
-    done = False
-
-    async def others() -> None:
-        nonlocal turns
-        while not done:
-            turns += 1
-            await asyncio.sleep(0)
 
     def slices() -> Iterator[None]:
         for _ in range(50):
             time.sleep(0.001)
             yield
 
-    task = asyncio.ensure_future(others())
-    await asyncio.sleep(0)
-    before = turns
-    await run_steps(slices(), budget_s=0.02)
-    done = True
-    await task
-    assert 1 <= turns - before < 25, turns - before
+    async with LoopTurns() as turns:
+        await asyncio.sleep(0)
+        before = turns.count
+        await run_steps(slices(), budget_s=0.02)
+    assert 1 <= turns.count - before < 25, turns.count - before
