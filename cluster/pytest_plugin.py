@@ -82,7 +82,7 @@ class MinikraftCluster:
     @property
     def bootstrap_servers(self) -> str:
         """The brokers' addresses, for a client's `bootstrap.servers`."""
-        return ",".join(b.address for b in self.cluster.brokers)
+        return self.cluster.bootstrap_server
 
     @property
     def bootstrap_controllers(self) -> str:

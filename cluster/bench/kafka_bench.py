@@ -131,7 +131,7 @@ class Figures:
 
 
 def _bootstrap(cluster: Any) -> str:
-    return ",".join(b.address for b in cluster.brokers)
+    return cluster.bootstrap_server
 
 
 class Run:

@@ -146,7 +146,7 @@ class BrokerFailovers:
 
     def __init__(self, cluster: LocalCluster, kafka: bool, topic: str = "bench-failover") -> None:
         self.cluster, self.kafka, self.topic = cluster, kafka, topic
-        bootstrap = ",".join(b.address for b in cluster.brokers)
+        bootstrap = cluster.bootstrap_server
         create_topic(bootstrap, topic, 1, time.monotonic() + RECOVERY_S)
         self.producer = SteadyProducer(bootstrap, topic)
         self.kills: list[BrokerKill] = []

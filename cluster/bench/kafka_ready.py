@@ -38,7 +38,7 @@ READY_TOPIC = "bench-ready"
 
 
 def first_write(cluster: LocalCluster, deadline: float) -> None:
-    bootstrap = ",".join(b.address for b in cluster.brokers)
+    bootstrap = cluster.bootstrap_server
     create_topic(bootstrap, READY_TOPIC, 1, deadline)
     produce_one(bootstrap, READY_TOPIC, deadline)
 
@@ -131,7 +131,7 @@ def bench_bootstrap(tmp_path_factory):
     cluster.format()
     try:
         cluster.start()
-        bootstrap = ",".join(b.address for b in cluster.brokers)
+        bootstrap = cluster.bootstrap_server
         admin = AdminClient({"bootstrap.servers": bootstrap, **PROBE})
         wait_brokers(admin, 3, time.monotonic() + START_TIMEOUT_S)
         yield bootstrap

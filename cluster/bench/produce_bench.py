@@ -134,7 +134,7 @@ async def run_load(
 
 
 async def _bench(cluster: LocalCluster, loads: dict[str, ProduceLoad]) -> dict[str, LoadResult]:
-    bootstrap = ",".join(b.address for b in cluster.brokers)
+    bootstrap = cluster.bootstrap_server
     client = data_client("bench-admin")
     try:
         await create_topic(client, bootstrap, BENCH_TOPIC, 3, 3, {"min.insync.replicas": "2"})
@@ -181,7 +181,7 @@ def run_produce_bench(*, quick: bool = False, workdir: Path | None = None) -> di
         if librdkafka_available():
             batched_load = loads["batched"]
             rdkafka = run_librdkafka_load(
-                ",".join(b.address for b in cluster.brokers),
+                cluster.bootstrap_server,
                 BENCH_TOPIC,
                 records=batched_load.producers * batched_load.records_per_producer,
                 record_size=batched_load.record_size,

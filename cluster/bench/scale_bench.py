@@ -321,7 +321,7 @@ def run_scale_bench(
         cluster.format()
         cluster.start()
         asyncio.run(wait_until_ready(cluster, 120))
-        admin = _Admin(",".join(b.address for b in cluster.brokers))
+        admin = _Admin(cluster.bootstrap_server)
         time.sleep(settle_s)
         sampler.sample()
         sampler.start()

@@ -114,7 +114,7 @@ def run_demo(directory: Path) -> int:
     try:
         with console.status("starting 3 controllers and 3 brokers..."):
             status = asyncio.run(wait_until_ready(cluster, 90))
-        bootstrap = ",".join(b.address for b in cluster.brokers)
+        bootstrap = cluster.bootstrap_server
         console.print(
             f"[green]Cluster up[/green]: {cluster.cluster_id}, active controller "
             f"{status.leader_id} (epoch {status.leader_epoch}); brokers {bootstrap}"

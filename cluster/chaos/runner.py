@@ -182,7 +182,7 @@ async def wait_prefix(
 async def wait_recovered(cluster: LocalCluster, timeout_s: float) -> tuple[bool, float, str]:
     """Until `minikraft health` says healthy (quorum leader, brokers unfenced, no offline or
     under-min-ISR partition), bounded by timeout_s. Returns (recovered, seconds, last problem)."""
-    bootstrap = ",".join(b.address for b in cluster.brokers)
+    bootstrap = cluster.bootstrap_server
     started = time.monotonic()
     last = "no answer"
     while time.monotonic() - started < timeout_s:
@@ -235,7 +235,7 @@ async def run_chaos(
     journal_dir = cluster.dir / "journal"
     journal_dir.mkdir(parents=True, exist_ok=True)
     workload = ChaosWorkload(
-        bootstrap_server=",".join(b.address for b in cluster.brokers),
+        bootstrap_server=cluster.bootstrap_server,
         bootstrap_controller=cluster.bootstrap_controller,
         topic=topic,
         journal_path=journal_dir / JOURNAL_FILE,

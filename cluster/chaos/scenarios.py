@@ -508,7 +508,7 @@ async def last_replica_standing(ctx: ChaosContext) -> None:
         partition, lambda r: spare_id not in r["offline_replicas"], timeout_s
     )
     still_offline = back is not None and back["leader"] == -1
-    bootstrap = ",".join(b.address for b in ctx.brokers())
+    bootstrap = ctx.cluster.bootstrap_server
     result: list[dict[str, Any]] = []
     code = -1
     for _ in range(5):

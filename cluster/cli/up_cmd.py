@@ -175,7 +175,7 @@ def up(
         "cluster_id": cluster.cluster_id,
         "dir": str(cluster.dir),
         "bootstrap_controller": cluster.bootstrap_controller,
-        "bootstrap_server": ",".join(b.address for b in cluster.brokers),
+        "bootstrap_server": cluster.bootstrap_server,
         "leader_id": state.leader_id,
         "leader_epoch": state.leader_epoch,
         "pids": {s.name: s.pid for s in cluster.all_nodes()},

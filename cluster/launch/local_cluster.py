@@ -238,6 +238,11 @@ class LocalCluster:
     def bootstrap_controller(self) -> str:
         return ",".join(c.address for c in self.controllers)
 
+    @property
+    def bootstrap_server(self) -> str:
+        """Every broker's address: a client's bootstrap.servers."""
+        return ",".join(b.address for b in self.brokers)
+
     def node_properties(self, spec: NodeSpec) -> dict[str, str]:
         props = {
             "node.id": str(spec.node_id),
@@ -302,7 +307,7 @@ class LocalCluster:
     def write_cluster_file(self) -> None:
         data: dict[str, Any] = {
             "cluster_id": self.cluster_id,
-            "bootstrap_server": ",".join(b.address for b in self.brokers),
+            "bootstrap_server": self.bootstrap_server,
             "bootstrap_controller": self.bootstrap_controller,
             "controllers": [c.to_json() for c in self.controllers],
             "brokers": [b.to_json() for b in self.brokers],

@@ -43,10 +43,6 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield c
 
 
-def bootstrap(c: LocalCluster) -> str:
-    return ",".join(b.address for b in c.brokers)
-
-
 def create_topic(c: LocalCluster, topic: str, min_isr: int, partitions: int = 1) -> None:
     result = minikraft(
         "topics", "--bootstrap-controller", c.bootstrap_controller, "create", "--topic", topic,
@@ -58,7 +54,7 @@ def create_topic(c: LocalCluster, topic: str, min_isr: int, partitions: int = 1)
 
 def produce(c: LocalCluster, topic: str, acks: str, n: int, journal: Path) -> dict[str, Any]:
     result = minikraft(
-        "produce", "--bootstrap-server", bootstrap(c), "--topic", topic, "--acks", acks,
+        "produce", "--bootstrap-server", c.bootstrap_server, "--topic", topic, "--acks", acks,
         "--num-records", str(n), "--timeout-ms", "3000", "--journal", str(journal),
         "--output", "json",
     )
@@ -68,7 +64,7 @@ def produce(c: LocalCluster, topic: str, acks: str, n: int, journal: Path) -> di
 
 def consume(c: LocalCluster, topic: str) -> list[str]:
     result = minikraft(
-        "consume", "--bootstrap-server", bootstrap(c), "--topic", topic, "--from-beginning",
+        "consume", "--bootstrap-server", c.bootstrap_server, "--topic", topic, "--from-beginning",
         "--timeout-ms", "800", "--output", "json",
     )
     assert result.returncode == 0, result.stderr
@@ -322,6 +318,6 @@ def test_bad_input_gets_named_errors_and_broker_keeps_serving(
     # The brokers kept serving: acks=all still works with two of three and data is intact.
     assert produce(c, "bad", "all", 2, journal)["acked"] == 2
     assert len(consume(c, "bad")) == 7
-    health = minikraft("health", "--bootstrap-server", bootstrap(c), "--output", "json")
+    health = minikraft("health", "--bootstrap-server", c.bootstrap_server, "--output", "json")
     assert health.returncode == 1, health.stdout  # a broker is down: degraded
     assert json.loads(health.stdout)["status"] == "degraded"

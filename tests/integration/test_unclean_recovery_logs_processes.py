@@ -73,10 +73,6 @@ def manager_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         assert not c.running(), "processes left behind"
 
 
-def brokers(c: LocalCluster) -> str:
-    return ",".join(b.address for b in c.brokers)
-
-
 def create(c: LocalCluster, topic: str, *configs: str) -> None:
     args = [f"--config={kv}" for kv in configs]
     created = minikraft(
@@ -88,7 +84,7 @@ def create(c: LocalCluster, topic: str, *configs: str) -> None:
 
 def produce(c: LocalCluster, topic: str, acks: str, n: int) -> None:
     produced = minikraft(
-        "produce", "--bootstrap-server", brokers(c), "--topic", topic, "--acks", acks,
+        "produce", "--bootstrap-server", c.bootstrap_server, "--topic", topic, "--acks", acks,
         "--num-records", str(n), "--output", "json",
     )
     assert produced.returncode == 0, produced.stdout + produced.stderr
@@ -169,7 +165,7 @@ def test_plan_names_the_longest_log_and_the_designated_election_is_on_record(
     # The plan: both survivors answer; it names the longer log, changes nothing.
     plan = tmp_path / "plan.json"
     planned = minikraft(
-        "unclean-recovery", "--bootstrap-server", brokers(c), "--show-replica-info",
+        "unclean-recovery", "--bootstrap-server", c.bootstrap_server, "--show-replica-info",
         "--manual-recovery-output-file", str(plan), "--all-offline-partitions",
         "--recovery-duration-ms", "4000", "--output", "json",
     )
@@ -225,7 +221,7 @@ def test_plan_names_the_longest_log_and_the_designated_election_is_on_record(
 
     # What survives is the designated leader's log: 50 records, the old leader's suffix is gone.
     consumed = minikraft(
-        "consume", "--bootstrap-server", brokers(c), "--topic", topic, "--from-beginning",
+        "consume", "--bootstrap-server", c.bootstrap_server, "--topic", topic, "--from-beginning",
         "--max-messages", "100", "--timeout-ms", "4000", "--output", "json",
     )
     assert consumed.returncode == 0, consumed.stderr

@@ -35,10 +35,6 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield c
 
 
-def brokers_bootstrap(c: LocalCluster) -> str:
-    return ",".join(b.address for b in c.brokers)
-
-
 def describe(c: LocalCluster, unknown_ok: bool = False) -> dict[str, Any]:
     """The topic's one partition, as the first controller answers (from its committed image);
     unknown_ok: {} when that controller does not know the topic yet."""
@@ -81,7 +77,7 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
     )
     assert created.returncode == 0, created.stderr
     produced = minikraft(
-        "produce", "--bootstrap-server", brokers_bootstrap(c), "--topic", TOPIC,
+        "produce", "--bootstrap-server", c.bootstrap_server, "--topic", TOPIC,
         "--acks", "all", "--num-records", "30", "--output", "json",
     )
     assert produced.returncode == 0, produced.stderr
@@ -98,7 +94,7 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
 
     # Nobody can answer: the run ends with its duration, exit 1, the reason on stderr.
     hopeless = minikraft(
-        "unclean-recovery", "--bootstrap-server", brokers_bootstrap(c),
+        "unclean-recovery", "--bootstrap-server", c.bootstrap_server,
         "--bootstrap-controller", c.bootstrap_controller, "--automated-recovery",
         "--all-offline-partitions", "--recovery-duration-ms", "800",
     )
@@ -117,7 +113,7 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
     long_run = subprocess.Popen(
         [
             sys.executable, "-m", "cluster.cli.main", "unclean-recovery",
-            "--bootstrap-server", brokers_bootstrap(c), "--automated-recovery",
+            "--bootstrap-server", c.bootstrap_server, "--automated-recovery",
             "--all-offline-partitions", "--recovery-duration-ms", "60000",
         ],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -151,7 +147,7 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
     # The plan (dry run): names the spare, changes nothing; an existing file is refused.
     plan = tmp_path / "plan.json"
     planned = minikraft(
-        "unclean-recovery", "--bootstrap-server", brokers_bootstrap(c), "--show-replica-info",
+        "unclean-recovery", "--bootstrap-server", c.bootstrap_server, "--show-replica-info",
         "--manual-recovery-output-file", str(plan), "--all-offline-partitions",
         "--recovery-duration-ms", "1500", "--output", "json",
     )
@@ -165,14 +161,14 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
     }
     assert describe(c)["leader"] == -1
     again = minikraft(
-        "unclean-recovery", "--bootstrap-server", brokers_bootstrap(c),
+        "unclean-recovery", "--bootstrap-server", c.bootstrap_server,
         "--manual-recovery-output-file", str(plan), "--all-offline-partitions",
     )
     assert again.returncode == 2 and "exists" in again.stderr
 
     # Automated recovery elects the non-ISR replica: RECOVERING, then RECOVERED (rule 21).
     recovered = minikraft(
-        "unclean-recovery", "--bootstrap-server", brokers_bootstrap(c), "--automated-recovery",
+        "unclean-recovery", "--bootstrap-server", c.bootstrap_server, "--automated-recovery",
         "--all-offline-partitions", "--recovery-duration-ms", "1500", "--output", "json",
     )
     assert recovered.returncode == 0, recovered.stderr
@@ -187,7 +183,7 @@ def test_unclean_recovery_elects_the_surviving_non_isr_replica(
     wanted = tmp_path / "wanted.json"
     wanted.write_text(json.dumps({"partitions": [{"topic": TOPIC, "partitions": [0]}]}))
     rerun = minikraft(
-        "unclean-recovery", "--bootstrap-server", brokers_bootstrap(c), "--automated-recovery",
+        "unclean-recovery", "--bootstrap-server", c.bootstrap_server, "--automated-recovery",
         "--path-to-json-file", str(wanted), "--recovery-duration-ms", "500",
     )
     assert rerun.returncode == 0, rerun.stderr

@@ -191,7 +191,7 @@ class ConsoleActions:
     # -- elections and recovery ----------------------------------------------------------------
 
     def _bootstrap_server(self) -> str:
-        return ",".join(b.address for b in self.watcher.cluster.brokers)
+        return self.watcher.cluster.bootstrap_server
 
     async def _elect(self, request: dict[str, Any]) -> dict[str, Any]:
         kind = str(request.get("type", "")).upper()
