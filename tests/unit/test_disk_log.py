@@ -108,8 +108,7 @@ def test_torn_tail_is_truncated_at_last_whole_batch(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "log"
-    log = flushed_log(directory, 5)
-    log.close()
+    flushed_log(directory, 5).close()
     segment = directory / "00000000000000000000.log"
     size = segment.stat().st_size
     with segment.open("r+b") as handle:
@@ -336,8 +335,7 @@ def test_snapshot_written_before_a_crash_mid_install_wins_on_open(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "log"
-    log = flushed_log(directory, 4)
-    log.close()
+    flushed_log(directory, 4).close()
     # A follower wrote the fetched snapshot, then crashed before emptying its log.
     snapshot_path(directory, SnapshotId(50, 3)).write_bytes(encode_batch(0, 3, 1, [b"x"]))
     reopened = reopened_warning(directory, caplog)

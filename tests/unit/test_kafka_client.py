@@ -25,11 +25,13 @@ from kafkawire.router import KafkaRouter
 from kafkawire.server import KafkaServer
 
 _DC = DescribeClusterRequest(include_cluster_authorized_operations=False)
+# The served fixture: a listener, its fault injector, and the node ids its callers named.
+Served = tuple[KafkaServer, FaultInjector, list[int | None]]
 TABLE = {ApiKey.API_VERSIONS: VersionRange(0, 4), ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 0)}
 
 
 @pytest.fixture
-async def served() -> AsyncIterator[tuple[KafkaServer, FaultInjector, list[int | None]]]:
+async def served() -> AsyncIterator[Served]:
     callers: list[int | None] = []
 
     async def describe_cluster(_body: Any, version: int, ctx: KafkaRequestContext) -> Any:
@@ -57,9 +59,7 @@ def test_node_client_ids_round_trip() -> None:
     assert source_node_id_of("kafka-python") is None and source_node_id_of(None) is None
 
 
-async def test_requests_of_several_apis_share_one_connection(
-    served: tuple[KafkaServer, FaultInjector, list[int | None]],
-) -> None:
+async def test_requests_of_several_apis_share_one_connection(served: Served) -> None:
     server, _, callers = served
     client = KafkaClient(client_id_for_node(4))
     try:
@@ -78,9 +78,7 @@ async def test_requests_of_several_apis_share_one_connection(
         await client.close()
 
 
-async def test_an_unserved_api_closes_the_connection_as_network_exception(
-    served: tuple[KafkaServer, FaultInjector, list[int | None]],
-) -> None:
+async def test_an_unserved_api_closes_the_connection_as_network_exception(served: Served) -> None:
     server, _, _ = served
     client = KafkaClient("t")
     try:
@@ -94,9 +92,7 @@ async def test_an_unserved_api_closes_the_connection_as_network_exception(
         await client.close()
 
 
-async def test_inbound_drop_times_out_and_outbound_drop_never_sends(
-    served: tuple[KafkaServer, FaultInjector, list[int | None]],
-) -> None:
+async def test_inbound_drop_times_out_and_outbound_drop_never_sends(served: Served) -> None:
     server, server_faults, callers = served
     server_faults.drop(4, "inbound")
     client_faults = FaultInjector()
@@ -142,9 +138,7 @@ async def _never(_body: Any, _version: int, _ctx: KafkaRequestContext) -> Any:
     raise AssertionError("not routed")
 
 
-async def test_send_writes_a_request_that_gets_no_response_acks_0(
-    served: tuple[KafkaServer, FaultInjector, list[int | None]],
-) -> None:
+async def test_send_writes_a_request_that_gets_no_response_acks_0(served: Served) -> None:
     """`send` (Produce with acks=0) writes without waiting; the served handler sees it and the
     connection's next request is matched to its own answer."""
     server, _, callers = served

@@ -361,6 +361,17 @@ def first_result(
     return result.response.replica_election_results[0].partition_result[0]
 
 
+def assert_leads_alone_recovering(
+    image: MetadataImage, result: ControllerResult[am.ElectLeadersResponse], leader: int
+) -> None:
+    """An unclean or designated election's outcome: `leader` elected, alone in the ISR, and the
+    partition RECOVERING until it reports its log recovered (KIP-966)."""
+    assert first_result(result).error_code == 0
+    reg = foo0(run(image, result))
+    assert reg.leader == leader and reg.isr == (leader,)
+    assert reg.leader_recovery_state == LeaderRecoveryState.RECOVERING
+
+
 def test_preferred_election() -> None:
     image = with_foo(brokers(3), (1, 2, 3), leader=2)
     result = elect(image, constants.ELECTION_PREFERRED, [0])
@@ -383,10 +394,7 @@ def test_unclean_election_sets_recovering() -> None:
     image = fence(image, 1)  # ELR on, min ISR 1: ISR empties, no ELR (was at min ISR)
     assert foo0(image).leader == -1
     result = elect(image, constants.ELECTION_UNCLEAN, [0])
-    assert first_result(result).error_code == 0
-    reg = foo0(run(image, result))
-    assert reg.leader == 2 and reg.isr == (2,)
-    assert reg.leader_recovery_state == LeaderRecoveryState.RECOVERING
+    assert_leads_alone_recovering(image, result, 2)
 
 
 def test_unclean_election_not_needed_with_a_leader() -> None:
@@ -403,10 +411,7 @@ def test_designated_election() -> None:
     bad = elect(image, constants.ELECTION_DESIGNATED, [0], [1])  # broker 1 is fenced
     assert first_result(bad).error_code == Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
     result = elect(image, constants.ELECTION_DESIGNATED, [0], [3])
-    assert first_result(result).error_code == 0
-    reg = foo0(run(image, result))
-    assert reg.leader == 3 and reg.isr == (3,)
-    assert reg.leader_recovery_state == LeaderRecoveryState.RECOVERING
+    assert_leads_alone_recovering(image, result, 3)
 
 
 def test_designated_all_partitions_and_unknown_partition() -> None:
