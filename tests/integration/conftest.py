@@ -122,6 +122,21 @@ def log_start_on_disk(cluster: LocalCluster, topic: str, partition: int = 0) -> 
     return found
 
 
+class Deliveries:
+    """A confluent-kafka producer's on_delivery callback that keeps what was acked (each value
+    read as an int: these tests number their records) and the errors of what failed."""
+
+    def __init__(self) -> None:
+        self.acked: list[int] = []
+        self.failed: list[Any] = []
+
+    def __call__(self, err: Any, message: Any) -> None:
+        if err is None:
+            self.acked.append(int(message.value()))
+        else:
+            self.failed.append(err)
+
+
 def start_cluster(
     directory: Path, controllers: int = 3, *, brokers: int = 0, ready_s: float = 30,
     **overrides: str,

@@ -22,6 +22,7 @@ from kafkawire.entities import build
 from kafkawire.errors import Errors
 from kafkawire.messages import decode_response, encode_request
 from storage.core.record_batch import Record, encode_batch
+from tests.integration.conftest import Deliveries
 from tests.integration.test_kafka_clients import (
     BASE_TS_MS,
     Up,
@@ -274,14 +275,7 @@ def _produce_through_failovers(
     _create(admin, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
     _wait_leaders(admin, topic, 3)
     producer = Producer({"bootstrap.servers": up.bootstrap, "enable.idempotence": True})
-    acked: list[int] = []
-    failed: list[Any] = []
-
-    def delivered(err: Any, message: Any) -> None:
-        if err is None:
-            acked.append(int(message.value()))
-        else:
-            failed.append(err)
+    delivered = Deliveries()
 
     # (record index, action): kill the current leader of a partition, or restart the victim.
     step = total // (2 * len(partitions) + 1)
@@ -308,8 +302,8 @@ def _produce_through_failovers(
     assert producer.flush(120) == 0
     produce_s = time.monotonic() - started
     up.cluster.write_cluster_file()
-    assert failed == [], failed[:3]
-    assert sorted(acked) == list(range(total))
+    assert delivered.failed == [], delivered.failed[:3]
+    assert sorted(delivered.acked) == list(range(total))
 
     # Every partition's log holds exactly what was acked: no duplicate took an offset.
     deadline = time.monotonic() + 60

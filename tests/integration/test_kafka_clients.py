@@ -39,7 +39,7 @@ from kafkawire.errors import Errors
 from kafkawire.framing import frame
 from kafkawire.messages import decode_response, encode_request
 from raft.core import messages as rm
-from tests.integration.conftest import detached_up, minikraft
+from tests.integration.conftest import Deliveries, detached_up, minikraft
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="dev extra: confluent-kafka")
 kafka = pytest.importorskip("kafka", reason="dev extra: kafka-python")
@@ -1522,14 +1522,7 @@ def test_librdkafka_producer_rides_out_kill_9_of_the_leader_and_loses_nothing_ac
     _create(admin, NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"}))
     leader = _wait_leaders(admin, "failover", 1).partitions[0].leader
     producer = Producer({"bootstrap.servers": up.bootstrap, "acks": "all"})
-    acked: list[int] = []
-    failed: list[Any] = []
-
-    def delivered(err: Any, message: Any) -> None:
-        if err is None:
-            acked.append(int(message.value()))
-        else:
-            failed.append(err)
+    delivered = Deliveries()
 
     victim = next(b for b in up.cluster.brokers if b.node_id == leader)
     total = 2000
@@ -1541,8 +1534,8 @@ def test_librdkafka_producer_rides_out_kill_9_of_the_leader_and_loses_nothing_ac
             up.cluster.kill(victim)  # SIGKILL: no controlled shutdown, no clean-shutdown file
         time.sleep(0.002)
     assert producer.flush(120) == 0
-    assert failed == [], failed[:3]
-    assert len(acked) == total
+    assert delivered.failed == [], delivered.failed[:3]
+    assert len(delivered.acked) == total
     new_leader = _wait_leaders(admin, "failover", 1).partitions[0].leader
     assert new_leader != leader
 
@@ -1551,12 +1544,13 @@ def test_librdkafka_producer_rides_out_kill_9_of_the_leader_and_loses_nothing_ac
     try:
         consumer.assign([TopicPartition("failover", 0, confluent_kafka.OFFSET_BEGINNING)])
         deadline = time.monotonic() + 60
-        while not set(acked) <= read and time.monotonic() < deadline:
+        while not set(delivered.acked) <= read and time.monotonic() < deadline:
             for message in consumer.consume(1000, timeout=1):
                 assert message.error() is None, message.error()
                 read.add(int(message.value()))
     finally:
         consumer.close()
-    assert set(acked) <= read, f"acked but lost: {sorted(set(acked) - read)[:10]}"
+    lost = set(delivered.acked) - read
+    assert not lost, f"acked but lost: {sorted(lost)[:10]}"
     up.cluster.start_node(victim)  # back to three brokers for whatever runs after
     up.cluster.write_cluster_file()
