@@ -20,18 +20,12 @@ from metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     decode_record,
-    encode_record,
 )
 from metadata.snapshot_generator import SnapshotGenerator
-from storage.core.record_batch import RecordBatch, encode_batch, iter_batches
+from tests.metadata_batches import batches
 
 T = uuid.UUID(int=9)
 U = uuid.UUID(int=10)
-
-
-def batches(base_offset: int, epoch: int, records: Sequence[MetadataRecord]) -> list[RecordBatch]:
-    raw = encode_batch(base_offset, epoch, 0, [encode_record(r) for r in records])
-    return [batch for batch, _ in iter_batches(raw)]
 
 
 class Emitter:
@@ -198,9 +192,9 @@ def test_a_snapshot_is_published_as_the_delta_against_the_image_it_replaces() ->
         TopicRecord("u", u),
         PartitionRecord(0, u, replicas=(2,), isr=(2,), leader=2),
     ]))
-    records = [encode_record(r) for r in image_records(later.image)]
-    raw = encode_batch(0, 3, 0, records)
-    loader.handle_load_snapshot(900, [b for b, _ in iter_batches(raw)])
+    records = list(image_records(later.image))
+    snapshot = batches(0, 3, records)
+    loader.handle_load_snapshot(900, snapshot)
     delta, provenance = seen[-1]
     assert provenance is Provenance.SNAPSHOT and delta.records == len(records)
     assert delta.partitions == {(T, 7), (u, 0)}
@@ -210,7 +204,7 @@ def test_a_snapshot_is_published_as_the_delta_against_the_image_it_replaces() ->
     # A node starting from its snapshot: everything is new.
     fresh = MetadataLoader()
     fresh.install_publishers([Recorder()])
-    fresh.handle_load_snapshot(900, [b for b, _ in iter_batches(raw)])
+    fresh.handle_load_snapshot(900, snapshot)
     assert len(seen[-1][0].partitions) == 301 and seen[-1][0].created_topics == {T, u}
 
 

@@ -18,7 +18,7 @@ from metadata.records import (
     decode_record,
     encode_record,
 )
-from tests.unit.test_metadata_loader import batches
+from tests.metadata_batches import batches
 
 A = uuid.UUID(int=1)
 B = uuid.UUID(int=2)

@@ -35,9 +35,9 @@ from metadata.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
-    encode_record,
 )
-from storage.core.record_batch import encode_batch, iter_batches
+from storage.core.record_batch import encode_batch
+from tests.metadata_batches import batches
 
 A = uuid.UUID(int=1)
 B = uuid.UUID(int=2)
@@ -94,8 +94,7 @@ class _Cluster:
         self.leadership_changes.append((hosted.topic, hosted.partition))
 
     def commit(self, records: Sequence[MetadataRecord]) -> None:
-        raw = encode_batch(self.offset, 1, 0, [encode_record(r) for r in records])
-        self.loader.handle_commit([batch for batch, _ in iter_batches(raw)])
+        self.loader.handle_commit(batches(self.offset, 1, records))
         self.offset += len(records)
 
     def states(self, replicas: ReplicaManager) -> dict[TopicIdPartition, tuple[object, ...]]:
@@ -244,14 +243,13 @@ async def test_a_loaded_snapshot_touches_only_what_changed_and_a_deletion_logs_o
     untouched: list[str] = []
     _count_calls(monkeypatch, cluster.delta.hosted("a", 1), untouched)
     later = MetadataLoader()
-    raw = encode_batch(0, 1, 0, [encode_record(r) for r in (
+    later.handle_commit(batches(0, 1, (
         *_brokers(), *_topics(), PartitionChangeRecord(0, A, isr=(1, 2)), RemoveTopicRecord(B),
-    )])
-    later.handle_commit([batch for batch, _ in iter_batches(raw)])
-    snapshot = encode_batch(0, 1, 0, [encode_record(r) for r in image_records(later.image)])
+    )))
+    snapshot = batches(0, 1, image_records(later.image))
     cluster.leadership_changes.clear()
     with caplog.at_level(logging.INFO, logger="minikraft.broker"):
-        cluster.loader.handle_load_snapshot(100, [batch for batch, _ in iter_batches(snapshot)])
+        cluster.loader.handle_load_snapshot(100, snapshot)
     assert cluster.last_changes.partitions == {(A, 0)}
     assert cluster.last_changes.removed_topics == {B}
     assert untouched == []
