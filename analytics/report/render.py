@@ -165,18 +165,17 @@ def _chart(title: str, t0: float, t1: float,
 
     body = [f'<rect x="{sx(a):.1f}" y="{top}" width="{max(sx(b) - sx(a), 2):.1f}" '
             f'height="{bottom - top}" fill="{color}"/>' for a, b, color in spans]
-    for f in marks.faults:
-        if f.get("ts_ms") is None or not t0 <= f["ts_ms"] <= t1:
-            continue
-        x = sx(float(f["ts_ms"]))
+    def placed(items: Sequence[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+        """The marks within the chart's time, each with its x."""
+        return [(sx(float(m["ts_ms"])), m) for m in items
+                if m.get("ts_ms") is not None and t0 <= m["ts_ms"] <= t1]
+
+    for x, f in placed(marks.faults):
         body.append(f'<line class="fault fault-{fault_kind(f.get("action"))}" x1="{x:.1f}" '
                     f'x2="{x:.1f}" y1="{top - 4}" y2="{bottom}" stroke="{fault_color(f.get("action"))}" '
                     f'stroke-width="3" stroke-dasharray="6,3"><title>{_esc(f.get("action"))} '
                     f'{_esc(f.get("node") or "")} at {_clock(f["ts_ms"])}</title></line>')
-    for e in marks.elections:
-        if e.get("ts_ms") is None or not t0 <= e["ts_ms"] <= t1:
-            continue
-        x = sx(float(e["ts_ms"]))
+    for x, e in placed(marks.elections):
         body.append(f'<line class="election" x1="{x:.1f}" x2="{x:.1f}" y1="{top - 6}" '
                     f'y2="{top + 8}" stroke="{ELECTION_COLOR}" stroke-width="3"><title>election: '
                     f'epoch {_esc(e.get("epoch"))}, leader {_esc(e.get("leader"))}</title></line>')
