@@ -103,6 +103,15 @@ def _produce(
     return offsets
 
 
+def _create_retained(admin: AdminClient, topic: str, *, retention_ms: int, segment_ms: int) -> None:
+    """A one-partition topic on all three brokers (min ISR 2) whose segments roll every
+    segment_ms and expire after retention_ms; an expired segment's files go 1 s after."""
+    _create(admin, NewTopic(topic, 1, 3, config={
+        "min.insync.replicas": "2", "retention.ms": str(retention_ms),
+        "segment.ms": str(segment_ms), "file.delete.delay.ms": "1000",
+    }))
+
+
 def _partition_dirs(cluster: LocalCluster, topic: str, partition: int = 0) -> dict[int, Path]:
     found = {}
     for broker in cluster.brokers:
@@ -152,10 +161,7 @@ def test_retention_ms_deletes_old_segments_on_every_replica_and_consumers_reset(
     cluster, bootstrap = up
     topic = "retained"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    _create(admin, NewTopic(topic, 1, 3, config={
-        "min.insync.replicas": "2", "retention.ms": "2000", "segment.ms": "200",
-        "file.delete.delay.ms": "1000",
-    }))
+    _create_retained(admin, topic, retention_ms=2000, segment_ms=200)
     # Four waves 250 ms apart: segment.ms=200 rolls a segment for each.
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     _produce(producer, topic, [(b"warm-up", b"")])  # metadata and connections
@@ -447,10 +453,7 @@ def test_disk_stays_bounded_in_a_five_minute_produce_loop(up: tuple[LocalCluster
     cluster, bootstrap = up
     topic = "bounded"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    _create(admin, NewTopic(topic, 1, 3, config={
-        "min.insync.replicas": "2", "retention.ms": "5000", "segment.ms": "1000",
-        "file.delete.delay.ms": "1000",
-    }))
+    _create_retained(admin, topic, retention_ms=5000, segment_ms=1000)
     dirs = _partition_dirs(cluster, topic)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
     value = b"x" * 1000
