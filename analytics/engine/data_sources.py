@@ -73,25 +73,35 @@ class ArrowFileReader(DataSourceReader):
         yield from iter_arrow([partition.spec], self.rows, to_arrow_schema(self.schema))
 
 
-def _path(options: Any, source: str) -> str:
-    path = options.get("path")
-    if not path:
-        raise ValueError(f"{source} needs a directory: .load(dir)")
-    return str(path)
+class _MinikraftSource(DataSource):
+    """A data source registered as SOURCE with the DDL SCHEMA; `load(dir)` passes dir as the
+    "path" option."""
 
-
-class MetadataLogDataSource(DataSource):
-    """Registered as "minikraft-metadata"; `load(dir)` passes dir as the "path" option."""
+    SOURCE: ClassVar[str]
+    SCHEMA: ClassVar[str]
 
     @classmethod
     def name(cls) -> str:
-        return DATA_SOURCE_NAME
+        return cls.SOURCE
 
     def schema(self) -> str:
-        return SCHEMA_DDL
+        return self.SCHEMA
+
+    def directory(self) -> str:
+        path = self.options.get("path")
+        if not path:
+            raise ValueError(f"{self.SOURCE} needs a directory: .load(dir)")
+        return str(path)
+
+
+class MetadataLogDataSource(_MinikraftSource):
+    """Every record of every metadata log and snapshot; with the "source_node" option, only
+    that node's segments decoded in full (the others' control records only)."""
+
+    SOURCE, SCHEMA = DATA_SOURCE_NAME, SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        specs = discover_files(_path(self.options, DATA_SOURCE_NAME))
+        specs = discover_files(self.directory())
         source = self.options.get(SOURCE_NODE_OPTION)
         if source is None:
             return ArrowFileReader(specs, iter_file_rows, schema)
@@ -101,38 +111,27 @@ class MetadataLogDataSource(DataSource):
         return ArrowFileReader(specs, functools.partial(iter_file_rows, hashes=False),
                                schema)
 
-class MetadataBatchDataSource(DataSource):
-    """Registered as "minikraft-metadata-batches": one row per batch (BATCH_COLUMNS)."""
 
-    @classmethod
-    def name(cls) -> str:
-        return BATCH_SOURCE_NAME
+class MetadataBatchDataSource(_MinikraftSource):
+    """One row per batch (BATCH_COLUMNS)."""
 
-    def schema(self) -> str:
-        return BATCH_SCHEMA_DDL
+    SOURCE, SCHEMA = BATCH_SOURCE_NAME, BATCH_SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        specs = discover_files(_path(self.options, BATCH_SOURCE_NAME))
-        return ArrowFileReader(specs, iter_file_batches, schema)
+        return ArrowFileReader(discover_files(self.directory()), iter_file_batches, schema)
 
 
-class _BrokerFileSource(DataSource):
-    """One kind of broker-side file (analytics.read.broker_inputs.FileKind) as a data source
-    named SOURCE: `load(dir)` reads every such file below dir."""
+class _BrokerFileSource(_MinikraftSource):
+    """One kind of broker-side file (analytics.read.broker_inputs.FileKind) as a data source:
+    `load(dir)` reads every such file below dir."""
 
-    SOURCE: ClassVar[str]
     KIND: ClassVar[FileKind]
-
-    @classmethod
-    def name(cls) -> str:
-        return cls.SOURCE
 
     def schema(self) -> str:
         return ddl(self.KIND.columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        specs = self.KIND.discover(_path(self.options, self.SOURCE))
-        return ArrowFileReader(specs, self.KIND.rows, schema)
+        return ArrowFileReader(self.KIND.discover(self.directory()), self.KIND.rows, schema)
 
 
 class BrokerJournalDataSource(_BrokerFileSource):
