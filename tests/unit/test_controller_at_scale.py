@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import uuid
 from types import SimpleNamespace
+from typing import TypeVar
 
 import pytest
 
@@ -15,12 +16,14 @@ from controller.core import replication_control as rc
 from controller.core.election_policy import DEFAULT_POLICY
 from controller.core.partition_change import written_records
 from controller.core.partition_metrics import PartitionMetrics
-from controller.core.steps import SLICE_PARTITIONS, drain
+from controller.core.steps import SLICE_PARTITIONS, Steps, drain
 from controller.runtime.quorum_controller import QuorumController
 from controller.runtime.session_clock import JITTER_S, SessionClock
 from kafkawire import broker_lifecycle as lifecycle
 from metadata.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, PartitionRecord, TopicRecord
 from tests.unit.test_cluster_control import SESSION_MS, Cluster, apply, three_unfenced
+
+T = TypeVar("T")
 
 BIG = uuid.UUID(int=200)
 
@@ -38,19 +41,22 @@ def big_cluster(partitions: int) -> Cluster:
     return cluster
 
 
-def test_fencing_a_big_broker_yields_between_slices_and_equals_the_whole() -> None:
-    """Fencing broker 1 of 1,000 partitions: the steps give the loop back every
-    SLICE_PARTITIONS builds, and their result is the one-go result."""
-    cluster = big_cluster(1000)
-    steps = rc.broker_fenced_steps(cluster.image, 1)
+def drain_counting(steps: Steps[T]) -> tuple[int, T]:
+    """`drain`, counting the times the steps gave the loop back."""
     yields = 0
     while True:
         try:
             next(steps)
-            yields += 1
         except StopIteration as stop:
-            changes = stop.value
-            break
+            return yields, stop.value
+        yields += 1
+
+
+def test_fencing_a_big_broker_yields_between_slices_and_equals_the_whole() -> None:
+    """Fencing broker 1 of 1,000 partitions: the steps give the loop back every
+    SLICE_PARTITIONS builds, and their result is the one-go result."""
+    cluster = big_cluster(1000)
+    yields, changes = drain_counting(rc.broker_fenced_steps(cluster.image, 1))
     assert yields == 1000 // SLICE_PARTITIONS
     assert changes == rc.broker_fenced_changes(cluster.image, 1)
     assert len(changes) == 1000
@@ -73,15 +79,7 @@ def test_a_big_alter_partition_yields_between_slices_and_equals_the_whole() -> N
             for p in range(0, 1000, 3)  # the 334 it leads
         ])],
     )
-    steps = rc.alter_partition_steps(cluster.image, request)
-    yields = 0
-    while True:
-        try:
-            next(steps)
-            yields += 1
-        except StopIteration as stop:
-            result = stop.value
-            break
+    yields, result = drain_counting(rc.alter_partition_steps(cluster.image, request))
     assert yields == 334 // SLICE_PARTITIONS
     assert result == rc.alter_partition(cluster.image, request)
     assert len(result.records) == 334
