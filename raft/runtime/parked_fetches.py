@@ -13,20 +13,33 @@ from collections.abc import Iterable
 
 
 class ParkedFetches:
-    """The fetches parked on one log."""
+    """The fetches parked on one log. The set exists only while a fetch is parked: a broker
+    holds two groups for each of 100,000 partitions, nearly all empty (an empty set is 216
+    bytes: 40 MiB; issue 35)."""
 
     __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self._waiters: set[asyncio.Future[bool]] = set()
+        self._waiters: set[asyncio.Future[bool]] | None = None
 
     def wake_all(self) -> None:
-        waiters, self._waiters = self._waiters, set()
-        for waiter in waiters:
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
             _resolve(waiter, True)
 
     def __len__(self) -> int:
-        return len(self._waiters)
+        return len(self._waiters or ())
+
+    def _add(self, waiter: asyncio.Future[bool]) -> None:
+        if self._waiters is None:
+            self._waiters = set()
+        self._waiters.add(waiter)
+
+    def _discard(self, waiter: asyncio.Future[bool]) -> None:
+        if self._waiters is not None:
+            self._waiters.discard(waiter)
+            if not self._waiters:
+                self._waiters = None
 
 
 async def park(groups: Iterable[ParkedFetches], timeout_s: float) -> bool:
@@ -37,14 +50,14 @@ async def park(groups: Iterable[ParkedFetches], timeout_s: float) -> bool:
     waiter: asyncio.Future[bool] = loop.create_future()
     watched = list(groups)
     for group in watched:
-        group._waiters.add(waiter)
+        group._add(waiter)
     timer = loop.call_later(max(0.0, timeout_s), _resolve, waiter, False)
     try:
         return await waiter
     finally:
         timer.cancel()
         for group in watched:
-            group._waiters.discard(waiter)
+            group._discard(waiter)
 
 
 def _resolve(waiter: asyncio.Future[bool], woken: bool) -> None:

@@ -123,7 +123,8 @@ class DiskLog(ClosedOnExit):
     ) -> None:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
-        self.directory = Path(directory)
+        # The caller's Path as it is: one more per partition log is 100,000 at scale (issue 35).
+        self.directory = directory if isinstance(directory, Path) else Path(directory)
         self.segment_bytes = segment_bytes
         # log.preallocate: extend the active segment ahead of its appends (storage.runtime.segment)
         # in steps no larger than a segment.

@@ -56,3 +56,17 @@ async def test_a_cancelled_fetch_leaves_nothing_behind() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert len(parked) == 0
+
+
+async def test_a_group_with_nothing_parked_holds_no_set() -> None:
+    # Issue 35: a broker has two groups for each of 100,000 partitions, nearly all empty.
+    parked = ParkedFetches()
+    assert parked._waiters is None
+    fetch = asyncio.ensure_future(park((parked,), 5.0))
+    await asyncio.sleep(0)
+    assert len(parked) == 1
+    parked.wake_all()
+    assert await asyncio.wait_for(fetch, 1.0) is True
+    assert parked._waiters is None
+    assert await park((parked,), 0.01) is False
+    assert parked._waiters is None
