@@ -60,7 +60,12 @@ def convert(entity: Any, schema: type, **values: Any) -> Any:
     have, nested entities converted field by field into `schema`'s own classes; `values` set or
     override fields (a field a version renamed). One converter serves both directions: a request
     lifted into the newest version the core takes, the core's response lowered into the
-    version the client spoke (fields that version lacks dropped, as `build` does)."""
+    version the client spoke (fields that version lacks dropped, as `build` does). An entity
+    already of `schema` is returned as it is (entities are frozen): a follower's
+    OffsetForLeaderEpoch v4 of thousands of partitions was copied field by field twice per
+    request (issue 35)."""
+    if type(entity) is schema and not values:
+        return entity
     names = field_names(schema)
     kept = {
         f.name: _converted(getattr(entity, f.name), schema, f.name)
