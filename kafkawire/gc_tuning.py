@@ -90,6 +90,10 @@ class GcFreezer:
         freeze after a publish; now each walks what arrived since the last freeze."""
         if _freeze_after_full_collection not in gc.callbacks:
             gc.callbacks.append(_freeze_after_full_collection)
+        # And what the node's start built (imported modules, kio's schemas, the node's
+        # objects: 116,000 on a broker): its first full collection walked them all, 440 ms in
+        # a 20,000-partition run's first create.
+        freeze_image()
         return self
 
     @staticmethod

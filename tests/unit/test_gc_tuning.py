@@ -97,13 +97,15 @@ def test_a_removed_topic_frees_cyclic_garbage_among_the_frozen_objects() -> None
     assert gone() is None
 
 
-def test_what_survives_a_full_collection_is_frozen_once_installed() -> None:
-    built_later = _Cycle()  # e.g. a broker's fetch session state, made outside a publish
+def test_installing_freezes_what_exists_and_then_what_survives_each_full_collection() -> None:
+    at_start = _Cycle()  # what the node's start built
     freezer = GcFreezer()
-    gc.collect()
-    assert not _frozen(built_later)
     freezer.install()
     try:
+        assert _frozen(at_start)
+        built_later = _Cycle()  # e.g. a broker's fetch session state, made outside a publish
+        gc.collect(1)
+        assert not _frozen(built_later)
         gc.collect()
     finally:
         freezer.uninstall()
