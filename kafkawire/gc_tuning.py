@@ -53,19 +53,28 @@ class _Delta(Protocol):
     def removed_topics(self) -> Any: ...
 
 
-def freeze_image() -> int:
-    """Collect the young generations, then freeze every object left: returns the frozen count."""
+# Freezes made in this process (gc.get_freeze_count() walks the whole frozen list: 9.7% of an
+# active controller's samples when /v1/status asked it once a second at 20,000 partitions).
+_FREEZES = [0]
+
+
+def freezes() -> int:
+    return _FREEZES[0]
+
+
+def freeze_image() -> None:
+    """Collect the young generations, then freeze every object left."""
     gc.collect(1)
     gc.freeze()
-    return gc.get_freeze_count()
+    _FREEZES[0] += 1
 
 
-def refreeze_all() -> int:
+def refreeze_all() -> None:
     """Unfreeze, collect everything once (cyclic garbage among the frozen objects), freeze."""
     gc.unfreeze()
     gc.collect()
     gc.freeze()
-    return gc.get_freeze_count()
+    _FREEZES[0] += 1
 
 
 def _freeze_after_full_collection(phase: str, info: dict[str, int]) -> None:
@@ -73,6 +82,7 @@ def _freeze_after_full_collection(phase: str, info: dict[str, int]) -> None:
     survived is frozen at once (no garbage frozen with it)."""
     if phase == "stop" and info["generation"] == 2:
         gc.freeze()
+        _FREEZES[0] += 1
 
 
 class GcFreezer:
@@ -107,13 +117,13 @@ class GcFreezer:
 
     def on_metadata_update(self, delta: _Delta, image: Any, manifest: _Manifest) -> None:
         if delta.removed_topics:
-            frozen = refreeze_all()
+            refreeze_all()
         elif manifest.records >= self.min_records or manifest.provenance.value == "snapshot":
-            frozen = freeze_image()
+            freeze_image()
         else:
             return
         self.freezes += 1
-        log.debug("Froze %s objects after %s records", frozen, manifest.records)
+        log.debug("Froze the heap after %s records", manifest.records)
 
 
 class GcPauses:
@@ -148,8 +158,8 @@ class GcPauses:
             self._pauses.popleft()
         if pause_ms >= self.slow_ms:
             log.info(
-                "GC generation %s took %.0f ms (%s objects collected, %s frozen)",
-                generation, pause_ms, info.get("collected", 0), gc.get_freeze_count(),
+                "GC generation %s took %.0f ms (%s objects collected)",
+                generation, pause_ms, info.get("collected", 0),
             )
 
     def max_ms(self, generation: int | None = None) -> float:

@@ -6,7 +6,6 @@ sits in front of a Raft round trip.
 
 from __future__ import annotations
 
-import gc
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -16,7 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kafkawire.faults import FaultInjector
-from kafkawire.gc_tuning import PAUSES
+from kafkawire.gc_tuning import PAUSES, freezes
 from kafkawire.loop_lag import LoopLagMonitor
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -71,9 +70,9 @@ class HttpStatusServer:
             registry=node.registry,
         ).set_function(lambda: PAUSES.max_ms(2))
         Gauge(
-            "gc_frozen_objects", "objects moved out of the collector (gc.freeze)",
+            "gc_freezes_total", "times the heap was moved out of the collector (gc.freeze)",
             registry=node.registry,
-        ).set_function(gc.get_freeze_count)
+        ).set_function(freezes)
 
     async def start(self) -> int:
         self.loop_lag.start()
@@ -115,7 +114,7 @@ class HttpStatusServer:
             "gc_pause": {
                 "max_ms": round(PAUSES.max_ms(), 1),
                 "gen2_max_ms": round(PAUSES.max_ms(2), 1),
-                "frozen": gc.get_freeze_count(),
+                "freezes": freezes(),
             },
         }
         return web.json_response(status, dumps=lambda o: json.dumps(o, default=str))

@@ -97,7 +97,7 @@ def test_metrics_health_and_status_over_http(cluster3: LocalCluster) -> None:
     lag = body["event_loop_lag"]
     assert 0 <= lag["p99_ms"] <= lag["max_ms"] < 60_000
     assert "event_loop_lag_p99_ms" in metrics and "event_loop_lag_max_ms" in metrics
-    # ... and the garbage collector's pauses, and how much of the heap is frozen (gc_tuning).
+    # ... and the garbage collector's pauses, and how often the heap was frozen (gc_tuning).
     assert 0 <= body["gc_pause"]["gen2_max_ms"] <= body["gc_pause"]["max_ms"] < 60_000
-    assert body["gc_pause"]["frozen"] >= 0
-    assert "gc_gen2_pause_max_ms" in metrics and "gc_frozen_objects" in metrics
+    assert body["gc_pause"]["freezes"] >= 1  # at the node's start at least
+    assert "gc_gen2_pause_max_ms" in metrics and "gc_freezes_total" in metrics
