@@ -311,6 +311,13 @@ class PartitionState:
         return self._leader is not None and len(self._committed_isr) < self._min_isr
 
     @property
+    def is_under_replicated(self) -> bool:
+        """A leader whose ISR lacks a replica (Kafka's Partition.isUnderReplicated)."""
+        return type(self._role_state) is LeaderState and len(self._committed_isr) < len(
+            self._replicas
+        )
+
+    @property
     def high_watermark(self) -> int:
         return self._high_watermark
 

@@ -249,11 +249,17 @@ class BrokerNode:
         Gauge(
             "broker_metadata_offset", "applied metadata offset", registry=self.registry
         ).set_function(lambda: self.metadata.committed_offset)
+        # Kafka's ReplicaManager gauges, kept as partitions change (broker.runtime.isr_counts):
+        # led partitions under min ISR, and whose ISR lacks a replica (bench scale waits for 0
+        # of those on every broker before it asks Metadata).
+        isr_counts = self.replicas.isr_counts
         Gauge(
             "UnderMinIsrPartitionCount", "led partitions under min ISR", registry=self.registry
-        ).set_function(
-            lambda: sum(1 for h in self.replicas.partitions.values() if h.state.is_under_min_isr)
-        )
+        ).set_function(lambda: len(isr_counts.under_min_isr))
+        Gauge(
+            "UnderReplicatedPartitions", "led partitions whose ISR lacks a replica",
+            registry=self.registry,
+        ).set_function(lambda: len(isr_counts.under_replicated))
         self.http = node_status_server(config.http_listener, self)
         self._stopped = asyncio.Event()
         self._shutting_down = False
@@ -580,7 +586,5 @@ class BrokerNode:
         status = self.status()
         healthy = status["metadata_leader_id"] is not None and not self.fenced
         with contextlib.suppress(Exception):
-            status["under_min_isr"] = sum(
-                1 for h in self.replicas.partitions.values() if h.state.is_under_min_isr
-            )
+            status["under_min_isr"] = len(self.replicas.isr_counts.under_min_isr)
         return healthy, status

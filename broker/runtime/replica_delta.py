@@ -17,6 +17,7 @@ from typing import Protocol
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import PartitionReady, Role
 from broker.runtime.hosted_partition import HostedPartition
+from broker.runtime.isr_counts import IsrCounts
 from broker.runtime.partition_log import delete_dir_name, stray_dir_name
 from broker.runtime.topic_config_cache import LogSettings
 from metadata.metadata_image import MetadataDelta, MetadataImage, TopicImage
@@ -36,6 +37,7 @@ class ReplicaHost(Protocol):
     broker_id: int
     partitions: dict[TopicIdPartition, HostedPartition]
     image: MetadataImage
+    isr_counts: IsrCounts
 
     @property
     def file_delete_delay_ms(self) -> int: ...
@@ -149,6 +151,7 @@ class ReplicaDelta:
             if topic is not None and hosted.partition in topic.partitions:
                 min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
                 host.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+                host.isr_counts.track(hosted)
 
     def remove_strays(self) -> int:
         """Once caught up with the metadata log (the first heartbeat answer that says so):
@@ -228,6 +231,7 @@ class ReplicaDelta:
             hosted.registration = registration
             host.sync_log(hosted, ts)
             host.apply_ready(hosted, hosted.state.apply_registration(registration, min_isr, image, ts))
+            host.isr_counts.track(hosted)
             # An ISR change alone journals nothing: follower sessions skipping the partition
             # read it again (an expansion waits on a follower's fetch being read).
             hosted.changed(wake=True)
@@ -236,6 +240,7 @@ class ReplicaDelta:
                 changed.append(hosted)
         else:
             host.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+            host.isr_counts.track(hosted)
         return True
 
     def _move_aside_same_name(
@@ -265,6 +270,7 @@ class ReplicaDelta:
         flight is done."""
         self._stop_if_serving(hosted, image, ts, changed)
         self._host.partitions.pop(hosted.key, None)
+        self._host.isr_counts.forget(hosted.key)
         name = (stray_dir_name if stray else delete_dir_name)(hosted.topic, hosted.partition)
         on_disk = hosted.log.has_directory  # a lazy log never written has nothing to move
         path = hosted.log.rename_dir(name)
@@ -291,4 +297,5 @@ class ReplicaDelta:
             return
         stopped = PartitionRegistration(replicas=(), isr=(), leader_epoch=1 << 30)
         self._host.apply_ready(hosted, hosted.state.apply_registration(stopped, 1, image, ts))
+        self._host.isr_counts.track(hosted)
         changed.append(hosted)

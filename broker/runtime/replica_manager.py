@@ -28,6 +28,7 @@ from broker.core.partition_state import IsrProposal, PartitionReady, PartitionSt
 from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.hosted_partition import HostedPartition
+from broker.runtime.isr_counts import IsrCounts
 from broker.runtime.kafka_replication import (
     EpochEndOffset,
     OffsetForLeaderPartition,
@@ -127,6 +128,7 @@ class ReplicaManager:
         self.image = MetadataImage()
         self.produces = ProducePurgatory()
         self.checkpoints = OffsetCheckpoints(settings.log_dirs)
+        self.isr_counts = IsrCounts()  # the ISR gauges (broker.runtime.isr_counts)
         self._configs = TopicConfigCache(
             settings.broker_id, settings.static_configs, settings.node_defaults
         )
@@ -327,6 +329,7 @@ class ReplicaManager:
         ready = hosted.state.on_alter_partition_response(
             proposal.proposal_id, error, result, now_ms()
         )
+        self.isr_counts.track(hosted)
         if ready.alter_partition is not None:
             await asyncio.sleep(self.settings.alter_partition_backoff_ms / 1000)
         self.apply_ready(hosted, ready)

@@ -64,22 +64,40 @@ def _rss_mib(pid: int | None) -> float | None:
     return None
 
 
-def _loop_lag(spec: NodeSpec, timeout_s: float = 2.0) -> dict[str, float] | None:
-    """The node's event_loop_lag_{max,p99}_ms gauges from /metrics (a broker's /v1/status lists
-    every partition: too big to ask once a second at 100,000 partitions)."""
+def _gauges(spec: NodeSpec, names: dict[str, str], timeout_s: float = 2.0) -> dict[str, float] | None:
+    """The gauges `names` (key: gauge name) the node's /metrics has; None if it did not answer."""
     url = f"http://{spec.host}:{spec.http_port}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             text = response.read().decode()
     except (OSError, ValueError):
         return None
-    gauges = {f"{name} ": key for key, name in _GAUGES.items()}
+    wanted = {f"{name} ": key for key, name in names.items()}
     found: dict[str, float] = {}
     for line in text.splitlines():
-        for name, key in gauges.items():
+        for name, key in wanted.items():
             if line.startswith(name):
                 found[key] = float(line.split()[1])
-    return found if "max_ms" in found and "p99_ms" in found else None
+    return found
+
+
+def _loop_lag(spec: NodeSpec, timeout_s: float = 2.0) -> dict[str, float] | None:
+    """The node's event_loop_lag_{max,p99}_ms gauges from /metrics (a broker's /v1/status lists
+    every partition: too big to ask once a second at 100,000 partitions)."""
+    found = _gauges(spec, _GAUGES, timeout_s)
+    return found if found and "max_ms" in found and "p99_ms" in found else None
+
+
+def _isr_settled(cluster: LocalCluster) -> bool:
+    """Every broker answers UnderReplicatedPartitions 0 (Kafka's gauge: partitions it leads
+    whose ISR lacks a replica). The waits for a full ISR ask this first and Metadata only then:
+    a Metadata of 100,000 partitions costs a Python broker seconds of CPU, and asked every
+    half second it kept the broker that answered it from catching up (issue 35)."""
+    for spec in cluster.brokers:
+        found = _gauges(spec, {"n": "UnderReplicatedPartitions"})
+        if not found or found.get("n") != 0:
+            return False
+    return True
 
 
 # The lag gauges on /metrics, and the garbage collector's pauses (kafkawire.gc_tuning): a
@@ -285,6 +303,8 @@ def _broker_restart(cluster: LocalCluster, admin: _Admin, prefix: str) -> float:
     started = time.monotonic()
 
     def back() -> bool:
+        if not _isr_settled(cluster):
+            return False
         try:
             total, in_isr = admin.isr_counts(prefix, victim.node_id)
         except Exception:
@@ -336,6 +356,8 @@ def run_scale_bench(
         epochs_after_creates = set(sampler.epochs)
 
         def full_isr() -> bool:
+            if not _isr_settled(cluster):
+                return False
             total, full = admin.isr_counts(prefix)
             return total == per_topic * topics and full == total
 

@@ -293,3 +293,38 @@ async def test_a_big_create_hands_its_leadership_changes_to_the_fetchers_in_slic
     assert sorted(handed) == list(range(1200))
     assert most_between_yields <= LEADERSHIP_SLICE_PARTITIONS
     await replicas.close()
+
+
+def _walked(replicas: ReplicaManager) -> tuple[set[TopicIdPartition], set[TopicIdPartition]]:
+    """The ISR gauges' partitions as a walk of every hosted partition finds them."""
+    hosted = replicas.partitions
+    return (
+        {key for key, h in hosted.items() if h.state.is_under_min_isr},
+        {key for key, h in hosted.items() if h.state.is_under_replicated},
+    )
+
+
+async def test_the_isr_gauges_are_kept_as_partitions_change(tmp_path: Path) -> None:
+    # Issue 35: the gauges read two kept sets instead of walking 100,000 partitions at each
+    # scrape; after every kind of change they equal the walk (broker 1 leads a-0 and b-0).
+    cluster = _Cluster(tmp_path)
+    replicas = cluster.delta
+    cluster.commit(_brokers() + _topics())
+    assert _walked(replicas) == (set(), set())
+    counts = replicas.isr_counts
+    steps: list[list[MetadataRecord]] = [
+        [PartitionChangeRecord(0, A, isr=(1, 2))],  # a-0 under-replicated
+        [ConfigRecord(CONFIG_RESOURCE_TOPIC, "a", MIN_INSYNC_REPLICAS, "3")],  # and under min
+        [PartitionChangeRecord(0, A, isr=(1, 2, 3))],  # whole again
+        [PartitionChangeRecord(0, B, isr=(1,))],  # b-0 under both
+        [PartitionChangeRecord(0, B, leader=2, isr=(2,))],  # no longer led here
+        [RemoveTopicRecord(A)],
+    ]
+    seen: set[TopicIdPartition] = set()
+    for records in steps:
+        cluster.commit(records)
+        assert (counts.under_min_isr, counts.under_replicated) == _walked(replicas)
+        seen |= counts.under_replicated
+    assert seen == {TopicIdPartition(A, 0), TopicIdPartition(B, 0)}
+    await cluster.delta.close()
+    await cluster.whole.close()
