@@ -263,10 +263,13 @@ class ReplicaFetcher:
                 [
                     (
                         s.hosted.topic,
+                        # Ints as they are (kio's i32() range-checks through a metaclass:
+                        # a fifth of a truncation round of thousands of new partitions; the
+                        # codec's writer checks them again), as replica_fetch_to_kio does.
                         OffsetForLeaderPartition(
-                            partition=i32(s.hosted.partition),
-                            current_leader_epoch=i32(s.leader_epoch),
-                            leader_epoch=i32(s.hosted.log.latest_epoch()),
+                            partition=cast(i32, s.hosted.partition),
+                            current_leader_epoch=cast(i32, s.leader_epoch),
+                            leader_epoch=cast(i32, s.hosted.log.latest_epoch()),
                         ),
                     )
                     for s in states
