@@ -84,19 +84,13 @@ def _copy(mapping: Mapping[K, V]) -> dict[K, V]:
     return copy() if copy is not None else dict(mapping)  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, slots=True)
-class MetadataImage:
-    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
-    topics: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _frozen({}))
-    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _frozen({}))
-    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(
-        default_factory=lambda: _frozen({})
-    )
-    features: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
-    next_producer_id: int = 0  # ProducerIdsRecord: the first id not yet handed out
-    offset: int = -1  # the last offset replayed; -1 for the empty image
+class _BrokerLookups:
+    """What a partition asks of its brokers (PartitionChangeBuilder, AlterPartition validation,
+    a broker's partition states), read from `brokers`."""
 
-    # Broker view used by PartitionChangeBuilder and AlterPartition validation.
+    __slots__ = ()
+    brokers: Mapping[int, BrokerRegistration]
+
     def is_fenced(self, broker_id: int) -> bool:
         """An unregistered broker counts as fenced: it cannot lead or be in the ISR."""
         reg = self.brokers.get(broker_id)
@@ -109,6 +103,29 @@ class MetadataImage:
     def broker_epoch(self, broker_id: int) -> int | None:
         reg = self.brokers.get(broker_id)
         return None if reg is None else reg.epoch
+
+
+@dataclass(frozen=True, slots=True)
+class BrokersView(_BrokerLookups):
+    """An image's brokers alone, for what must not keep the whole image alive: each of a
+    broker's partition states held the image of its last change, and an AlterPartition storm
+    at 100,000 partitions kept hundreds of images, each with its copied topic maps, alive
+    (about a gigabyte a broker; issue 35)."""
+
+    brokers: Mapping[int, BrokerRegistration]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage(_BrokerLookups):
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _frozen({}))
+    topics: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _frozen({}))
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _frozen({}))
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(
+        default_factory=lambda: _frozen({})
+    )
+    features: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    next_producer_id: int = 0  # ProducerIdsRecord: the first id not yet handed out
+    offset: int = -1  # the last offset replayed; -1 for the empty image
 
     def partition(self, topic_id: uuid.UUID, partition_id: int) -> PartitionRegistration | None:
         topic = self.topics.get(topic_id)

@@ -20,7 +20,7 @@ from broker.runtime.hosted_partition import HostedPartition
 from broker.runtime.isr_counts import IsrCounts
 from broker.runtime.partition_log import delete_dir_name, stray_dir_name
 from broker.runtime.topic_config_cache import LogSettings
-from metadata.metadata_image import MetadataDelta, MetadataImage, TopicImage
+from metadata.metadata_image import BrokersView, MetadataDelta, MetadataImage, TopicImage
 from metadata.partition_registration import PartitionRegistration
 from metadata.records import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from raft.core.replica_key import uuid_to_str
@@ -63,6 +63,21 @@ class ReplicaDelta:
         # change and dropped at the next one: scanning every hosted partition for each new one
         # was quadratic (issue 35's 100,000-partition snapshot load).
         self._by_name: dict[tuple[str, int], HostedPartition] | None = None
+        self._view: tuple[MetadataImage, BrokersView] | None = None
+
+    def _brokers(self, image: MetadataImage) -> BrokersView:
+        """The broker view partition states keep: an image's brokers alone, one object while
+        the brokers do not change, so no state keeps a whole image (and its copied topic
+        maps) alive after the image moved on (issue 35)."""
+        view = self._view
+        if view is not None and view[0] is image:
+            return view[1]
+        if view is None or view[1].brokers != image.brokers:
+            view = (image, BrokersView(image.brokers))
+        else:
+            view = (image, view[1])
+        self._view = view
+        return view[1]
 
     def apply_image_steps(
         self, image: MetadataImage, changed: list[HostedPartition]
@@ -150,7 +165,9 @@ class ReplicaDelta:
             topic = image.topics.get(hosted.topic_id)
             if topic is not None and hosted.partition in topic.partitions:
                 min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
-                host.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+                host.apply_ready(
+                    hosted, hosted.state.update_metadata(min_isr, self._brokers(image), ts)
+                )
                 host.isr_counts.track(hosted)
 
     def remove_strays(self) -> int:
@@ -230,7 +247,10 @@ class ReplicaDelta:
             before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
             hosted.registration = registration
             host.sync_log(hosted, ts)
-            host.apply_ready(hosted, hosted.state.apply_registration(registration, min_isr, image, ts))
+            host.apply_ready(
+                hosted,
+                hosted.state.apply_registration(registration, min_isr, self._brokers(image), ts),
+            )
             host.isr_counts.track(hosted)
             # An ISR change alone journals nothing: follower sessions skipping the partition
             # read it again (an expansion waits on a follower's fetch being read).
@@ -239,7 +259,9 @@ class ReplicaDelta:
             if before != after:
                 changed.append(hosted)
         else:
-            host.apply_ready(hosted, hosted.state.update_metadata(min_isr, image, ts))
+            host.apply_ready(
+                hosted, hosted.state.update_metadata(min_isr, self._brokers(image), ts)
+            )
             host.isr_counts.track(hosted)
         return True
 
@@ -296,6 +318,8 @@ class ReplicaDelta:
         if hosted.state.role is Role.NONE:
             return
         stopped = PartitionRegistration(replicas=(), isr=(), leader_epoch=1 << 30)
-        self._host.apply_ready(hosted, hosted.state.apply_registration(stopped, 1, image, ts))
+        self._host.apply_ready(
+            hosted, hosted.state.apply_registration(stopped, 1, self._brokers(image), ts)
+        )
         self._host.isr_counts.track(hosted)
         changed.append(hosted)

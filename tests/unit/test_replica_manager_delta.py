@@ -328,3 +328,22 @@ async def test_the_isr_gauges_are_kept_as_partitions_change(tmp_path: Path) -> N
     assert seen == {TopicIdPartition(A, 0), TopicIdPartition(B, 0)}
     await cluster.delta.close()
     await cluster.whole.close()
+
+
+async def test_partition_states_keep_the_brokers_not_the_images(tmp_path: Path) -> None:
+    # Issue 35: each partition state held the image of its last change; an AlterPartition
+    # storm kept hundreds of images (their copied topic maps) alive, about a gigabyte a broker
+    # at 100,000 partitions. They keep one view of the brokers, a new one when brokers move.
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    for isr in ((1, 2), (1, 2, 3), (1, 3)):
+        cluster.commit([PartitionChangeRecord(0, A, isr=isr)])
+        cluster.commit([PartitionChangeRecord(1, A, isr=isr)])
+    views = {id(h.state._brokers) for h in cluster.delta.partitions.values()}
+    assert len(views) == 1
+    view = cluster.delta.hosted("a", 0).state._brokers
+    assert not isinstance(view, MetadataImage) and view.broker_epoch(3) == 30
+    cluster.commit([FenceBrokerRecord(3, 30)])  # the brokers moved: every state sees it
+    assert all(h.state._brokers.is_fenced(3) for h in cluster.delta.partitions.values())
+    await cluster.delta.close()
+    await cluster.whole.close()
