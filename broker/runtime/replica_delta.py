@@ -236,6 +236,7 @@ class ReplicaDelta:
         hosted = host.partitions.get(key)
         if hosted is None and host.broker_id not in registration.replicas:
             return False
+        opened = hosted is None
         if hosted is None:
             self._move_aside_same_name(topic.name, partition_id, image, ts, changed)
             hosted = host.open_partition(topic.name, partition_id, topic.topic_id)
@@ -246,7 +247,8 @@ class ReplicaDelta:
         if registration != hosted.registration:
             before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
             hosted.registration = registration
-            host.sync_log(hosted, ts)
+            if not opened:  # a new state starts from its log's end (ReplicaManager._open)
+                host.sync_log(hosted, ts)
             host.apply_ready(
                 hosted,
                 hosted.state.apply_registration(registration, min_isr, self._brokers(image), ts),
