@@ -4,6 +4,7 @@ controller was listening (its own stalls do not fence a live broker)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from types import SimpleNamespace
@@ -20,6 +21,7 @@ from controller.core.steps import SLICE_PARTITIONS, Steps, drain
 from controller.runtime.quorum_controller import QuorumController
 from controller.runtime.session_clock import JITTER_S, SessionClock
 from kafkawire import broker_lifecycle as lifecycle
+from kafkawire.errors import Errors
 from metadata.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, PartitionRecord, TopicRecord
 from tests.unit.test_cluster_control import SESSION_MS, Cluster, apply, three_unfenced
 
@@ -84,6 +86,54 @@ def test_a_big_alter_partition_yields_between_slices_and_equals_the_whole() -> N
     assert result == rc.alter_partition(cluster.image, request)
     assert len(result.records) == 334
     assert {r.isr for r in result.records} == {(1, 2)}
+
+
+def test_alter_partitions_waiting_for_the_writer_go_in_one_write_each_seeing_the_last() -> None:
+    """The brokers' AlterPartition backlog (after a failover) is one write, not one commit
+    each; every request is decided against the image the earlier ones leave and answered its
+    own response."""
+    cluster = big_cluster(3)
+    epochs = {b: cluster.image.brokers[b].epoch for b in (1, 2, 3)}
+
+    def request(isr: tuple[int, ...], partition_epoch: int) -> lifecycle.AlterPartitionRequest:
+        states = [lifecycle.BrokerState(broker_id=b, broker_epoch=epochs[b]) for b in isr]
+        return lifecycle.alter_partition_request(1, epochs[1], [
+            (BIG, [lifecycle.alter_partition_partition(0, 0, states, 0, partition_epoch)])
+        ])
+
+    writes: list[str] = []
+    records: list[object] = []
+
+    async def write_locked(compute, what, user_op=False):  # type: ignore[no-untyped-def]
+        writes.append(what)
+        result = drain(compute(cluster.image))
+        records.extend(result.records)
+        return result.response, cluster.image, bool(result.records)
+
+    async def scenario() -> list[lifecycle.AlterPartitionResponse]:
+        controller = QuorumController.__new__(QuorumController)
+        controller._lock = asyncio.Lock()
+        controller._alter_partitions = []
+        controller._write_result_locked = write_locked  # type: ignore[method-assign]
+        controller.election_policy = lambda image: DEFAULT_POLICY  # type: ignore[method-assign]
+        async with controller._lock:  # the writer is busy: three requests queue up
+            waiting = [
+                asyncio.ensure_future(controller._alter_partition(r))
+                for r in (request((1, 2), 0), request((1, 2, 3), 1), request((1,), 0))
+            ]
+            await asyncio.sleep(0)
+        return list(await asyncio.gather(*waiting))
+
+    shrink, expand, stale = asyncio.run(scenario())
+    assert writes == ["AlterPartition from broker 1 (3 requests)"]
+    assert [p.error_code for t in shrink.topics for p in t.partitions] == [0]
+    assert [p.isr for t in expand.topics for p in t.partitions] == [(1, 2, 3)]
+    assert [p.partition_epoch for t in expand.topics for p in t.partitions] == [2]
+    # against the image the first two left (partition epoch 2), the third one is stale
+    assert [Errors.of(p.error_code) for t in stale.topics for p in t.partitions] == [
+        Errors.INVALID_UPDATE_VERSION
+    ]
+    assert [r.isr for r in records] == [(1, 2), (1, 2, 3)]  # type: ignore[attr-defined]
 
 
 def test_fencing_skips_partitions_the_broker_is_not_in() -> None:
