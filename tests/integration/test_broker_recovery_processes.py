@@ -37,7 +37,6 @@ from tests.integration.fake_broker import follower_fetch
 from tests.integration.test_broker_processes import (
     _raw,
     acked_values,
-    bootstrap,
     broker,
     consume,
     produce,
@@ -385,5 +384,5 @@ def test_corrupt_batch_on_disk_truncates_refetches_and_keeps_every_ack(
     values = consume(c, topic)
     assert values == acked_values(acks)
     assert len(values) == 25
-    health = minikraft("health", "--bootstrap-server", bootstrap(c), "--output", "json")
+    health = minikraft("health", "--bootstrap-server", c.bootstrap_server, "--output", "json")
     assert health.returncode == 1  # brokers are down: degraded, but this one answers

@@ -17,7 +17,7 @@ import pytest
 from cluster.launch.local_cluster import LocalCluster
 from kafkawire.errors import Errors
 from kafkawire.messages import decode_response, encode_request
-from tests.integration.test_broker_processes import bootstrap, broker, restart
+from tests.integration.test_broker_processes import broker, restart
 from tests.integration.test_broker_recovery_processes import (
     clusters,  # noqa: F401  (the fixture)
     create_topic,
@@ -121,7 +121,7 @@ def test_clients_get_not_leader_while_recovering_and_succeed_once_recovered(
         }
     )
     create_topic(c, "kip704", "unclean.leader.election.enable=true")
-    bs = bootstrap(c)
+    bs = c.bootstrap_server
     _produce(bs, "all", [b"before-%d" % i for i in range(10)])
     state = wait_describe(c, "kip704", lambda p: len(p["isr"]) == 3, 30)
     leader = state["leader"]

@@ -23,7 +23,7 @@ from cluster.launch.readiness import wait_until_ready
 from kafkawire.errors import Errors
 from storage.core.record_batch import iter_batches
 from tests.integration.conftest import minikraft
-from tests.integration.test_broker_processes import bootstrap, restart
+from tests.integration.test_broker_processes import restart
 from tests.integration.test_broker_recovery_processes import start
 from tests.integration.test_kafka_clients import _produce_request
 from tests.integration.test_kafka_clients_recovering import _ask, _fetch_request
@@ -55,14 +55,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def create(c: LocalCluster, topic: NewTopic) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_server})
     for future in admin.create_topics([topic], operation_timeout=20).values():
         future.result(timeout=30)
 
 
 def produce_all(c: LocalCluster, topic: str, per_partition: dict[int, list[bytes]],
                 **config: Any) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap(c), "acks": "all", **config})
+    producer = Producer({"bootstrap.servers": c.bootstrap_server, "acks": "all", **config})
     failed: list[Any] = []
     for partition, values in per_partition.items():
         for value in values:
@@ -117,7 +117,7 @@ def test_fetch_stays_within_max_bytes_and_a_consumer_still_progresses(
     # librdkafka refuses an answer larger than receive.message.max.bytes ("Invalid response
     # size"): with the Fetch over its limit it never got past the first one.
     consumer = Consumer({
-        "bootstrap.servers": bootstrap(cluster), "group.id": "limits", "auto.offset.reset":
+        "bootstrap.servers": cluster.bootstrap_server, "group.id": "limits", "auto.offset.reset":
         "earliest", "fetch.max.bytes": 250_000, "message.max.bytes": 250_000,
         "receive.message.max.bytes": 250_512,
     })
@@ -130,7 +130,7 @@ def test_fetch_stays_within_max_bytes_and_a_consumer_still_progresses(
 
     # kafka-python with fetch.max.bytes below each batch: one batch an answer, all of it read.
     reader = kafka.KafkaConsumer(
-        bootstrap_servers=bootstrap(cluster), fetch_max_bytes=50_000, auto_offset_reset="earliest",
+        bootstrap_servers=cluster.bootstrap_server, fetch_max_bytes=50_000, auto_offset_reset="earliest",
         enable_auto_commit=False, consumer_timeout_ms=20_000,
     )
     try:
@@ -170,7 +170,7 @@ def test_compacted_topic_refuses_keyless_records_with_record_errors(cluster: Loc
 
     create(cluster, NewTopic("compacted", 1, 3, config={"cleanup.policy": "compact"}))
     errors: list[Any] = []
-    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_server, "acks": "all"})
     producer.produce("compacted", b"no key", on_delivery=lambda e, _m: errors.append(e))
     assert producer.flush(30) == 0
     # A batch apart: Kafka refuses a whole batch when one of its records fails.
@@ -181,7 +181,7 @@ def test_compacted_topic_refuses_keyless_records_with_record_errors(cluster: Loc
     assert errors[1] is None  # a keyed record is taken
 
     # On the wire: the whole batch refused, each keyless record named by its index.
-    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused"})
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_server, "group.id": "unused"})
     try:
         leader_id = consumer.list_topics("compacted", timeout=10).topics["compacted"] \
             .partitions[0].leader
@@ -202,7 +202,7 @@ def test_compacted_topic_refuses_keyless_records_with_record_errors(cluster: Loc
         f"showing the first three errors at most: [RecordError(batchIndex=0, message='{message}'),"
         f" RecordError(batchIndex=2, message='{message}')]")
     assert int(answer.base_offset) == -1 and int(answer.log_start_offset) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused"})
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_server, "group.id": "unused"})
     try:
         after = consumer.get_watermark_offsets(TopicPartition("compacted", 0), timeout=10)[1]
     finally:
@@ -216,14 +216,14 @@ RECORDS = 60
 
 
 def _topic_id(c: LocalCluster, topic: str) -> str:
-    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_server})
     described = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
     # librdkafka prints it in standard base64; Kafka (and partition.metadata) in base64url.
     return str(described.topic_id).replace("+", "-").replace("/", "_")
 
 
 def _delete(c: LocalCluster, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_server})
     for future in admin.delete_topics([topic], operation_timeout=30).values():
         future.result(timeout=40)
     deadline = time.monotonic() + 30
@@ -237,7 +237,7 @@ def _create_produce_consume(c: LocalCluster, topic: str, cycle: int) -> str:
     this incarnation's records, from offset 0 of every partition. Returns the topic id."""
     create(c, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
     values = {p: [f"{cycle}-{p}-{i}".encode() for i in range(RECORDS)] for p in range(3)}
-    producer = Producer({"bootstrap.servers": bootstrap(c), "acks": "all"})
+    producer = Producer({"bootstrap.servers": c.bootstrap_server, "acks": "all"})
     failed: list[Any] = []
     for partition, batch in values.items():
         for value in batch:
@@ -245,7 +245,7 @@ def _create_produce_consume(c: LocalCluster, topic: str, cycle: int) -> str:
                              on_delivery=lambda e, _m: failed.append(e) if e else None)
     assert producer.flush(60) == 0
     assert failed == [], failed[:3]
-    consumer = Consumer({"bootstrap.servers": bootstrap(c), "group.id": f"{topic}-{cycle}",
+    consumer = Consumer({"bootstrap.servers": c.bootstrap_server, "group.id": f"{topic}-{cycle}",
                          "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
