@@ -12,7 +12,7 @@ per commit is proportional to the change rather than to the cluster (issue 18).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar
@@ -278,10 +278,6 @@ class MetadataDelta:
             # applies what is between the markers together).
             raise MetadataReplayError(f"no replay for {type(record).__name__}")
         self._offset = max(self._offset, offset)
-
-    def replay_all(self, records: Iterable[tuple[MetadataRecord, int]]) -> None:
-        for record, offset in records:
-            self.replay(record, offset)
 
     def _replay_register(self, record: RegisterBrokerRecord, offset: int) -> None:
         # The broker epoch is the offset of its RegisterBrokerRecord; -1 in the record means

@@ -224,12 +224,6 @@ class GroupCoordinator:
     def loaded_shards(self) -> list[LoadedShard]:
         return [s for p in sorted(self.shards) if (s := self._shard(p)) is not None]
 
-    def led_partitions(self) -> list[int]:
-        topic = self.broker.metadata.image.topics_by_name.get(OFFSETS_TOPIC)
-        if topic is None:
-            return []
-        return [p for p in sorted(topic.partitions) if self._leader_epoch(p) is not None]
-
     def _leader_epoch(self, partition: int) -> int | None:
         hosted = self.broker.replicas.hosted_by_name(OFFSETS_TOPIC, partition)
         if hosted is None or hosted.state.role is not Role.LEADER:

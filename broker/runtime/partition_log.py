@@ -69,7 +69,6 @@ from storage.core.record_batch import (
     BatchHeader,
     CorruptBatchError,
     MessageTooLargeError,
-    Record,
     UnsupportedMagicError,
     read_header,
     validated_batch,
@@ -710,19 +709,6 @@ class PartitionLog(ClosedOnExit):
         self._after_append()
         append_time = now_ms if write_config is not None and write_config.log_append_time else -1
         return AppendInfo(base_offset, next_offset - 1, count, append_time)
-
-    def append_records_as_leader(
-        self, records: Sequence[Record] | Sequence[bytes], leader_epoch: int, timestamp_ms: int
-    ) -> AppendInfo:
-        base_offset = self.log_end_offset
-        self._before_append()
-        last = self._log.append_as_leader(records, leader_epoch, timestamp_ms)
-        self.producer_state.update_map_end_offset(last.offset + 1)
-        if leader_epoch > self.epoch_cache.latest_epoch():
-            self.assign_leader_epoch(leader_epoch, base_offset)
-        self._unflushed_messages += len(records)
-        self._after_append()
-        return AppendInfo(base_offset, last.offset, len(records))
 
     def append_as_follower(self, raw_batches: bytes) -> AppendInfo:
         """Append fetched batches as they are; each new epoch enters the cache (Kafka)."""

@@ -252,14 +252,6 @@ class ReplicaManager:
             pass
         return changed
 
-    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> list[HostedPartition]:
-        """Act on one committed change (ReplicaDelta.apply_delta_steps at once). Returns
-        partitions whose leadership changed."""
-        changed: list[HostedPartition] = []
-        for _ in self.apply_delta_steps(delta, image, changed):
-            pass
-        return changed
-
     def apply_delta_steps(
         self, delta: MetadataDelta, image: MetadataImage, changed: list[HostedPartition]
     ) -> Iterator[None]:
