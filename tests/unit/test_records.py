@@ -7,51 +7,35 @@ import uuid
 import msgpack
 import pytest
 
-import metadata.records as records_module
-from metadata.records import (
-    BROKER_FLAG_FALSE,
-    CONFIG_RESOURCE_TOPIC,
-    BrokerRegistrationChangeRecord,
-    ConfigRecord,
-    CorruptRecordError,
-    Endpoint,
-    FeatureLevelRecord,
-    FenceBrokerRecord,
-    MetadataRecord,
-    NoOpRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
-    ProducerIdsRecord,
-    RegisterBrokerRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-    UnfenceBrokerRecord,
-    UnknownRecordError,
-    UnregisterBrokerRecord,
-    decode_record,
-    encode_record,
-    record_to_json,
-)
+from metadata import records
 
 U1 = uuid.UUID("00000000-0000-0000-0000-000000000001")
 U2 = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
-SAMPLES: dict[str, MetadataRecord] = {
-    "register_broker": RegisterBrokerRecord(
-        1, U1, 42, (Endpoint("PLAINTEXT", "127.0.0.1", 9092),), None, True, False, (U2,)
+SAMPLES: dict[str, records.MetadataRecord] = {
+    "register_broker": records.RegisterBrokerRecord(
+        1, U1, 42, (records.Endpoint("PLAINTEXT", "127.0.0.1", 9092),), None, True, False, (U2,)
     ),
-    "unregister_broker": UnregisterBrokerRecord(1, 42),
-    "topic": TopicRecord("foo", U2),
-    "partition": PartitionRecord(0, U2, (1, 2, 3), (1, 2), (), (), 1, 0, 5, 7, (3,), (), -1),
-    "config": ConfigRecord(CONFIG_RESOURCE_TOPIC, "foo", "min.insync.replicas", "2"),
-    "partition_change": PartitionChangeRecord(0, U2, isr=(1,), eligible_leader_replicas=(2,)),
-    "fence_broker": FenceBrokerRecord(2, 17),
-    "unfence_broker": UnfenceBrokerRecord(2, 17),
-    "remove_topic": RemoveTopicRecord(U2),
-    "feature_level": FeatureLevelRecord("metadata.version", 21),
-    "broker_registration_change": BrokerRegistrationChangeRecord(2, 17, BROKER_FLAG_FALSE),
-    "noop": NoOpRecord(),
-    "producer_ids": ProducerIdsRecord(2, 17, 3000),
+    "unregister_broker": records.UnregisterBrokerRecord(1, 42),
+    "topic": records.TopicRecord("foo", U2),
+    "partition": records.PartitionRecord(
+        0, U2, (1, 2, 3), (1, 2), (), (), 1, 0, 5, 7, (3,), (), -1
+    ),
+    "config": records.ConfigRecord(
+        records.CONFIG_RESOURCE_TOPIC, "foo", "min.insync.replicas", "2"
+    ),
+    "partition_change": records.PartitionChangeRecord(
+        0, U2, isr=(1,), eligible_leader_replicas=(2,)
+    ),
+    "fence_broker": records.FenceBrokerRecord(2, 17),
+    "unfence_broker": records.UnfenceBrokerRecord(2, 17),
+    "remove_topic": records.RemoveTopicRecord(U2),
+    "feature_level": records.FeatureLevelRecord("metadata.version", 21),
+    "broker_registration_change": records.BrokerRegistrationChangeRecord(
+        2, 17, records.BROKER_FLAG_FALSE
+    ),
+    "noop": records.NoOpRecord(),
+    "producer_ids": records.ProducerIdsRecord(2, 17, 3000),
 }
 
 GOLDEN_HEX = {
@@ -103,13 +87,13 @@ GOLDEN_HEX = {
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_golden_bytes_pin_the_encoding(name: str) -> None:
-    assert encode_record(SAMPLES[name]).hex() == GOLDEN_HEX[name]
+    assert records.encode_record(SAMPLES[name]).hex() == GOLDEN_HEX[name]
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_decode_inverts_encode(name: str) -> None:
     record = SAMPLES[name]
-    assert decode_record(encode_record(record)) == record
+    assert records.decode_record(records.encode_record(record)) == record
 
 
 def test_every_kafka_type_id_is_covered() -> None:
@@ -118,20 +102,22 @@ def test_every_kafka_type_id_is_covered() -> None:
 
 
 def test_partition_record_v0_loads_with_empty_elr() -> None:
-    record = PartitionRecord(0, U2, (1, 2, 3), (1, 2), leader=1, leader_epoch=3)
-    with_elr = PartitionRecord(0, U2, (1, 2, 3), (1, 2), leader=1, eligible_leader_replicas=(3,))
-    decoded = decode_record(encode_record(with_elr, version=0))
-    assert isinstance(decoded, PartitionRecord)
+    record = records.PartitionRecord(0, U2, (1, 2, 3), (1, 2), leader=1, leader_epoch=3)
+    with_elr = records.PartitionRecord(
+        0, U2, (1, 2, 3), (1, 2), leader=1, eligible_leader_replicas=(3,)
+    )
+    decoded = records.decode_record(records.encode_record(with_elr, version=0))
+    assert isinstance(decoded, records.PartitionRecord)
     assert decoded.eligible_leader_replicas == ()
     assert decoded.last_known_elr == ()
     assert decoded.last_known_leader == -1
-    assert decode_record(encode_record(record, version=0)) == record
+    assert records.decode_record(records.encode_record(record, version=0)) == record
 
 
 def test_partition_change_record_v0_leaves_elr_unchanged() -> None:
-    change = PartitionChangeRecord(0, U2, isr=(1,), eligible_leader_replicas=(2,))
-    decoded = decode_record(encode_record(change, version=0))
-    assert isinstance(decoded, PartitionChangeRecord)
+    change = records.PartitionChangeRecord(0, U2, isr=(1,), eligible_leader_replicas=(2,))
+    decoded = records.decode_record(records.encode_record(change, version=0))
+    assert isinstance(decoded, records.PartitionChangeRecord)
     assert decoded.isr == (1,)
     assert decoded.eligible_leader_replicas is None
     assert decoded.last_known_leader == -2
@@ -152,17 +138,17 @@ def test_v0_bytes_with_v1_field_are_corrupt() -> None:
         ],
         use_bin_type=True,
     )
-    with pytest.raises(CorruptRecordError):
-        decode_record(raw)
+    with pytest.raises(records.CorruptRecordError):
+        records.decode_record(raw)
 
 
 def test_unknown_type_and_version_raise_unknown_record_error() -> None:
-    with pytest.raises(UnknownRecordError):
-        decode_record(msgpack.packb([99, 0, {}]))
-    with pytest.raises(UnknownRecordError):
-        decode_record(msgpack.packb([2, 5, {"name": "x", "topic_id": U1.bytes}]))
-    with pytest.raises(UnknownRecordError):
-        encode_record(TopicRecord("x", U1), version=3)
+    with pytest.raises(records.UnknownRecordError):
+        records.decode_record(msgpack.packb([99, 0, {}]))
+    with pytest.raises(records.UnknownRecordError):
+        records.decode_record(msgpack.packb([2, 5, {"name": "x", "topic_id": U1.bytes}]))
+    with pytest.raises(records.UnknownRecordError):
+        records.encode_record(records.TopicRecord("x", U1), version=3)
 
 
 @pytest.mark.parametrize(
@@ -188,8 +174,8 @@ def test_unknown_type_and_version_raise_unknown_record_error() -> None:
     ],
 )
 def test_malformed_bytes_raise_corrupt_record_error(raw: bytes) -> None:
-    with pytest.raises(CorruptRecordError):
-        decode_record(raw)
+    with pytest.raises(records.CorruptRecordError):
+        records.decode_record(raw)
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
@@ -199,10 +185,10 @@ def test_the_fast_decoder_gives_the_generic_paths_record(name: str) -> None:
     record = SAMPLES[name]
     cls = type(record)
     for version in range(cls.VERSION + 1):
-        _, _, data = msgpack.unpackb(encode_record(record, version), raw=False)
-        generic = records_module._decode_fields(cls, cls.TYPE_ID, version, data)
-        fast = records_module._FAST_DECODERS[(cls.TYPE_ID, version)]
-        if cls in (PartitionRecord, PartitionChangeRecord, TopicRecord):
+        _, _, data = msgpack.unpackb(records.encode_record(record, version), raw=False)
+        generic = records._decode_fields(cls, cls.TYPE_ID, version, data)
+        fast = records._FAST_DECODERS[(cls.TYPE_ID, version)]
+        if cls in (records.PartitionRecord, records.PartitionChangeRecord, records.TopicRecord):
             assert fast is not None
         if fast is not None:
             decoded = fast(data)
@@ -211,14 +197,15 @@ def test_the_fast_decoder_gives_the_generic_paths_record(name: str) -> None:
 
 
 def test_record_to_json_uses_kafka_names_and_base64url_uuids() -> None:
-    out = record_to_json(SAMPLES["partition"])
+    out = records.record_to_json(SAMPLES["partition"])
     assert out["type"] == "PARTITION_RECORD"
     assert out["version"] == 1
     assert out["data"]["topicId"] == "Dx4tPEtaaXiHlqW0w9Lh8A"
     assert out["data"]["eligibleLeaderReplicas"] == [3]
     assert out["data"]["lastKnownELR"] == []
-    reg = record_to_json(SAMPLES["register_broker"])
+    reg = records.record_to_json(SAMPLES["register_broker"])
     assert reg["type"] == "REGISTER_BROKER_RECORD"
     assert reg["data"]["endpoints"] == [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092}]
     assert reg["data"]["logDirs"] == ["Dx4tPEtaaXiHlqW0w9Lh8A"]
-    assert record_to_json(NoOpRecord()) == {"type": "NO_OP_RECORD", "version": 0, "data": {}}
+    noop = records.record_to_json(records.NoOpRecord())
+    assert noop == {"type": "NO_OP_RECORD", "version": 0, "data": {}}
