@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +182,16 @@ def _key_of(replica: ReplicaState) -> ReplicaKey:
     return ReplicaKey(int(replica.replica_id), directory_id(replica.replica_directory_id))
 
 
+async def _rounds(deadline: float, pause_s: float) -> AsyncIterator[None]:
+    """Rounds of asking the controllers until `deadline` (time.monotonic()): one now, then one
+    every `pause_s` while a whole pause still ends before the deadline."""
+    while time.monotonic() < deadline:
+        yield
+        if time.monotonic() + pause_s >= deadline:
+            return
+        await asyncio.sleep(pause_s)
+
+
 async def _ask(client: KafkaClient, address: str, request: Any, timeout_ms: int) -> Any:
     """One raft admin request on Kafka's protocol; Kafka's answer."""
     return await client.request(address, request, timeout_ms=timeout_ms)
@@ -199,7 +210,7 @@ async def describe_quorum(
     )
     try:
         addresses = split_bootstrap(bootstrap)
-        while time.monotonic() < deadline:
+        async for _ in _rounds(deadline, 0.1):
             for address in list(addresses):
                 remaining_ms = max(100, int((deadline - time.monotonic()) * 1000))
                 try:
@@ -219,9 +230,6 @@ async def describe_quorum(
                 leader_address = _leader_address(response)
                 if leader_address and leader_address not in addresses:
                     addresses.append(leader_address)
-            if time.monotonic() + 0.1 >= deadline:
-                break
-            await asyncio.sleep(0.1)
         raise last
     finally:
         await client.close()
@@ -288,7 +296,7 @@ async def change_voters(
     last = KafkaError(Errors.NETWORK_EXCEPTION, f"no controller answered at {bootstrap}")
     try:
         addresses = split_bootstrap(bootstrap)
-        while True:
+        async for _ in _rounds(deadline, 0.2):
             queue, seen = list(addresses), set()
             while queue:
                 address = queue.pop(0)
@@ -309,9 +317,6 @@ async def change_voters(
                 leader = await _leader_known_to(client, address, min(remaining_ms, 2000))
                 if leader:
                     queue.insert(0, leader)  # follow the leader
-            if time.monotonic() + 0.2 >= deadline:
-                break
-            await asyncio.sleep(0.2)
         raise last
     finally:
         await client.close()
