@@ -35,16 +35,7 @@ from types import MappingProxyType
 
 import pytest
 
-from broker.core.journal_events import (
-    HwmAdvanced,
-    IsrProposed,
-    IsrResult,
-    JournalEvent,
-    ProduceAcked,
-    RecoveryStateChanged,
-    RoleChanged,
-    Truncated,
-)
+from broker.core import journal_events as events
 from broker.core.partition_state import IsrProposal, PartitionReady, PartitionState
 from kafkawire.broker_lifecycle import alter_partition_result
 from kafkawire.constants import ACKS_ALL
@@ -306,28 +297,30 @@ def describe_log(log: ReplicaLog) -> str:
     return "[" + (" ".join(f"{a}-{b}@{e}" for a, b, e in runs) or "-") + "]"
 
 
-# How a transcript shows each journal event (its fields by name; tuples as `1,2,3`).
+# How a transcript shows each journal event after its class name (its fields by name; tuples
+# as `1,2,3`); an event not named here shows as its class name alone.
 _EVENT_FORMATS: dict[type, str] = {
-    HwmAdvanced: "HwmAdvanced {old}->{new} isr={isr} min_isr={min_isr}",
-    IsrProposed: "IsrProposed {kind} isr={proposed_isr} broker_epochs={broker_epochs}",
-    IsrResult: "IsrResult {outcome} {error} isr={isr}",
-    RoleChanged: "RoleChanged {role} leader={leader_id} epoch={leader_epoch}",
-    RecoveryStateChanged: "RecoveryStateChanged {old_state}->{new_state} ({reason})",
-    Truncated: "Truncated {from_offset}->{to_offset} hwm={high_watermark}",
-    ProduceAcked: "ProduceAcked {base_offset}-{last_offset} hwm={high_watermark}",
+    events.HwmAdvanced: "{old}->{new} isr={isr} min_isr={min_isr}",
+    events.IsrProposed: "{kind} isr={proposed_isr} broker_epochs={broker_epochs}",
+    events.IsrResult: "{outcome} {error} isr={isr}",
+    events.RoleChanged: "{role} leader={leader_id} epoch={leader_epoch}",
+    events.RecoveryStateChanged: "{old_state}->{new_state} ({reason})",
+    events.Truncated: "{from_offset}->{to_offset} hwm={high_watermark}",
+    events.ProduceAcked: "{base_offset}-{last_offset} hwm={high_watermark}",
 }
 
 
-def describe_event(event: JournalEvent) -> str:
+def describe_event(event: events.JournalEvent) -> str:
     values = {
         f.name: _ids(value) if isinstance(value, tuple) else value
         for f in fields(event)
         for value in (getattr(event, f.name),)
     }
-    if isinstance(event, RecoveryStateChanged):
+    if isinstance(event, events.RecoveryStateChanged):
         values["old_state"] = LeaderRecoveryState(event.old_state).name
         values["new_state"] = LeaderRecoveryState(event.new_state).name
-    return _EVENT_FORMATS.get(type(event), type(event).__name__).format(**values)
+    name, shown = type(event).__name__, _EVENT_FORMATS.get(type(event))
+    return name if shown is None else f"{name} {shown.format(**values)}"
 
 
 def _transcripts() -> list[Path]:
