@@ -778,3 +778,15 @@ def broker_config_values(levels: BrokerLevels, *, cluster_default: bool) -> list
             value, source = None, ConfigSource.DEFAULT_CONFIG
         rows.append(ConfigValue(name, value, source, tuple(synonyms), BROKER_CONFIGS.get(name)))
     return rows
+
+
+def declared_defaults(*names: str) -> dict[str, str]:
+    """The defaults this table declares for broker configs `names` (minikraft's where they
+    differ from Kafka's): what a node reads when its config file leaves one out."""
+    defaults = {}
+    for name in names:
+        default = BROKER_CONFIGS[name].default
+        if default is None:
+            raise ValueError(f"{name} has no default")  # node.id, log.dirs: the file must say
+        defaults[name] = default
+    return defaults

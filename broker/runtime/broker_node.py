@@ -48,7 +48,7 @@ from kafkawire.gc_tuning import GcFreezer
 from kafkawire.http_status import node_status_server
 from kafkawire.loop import cancel_and_wait, serve_until_signalled
 from kafkawire.server import KafkaServer
-from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS
+from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS, declared_defaults
 from metadata.loader import MetadataLoader
 from metadata.snapshot_generator import SnapshotGenerator
 from raft.core.replica_key import uuid_to_str
@@ -59,25 +59,26 @@ from raft.runtime.raft_manager import RaftManager
 log = logging.getLogger("minikraft.broker")
 
 
+# What the broker reads where its config file is silent: the table's defaults (Kafka's, and
+# minikraft's log.preallocate and log.segment.bytes: metadata.config_defs says why) ...
 BROKER_DEFAULTS = {
-    "replica.lag.time.max.ms": "30000",
+    **declared_defaults(
+        "replica.lag.time.max.ms",
+        "replica.fetch.max.bytes",
+        "replica.fetch.response.max.bytes",
+        "replica.fetch.wait.max.ms",
+        "replica.fetch.min.bytes",
+        "max.incremental.fetch.session.cache.slots",
+        "min.incremental.fetch.session.eviction.ms",
+        "message.max.bytes",
+        *MINIKRAFT_BROKER_DEFAULTS,
+        "log.retention.check.interval.ms",
+        "log.cleaner.backoff.ms",
+        "log.segment.delete.delay.ms",
+    ),
+    # ... and two of minikraft's own, not in the table (Kafka's replica.fetch.backoff.ms is 1 s).
     "replica.fetch.backoff.ms": "200",
-    # Kafka's defaults (ReplicaFetcherThread): 1 MiB a partition, 10 MiB a request.
-    "replica.fetch.max.bytes": "1048576",
-    "replica.fetch.response.max.bytes": "10485760",
-    "replica.fetch.wait.max.ms": "500",
-    "replica.fetch.min.bytes": "1",
-    "max.incremental.fetch.session.cache.slots": "1000",
-    "min.incremental.fetch.session.eviction.ms": "120000",
-    "message.max.bytes": "1048588",
     "controlled.shutdown.timeout.ms": "8000",
-    # log.preallocate on, log.segment.bytes 8 MiB (metadata.config_defs says why).
-    **MINIKRAFT_BROKER_DEFAULTS,
-    # Kafka's defaults: retention checks every 5 minutes, the cleaner wakes every 15 s.
-    "log.retention.check.interval.ms": "300000",
-    "log.cleaner.backoff.ms": "15000",
-    # Kafka's default of file.delete.delay.ms: a deleted partition's `-delete` directory waits
-    "log.segment.delete.delay.ms": "60000",
 }
 JOURNAL_DIR_KEY = "minikraft.journal.dir"
 CONTROLLER_REQUEST_TIMEOUT_MS = 5000

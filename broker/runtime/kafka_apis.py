@@ -51,16 +51,15 @@ from kafkawire.entities import NO_THROTTLE, build, convert, has_field, item_type
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.messages import KafkaRequest, error_code, request_schema, response_schema
 from metadata import features, kafka_describe
+from metadata.config_defs import declared_defaults
 from metadata.metadata_image import MetadataImage
 
 log = logging.getLogger("minikraft.broker.kafka")
 
 # Kafka's broker defaults for topic auto-creation (Metadata with allow_auto_topic_creation).
-AUTO_CREATE_DEFAULTS = {
-    "auto.create.topics.enable": "true",
-    "num.partitions": "1",
-    "default.replication.factor": "1",
-}
+AUTO_CREATE_DEFAULTS = declared_defaults(
+    "auto.create.topics.enable", "num.partitions", "default.replication.factor"
+)
 
 
 Handler = Callable[[Any, int], Awaitable[Any | None]]
