@@ -149,6 +149,14 @@ def file_summary(batches: Table) -> list[dict[str, Any]]:
     return out
 
 
+def read_batch_headers(stager: Stager, files: list[FileSpec]) -> tuple[Table, list[dict[str, Any]]]:
+    """The audit's first pass: every file's batch headers staged, and file_summary's row per
+    file, from which the replay source is chosen."""
+    staged = stager.submit("batches", files, iter_file_batches, BATCH_COLUMNS)
+    stager.wait()
+    return staged, file_summary(staged)
+
+
 def replay_specs(files: list[FileSpec], source_node: int | None) -> list[FileSpec]:
     """What is decoded: the replay source's files in full, the other nodes' segments for their
     control batches only (rules 1 and 5); rule 2 compares them batch by batch."""
@@ -368,9 +376,7 @@ def run_audit(
     with tempfile.TemporaryDirectory(prefix="minikraft-audit-") as scratch, \
             Stager(Path(scratch), decode_processes(input_bytes)) as stager:
         say(f"reading batch headers of {len(files)} files ({input_bytes / 2**20:,.0f} MiB)")
-        staged_batches = stager.submit("batches", files, iter_file_batches, BATCH_COLUMNS)
-        stager.wait()
-        summary = file_summary(staged_batches)
+        staged_batches, summary = read_batch_headers(stager, files)
         source = choose_replay_source(summary)
         say(f"decoding node {source.node if source else '-'}'s log and replaying its "
             f"partitions in {stager.processes} shard(s)")

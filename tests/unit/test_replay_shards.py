@@ -18,18 +18,11 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from analytics.audit import file_summary, replay_specs  # noqa: E402
+from analytics.audit import read_batch_headers, replay_specs  # noqa: E402
 from analytics.engine.record_columns import iter_record_columns  # noqa: E402
 from analytics.engine.staging import Stager, Table  # noqa: E402
 from analytics.generate import NodeLog, generate_cluster_dir, partition_dir, write_node  # noqa: E402
-from analytics.read.datasource import (  # noqa: E402
-    BATCH_COLUMNS,
-    COLUMNS,
-    KIND_SEGMENT,
-    FileSpec,
-    discover_files,
-    iter_file_batches,
-)
+from analytics.read.datasource import COLUMNS, KIND_SEGMENT, FileSpec, discover_files  # noqa: E402
 from analytics.rules.partitions.pure import PARTITION_RECORD_TYPES, POINT, TALLY, VIOLATION  # noqa: E402
 from analytics.rules.partitions.shards import (  # noqa: E402
     REPLAY_OUTPUT_COLUMNS,
@@ -49,9 +42,8 @@ from storage.core.record_batch import encode_batch  # noqa: E402
 def _source(root: Path, work: Path) -> tuple[list[FileSpec], ReplaySource]:
     files = discover_files(root)
     with Stager(work) as stager:
-        batches = stager.submit("batches", files, iter_file_batches, BATCH_COLUMNS)
-        stager.wait()
-    source = choose_replay_source(file_summary(batches))
+        _batches, summary = read_batch_headers(stager, files)
+    source = choose_replay_source(summary)
     assert source is not None
     return files, source
 
