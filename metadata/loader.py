@@ -4,13 +4,21 @@ it replays them into the MetadataImage through MetadataDelta (STYLE.md: replay i
 state changes; the delta also notes what moved), and hands `(delta, image, manifest)` to each
 registered MetadataPublisher in order: the snapshot generator on every node, the broker's
 publisher on brokers. Controllers read `image` when they build a write; brokers act on the
-delta. Pure: the runtime that owns Raft calls it on the event loop."""
+delta. Pure: the runtime that owns Raft calls it on the event loop.
+
+A loader given a `high_watermark` (the broker's) publishes nothing until it has caught up, as
+Kafka's MetadataLoader (`stillNeedToCatchUp`): it replays what Raft delivers into an image of
+its own, and only once that image reaches the high watermark it learned from the leader do the
+publishers get it, in one change against what they last saw. A restarted broker thus applies
+the cluster's current state once, not its stale local snapshot first and then everything
+that changed while it was down (issue 35). Controllers keep no such rule: a controller's image
+must be current the moment it wins an election."""
 
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -130,10 +138,19 @@ def replay_steps(delta: MetadataDelta, batches: Sequence[RecordBatch]) -> Iterat
 
 
 class MetadataLoader:
-    def __init__(self) -> None:
+    def __init__(self, high_watermark: Callable[[], int | None] | None = None) -> None:
+        # What the publishers have seen (and what the node serves from).
         self.image = MetadataImage()
-        self.committed_offset = 0  # everything below is applied
+        # Everything replayed (equal to `image` unless the loader is still catching up).
+        self._latest = self.image
+        self.committed_offset = 0  # everything below is replayed
         self.committed_epoch = 0
+        # Kafka's lastAppliedOffset: everything below has been through every publisher.
+        self.published_offset = 0
+        # Kafka's highWaterMarkAccessor (None while unknown); None: publish at once.
+        self._high_watermark = high_watermark
+        self.catching_up = high_watermark is not None
+        self._catch_up_reason = ""
         self.leader_id: int | None = None
         self.epoch = -1
         self.is_active = False
@@ -172,7 +189,7 @@ class MetadataLoader:
         that nobody sees, across as many commits as they take, and published together at the
         end; an AbortTransactionRecord drops them. The committed offset stays below the
         transaction until then."""
-        delta = self._open if self._open is not None else MetadataDelta(self.image)
+        delta = self._open if self._open is not None else MetadataDelta(self._latest)
         count = 0
         for batch in batches:
             if batch.is_control:
@@ -187,7 +204,7 @@ class MetadataLoader:
                         continue
                     if delta.records:
                         yield from self._publish_steps(delta, offset, batch.leader_epoch)
-                        delta = MetadataDelta(self.image)
+                        delta = MetadataDelta(self._latest)
                     self._open, self._open_at = delta, offset
                 elif isinstance(record, EndTransactionRecord | AbortTransactionRecord):
                     if self._open is None:
@@ -198,7 +215,7 @@ class MetadataLoader:
                         log.info("Metadata transaction begun at %s aborted at %s (%s): its %s "
                                  "records are dropped", self._open_at, offset, record.reason,
                                  delta.records)
-                        delta = MetadataDelta(self.image)
+                        delta = MetadataDelta(self._latest)
                     self._open = None
                 else:
                     delta.replay(record, offset)
@@ -216,13 +233,11 @@ class MetadataLoader:
     def _publish_steps(
         self, delta: MetadataDelta, end_offset: int, epoch: int
     ) -> Iterator[None]:
-        """Take the delta's image as committed below `end_offset` and tell the publishers."""
-        self.image = delta.image()
+        """Take the delta's image as committed below `end_offset` and tell the publishers
+        (once caught up: until then it is only replayed)."""
+        self._latest = delta.image()
         self.committed_offset = end_offset
         self.committed_epoch = epoch
-        manifest = LoaderManifest(
-            Provenance.LOG, self.committed_offset, self.committed_epoch, delta.records
-        )
         if delta.records >= 1000:
             log.info(
                 "Replayed %s metadata records up to offset %s (%s partitions, %s new topics)",
@@ -231,7 +246,53 @@ class MetadataLoader:
                 len(delta.partitions),
                 len(delta.created_topics),
             )
+        if self.catching_up:
+            yield from self.catch_up_steps()
+            return
+        self.image = self._latest
+        manifest = LoaderManifest(
+            Provenance.LOG, self.committed_offset, self.committed_epoch, delta.records
+        )
         yield from self._publishers_steps(delta, manifest)
+        self.published_offset = end_offset
+
+    def _still_catching_up(self) -> bool:
+        """Kafka's MetadataLoader.stillNeedToCatchUp: the high watermark is unknown, or above
+        what was replayed, or nothing was replayed yet."""
+        high_watermark = self._high_watermark() if self._high_watermark is not None else None
+        if high_watermark is None:
+            reason = "the high watermark is not known yet"
+        elif high_watermark > self.committed_offset:
+            reason = "the high watermark is above the loaded offset"
+        elif self.committed_offset == 0:
+            reason = "no metadata record was loaded yet"
+        else:
+            log.info("The metadata loader caught up to the high watermark %s: publishing the "
+                     "image at offset %s", high_watermark, self.committed_offset)
+            return False
+        if reason != self._catch_up_reason:  # once per reason, not per fetch
+            self._catch_up_reason = reason
+            log.info("The metadata loader is still catching up (loaded up to offset %s, high "
+                     "watermark %s): %s", self.committed_offset, high_watermark, reason)
+        return True
+
+    def catch_up_steps(self) -> Iterator[None]:
+        """Once caught up, hand the publishers everything replayed so far, as one change against
+        what they last saw (Kafka's initializeNewPublishers: a SnapshotManifest built from the
+        image). The runtime calls it again whenever the high watermark may have moved (a
+        node already at the leader's end gets no commit that would)."""
+        if not self.catching_up or self._open is not None or self._still_catching_up():
+            return
+        self.catching_up = False
+        latest = self._latest
+        delta = MetadataDelta(latest)
+        yield from snapshot_delta_steps(delta, self.image, latest)
+        self.image = latest
+        manifest = LoaderManifest(
+            Provenance.SNAPSHOT, self.committed_offset, self.committed_epoch, delta.records
+        )
+        yield from self._publishers_steps(delta, manifest)
+        self.published_offset = manifest.end_offset
 
     def handle_load_snapshot(
         self, snapshot_end_offset: int, batches: Sequence[RecordBatch]
@@ -247,14 +308,20 @@ class MetadataLoader:
         replayed = MetadataDelta(MetadataImage())
         yield from replay_steps(replayed, batches)
         self._open = None  # a snapshot never holds part of a transaction (Kafka's resetToImage)
-        before, after = self.image, replayed.image()
-        delta = MetadataDelta(after)
-        delta.records = replayed.records
-        yield from snapshot_delta_steps(delta, before, after)
-        self.image = after
+        after = replayed.image()
+        self._latest = after
         self.committed_offset = snapshot_end_offset
         epoch = batches[-1].leader_epoch if batches else self.committed_epoch
         self.committed_epoch = epoch
+        if self.catching_up:
+            log.info("Loaded metadata snapshot ending at offset %s (%s records, %s topics)",
+                     snapshot_end_offset, replayed.records, len(after.topics))
+            yield from self.catch_up_steps()
+            return
+        delta = MetadataDelta(after)
+        delta.records = replayed.records
+        yield from snapshot_delta_steps(delta, self.image, after)
+        self.image = after
         log.info(
             "Loaded metadata snapshot ending at offset %s (%s records, %s topics): %s "
             "partitions changed, %s topics created, %s removed",
@@ -269,6 +336,7 @@ class MetadataLoader:
             Provenance.SNAPSHOT, snapshot_end_offset, epoch, delta.records
         )
         yield from self._publishers_steps(delta, manifest)
+        self.published_offset = snapshot_end_offset
 
     def handle_leader_change(
         self, leader_id: int | None, epoch: int, is_local_leader: bool

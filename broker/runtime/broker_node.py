@@ -91,6 +91,9 @@ STARTING_HEARTBEAT_S = 0.01
 
 SLOW_PHASE_S = 5.0
 
+# Kafka's BrokerState (metadata/BrokerState.java), the value of its BrokerState gauge.
+STARTING, RECOVERY, RUNNING, PENDING_CONTROLLED_SHUTDOWN, SHUTTING_DOWN = 1, 2, 3, 6, 7
+
 
 class _Phases:
     """Where a shutdown's time went, for its one summary line."""
@@ -164,7 +167,10 @@ class BrokerNode:
         self.started_after_clean_shutdown = False
         # The broker's view of `__cluster_metadata`: the shared loader, with the snapshot
         # generator and this broker's publisher registered once the replica manager exists.
-        self.metadata = MetadataLoader()
+        # It publishes nothing before it has caught up with the leader's high watermark
+        # (Kafka's MetadataLoader with the Raft client's highWatermark()): a restarted broker
+        # applies the cluster's current state once (issue 35).
+        self.metadata = MetadataLoader(high_watermark=self._metadata_high_watermark)
         self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
         # Broker lifecycle with the active controller on Kafka's protocol, on connections of
         # its own: a Kafka listener serves one request per connection at a time, so heartbeats
@@ -230,6 +236,10 @@ class BrokerNode:
         # then RECOVERY until the controller unfences it), so a fresh broker is unfenced as soon
         # as it has caught up rather than at its next 2 s heartbeat; afterwards at the interval.
         self._started = False
+        # The controller said this broker has caught up with the metadata log (its
+        # registration), the BrokerLifecycleManager's STARTING -> RECOVERY.
+        self.caught_up = False
+        self._controlled_shutdown_done = False
         # Kafka's wire protocol on each broker listener (clients and the other brokers); a
         # request knows the listener it came in on (KafkaRequestContext.listener_name).
         self.kafka_apis = KafkaApis(self)
@@ -249,7 +259,7 @@ class BrokerNode:
         self.registry = CollectorRegistry()
         Gauge(
             "broker_metadata_offset", "applied metadata offset", registry=self.registry
-        ).set_function(lambda: self.metadata.committed_offset)
+        ).set_function(lambda: self.metadata.published_offset)
         # Kafka's ReplicaManager gauges, kept as partitions change (broker.runtime.isr_counts):
         # led partitions under min ISR, and whose ISR lacks a replica (bench scale waits for 0
         # of those on every broker before it asks Metadata).
@@ -257,6 +267,12 @@ class BrokerNode:
         Gauge(
             "UnderMinIsrPartitionCount", "led partitions under min ISR", registry=self.registry
         ).set_function(lambda: len(isr_counts.under_min_isr))
+        # Kafka's KafkaBroker gauge: STARTING (1) until the controller says the broker caught
+        # up, RECOVERY (2) until unfenced, RUNNING (3); `bench scale` waits for a restarted
+        # broker to be RUNNING before it counts the ISRs.
+        Gauge("BrokerState", "Kafka's BrokerState", registry=self.registry).set_function(
+            self.broker_state
+        )
         Gauge(
             "UnderReplicatedPartitions", "led partitions whose ISR lacks a replica",
             registry=self.registry,
@@ -265,6 +281,10 @@ class BrokerNode:
         self._stopped = asyncio.Event()
         self._shutting_down = False
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _metadata_high_watermark(self) -> int | None:
+        replica = self.raft.replica
+        return replica.high_watermark if replica.high_watermark_known else None
 
     # ---- lifecycle ----
 
@@ -311,6 +331,7 @@ class BrokerNode:
             clean = True
         except Exception:
             log.exception("Controlled shutdown failed")
+        self._controlled_shutdown_done = True
         phases.done("controlled shutdown")
         await cancel_and_wait(*self._tasks)
         phases.done("tasks")
@@ -361,7 +382,7 @@ class BrokerNode:
                     lifecycle.heartbeat_request(
                         self.broker_id,
                         self.broker_epoch,
-                        self.metadata.committed_offset,
+                        self.metadata.published_offset,
                         want_shut_down=True,
                     ),
                     timeout_ms=1000,
@@ -421,9 +442,15 @@ class BrokerNode:
 
     async def _heartbeat(self) -> None:
         try:
+            # Kafka's BrokerLifecycleManager: the offset every publisher has applied
+            # (MetadataLoader.lastAppliedOffset), and wantFence until the first metadata was
+            # published (BrokerServer's setReadyToUnfence after firstPublishFuture).
             response = await self._controller_request(
                 lifecycle.heartbeat_request(
-                    self.broker_id, self.broker_epoch, self.metadata.committed_offset
+                    self.broker_id,
+                    self.broker_epoch,
+                    self.metadata.published_offset,
+                    want_fence=self.metadata.published_offset == 0,
                 )
             )
         except KafkaError as exc:
@@ -436,6 +463,7 @@ class BrokerNode:
             log.info("Broker %s is now %s", self.broker_id, "fenced" if response.is_fenced else "unfenced")
         self.fenced = response.is_fenced
         self._started = self._started or not response.is_fenced
+        self.caught_up = self.caught_up or response.is_caught_up
         if response.is_caught_up and not self._strays_checked:
             # Kafka looks for stray logs once the broker has caught up with the metadata log
             # (LogManager.startup with isStrayKraftReplica): only then does a topic id missing
@@ -555,6 +583,13 @@ class BrokerNode:
 
     # ---- status ----
 
+    def broker_state(self) -> int:
+        if self._shutting_down:
+            return SHUTTING_DOWN if self._controlled_shutdown_done else PENDING_CONTROLLED_SHUTDOWN
+        if not self.fenced:
+            return RUNNING
+        return RECOVERY if self.caught_up else STARTING
+
     def status(self) -> dict[str, Any]:
         replica = self.raft.replica
         return {
@@ -564,7 +599,7 @@ class BrokerNode:
             "metadata_leader_id": replica.leader_id,
             "metadata_epoch": replica.epoch,
             "metadata_high_watermark": replica.high_watermark,
-            "metadata_applied_offset": self.metadata.committed_offset,
+            "metadata_applied_offset": self.metadata.published_offset,
             "metadata_directory_id": uuid_to_str(self.raft.meta.directory_id),
             "cluster_id": self.raft.cluster_id,
             "broker_epoch": self.broker_epoch,

@@ -295,14 +295,36 @@ def _caught_up(cluster: LocalCluster) -> bool:
     return all(int(s["applied_offset"]) >= hwm - 5 for s in statuses if s is not None)
 
 
+# Kafka's BrokerState gauge value of a broker unfenced and serving.
+BROKER_RUNNING = 3
+
+
 def _broker_restart(cluster: LocalCluster, admin: _Admin, prefix: str) -> float:
     victim = cluster.brokers[-1]
     cluster.kill(victim)
     cluster.start_node(victim)
     cluster.write_cluster_file()
     started = time.monotonic()
+    # Until the other brokers have applied the victim's fencing their Metadata still names it
+    # in every ISR, and their UnderReplicatedPartitions is 0: the count starts once the victim
+    # is RUNNING again (Kafka's BrokerState gauge) and asks only brokers that have applied the
+    # metadata as far as the victim had then (its unfencing, and its fencing before it).
+    unfenced_at: list[float] = []
+
+    def running() -> bool:
+        found = _gauges(victim, {"state": "BrokerState", "offset": "broker_metadata_offset"})
+        if not found or found.get("state") != BROKER_RUNNING:
+            return False
+        unfenced_at.append(found["offset"])
+        return True
+
+    poll_until(running, ISR_DEADLINE_S, f"{victim.name} running", poll_s=0.2)
 
     def back() -> bool:
+        for spec in cluster.brokers:
+            found = _gauges(spec, {"offset": "broker_metadata_offset"})
+            if not found or found.get("offset", -1) < unfenced_at[0]:
+                return False
         if not _isr_settled(cluster):
             return False
         try:

@@ -141,6 +141,7 @@ class Leadership(ReplicaBase):
         # Rule 6: a leader outside the set in force is not counted (the set has no key for it).
         if st.maybe_advance_high_watermark(self.voters):
             self._high_watermark = max(self._high_watermark, st.high_watermark)
+            self._high_watermark_known = True
         if (not self.is_voter and self._high_watermark > self._history.latest_offset()
                 and self._state is st):
             self._become_resigned(st, self._now_ms)  # rule 6: its removal committed

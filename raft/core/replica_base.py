@@ -108,6 +108,9 @@ class ReplicaBase:
         self._now_ms = now_ms
         self._history = load_voter_history(log)
         self._high_watermark = 0
+        # Kafka's highWatermark() is empty until the node has heard one from a leader (or is the
+        # leader that advanced it): a restarted node does not know what is committed yet.
+        self._high_watermark_known = False
         self._persisted = election_state or ElectionState(0)
         self._inflight_fetch: object | None = None  # the Fetch or FetchSnapshot in flight
         self._inflight_sent_ms = 0
@@ -177,6 +180,12 @@ class ReplicaBase:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    @property
+    def high_watermark_known(self) -> bool:
+        """A leader's high watermark reached this node since it started (a fetch answer that
+        carried one, a snapshot fetched from it) or this node advanced it as the leader."""
+        return self._high_watermark_known
 
     @property
     def voters(self) -> VoterSet:

@@ -173,8 +173,11 @@ class Replication(Election):
         return b""
 
     def _update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        if leader_high_watermark < 0:
+            return  # a new leader that does not know it yet (Kafka: an empty high watermark)
         hwm = min(leader_high_watermark, self._log.end_offset())
         self._high_watermark = max(self._high_watermark, hwm)
+        self._high_watermark_known = True
 
     def _truncate_to_diverging(self, diverging: OffsetAndEpoch) -> None:
         """Rule 3, Kafka's truncateToEndOffset: cut at the end of the last epoch we share."""
@@ -241,6 +244,7 @@ class Replication(Election):
         self._log.install_snapshot(snapshot_id, bytes(data))
         self._history = load_voter_history(self._log)
         self._high_watermark = max(self._high_watermark, snapshot_id.end_offset)
+        self._high_watermark_known = True
         self._awaiting_flush = True
         self._out.flush = True
 

@@ -479,7 +479,7 @@ class RaftDriver:
         high_watermark = self.replica.high_watermark
         if high_watermark > self._applied_offset or (
             snapshot_id is not None and snapshot_id.end_offset > self._applied_offset
-        ):
+        ) or (self._listener_catching_up() and self.replica.high_watermark_known):
             self._apply_wakeup.set()
         if self._commit_waiters:
             remaining = []
@@ -533,8 +533,28 @@ class RaftDriver:
             self._apply_wakeup.clear()
             await self._apply_committed()
 
+    def _listener_catching_up(self) -> bool:
+        """The listener publishes nothing until it has caught up with the high watermark (a
+        broker's MetadataLoader, Kafka's stillNeedToCatchUp)."""
+        return bool(getattr(self.listener, "catching_up", False))
+
     async def _apply_committed(self) -> None:
-        """Hand the listener what committed since the last call, a slice at a time."""
+        """Hand the listener what committed since the last call, a slice at a time.
+
+        A listener still catching up gets nothing, not even the local snapshot, until the
+        high watermark is known (Kafka's KafkaRaftClient.pollListeners): a restarted broker
+        whose log fell behind the leader's start then loads the snapshot it fetches, not its
+        stale one first (issue 35)."""
+        catching_up = self._listener_catching_up()
+        if catching_up and not self.replica.high_watermark_known:
+            return
+        await self._deliver_to_listener()
+        if catching_up:
+            steps = getattr(self.listener, "catch_up_steps", None)
+            if steps is not None:
+                await self._run_steps(steps())
+
+    async def _deliver_to_listener(self) -> None:
         snapshot_id = self.log.latest_snapshot_id()
         while snapshot_id is not None and snapshot_id.end_offset > self._applied_offset:
             # A snapshot fetched from the leader replaced the log below it (FetchSnapshot).
@@ -570,7 +590,10 @@ class RaftDriver:
 
     def _load_state_machine(self) -> None:
         """Feed the listener the latest snapshot at start, in one go; the committed log is then
-        delivered as the HWM becomes known again (a restarted node learns it from the leader)."""
+        delivered as the HWM becomes known again (a restarted node learns it from the leader).
+        A listener catching up gets its snapshot from the applier once the HWM is known."""
+        if self._listener_catching_up():
+            return
         for _ in self._load_snapshot_steps():
             pass
 

@@ -105,6 +105,14 @@ def restart(c: LocalCluster, spec: NodeSpec) -> None:
     c.write_cluster_file()
 
 
+def gauge(spec: NodeSpec, name: str) -> float | None:
+    with urllib.request.urlopen(f"http://{spec.host}:{spec.http_port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+    return None
+
+
 def registrations(c: LocalCluster, broker_id: int) -> dict[str, list[str]]:
     """Each controller's log lines for the registrations of `broker_id`, by its address."""
     needle = f"Registered broker {broker_id} with epoch"
@@ -215,6 +223,7 @@ def test_clean_restart_keeps_elr_unclean_drops_it(cluster: LocalCluster) -> None
 
     unclean_id = next(b for b in (101, 102, 103) if b != describe(c, "elr")["leader"])
     spec = broker(c, unclean_id)
+    logged_before = len(Path(spec.log_file).read_text())
     c.kill(spec, signal.SIGKILL)
     wait_describe(c, "elr", lambda p: unclean_id in p["elr"], 20)
     assert not (Path(spec.dir) / "data" / ".kafka_cleanshutdown").exists()
@@ -227,6 +236,13 @@ def test_clean_restart_keeps_elr_unclean_drops_it(cluster: LocalCluster) -> None
     # replayed that commit yet.
     assert unclean_id not in describe(c, "elr", bootstrap=active)["elr"]
     wait_describe(c, "elr", lambda p: sorted(p["isr"]) == [101, 102, 103], 30)
+    # Issue 35, Kafka's MetadataLoader: the restarted broker published its metadata once, when
+    # it had caught up with the leader's high watermark (not its local snapshot and then the
+    # log), and Kafka's BrokerState gauge says RUNNING.
+    since = Path(spec.log_file).read_text()[logged_before:]
+    assert "The metadata loader caught up to the high watermark" in since, since
+    assert since.count("Applied metadata snapshot") == 1, since
+    assert gauge(spec, "BrokerState") == 3
 
 
 async def _raw(address: str, request: Any, topic_id: uuid.UUID | None = None) -> Any:

@@ -225,3 +225,93 @@ def test_a_snapshot_is_taken_beside_the_commits_not_in_their_way() -> None:
     assert [end for end, _ in emit.snapshots] == [2]
     assert {decode_record(r).name for r in emit.snapshots[0][1]} == {"t", "u"}
     assert loader.committed_offset == 3
+
+
+class _Recorder:
+    name = "Recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[MetadataDelta, Provenance, int, int]] = []
+
+    def on_metadata_update(self, delta, image, manifest):  # type: ignore[no-untyped-def]
+        self.seen.append((delta, manifest.provenance, manifest.end_offset, len(image.topics)))
+
+
+def test_a_loader_given_a_high_watermark_publishes_nothing_until_it_has_caught_up() -> None:
+    """Kafka's MetadataLoader.stillNeedToCatchUp (the broker's loader, issue 35): commits and
+    snapshots are replayed but not published while the high watermark is unknown or above
+    what was loaded; then the publishers get everything at once, as one change against the
+    (empty) image they had, and the node's image and published offset move only then."""
+    high_watermark: list[int | None] = [None]
+    loader = MetadataLoader(high_watermark=lambda: high_watermark[0])
+    recorder = _Recorder()
+    loader.install_publishers([recorder])
+    loader.handle_commit(batches(0, 1, [
+        RegisterBrokerRecord(1, uuid.UUID(int=1), broker_epoch=0),
+        TopicRecord("t", T),
+        PartitionRecord(0, T, replicas=(1,), isr=(1,), leader=1),
+    ]))
+    assert recorder.seen == [] and loader.catching_up  # high watermark unknown
+    assert loader.image.topics == {} and loader.published_offset == 0
+    assert loader.committed_offset == 3  # replayed all the same
+    high_watermark[0] = 5
+    loader.handle_commit(batches(3, 1, [PartitionRecord(1, T, replicas=(1,), isr=(1,), leader=1)]))
+    assert recorder.seen == [] and loader.catching_up  # loaded to 4, committed to 5
+    loader.handle_commit(batches(4, 1, [TopicRecord("u", U)]))
+    (delta, provenance, end_offset, topics), = recorder.seen
+    assert provenance is Provenance.SNAPSHOT and end_offset == 5 and topics == 2
+    assert delta.created_topics == {T, U} and delta.partitions == {(T, 0), (T, 1)}
+    assert delta.brokers == {1}
+    assert not loader.catching_up and loader.published_offset == 5
+    assert set(loader.image.topics_by_name) == {"t", "u"}
+    # From now on every commit is published as it comes.
+    high_watermark[0] = 9
+    loader.handle_commit(batches(5, 1, [PartitionChangeRecord(0, T, isr=())]))
+    assert [(p, end) for _, p, end, _ in recorder.seen[1:]] == [(Provenance.LOG, 6)]
+    assert loader.published_offset == 6
+
+
+def test_a_restarted_broker_publishes_the_newer_snapshot_only_not_its_stale_one() -> None:
+    """Issue 35: a restarted broker that loaded its own stale snapshot and then one fetched
+    from the leader applied both (100,000 partitions each); holding until caught up, the
+    publishers see one change: the newer snapshot against what they had."""
+    high_watermark: list[int | None] = [None]
+    loader = MetadataLoader(high_watermark=lambda: high_watermark[0])
+    recorder = _Recorder()
+    loader.install_publishers([recorder])
+    stale = [TopicRecord("t", T), TopicRecord("gone", uuid.UUID(int=11))]
+    loader.handle_load_snapshot(50, batches(0, 1, stale))
+    assert recorder.seen == []
+    high_watermark[0] = 90
+    newer = [TopicRecord("t", T), TopicRecord("u", U)]
+    loader.handle_load_snapshot(90, batches(0, 2, newer))
+    (delta, provenance, end_offset, _), = recorder.seen
+    assert provenance is Provenance.SNAPSHOT and end_offset == 90
+    assert delta.created_topics == {T, U} and not delta.removed_topics
+    assert set(loader.image.topics_by_name) == {"t", "u"}
+
+
+def test_catching_up_ends_when_the_high_watermark_is_learned_with_nothing_new() -> None:
+    """A broker whose log already holds everything committed gets no commit that would end
+    the catch-up: the runtime asks again (catch_up_steps) when the high watermark moves."""
+    high_watermark: list[int | None] = [None]
+    loader = MetadataLoader(high_watermark=lambda: high_watermark[0])
+    recorder = _Recorder()
+    loader.install_publishers([recorder])
+    loader.handle_commit(batches(0, 1, [TopicRecord("t", T)]))
+    list(loader.catch_up_steps())
+    assert recorder.seen == []
+    high_watermark[0] = 1
+    list(loader.catch_up_steps())
+    assert [(p, end) for _, p, end, _ in recorder.seen] == [(Provenance.SNAPSHOT, 1)]
+
+
+def test_a_loader_without_a_high_watermark_publishes_every_commit_at_once() -> None:
+    """The controllers' loader: its image must be current the moment it wins an election."""
+    loader = MetadataLoader()
+    recorder = _Recorder()
+    loader.install_publishers([recorder])
+    assert not loader.catching_up
+    loader.handle_commit(batches(0, 1, [TopicRecord("t", T)]))
+    assert [(p, end) for _, p, end, _ in recorder.seen] == [(Provenance.LOG, 1)]
+    assert loader.published_offset == 1

@@ -80,3 +80,53 @@ async def test_the_applier_gives_the_loop_back_once_its_budget_is_spent() -> Non
         before = turns.count
         await run_steps(slices(), budget_s=0.02)
     assert 1 <= turns.count - before < 25, turns.count - before
+
+
+class _CatchingUpListener:
+    """A listener that publishes nothing before it has caught up (the broker's loader)."""
+
+    def __init__(self) -> None:
+        self.catching_up = True
+        self.loaded: list[int] = []
+        self.committed: list[tuple[int, int]] = []
+        self.asked = 0
+
+    def handle_load_snapshot(self, end_offset: int, batches: Sequence[RecordBatch]) -> None:
+        self.loaded.append(end_offset)
+
+    def handle_commit(self, batches: Sequence[RecordBatch]) -> None:
+        self.committed += [(b.base_offset, b.last_offset) for b in batches]
+
+    def catch_up_steps(self) -> Iterator[None]:
+        self.asked += 1
+        yield
+
+
+async def test_a_catching_up_listener_gets_nothing_until_the_high_watermark_is_known(
+    tmp_path: Path,
+) -> None:
+    """Kafka's KafkaRaftClient.pollListeners: no snapshot and no commit reaches a listener
+    before the high watermark is known. Issue 35: a restarted broker loaded its own stale
+    100,000-partition snapshot at start, then the newer one it fetched from the leader; it now
+    loads only the snapshot that is latest once the leader answered (the one it fetched)."""
+    log = DiskLog(tmp_path / "__cluster_metadata-0")
+    for i in range(10):
+        log.append_as_leader([b"x", b"y", b"z"], 1, 1_000 + i)
+    log.create_snapshot(SnapshotId(15, 1), encode_batch(0, 1, 1, [b"stale"]))
+    replica = SimpleNamespace(high_watermark=0, high_watermark_known=False)
+    listener = _CatchingUpListener()
+    driver = RaftDriver(
+        cast(Any, replica), log, ElectionStateFile(tmp_path / "quorum-state"),
+        cast(Any, None), listener=cast(Any, listener),
+    )
+    driver._load_state_machine()  # at start
+    await driver._apply_committed()
+    assert listener.loaded == [] and listener.committed == [] and listener.asked == 0
+    # The leader sent a newer snapshot (FetchSnapshot) and then the high watermark.
+    log.install_snapshot(SnapshotId(40, 2), encode_batch(0, 2, 1, [b"newer"]))
+    log.append_as_follower(encode_batch(40, 2, 1, [b"a", b"b", b"c"]))
+    replica.high_watermark, replica.high_watermark_known = 43, True
+    await driver._apply_committed()
+    assert listener.loaded == [40] and listener.committed == [(40, 42)]
+    assert listener.asked == 1  # asked to publish once caught up
+    log.close()

@@ -516,6 +516,8 @@ def pump_fetch(leader: RaftReplica, follower: RaftReplica, now_ms: int) -> RaftR
 def test_replication_and_high_watermark() -> None:
     leader, f2, f3 = leader_with_followers()
     assert leader.high_watermark == 0
+    # Kafka's highWatermark() is empty until known: what a broker's loader waits for.
+    assert not f2.high_watermark_known and not f3.high_watermark_known
     _result, last = leader.append([b"a"], 2100)
     assert last == START_OF_EPOCH_RECORDS
     leader._log.flush()
@@ -525,9 +527,10 @@ def test_replication_and_high_watermark() -> None:
     result = pump_fetch(leader, f2, 2101)  # f2 appends everything up to `end` and flushes
     assert f2._log.end_offset() == end and result.flush
     pump_fetch(leader, f2, 2102)  # reports fetch offset `end`: a majority has it
-    assert leader.high_watermark == end
+    assert leader.high_watermark == end and leader.high_watermark_known
     pump_fetch(leader, f2, 2103)
     assert f2.high_watermark == end  # follower HWM = min(leader HWM, own end)
+    assert f2.high_watermark_known and not f3.high_watermark_known
     assert f3.high_watermark == 0
     describe = leader.handle_request(99, describe_quorum_request(), 2104).response
     assert isinstance(describe, DescribeQuorumResponse)
@@ -630,6 +633,7 @@ def test_follower_loads_snapshot_in_chunks() -> None:
     response = leader.handle_request(3, fetch, 2005).response
     assert isinstance(response, FetchResponse) and flat(response).snapshot_end_offset == end
     result = follower.handle_response(1, fetch, response, 2005)
+    assert not follower.high_watermark_known  # known once the snapshot is in
     chunks = 0
     while (out := sent(result, FetchSnapshotRequest)):
         request = out[0].request
@@ -640,6 +644,7 @@ def test_follower_loads_snapshot_in_chunks() -> None:
     assert chunks > 1
     assert follower._log.latest_snapshot_id() == snapshot_id
     assert follower._log.end_offset() == end and follower.high_watermark == end
+    assert follower.high_watermark_known
     assert follower.is_voter  # rule 7: the snapshot carries the voter set
     follower._log.flush()
     result = follower.handle_flushed(2007)
