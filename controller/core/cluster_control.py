@@ -19,7 +19,6 @@ from controller.core.replication_control import (
     broker_fenced_steps,
     broker_restart_steps,
     broker_unfenced_steps,
-    leaderships,
 )
 from controller.core.steps import Steps, drain, drained
 from kafkawire.broker_lifecycle import (
@@ -43,6 +42,16 @@ from metadata.records import (
 
 # RegisterBrokerRecord.broker_epoch -1: replay uses the record's offset as the broker epoch.
 EPOCH_FROM_OFFSET = -1
+# Partition changes one controlled-shutdown heartbeat writes at most; the broker's next
+# heartbeats write the rest, and it is granted once none is left. Kafka moves every
+# leadership in the first heartbeat's write (handleBrokerInControlledShutdown), a few ms of
+# Java at 100,000 partitions; here 100,000 changes are seconds of builder, Raft and replay,
+# and three brokers stopping at once waited for each other's whole write until their
+# shutdowns timed out (issue 35). Kafka bounds a controller event of elections the same way
+# (ReplicationControlManager's maxElectionsPerImbalance, 1,000); 5,000 here: a batch is about
+# 0.7 s at 20,000 partitions under load, well within the heartbeat's 4.5 s, and each write's
+# fixed cost (Raft commit, fsync, publishing) is paid a fifth as often.
+CONTROLLED_SHUTDOWN_BATCH = 5000
 
 
 @dataclass
@@ -50,6 +59,9 @@ class BrokerHeartbeatTracker:
     """Last contact per broker, on the active controller only (in memory, like Kafka's)."""
 
     last_contact_ms: dict[int, int] = field(default_factory=dict)
+    # Where the next controlled-shutdown batch starts (topic name, partition id): each batch
+    # goes on from the last one instead of scanning the partitions already moved again.
+    shutdown_cursor: tuple[str, int] | None = None
 
     def touch(self, broker_id: int, now_ms: int) -> None:
         self.last_contact_ms[broker_id] = now_ms
@@ -213,9 +225,11 @@ def process_heartbeat_steps(
     tracker: BrokerHeartbeatTracker,
     now_ms: int,
     policy: ElectionPolicy = DEFAULT_POLICY,
+    shutdown_batch: int | None = CONTROLLED_SHUTDOWN_BATCH,
 ) -> Steps[ControllerResult[BrokerHeartbeatResponse]]:
     """Kafka's broker state machine: unfence when caught up, fence on request, and controlled
-    shutdown in two steps (move leadership and leave the ISRs, then fence and let it stop)."""
+    shutdown in steps: move leadership and leave the ISRs (at most `shutdown_batch` partition
+    changes a heartbeat), then, once nothing is left, fence and let it stop."""
     registration = image.brokers.get(request.broker_id)
     if registration is None:
         return ControllerResult(
@@ -239,26 +253,42 @@ def process_heartbeat_steps(
             return ControllerResult(
                 (), heartbeat_response(is_caught_up=caught_up, should_shut_down=True)
             )
-        if registration.in_controlled_shutdown and leaderships(image, broker_id) == 0:
-            records, changes = yield from _fence(image, registration, policy)
-            return ControllerResult(
-                tuple(records),
-                heartbeat_response(
-                    is_caught_up=caught_up, is_fenced=True, should_shut_down=True
-                ),
-                tuple(changes),
+        if registration.in_controlled_shutdown:
+            pending = yield from broker_controlled_shutdown_steps(
+                image, (broker_id,), policy, limit=1, start=tracker.shutdown_cursor
             )
-        changes = yield from broker_controlled_shutdown_steps(image, broker_id, policy)
-        records = [*written_records(changes)]
+            if not pending:  # its leaderships moved, it left the ISRs: granted
+                records, changes = yield from _fence(image, registration, policy)
+                return ControllerResult(
+                    tuple(records),
+                    heartbeat_response(
+                        is_caught_up=caught_up, is_fenced=True, should_shut_down=True
+                    ),
+                    tuple(changes),
+                )
+        # The next batch of every broker in controlled shutdown, this one included: brokers
+        # stopping together share the work (one change per partition for all of them).
+        shutting = {
+            b for b, reg in image.brokers.items() if reg.in_controlled_shutdown and not reg.fenced
+        }
+        shutting.add(broker_id)
+        changes = yield from broker_controlled_shutdown_steps(
+            image, shutting, policy, limit=shutdown_batch, start=tracker.shutdown_cursor
+        )
+        moved = written_records(changes)
+        tracker.shutdown_cursor = None
+        if moved and len(changes) == shutdown_batch:  # more to come: go on after the last
+            last = moved[-1]
+            tracker.shutdown_cursor = (image.topics[last.topic_id].name, last.partition_id + 1)
+        entering: tuple[MetadataRecord, ...] = ()
         if not registration.in_controlled_shutdown:
-            records.insert(
-                0,
+            entering = (
                 BrokerRegistrationChangeRecord(
                     broker_id, registration.epoch, in_controlled_shutdown=BROKER_FLAG_TRUE
                 ),
             )
         return ControllerResult(
-            tuple(records),
+            (*entering, *moved),
             heartbeat_response(is_caught_up=caught_up, is_fenced=False),
             tuple(changes),
         )

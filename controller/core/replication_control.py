@@ -482,12 +482,29 @@ broker_restart_changes = drained(broker_restart_steps)
 
 
 def broker_controlled_shutdown_steps(
-    image: MetadataImage, broker_id: int, policy: ElectionPolicy = DEFAULT_POLICY
+    image: MetadataImage,
+    broker_ids: Iterable[int],
+    policy: ElectionPolicy = DEFAULT_POLICY,
+    limit: int | None = None,
+    start: tuple[str, int] | None = None,
 ) -> Steps[list[PartitionChange]]:
-    """Controlled shutdown: leadership moves away first and the broker leaves the ISRs."""
-    return _broker_changes(
-        image, policy, _in_isr_or_leads(broker_id), lambda b: b.controlled_shutdown(broker_id)
-    )
+    """Controlled shutdown of `broker_ids` (Kafka's handleBrokerInControlledShutdown): their
+    leaderships move away and they leave the ISRs. At most `limit` changes, the first in the
+    stable order from `start` round: the rest are left to the next heartbeat (issue 35, see
+    cluster_control.CONTROLLED_SHUTDOWN_BATCH). Each partition gets one change for every
+    broker of `broker_ids` in it: brokers stopping together (`minikraft down`) are moved out
+    of a partition in one record, not one record each."""
+    shutting = frozenset(broker_ids)
+
+    def affected(reg: PartitionRegistration) -> bool:
+        return reg.leader in shutting or not shutting.isdisjoint(reg.isr)
+
+    def operation(builder: PartitionChangeBuilder) -> PartitionChangeBuilder:
+        for broker_id in sorted(shutting):
+            builder.controlled_shutdown(broker_id)
+        return builder
+
+    return _broker_changes(image, policy, affected, operation, limit, start)
 
 
 broker_controlled_shutdown_changes = drained(broker_controlled_shutdown_steps)
@@ -517,16 +534,23 @@ def _broker_changes(
     policy: ElectionPolicy,
     affected: Callable[[PartitionRegistration], bool],
     operation: Callable[[PartitionChangeBuilder], PartitionChangeBuilder],
+    limit: int | None = None,
+    start: tuple[str, int] | None = None,
 ) -> Steps[list[PartitionChange]]:
-    """The changes of every affected partition, in the stable order of _partitions; yields
-    every SLICE_PARTITIONS built and every SLICE_SCANNED looked at (issue 35)."""
-    changes = []
+    """The changes of every affected partition (the first `limit` of them), in the stable
+    order of _partitions, from `start` (topic name, partition id) round to just before it;
+    yields every SLICE_PARTITIONS built and every SLICE_SCANNED looked at (issue 35)."""
+    changes: list[PartitionChange] = []
     built = scanned = 0
-    for name in sorted(image.topics_by_name):
+    for name, low, high in _segments(image, start):
+        if limit is not None and len(changes) >= limit:
+            break
         topic = image.topics_by_name[name]
         builders: _TopicBuilders | None = None
         partitions = topic.partitions
         for partition_id in sorted(partitions):
+            if not low <= partition_id < high:
+                continue
             scanned += 1
             if scanned % SLICE_SCANNED == 0:
                 yield
@@ -537,10 +561,29 @@ def _broker_changes(
             change = operation(builders.builder(partition_id)).build()
             if change.record is not None:
                 changes.append(change)
+                if limit is not None and len(changes) >= limit:
+                    break
             built += 1
             if built % SLICE_PARTITIONS == 0:
                 yield
     return changes
+
+
+def _segments(
+    image: MetadataImage, start: tuple[str, int] | None
+) -> list[tuple[str, int, int]]:
+    """(topic name, first partition id, end) in the stable order, rotated to begin at `start`:
+    every partition exactly once."""
+    names = sorted(image.topics_by_name)
+    end = 1 << 31
+    if start is None:
+        return [(name, 0, end) for name in names]
+    name, partition_id = start
+    after = [n for n in names if n > name]
+    before = [n for n in names if n < name]
+    head = [(name, partition_id, end)] if name in image.topics_by_name else []
+    tail = [(name, 0, partition_id)] if name in image.topics_by_name else []
+    return head + [(n, 0, end) for n in after + before] + tail
 
 
 # -- AlterPartition --------------------------------------------------------------------------

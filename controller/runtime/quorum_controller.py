@@ -449,6 +449,9 @@ class QuorumController:
         if replica.role != "Leader" or self._activated_epoch != replica.epoch:
             return None
         image = self.state.image
+        registration = image.brokers.get(request.broker_id)
+        if request.want_shut_down and registration is not None and not registration.fenced:
+            return None  # a controlled shutdown's batch: a write (cluster_control)
         steps = cluster_control.process_heartbeat_steps(
             image, request, self.tracker, self.session_clock.now_ms(), self.election_policy(image)
         )

@@ -22,7 +22,14 @@ from controller.runtime.quorum_controller import QuorumController
 from controller.runtime.session_clock import JITTER_S, SessionClock
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.errors import Errors
-from metadata.records import CONFIG_RESOURCE_TOPIC, ConfigRecord, PartitionRecord, TopicRecord
+from metadata.records import (
+    CONFIG_RESOURCE_TOPIC,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    TopicRecord,
+)
 from tests.unit.test_cluster_control import SESSION_MS, Cluster, apply, three_unfenced
 
 T = TypeVar("T")
@@ -304,3 +311,64 @@ def test_a_steady_heartbeat_is_answered_without_the_writer_even_after_a_failed_w
     controller.state.image = cluster.image
     unfence = lifecycle.heartbeat_request(1, epoch, cluster.image.offset)
     assert QuorumController._steady_heartbeat(controller, unfence) is None  # type: ignore[arg-type]
+
+
+def test_brokers_shutting_down_together_are_granted_in_bounded_batches_that_share_the_work(
+) -> None:
+    """`minikraft down` stops the three brokers at once (issue 35). Each shutdown heartbeat
+    writes at most CONTROLLED_SHUTDOWN_BATCH partition changes, so it is answered while the
+    rest waits for the next one; a batch moves every broker in controlled shutdown out of a
+    partition in one change, and each broker is granted (fenced, should_shut_down) once it
+    leads nothing and is in no ISR."""
+    batch = cc.CONTROLLED_SHUTDOWN_BATCH
+    partitions = 3 * batch + 1
+    cluster = big_cluster(partitions)
+    writes: list[int] = []
+    granted: list[int] = []
+    rounds = 0
+    while len(granted) < 3:
+        rounds += 1
+        assert rounds < 20, "the shutdowns never end"
+        for broker in (1, 2, 3):
+            if broker in granted:
+                continue
+            epoch = cluster.image.brokers[broker].epoch
+            request = lifecycle.heartbeat_request(
+                broker, epoch, cluster.image.offset, want_shut_down=True
+            )
+            result = drain(
+                cc.process_heartbeat_steps(cluster.image, request, cluster.tracker, cluster.now_ms)
+            )
+            changes = [r for r in result.records if not isinstance(r, BrokerRegistrationChangeRecord)]
+            assert len(changes) <= batch
+            writes.append(len(changes))
+            cluster.image = apply(cluster.image, result.records)
+            if result.response.should_shut_down:
+                assert result.response.is_fenced and cluster.image.brokers[broker].fenced
+                granted.append(broker)
+    partitions_now = cluster.image.topics[BIG].partitions.values()
+    assert all(p.leader == -1 and p.isr == () for p in partitions_now)
+    # One change per partition for the three, bar the first batch of each broker (made before
+    # the others were in controlled shutdown): far from a change per broker and partition.
+    assert sum(writes) <= partitions + 3 * batch
+    assert max(writes) == batch
+
+
+def test_a_controlled_shutdown_batch_goes_on_from_where_the_last_one_stopped() -> None:
+    """The next batch starts after the last partition the previous one changed and goes round
+    to just before it: every partition is reached, none scanned again on every heartbeat."""
+    cluster = big_cluster(1000)
+    tracker = cluster.tracker
+    epoch = cluster.image.brokers[1].epoch
+    request = lifecycle.heartbeat_request(1, epoch, cluster.image.offset, want_shut_down=True)
+    first = drain(cc.process_heartbeat_steps(
+        cluster.image, request, tracker, cluster.now_ms, shutdown_batch=300))
+    moved = [r.partition_id for r in first.records if isinstance(r, PartitionChangeRecord)]
+    assert moved == list(range(300)) and tracker.shutdown_cursor == ("big", 300)
+
+    def ids(start: tuple[str, int]) -> list[int]:
+        changes = rc.broker_controlled_shutdown_changes(cluster.image, (1,), limit=3, start=start)
+        return [c.record.partition_id for c in changes if c.record is not None]
+
+    assert ids(("big", 500)) == [500, 501, 502]
+    assert ids(("big", 998)) == [998, 999, 0]  # round to the start

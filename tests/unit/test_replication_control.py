@@ -333,7 +333,7 @@ def test_clean_restart_keeps_elr_rule_12() -> None:
 
 def test_controlled_shutdown_moves_leadership_away() -> None:
     image = with_foo(brokers(3), (1, 2, 3), min_isr=2)
-    changes = written_records(rc.broker_controlled_shutdown_changes(image, 1))
+    changes = written_records(rc.broker_controlled_shutdown_changes(image, (1,)))
     reg = foo0(apply(image, changes))
     assert reg.leader == 2 and reg.isr == (2, 3)
     assert reg.leader_epoch == 4
