@@ -548,6 +548,7 @@ class QuorumController:
             if index % ENCODE_SLICE_RECORDS == ENCODE_SLICE_RECORDS - 1:
                 await asyncio.sleep(0)
         timeout_ms = WRITE_TIMEOUT_MS + WRITE_TIMEOUT_MS_PER_RECORD * len(records)
+        self.state.written(zip(encoded, records, strict=True))  # replayed as they are
         try:
             offset = await self.raft.driver.append_and_commit(
                 encoded, timeout_ms, atomic=atomic, batch_records=TRANSACTION_BATCH_RECORDS
@@ -559,6 +560,7 @@ class QuorumController:
         except BaseException:
             # The records may still commit later: re-sync before the next write.
             self._ready_epoch = None
+            self.state.forget_written()
             raise
         log.debug("Committed %s records for %s at offset %s", len(records), what, offset)
         return offset

@@ -7,6 +7,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Generator, Sequence
 
+import pytest
+
 from metadata.image_records import image_records
 from metadata.loader import REPLAY_SLICE_RECORDS, MetadataLoader, Provenance
 from metadata.metadata_image import MetadataDelta
@@ -20,6 +22,7 @@ from metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     decode_record,
+    encode_record,
 )
 from metadata.snapshot_generator import SnapshotGenerator
 from tests.metadata_batches import batches
@@ -315,3 +318,28 @@ def test_a_loader_without_a_high_watermark_publishes_every_commit_at_once() -> N
     loader.handle_commit(batches(0, 1, [TopicRecord("t", T)]))
     assert [(p, end) for _, p, end, _ in recorder.seen] == [(Provenance.LOG, 1)]
     assert loader.published_offset == 1
+
+
+def test_the_active_controllers_own_records_are_replayed_without_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka's active controller replays the records it generates, never reading them back:
+    what QuorumController wrote is replayed from its objects when it commits, a record it did
+    not write (another leader's) is decoded, and the memo empties as its records commit."""
+    import metadata.loader as loader_module
+
+    mine = TopicRecord("t", T)
+    theirs = PartitionRecord(0, T, replicas=(1,), isr=(1,))
+    loader = MetadataLoader()
+    loader.written([(encode_record(mine), mine)])
+    decoded: list[bytes] = []
+
+    def counting_decode(raw: bytes) -> MetadataRecord:
+        decoded.append(bytes(raw))
+        return decode_record(raw)
+
+    monkeypatch.setattr(loader_module, "decode_record", counting_decode)
+    loader.handle_commit(batches(0, 1, [mine, theirs]))
+    assert decoded == [encode_record(theirs)]
+    assert loader.image.topics[T].name == "t" and 0 in loader.image.topics[T].partitions
+    assert loader._written == {}
