@@ -165,10 +165,18 @@ class GcPauses:
     def max_ms(self, generation: int | None = None) -> float:
         """The longest collection of the last minute (of one generation, or any)."""
         horizon = time.monotonic() - self.window_s
+        while True:
+            try:
+                pauses = tuple(self._pauses)
+                break
+            except RuntimeError:
+                # A collection ran while the deque was copied and its callback appended
+                # ("deque mutated during iteration": /v1/status answered 500): copy again.
+                continue
         return max(
             (
                 ms
-                for at, gen, ms in self._pauses
+                for at, gen, ms in pauses
                 if at >= horizon and (generation is None or gen == generation)
             ),
             default=0.0,

@@ -131,3 +131,24 @@ def test_every_collection_is_timed_and_a_slow_one_logged(
     assert pauses.max_ms(2) > 0 and pauses.max_ms() >= pauses.max_ms(2)
     assert pauses.max_ms(0) == 0.0
     assert any("GC generation 2 took" in r.getMessage() for r in caplog.records)
+
+
+def test_the_longest_pause_survives_a_collection_while_it_is_read() -> None:
+    """A collection can run while /v1/status reads the pauses, and its callback appends to
+    them ("deque mutated during iteration" answered 500): the read copies them again."""
+    from collections import deque
+
+    class MutatedOnce(deque):  # type: ignore[type-arg]
+        reads = 0
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            MutatedOnce.reads += 1
+            if MutatedOnce.reads == 1:
+                raise RuntimeError("deque mutated during iteration")
+            return super().__iter__()
+
+    import time
+
+    pauses = GcPauses()
+    pauses._pauses = MutatedOnce([(time.monotonic(), 2, 12.5)])
+    assert pauses.max_ms() == 12.5
