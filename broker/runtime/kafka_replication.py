@@ -1,6 +1,7 @@
-"""Broker-to-broker replication on Kafka's wire protocol: a follower's Fetch (v17) and
-OffsetForLeaderEpoch (v4) to the partition leader's Kafka listener, and the pieces of the
-leader's answer (ARCHITECTURE.md "Wire protocol").
+"""Broker-to-broker replication on Kafka's wire protocol: a follower's Fetch (v17) to the
+partition leader's Kafka listener, the pieces of the leader's answer, and the leader's
+OffsetForLeaderEpoch (v4) answer (clients validate their positions with it; a follower
+truncates on fetch and sends none, as Kafka's) (ARCHITECTURE.md "Wire protocol").
 
 One Fetch implementation serves consumers and followers (broker/runtime/kafka_apis.py); what
 Kafka distinguishes is the replica: ReplicaState.ReplicaId >= 0 (v15+, top-level ReplicaId
@@ -144,32 +145,6 @@ def fetch_answers(body: Any) -> dict[tuple[uuid.UUID, int], PartitionData]:
         (topic.topic_id, int(data.partition_index)): data
         for topic in body.responses
         for data in topic.partitions
-    }
-
-
-def offset_for_leader_epoch_request(
-    replica_id: int, partitions: Sequence[tuple[str, OffsetForLeaderPartition]]
-) -> ofle_req.OffsetForLeaderEpochRequest:
-    """One OffsetForLeaderEpoch v4 for every partition a fetcher truncates (Kafka's
-    ReplicaFetcherThread.fetchEpochEndOffsets: one request per leader broker)."""
-    by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    return ofle_req.OffsetForLeaderEpochRequest(
-        replica_id=cast(BrokerId, replica_id),
-        topics=tuple(
-            ofle_req.OffsetForLeaderTopic(topic=cast(TopicName, topic), partitions=tuple(parts))
-            for topic, parts in by_topic.items()
-        ),
-    )
-
-
-def epoch_end_offsets(body: Any) -> dict[tuple[str, int], EpochEndOffset]:
-    """Every partition of an OffsetForLeaderEpoch answer, by (topic, partition)."""
-    return {
-        (str(result.topic), int(data.partition)): data
-        for result in body.topics
-        for data in result.partitions
     }
 
 

@@ -1,16 +1,21 @@
 """A follower's fetch loop for one leader broker (Kafka's ReplicaFetcherThread over
 AbstractFetcherThread, with num.replica.fetchers=1): every partition this broker follows from that
-leader travels in ONE Fetch, and every partition that must truncate first in ONE
-OffsetForLeaderEpoch (rule 22). A partition's answer is handled as Kafka's processFetchRequest
-does: records appended, the leader's HWM followed (rule 20), a DivergingEpoch sends it back to
-truncation, and a partition error (OFFSET_OUT_OF_RANGE, FENCED/UNKNOWN_LEADER_EPOCH,
-NOT_LEADER_OR_FOLLOWER...) delays only that partition by replica.fetch.backoff.ms
-(delayPartitions), while an error of the whole request backs the fetcher off.
+leader travels in ONE Fetch. Truncation happens on fetch (rule 22, as Kafka's fetcher does since
+IBP 2.7, KAFKA-10554): a new follower whose log has a leader epoch starts fetching at its log end
+with that epoch as its last fetched epoch, and the leader's DivergingEpoch answer says where to
+truncate; one whose log has no epoch (a new, empty log) truncates to its high watermark locally
+(AbstractFetcherThread.truncateToHighWatermark). No OffsetsForLeaderEpoch is sent: Kafka 4's
+fetcher sends one only for a log with an epoch on a metadata version before 2.7, which KRaft
+does not have. A partition's answer is handled as Kafka's processFetchRequest does: records
+appended, the leader's HWM followed (rule 20), a DivergingEpoch truncates, and a partition
+error (OFFSET_OUT_OF_RANGE, FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER...) delays only
+that partition by replica.fetch.backoff.ms (delayPartitions), while an error of the whole
+request backs the fetcher off.
 
-Both travel on Kafka's protocol to the leader's Kafka listener (broker/runtime/kafka_replication:
-Fetch v17 with ReplicaState and topic ids, OffsetForLeaderEpoch v4 with ReplicaId) over the
-fetcher's own connection: the leader answers one request per connection at a time, and a
-long-polling replica Fetch must not hold back a client's requests.
+Fetch travels on Kafka's protocol to the leader's Kafka listener (broker/runtime/kafka_replication:
+Fetch v17 with ReplicaState and topic ids) over the fetcher's own connection: the leader
+answers one request per connection at a time, and a long-polling replica Fetch must not hold
+back a client's requests.
 
 Partitions come and go as leadership moves (ReplicaFetcherManager.addFetcherForPartitions /
 removeFetcherForPartitions): a partition's fetch state remembers the leader epoch it was added
@@ -27,28 +32,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from kio.static.primitive import i32
-
 from broker.core import messages as bm
 from broker.core.fetch_session import FetchSessionHandler, PartitionKey, SentPartition
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import Role
 from broker.runtime.kafka_replication import (
-    OffsetForLeaderPartition,
     PartitionData,
-    epoch_end_offsets,
     fetch_answers,
     fetch_error,
-    offset_for_leader_epoch_request,
     replica_fetch_to_kio,
 )
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.client import KafkaClient
 from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
-from storage.core.leader_epoch_cache import EpochEndOffset, follower_truncation
+from storage.core.leader_epoch_cache import UNDEFINED_EPOCH, EpochEndOffset, follower_truncation
 
 log = logging.getLogger("minikraft.broker")
+
+# New followers a fetcher moves to fetching between two yields (a create of 5,000 partitions
+# hands it thousands at once; issue 35).
+START_SLICE_PARTITIONS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +118,8 @@ class ReplicaFetcher:
         # rebuilding 33,000 positions a round was a fifth of a core). `_touched`: partitions to
         # look at again (added, removed, appended to, truncated, delayed or due); `_delayed`:
         # those waiting out replica.fetch.backoff.ms; `_fetching` and `_wanted`: the ready ones
-        # and their positions (what the session should hold); `_truncating`: those that must
-        # ask OffsetForLeaderEpoch first.
+        # and their positions (what the session should hold); `_truncating`: those in Kafka's
+        # Truncating state (new to this leader epoch), moved to fetching first (_start_fetching).
         self._touched: set[TopicIdPartition] = set()
         self._delayed: dict[TopicIdPartition, int] = {}
         self._fetching: dict[TopicIdPartition, PartitionFetchState] = {}
@@ -180,7 +184,7 @@ class ReplicaFetcher:
                 continue
             try:
                 if self._truncating:
-                    await self._truncate(address, list(self._truncating.values()))
+                    await self._start_fetching(list(self._truncating.values()))
                     changed |= self._refresh_touched(now_ms())
                 if self._fetching:
                     await self._fetch(address, changed)
@@ -245,69 +249,49 @@ class ReplicaFetcher:
 
     # ---- truncation (rule 22) ----
 
-    async def _truncate(self, address: str, states: Sequence[PartitionFetchState]) -> None:
-        """Ask the leader where each partition's latest epoch ends before fetching it."""
-        for state in states:
-            # Each is looked at again after this (truncated, delayed, or no longer ours).
+    async def _start_fetching(self, states: Sequence[PartitionFetchState]) -> None:
+        """Kafka's Truncating state of a partition new to this leader epoch, ended with no
+        request (truncation on fetch, AbstractFetcherThread.partitionFetchState and
+        truncateToHighWatermark): a log with a leader epoch fetches from its end with that
+        epoch as its last fetched epoch, and the leader's DivergingEpoch answer truncates it
+        (_process_partition); a log without one is cut to its high watermark here (a new,
+        empty log: nothing to cut). 5,000 new partitions a create asked the leader one
+        OffsetsForLeaderEpoch round each, which Kafka never sends (issue 35)."""
+        for count, state in enumerate(states, 1):
+            if count % START_SLICE_PARTITIONS == 0:
+                await asyncio.sleep(0)
+            # Looked at again after this: fetching, or no longer ours.
             self._touch(state.hosted.key)
-            # A leader's fsync may still run from before this replica became a follower:
-            # truncation must not cut segments under it.
-            await state.hosted.commit.idle()
-        states = [s for s in states if self._current(s)]
-        if not states:
-            return
-        answer = await self.client.request(
-            address,
-            offset_for_leader_epoch_request(
-                self.manager.broker_id,
-                [
-                    (
-                        s.hosted.topic,
-                        # Ints as they are (kio's i32() range-checks through a metaclass:
-                        # a fifth of a truncation round of thousands of new partitions; the
-                        # codec's writer checks them again), as replica_fetch_to_kio does.
-                        OffsetForLeaderPartition(
-                            partition=cast(i32, s.hosted.partition),
-                            current_leader_epoch=cast(i32, s.leader_epoch),
-                            leader_epoch=cast(i32, s.hosted.log.latest_epoch()),
-                        ),
-                    )
-                    for s in states
-                ],
-            ),
-            dest_node_id=self.leader_id,
-        )
-        answers = epoch_end_offsets(answer)
-        for state in states:
             if not self._current(state):
-                continue  # stopped meanwhile: the partition may be gone and its log closed
+                continue
             hosted = state.hosted
-            response = answers.get((hosted.topic, hosted.partition))
-            if response is None:
-                self._delay(state, "not in the OffsetForLeaderEpoch answer")
-                continue
-            error = Errors.of(response.error_code)
-            if error is not Errors.NONE:
-                self._delay(state, error.name)
-                continue
-            self._truncate_to(
-                hosted,
-                EpochEndOffset(int(response.leader_epoch), int(response.end_offset)),
-                "OffsetsForLeaderEpoch",
-            )
+            plog = hosted.log
+            offset = plog.log_end_offset
+            if plog.latest_epoch() == UNDEFINED_EPOCH and hosted.state.high_watermark < offset:
+                # A leader's fsync may still run from before this replica became a follower:
+                # truncation must not cut segments under it.
+                await hosted.commit.idle()
+                if not self._current(state):
+                    continue
+                offset = hosted.state.high_watermark
+            self._cut(hosted, offset, "no leader epoch in the log: cut to its high watermark")
 
     def _truncate_to(self, hosted: HostedPartition, answer: EpochEndOffset, why: str) -> None:
-        self._touch(hosted.key)  # a new position, and no truncation pending any more
         plog = hosted.log
         decision = follower_truncation(
             answer, plog.epoch_cache, plog.log_end_offset, hosted.state.high_watermark
         )
+        # An incomplete decision needs no other round: the next Fetch carries the epoch left
+        # as its last fetched epoch and the leader answers again (Kafka's fetcher stays in
+        # Fetching with truncation on fetch).
+        self._cut(hosted, decision.offset, f"{why}: {decision.reason}")
+
+    def _cut(self, hosted: HostedPartition, offset: int, reason: str) -> None:
+        self._touch(hosted.key)  # a new position, and no truncation pending any more
+        plog = hosted.log
         old_end = plog.log_end_offset
-        new_end = plog.truncate_to(decision.offset)
-        ready = hosted.state.on_truncated(
-            old_end, new_end, plog.flushed_offset, f"{why}: {decision.reason}", now_ms(),
-            complete=decision.complete,
-        )
+        new_end = plog.truncate_to(offset) if offset < old_end else old_end
+        ready = hosted.state.on_truncated(old_end, new_end, plog.flushed_offset, reason, now_ms())
         self.manager.apply_ready(hosted, ready)
 
     # ---- fetch ----
@@ -380,6 +364,11 @@ class ReplicaFetcher:
             return
         diverging = response.diverging_epoch
         if diverging.epoch != bm.NO_EPOCH:
+            # A leader's fsync may still run from before this replica became a follower:
+            # truncation must not cut segments under it.
+            await hosted.commit.idle()
+            if not self._current(state):
+                return
             self._truncate_to(
                 hosted,
                 EpochEndOffset(int(diverging.epoch), int(diverging.end_offset)),

@@ -12,6 +12,8 @@ import uuid
 from typing import Any
 
 import pytest
+from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
+from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from broker.core import messages as bm
@@ -323,7 +325,10 @@ def test_offset_for_leader_epoch_round_trips() -> None:
     partition = wire.OffsetForLeaderPartition(
         partition=i32(2), current_leader_epoch=i32(5), leader_epoch=i32(4)
     )
-    sent = wire.offset_for_leader_epoch_request(3, [("orders", partition)])
+    sent = ofle_req.OffsetForLeaderEpochRequest(
+        replica_id=i32(3),
+        topics=(ofle_req.OffsetForLeaderTopic(topic=TopicName("orders"), partitions=(partition,)),),
+    )
     body = _request_bytes(sent)
     assert body == sent and int(body.replica_id) == 3
     answers = [
@@ -338,7 +343,8 @@ def test_offset_for_leader_epoch_round_trips() -> None:
         older = convert(sent, request_schema(key, version))
         assert convert(older, type(sent)).topics == sent.topics
         lowered = convert(response, response_schema(key, version))
-        back = wire.epoch_end_offsets(_response_bytes(lowered))
-        assert [dataclasses.astuple(back[("orders", p)]) for p in (2, 3)] == [
+        back = _response_bytes(lowered)
+        assert [str(t.topic) for t in back.topics] == ["orders"]
+        assert [dataclasses.astuple(p) for p in back.topics[0].partitions] == [
             dataclasses.astuple(a) for a in answers
         ]

@@ -22,6 +22,7 @@ from kafkawire.entities import build
 from kafkawire.errors import Errors
 from metadata.metadata_image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.partition_registration import PartitionRegistration
+from storage.core.leader_epoch_cache import LeaderEpochCache
 from storage.core.record_batch import encode_batch
 
 TOPIC_ID = uuid.UUID(int=9)
@@ -35,8 +36,9 @@ async def _no_controller(
     return lifecycle.alter_partition_response(Errors.NOT_CONTROLLER)
 
 
-def _follower(tmp_path: Path) -> ReplicaManager:
-    """Broker 2 following t-0..4 (leader 1, replicas 1, 2, 3)."""
+def _follower(tmp_path: Path, *, truncated: bool = True) -> ReplicaManager:
+    """Broker 2 following t-0..4 (leader 1, replicas 1, 2, 3); `truncated`: past Kafka's
+    Truncating state of a new leader epoch."""
     brokers = {
         b: BrokerRegistration(b, epoch=10 * b, incarnation_id=uuid.UUID(int=b), fenced=False,
                               in_controlled_shutdown=False)
@@ -55,7 +57,8 @@ def _follower(tmp_path: Path) -> ReplicaManager:
         topics_by_name=MappingProxyType({"t": topic}),
     ))
     for hosted in rm.partitions.values():
-        hosted.state.on_truncated(0, 0, 0, "test", 0)  # OffsetForLeaderEpoch done (rule 22)
+        if truncated:
+            hosted.state.on_truncated(0, 0, 0, "test", 0)
     return rm
 
 
@@ -115,6 +118,18 @@ class _Leader:
         raise AssertionError(f"{len(self.asked)} requests, not {count}: {self.asked}")
 
 
+def _started_fetcher(rm: ReplicaManager, leader: _Leader) -> ReplicaFetcher:
+    """A fetcher from broker 1 (the scripted `leader`) of every partition rm hosts."""
+    fetcher = ReplicaFetcher(
+        rm, 1, leader, lambda _: "127.0.0.1:1", lambda: 20,  # type: ignore[arg-type]
+        FetchSettings(max_wait_ms=10, backoff_ms=BACKOFF_MS),
+    )
+    for hosted in rm.partitions.values():
+        fetcher.add(hosted)
+    fetcher.start()
+    return fetcher
+
+
 async def test_a_fetch_names_only_partitions_whose_position_moved_and_delayed_ones_leave(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -128,13 +143,7 @@ async def test_a_fetch_names_only_partitions_whose_position_moved_and_delayed_on
     monkeypatch.setattr(PartitionFetchState, "position", position)
     rm = _follower(tmp_path)
     leader = _Leader()
-    fetcher = ReplicaFetcher(
-        rm, 1, leader, lambda _: "127.0.0.1:1", lambda: 20,  # type: ignore[arg-type]
-        FetchSettings(max_wait_ms=10, backoff_ms=BACKOFF_MS),
-    )
-    for hosted in rm.partitions.values():
-        fetcher.add(hosted)
-    fetcher.start()
+    fetcher = _started_fetcher(rm, leader)
     try:
         await leader.asked_at_least(1)
         assert leader.asked[0] == (0, [0, 1, 2, 3, 4], [])  # the session's full Fetch
@@ -155,6 +164,66 @@ async def test_a_fetch_names_only_partitions_whose_position_moved_and_delayed_on
         await leader.asked_at_least(4)
         assert leader.asked[3][1:] == ([3], [])  # its backoff over, 3 is fetched again
         assert rm.hosted("t", 2).log.log_end_offset == 1
+    finally:
+        await fetcher.stop()
+        await rm.close()
+
+
+class _RecordingLeader(_Leader):
+    """Also records each request's kind and each named partition's (offset, last epoch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: list[str] = []
+        self.positions: list[dict[int, tuple[int, int]]] = []
+
+    async def request(self, address: str, body: Any, **kwargs: Any) -> Any:
+        self.kinds.append(type(body).__name__)
+        if self.kinds[-1] != "FetchRequest":  # the kind tells it: no answer comes
+            self.asked.append((-1, [], []))
+            self.positions.append({})
+            return await asyncio.Event().wait()
+        self.positions.append({
+            int(p.partition): (int(p.fetch_offset), int(p.last_fetched_epoch))
+            for t in body.topics for p in t.partitions
+        })
+        return await super().request(address, body, **kwargs)
+
+
+async def test_a_new_follower_truncates_on_fetch_without_offsets_for_leader_epoch(
+    tmp_path: Path,
+) -> None:
+    """Kafka's fetcher (AbstractFetcherThread.partitionFetchState, truncateToHighWatermark,
+    KAFKA-10554): a partition new to the leader epoch whose log has an epoch fetches from its
+    log end with that epoch as its last fetched epoch and truncates on the leader's
+    DivergingEpoch; one whose log has no epoch is cut to its high watermark locally (an empty
+    new log: nothing to cut). Its first request is the Fetch: no OffsetsForLeaderEpoch, which
+    cost the leader a round per new partition (issue 35)."""
+    rm = _follower(tmp_path, truncated=False)
+    ahead = rm.hosted("t", 1)  # offsets 0-2 in epoch 0, then 3-4 in epoch 1 the leader lacks
+    ahead.log.append_as_follower(encode_batch(0, 0, 0, [b"a", b"b", b"c"]))
+    ahead.log.append_as_follower(encode_batch(3, 1, 0, [b"d", b"e"]))
+    no_epoch = rm.hosted("t", 2)  # three records, no epoch, high watermark 1
+    for offset in range(3):
+        no_epoch.log.append_as_follower(encode_batch(offset, 0, 0, [b"a"]))
+    no_epoch.log.epoch_cache = LeaderEpochCache()
+    for hosted in (ahead, no_epoch):
+        rm.apply_ready(hosted, hosted.state.on_fetch_response(1, hosted.log.log_end_offset, 0, 0))
+    assert all(h.state.truncation_pending for h in rm.partitions.values())
+    leader = _RecordingLeader()
+    fetcher = _started_fetcher(rm, leader)
+    try:
+        await leader.asked_at_least(1)
+        assert leader.kinds[0] == "FetchRequest"
+        assert leader.positions[0] == {0: (0, -1), 1: (5, 1), 2: (1, -1), 3: (0, -1), 4: (0, -1)}
+        assert no_epoch.log.log_end_offset == 1 and not no_epoch.state.truncation_pending
+        leader.answers.put_nowait(_answer(77, {
+            1: {"diverging_epoch": fetch_resp.EpochEndOffset(epoch=0, end_offset=3)},
+        }))
+        await leader.asked_at_least(2)
+        assert ahead.log.log_end_offset == 3
+        assert leader.positions[1] == {1: (3, 0)}  # back at its epoch 0's end
+        assert set(leader.kinds) == {"FetchRequest"}
     finally:
         await fetcher.stop()
         await rm.close()
