@@ -36,6 +36,7 @@ class ReplicaHost(Protocol):
 
     broker_id: int
     partitions: dict[TopicIdPartition, HostedPartition]
+    by_dir_name: dict[tuple[str, int], HostedPartition]
     image: MetadataImage
     isr_counts: IsrCounts
 
@@ -45,6 +46,10 @@ class ReplicaHost(Protocol):
     def open_partition(
         self, topic: str, partition: int, topic_id: uuid.UUID
     ) -> HostedPartition: ...
+
+    def host(self, hosted: HostedPartition) -> None: ...
+
+    def unhost(self, hosted: HostedPartition) -> None: ...
 
     def log_settings(self, topic: str) -> LogSettings: ...
 
@@ -59,10 +64,6 @@ class ReplicaDelta:
     def __init__(self, host: ReplicaHost, now_ms: Callable[[], int]) -> None:
         self._host = host
         self._now_ms = now_ms
-        # Hosted partitions by (topic name, partition), built by the first new partition of a
-        # change and dropped at the next one: scanning every hosted partition for each new one
-        # was quadratic (issue 35's 100,000-partition snapshot load).
-        self._by_name: dict[tuple[str, int], HostedPartition] | None = None
         self._view: tuple[MetadataImage, BrokersView] | None = None
 
     def _brokers(self, image: MetadataImage) -> BrokersView:
@@ -91,7 +92,6 @@ class ReplicaDelta:
         changed."""
         host = self._host
         previous, host.image = host.image, image
-        self._by_name = None
         ts = self._now_ms()
         for count, (key, hosted) in enumerate(list(host.partitions.items()), 1):
             if count % APPLY_SLICE_PARTITIONS == 0:
@@ -126,7 +126,6 @@ class ReplicaDelta:
         and heartbeats while it opens 10,000 new partitions (issue 35)."""
         host = self._host
         host.image = image
-        self._by_name = None
         ts = self._now_ms()
         if delta.removed_topics:
             removed = [k for k in host.partitions if k.topic_id in delta.removed_topics]
@@ -240,9 +239,7 @@ class ReplicaDelta:
         if hosted is None:
             self._move_aside_same_name(topic.name, partition_id, image, ts, changed)
             hosted = host.open_partition(topic.name, partition_id, topic.topic_id)
-            host.partitions[key] = hosted
-            if self._by_name is not None:
-                self._by_name[(topic.name, partition_id)] = hosted
+            host.host(hosted)
         min_isr = image.effective_min_isr(topic.topic_id, partition_id)
         if registration != hosted.registration:
             before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
@@ -274,12 +271,8 @@ class ReplicaDelta:
         """A hosted log of another topic id holds the directory the new partition needs: the
         image no longer has that id under this name (Kafka's findStrayReplicas: "this
         partition now exists with topic ID ... not ..."), so it is a stray, moved aside."""
-        partitions = self._host.partitions
-        if self._by_name is None:
-            self._by_name = {(h.topic, h.partition): h for h in partitions.values()}
-        hosted = self._by_name.pop((topic, partition), None)
-        # Checked against the hosted map: remove_strays may have run between two slices.
-        if hosted is not None and partitions.get(hosted.key) is hosted:
+        hosted = self._host.by_dir_name.get((topic, partition))
+        if hosted is not None:
             self._remove_partition(hosted, image, ts, changed, stray=True)
 
     def _remove_partition(
@@ -293,7 +286,7 @@ class ReplicaDelta:
         file.delete.delay.ms) or `-stray` (kept). Its files are closed once its fsync in
         flight is done."""
         self._stop_if_serving(hosted, image, ts, changed)
-        self._host.partitions.pop(hosted.key, None)
+        self._host.unhost(hosted)
         self._host.isr_counts.forget(hosted.key)
         name = (stray_dir_name if stray else delete_dir_name)(hosted.topic, hosted.partition)
         on_disk = hosted.log.has_directory  # a lazy log never written has nothing to move

@@ -125,6 +125,11 @@ class ReplicaManager:
         # Kafka's TopicIdPartition: a topic deleted and created again under its name is
         # another partition, with another log (issue 38).
         self.partitions: dict[TopicIdPartition, HostedPartition] = {}
+        # The same partitions by the directory name each holds, (topic name, partition): a new
+        # partition of another topic id under that name moves the old log aside. Kept as
+        # partitions come and go (host / unhost): building it for every change with new
+        # partitions walked all 66,000 hosted at 100,000 in one slice (issue 35).
+        self.by_dir_name: dict[tuple[str, int], HostedPartition] = {}
         self.image = MetadataImage()
         self.produces = ProducePurgatory()
         self.checkpoints = OffsetCheckpoints(settings.log_dirs)
@@ -177,9 +182,22 @@ class ReplicaManager:
                     high_watermarks.get(parsed, 0),
                     log_start_offsets.get(parsed),
                 )
-                self.partitions[hosted.key] = hosted
+                self.host(hosted)
                 count += 1
         return count
+
+    def host(self, hosted: HostedPartition) -> None:
+        """Serve `hosted` from now on (its directory name must be free: by_dir_name)."""
+        self.partitions[hosted.key] = hosted
+        self.by_dir_name[(hosted.topic, hosted.partition)] = hosted
+
+    def unhost(self, hosted: HostedPartition) -> None:
+        """Forget `hosted` (its log is closed or moved by the caller)."""
+        if self.partitions.get(hosted.key) is hosted:
+            del self.partitions[hosted.key]
+        name = (hosted.topic, hosted.partition)
+        if self.by_dir_name.get(name) is hosted:
+            del self.by_dir_name[name]
 
     def open_partition(self, topic: str, partition: int, topic_id: uuid.UUID) -> HostedPartition:
         """A partition this broker just became a replica of: a new log in the first log dir."""

@@ -347,3 +347,57 @@ async def test_partition_states_keep_the_brokers_not_the_images(tmp_path: Path) 
     assert all(h.state._brokers.is_fenced(3) for h in cluster.delta.partitions.values())
     await cluster.delta.close()
     await cluster.whole.close()
+
+
+class _CountingWalks(dict[TopicIdPartition, HostedPartition]):
+    """The hosted map, counting every walk of all its partitions."""
+
+    walks = 0
+
+    def values(self):  # type: ignore[no-untyped-def, override]
+        self.walks += 1
+        return super().values()
+
+    def items(self):  # type: ignore[no-untyped-def, override]
+        self.walks += 1
+        return super().items()
+
+    def __iter__(self):  # type: ignore[no-untyped-def, override]
+        self.walks += 1
+        return super().__iter__()
+
+
+async def test_new_partitions_find_a_same_name_log_without_walking_the_hosted_ones(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: a change with new partitions built an index of every hosted partition by
+    name (66,000 at 100,000, in one slice) to find a log of another topic id holding the new
+    one's directory. ReplicaManager keeps that index as partitions come and go: a create
+    walks no hosted partition, and a name's new topic id still moves the old log aside."""
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    rm = cluster.delta
+    rm.partitions = counting = _CountingWalks(rm.partitions)
+    c = uuid.UUID(int=3)
+    cluster.commit([
+        TopicRecord("c", c),
+        PartitionRecord(0, c, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=1),
+    ])
+    assert counting.walks == 0 and rm.hosted("c", 0).topic_id == c
+    # "a" under another id while the old log is still hosted (as after a restart, before the
+    # image had caught up): the old a-0 is a stray, moved aside, and the index follows.
+    old = rm.hosted("a", 0)
+    old.log.append_as_follower(encode_batch(0, 1, 0, [b"x"]))
+    d = uuid.UUID(int=4)
+    cluster.loader.image = MetadataImage(brokers=cluster.loader.image.brokers)
+    cluster.commit([
+        TopicRecord("a", d),
+        PartitionRecord(0, d, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=1),
+    ])
+    assert counting.walks == 0
+    assert rm.hosted("a", 0).topic_id == d and old.key not in rm.partitions
+    assert rm.by_dir_name[("a", 0)] is rm.hosted("a", 0)
+    names = sorted(p.name for p in (tmp_path / "delta").iterdir() if p.is_dir())
+    assert len(names) == 1 and names[0].startswith("a-0.") and names[0].endswith("-stray")
+    await cluster.delta.close()
+    await cluster.whole.close()
