@@ -58,6 +58,8 @@ class EventJournal(ClosedOnExit):
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:
             fsync_dir(self.path.parent)
+        # The events of a `buffered()` stretch, written together when it ends.
+        self._buffer: list[bytes] | None = None
 
     def _repair_tail(self) -> None:
         if not self.path.exists():
@@ -75,15 +77,40 @@ class EventJournal(ClosedOnExit):
                 os.fsync(handle.fileno())
 
     def append(self, events: Iterable[JournalEvent]) -> int:
-        """Write events in one write; returns how many."""
+        """Write events in one write (or keep them for the end of a `buffered()` stretch);
+        returns how many."""
         chunks = [encode_event(event) for event in events]
         if not chunks:
             return 0
+        if self._buffer is not None:
+            self._buffer.extend(chunks)
+            return len(chunks)
+        self._write(chunks)
+        return len(chunks)
+
+    @contextlib.contextmanager
+    def buffered(self) -> Iterator[None]:
+        """Every event appended inside goes out in one write as it ends. For a stretch of
+        synchronous work that lets no other code run before it ends (a slice of the
+        metadata applier): nothing can read or answer on what the events record before they
+        are written. A create of 5,000 partitions made 5,000 writes, one RoleChanged each
+        (issue 35)."""
+        if self._buffer is not None:  # inside another: that one writes
+            yield
+            return
+        self._buffer = []
+        try:
+            yield
+        finally:
+            chunks, self._buffer = self._buffer, None
+            if chunks:
+                self._write(chunks)
+
+    def _write(self, chunks: list[bytes]) -> None:
         with storage_errors(f"append to event journal {self.path}"):
             write_all(self._fd, b"".join(chunks))
             if self.sync:
                 os.fsync(self._fd)
-        return len(chunks)
 
     def flush(self) -> None:
         with storage_errors(f"fsync event journal {self.path}"):

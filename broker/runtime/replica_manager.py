@@ -63,6 +63,8 @@ log = logging.getLogger("minikraft.broker")
 # Partitions the ISR shrink pass walks between two yields (tick_steps).
 TICK_SLICE_PARTITIONS = 500
 
+_END = object()  # what next() gives for a generator that ended
+
 # DeleteRecords' offset -1: delete up to the high watermark (Kafka's DeleteRecordsRequest).
 DELETE_TO_HIGH_WATERMARK = -1
 
@@ -273,7 +275,19 @@ class ReplicaManager:
     def apply_delta_steps(
         self, delta: MetadataDelta, image: MetadataImage, changed: list[HostedPartition]
     ) -> Iterator[None]:
-        return self._delta.apply_delta_steps(delta, image, changed)
+        """ReplicaDelta.apply_delta_steps, each slice's journal events in one write (a slice
+        runs without a yield: nothing else runs before its end)."""
+        steps = self._delta.apply_delta_steps(delta, image, changed)
+        journal = self.journal
+        if journal is None:
+            yield from steps
+            return
+        while True:
+            with journal.buffered():
+                ended = next(steps, _END) is _END
+            if ended:
+                return
+            yield
 
     def remove_strays(self) -> int:
         return self._delta.remove_strays()

@@ -401,3 +401,48 @@ async def test_new_partitions_find_a_same_name_log_without_walking_the_hosted_on
     assert len(names) == 1 and names[0].startswith("a-0.") and names[0].endswith("-stray")
     await cluster.delta.close()
     await cluster.whole.close()
+
+
+async def test_a_create_journals_each_slice_of_the_applier_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: every new partition's RoleChanged was a write of its own (5,000 for a create
+    of 5,000). The events of one slice of the applier go out together as it ends, all of
+    them, in order."""
+    from broker.runtime import event_journal
+    from broker.runtime.event_journal import EventJournal, read_journal
+    from broker.runtime.replica_delta import APPLY_SLICE_PARTITIONS
+
+    writes: list[int] = []
+    real = event_journal.write_all
+
+    def counted(fd: int, data: bytes) -> None:
+        writes.append(len(data))
+        real(fd, data)
+
+    monkeypatch.setattr(event_journal, "write_all", counted)
+    (tmp_path / "logs").mkdir()
+    journal = EventJournal(tmp_path / "broker.journal")
+    rm = ReplicaManager(
+        ReplicaSettings(broker_id=LOCAL, log_dirs=[tmp_path / "logs"]), journal, _refuse,
+        lambda: 10,
+    )
+    loader = MetadataLoader()
+    loader.install_publishers([BrokerMetadataPublisher(rm, lambda _: None)])
+    count = 10 * APPLY_SLICE_PARTITIONS
+    records: list[MetadataRecord] = [*_brokers(), TopicRecord("a", A)]
+    records += [
+        PartitionRecord(p, A, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1 + p % 3, leader_epoch=0)
+        for p in range(count)
+    ]
+    steps = 0
+    for _ in loader.commit_steps(batches(0, 1, records)):
+        steps += 1
+    assert len(rm.partitions) == count
+    assert 0 < len(writes) <= count // APPLY_SLICE_PARTITIONS + 1 and len(writes) <= steps
+    roles = [e for e in read_journal(journal.path) if type(e).__name__ == "RoleChanged"]
+    assert [(e.partition, e.role) for e in roles] == [
+        (p, "leader" if p % 3 == 0 else "follower") for p in range(count)
+    ]
+    await rm.close()
+    journal.close()
