@@ -324,10 +324,12 @@ class PartitionLog(ClosedOnExit):
         topic_id: uuid.UUID | None = None,
         logger: logging.Logger | None = None,
         lazy: bool = False,
+        new: bool = False,
     ) -> None:
         """`lazy`: a new log creates its segment file, and checkpoints its first leader
         epoch, at its first append: a broker opening 10,000 new partitions pays no fsync and
-        holds no descriptor for them until they get data (issue 35)."""
+        holds no descriptor for them until they get data (issue 35). `new` (with `lazy`):
+        the caller knows nothing of it is on disk, not even its directory (DiskLog)."""
         if flush_messages is not None and flush_messages < 1:
             raise ValueError(f"flush.messages must be positive, got {flush_messages}")
         self.topic = topic
@@ -335,13 +337,13 @@ class PartitionLog(ClosedOnExit):
         self.name = partition_dir_name(topic, partition)
         # The log dir holding this partition (a rename stays in it): the checkpoints group
         # partitions by it without building a parent path per partition (issue 35).
-        self.log_dir = Path(log_dir)
+        self.log_dir = log_dir if isinstance(log_dir, Path) else Path(log_dir)
         self.directory = self.log_dir / self.name
         self.flush_messages = flush_messages
         self._logger = logger or _log
         self._log = DiskLog(
             self.directory, segment_bytes=segment_bytes, logger=self._logger,
-            preallocate=preallocate, allow_offset_gaps=True, lazy=lazy,
+            preallocate=preallocate, allow_offset_gaps=True, lazy=lazy, new=new,
         )
         # segment.ms and the rest of retention; the runtime sets the topic's (log_manager).
         self.retention = RetentionConfig()
@@ -595,9 +597,12 @@ class PartitionLog(ClosedOnExit):
         """A new leader's epoch starts at its log end (checkpointed before it serves, rule 21)."""
         changed = self.epoch_cache.assign(epoch, start_offset)
         if changed:
-            if self._log.unwritten and not self.epoch_checkpoint_path.exists():
+            if self._log.unwritten and (
+                self._log.directory_pending or not self.epoch_checkpoint_path.exists()
+            ):
                 # An empty lazy log: nothing on disk the epoch could describe yet; a crash
-                # before the first append loses nothing (the epoch is assigned again).
+                # before the first append loses nothing (the epoch is assigned again). One
+                # with no directory yet has no checkpoint to look for.
                 self._epoch_checkpoint_deferred = True
             else:
                 self._write_epoch_checkpoint()

@@ -120,7 +120,10 @@ class DiskLog(ClosedOnExit):
         preallocate: bool = False,
         allow_offset_gaps: bool = False,
         lazy: bool = False,
+        new: bool = False,
     ) -> None:
+        """`new` (with `lazy`): the caller knows the directory does not exist (a broker's
+        partition it just became a replica of, whose name it freed): not looked for."""
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
         # The caller's Path as it is: one more per partition log is 100,000 at scale (issue 35).
@@ -151,7 +154,7 @@ class DiskLog(ClosedOnExit):
         # A lazy log whose directory did not exist: created by the first write (issue 35: a
         # broker becoming a replica of 100,000 partitions made 100,000 directories).
         self.directory_pending = False
-        self._open()
+        self._open(new)
 
     # ---- opening and recovery ----
 
@@ -162,8 +165,8 @@ class DiskLog(ClosedOnExit):
         self.segment_bytes = segment_bytes
         self._preallocate_bytes = min(PREALLOCATE_STEP_BYTES, segment_bytes) if preallocate else 0
 
-    def _open(self) -> None:
-        if self._lazy and not self.directory.exists():
+    def _open(self, new: bool = False) -> None:
+        if self._lazy and (new or not self.directory.exists()):
             # A new log: nothing on disk to recover, nothing created until the first write.
             self._segments.append(self._create_segment(0, lazy=True))
             self._directory_dirty = True

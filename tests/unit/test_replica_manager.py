@@ -449,3 +449,26 @@ async def test_the_isr_shrink_pass_walks_the_led_partitions_in_slices(tmp_path: 
     ))
     assert len(rm.partitions) == count
     assert sum(1 for _ in rm.tick_steps()) == 2
+
+
+async def test_a_new_partition_log_is_opened_without_looking_at_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a partition this broker just became a replica of has nothing on disk (its
+    name was freed by moving any hosted log aside), so its lazy log does not stat its
+    directory: one stat per new partition, 100,000 at scale. Its first append still creates
+    the directory and partition.metadata."""
+    looked: list[Path] = []
+    real = Path.exists
+
+    def exists(path: Path, *args: object, **kwargs: object) -> bool:
+        looked.append(path)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "exists", exists)
+    rm = hosting(tmp_path, isr=(1,), min_isr=1)
+    assert looked == [] and not (tmp_path / "t-0").exists()
+    monkeypatch.undo()
+    assert (await rm.produce(bm.ProduceRequest("t", 0, batch(b"a"), acks=1))).error_code == 0
+    assert read_partition_metadata(tmp_path / "t-0") == TOPIC_ID
+    await rm.close()
