@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,9 +51,24 @@ from storage.core.leader_epoch_cache import UNDEFINED_EPOCH, EpochEndOffset, fol
 
 log = logging.getLogger("minikraft.broker")
 
-# New followers a fetcher moves to fetching between two yields (a create of 5,000 partitions
-# hands it thousands at once; issue 35).
-START_SLICE_PARTITIONS = 500
+# How long a fetcher works through a round's partitions before it yields the loop: a create
+# of 5,000 partitions hands it thousands at once, to start fetching and then in one answer
+# (issue 35).
+ROUND_BUDGET_S = 0.01
+
+
+class _Budget:
+    """Gives the loop back once ROUND_BUDGET_S of a round's work ran."""
+
+    __slots__ = ("_until",)
+
+    def __init__(self) -> None:
+        self._until = time.monotonic() + ROUND_BUDGET_S
+
+    async def spend(self) -> None:
+        if time.monotonic() >= self._until:
+            await asyncio.sleep(0)
+            self._until = time.monotonic() + ROUND_BUDGET_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,9 +273,9 @@ class ReplicaFetcher:
         (_process_partition); a log without one is cut to its high watermark here (a new,
         empty log: nothing to cut). 5,000 new partitions a create asked the leader one
         OffsetsForLeaderEpoch round each, which Kafka never sends (issue 35)."""
-        for count, state in enumerate(states, 1):
-            if count % START_SLICE_PARTITIONS == 0:
-                await asyncio.sleep(0)
+        budget = _Budget()
+        for state in states:
+            await budget.spend()
             # Looked at again after this: fetching, or no longer ours.
             self._touch(state.hosted.key)
             if not self._current(state):
@@ -331,7 +347,9 @@ class ReplicaFetcher:
         changed.clear()  # the session holds them now (or starts again in full)
         if top is not Errors.NONE:
             raise KafkaError(top, f"Fetch answered {top.name}")
+        budget = _Budget()
         for key, response in fetch_answers(answer).items():
+            await budget.spend()
             state = self._fetching.get(cast(TopicIdPartition, key))
             if state is None or not self._current(state):
                 if state is not None:

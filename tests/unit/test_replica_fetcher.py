@@ -7,6 +7,7 @@ and comes back once replica.fetch.backoff.ms has passed."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from pathlib import Path
 from types import MappingProxyType
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from kio.schema.fetch.v17 import response as fetch_resp
 
+from broker.runtime import replica_fetcher
 from broker.runtime.replica_fetcher import FetchSettings, PartitionFetchState, ReplicaFetcher
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
 from kafkawire import broker_lifecycle as lifecycle
@@ -225,5 +227,49 @@ async def test_a_new_follower_truncates_on_fetch_without_offsets_for_leader_epoc
         assert leader.positions[1] == {1: (3, 0)}  # back at its epoch 0's end
         assert set(leader.kinds) == {"FetchRequest"}
     finally:
+        await fetcher.stop()
+        await rm.close()
+
+
+async def test_a_round_of_many_partitions_gives_the_loop_back_between_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a create hands a fetcher thousands of new partitions at once, to move out of
+    Kafka's Truncating state and then in one Fetch answer; each walk yields the loop once it
+    has run ROUND_BUDGET_S (0 here: after every partition), so others run in between."""
+    monkeypatch.setattr(replica_fetcher, "ROUND_BUDGET_S", 0.0)
+    seen: list[str] = []
+    real_cut, real_process = ReplicaFetcher._cut, ReplicaFetcher._process_partition
+
+    def cut(self: ReplicaFetcher, *args: Any) -> None:
+        seen.append("cut")
+        real_cut(self, *args)
+
+    async def process(self: ReplicaFetcher, *args: Any) -> None:
+        seen.append("answer")
+        await real_process(self, *args)
+
+    monkeypatch.setattr(ReplicaFetcher, "_cut", cut)
+    monkeypatch.setattr(ReplicaFetcher, "_process_partition", process)
+
+    async def other() -> None:
+        while True:
+            seen.append("other")
+            await asyncio.sleep(0)
+
+    rm = _follower(tmp_path, truncated=False)
+    leader = _Leader()
+    ticker = asyncio.ensure_future(other())
+    fetcher = _started_fetcher(rm, leader)
+    try:
+        await leader.asked_at_least(1)
+        leader.answers.put_nowait(_answer(77, {p: {} for p in range(PARTITIONS)}))
+        await leader.asked_at_least(2)
+        for kind in ("cut", "answer"):
+            at = [i for i, what in enumerate(seen) if what == kind]
+            assert len(at) == PARTITIONS
+            assert all("other" in seen[a:b] for a, b in itertools.pairwise(at)), seen
+    finally:
+        ticker.cancel()
         await fetcher.stop()
         await rm.close()
