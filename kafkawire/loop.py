@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -37,6 +38,22 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     """
     with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
         return runner.run(main)
+
+
+class LoopBudget:
+    """Gives the loop back once `budget_s` of a walk's work ran since the last time: a walk
+    over thousands of partitions in one stretch held a node's loop (issue 35)."""
+
+    __slots__ = ("_budget_s", "_until")
+
+    def __init__(self, budget_s: float) -> None:
+        self._budget_s = budget_s
+        self._until = time.monotonic() + budget_s
+
+    async def spend(self) -> None:
+        if time.monotonic() >= self._until:
+            await asyncio.sleep(0)
+            self._until = time.monotonic() + self._budget_s
 
 
 async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:

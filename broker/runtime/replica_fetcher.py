@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.client import KafkaClient
 from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
+from kafkawire.loop import LoopBudget
 from storage.core.leader_epoch_cache import UNDEFINED_EPOCH, EpochEndOffset, follower_truncation
 
 log = logging.getLogger("minikraft.broker")
@@ -55,20 +55,6 @@ log = logging.getLogger("minikraft.broker")
 # of 5,000 partitions hands it thousands at once, to start fetching and then in one answer
 # (issue 35).
 ROUND_BUDGET_S = 0.01
-
-
-class _Budget:
-    """Gives the loop back once ROUND_BUDGET_S of a round's work ran."""
-
-    __slots__ = ("_until",)
-
-    def __init__(self) -> None:
-        self._until = time.monotonic() + ROUND_BUDGET_S
-
-    async def spend(self) -> None:
-        if time.monotonic() >= self._until:
-            await asyncio.sleep(0)
-            self._until = time.monotonic() + ROUND_BUDGET_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +259,7 @@ class ReplicaFetcher:
         (_process_partition); a log without one is cut to its high watermark here (a new,
         empty log: nothing to cut). 5,000 new partitions a create asked the leader one
         OffsetsForLeaderEpoch round each, which Kafka never sends (issue 35)."""
-        budget = _Budget()
+        budget = LoopBudget(ROUND_BUDGET_S)
         for state in states:
             await budget.spend()
             # Looked at again after this: fetching, or no longer ours.
@@ -320,7 +306,11 @@ class ReplicaFetcher:
         epoch = self.broker_epoch()
         positions = self._wanted
         plan = self.session.build_changes(positions, cast(set[PartitionKey], changed))
-        requests = {key: self._request(key, positions[key], epoch) for key in plan.send}
+        budget = LoopBudget(ROUND_BUDGET_S)
+        requests: dict[PartitionKey, bm.FetchRequest] = {}
+        for key in plan.send:
+            await budget.spend()
+            requests[key] = self._request(key, positions[key], epoch)
         try:
             answer = await self.client.request(
                 address,
@@ -347,7 +337,7 @@ class ReplicaFetcher:
         changed.clear()  # the session holds them now (or starts again in full)
         if top is not Errors.NONE:
             raise KafkaError(top, f"Fetch answered {top.name}")
-        budget = _Budget()
+        budget = LoopBudget(ROUND_BUDGET_S)
         for key, response in fetch_answers(answer).items():
             await budget.spend()
             state = self._fetching.get(cast(TopicIdPartition, key))
@@ -361,7 +351,9 @@ class ReplicaFetcher:
             await self._process_partition(state, response)
 
     def _request(self, key: PartitionKey, at: SentPartition, epoch: int) -> bm.FetchRequest:
-        hosted = self.partitions[cast(TopicIdPartition, key)].hosted
+        # From the partitions this round fetches: one removed while the round yielded is
+        # still in the plan the session was told.
+        hosted = self._fetching[cast(TopicIdPartition, key)].hosted
         return bm.FetchRequest(
             hosted.topic,
             hosted.partition,
