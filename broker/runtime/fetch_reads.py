@@ -1,7 +1,7 @@
 """Reading the partitions of one Fetch, consumers' and followers' alike (Kafka's
 ReplicaManager.fetchMessages and readFromLog, with the DelayedFetch of broker.runtime.purgatory):
 each partition in request order up to its own and the request's max bytes, read again while the
-fetch waits for fetch.min.bytes, at most max_wait_ms.
+fetch waits for fetch.min.bytes, at most max_wait_ms; then the answer (fetch_response).
 
 A follower's KIP-227 session reads only the partitions it does not skip (issue 35): a read that
 finds nothing new for the follower, whose position the leader has nothing to do with (caught up,
@@ -15,19 +15,26 @@ a Python leader about a second of CPU per Fetch, several Fetches a second.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from broker.core import messages as bm
-from broker.core.fetch_session import CachedPartition, FetchContext, FetchSession, cached_key
+from broker.core.fetch_session import (
+    CachedPartition,
+    FetchContext,
+    FetchSession,
+    answer_changed,
+    cached_key,
+)
 from broker.runtime.hosted_partition import HostedPartition
-from broker.runtime.kafka_replication import fetch_partition_from_request
+from broker.runtime.kafka_replication import fetch_partition_from_request, fetch_partition_to_kio
 from broker.runtime.purgatory import delayed_fetch
 from broker.runtime.replica_manager import ReplicaManager
 from kafkawire.clock import now_ms
+from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors
+from kafkawire.loop import LoopBudget
+from kafkawire.messages import error_code
 from raft.runtime.parked_fetches import ParkedFetches
 
 READ_BUDGET_S = 0.01  # how long a Fetch reads partitions before it yields the loop
@@ -109,13 +116,11 @@ class FetchReads:
         data past that (minOneMessage), so a consumer always progresses."""
         out: Read = []
         total = 0
-        until = time.monotonic() + READ_BUDGET_S
+        # A follower's session holds a third of 100,000 partitions: the read lets the loop
+        # serve others between slices (issue 35).
+        budget = LoopBudget(READ_BUDGET_S)
         for cached in partitions:
-            if time.monotonic() >= until:
-                # A follower's session holds a third of 100,000 partitions: the read lets the
-                # loop serve others between slices (issue 35).
-                await asyncio.sleep(0)
-                until = time.monotonic() + READ_BUDGET_S
+            await budget.spend()
             partition = cached.request
             name = self._topic_name(cached.topic)
             if name is None:
@@ -186,3 +191,42 @@ class FetchReads:
             if name
             and (found := replicas.hosted_by_name(name, int(cached.request.partition))) is not None
         ]
+
+
+async def fetch_response(schema: type, read: Read, context: FetchContext) -> Any:
+    """The Fetch answer (of `schema`, the version asked) to the reads: every partition, or in
+    a session only those with something new (KIP-227: records, an error, a diverging epoch, a
+    moved HWM or log start offset). Built in slices of READ_BUDGET_S, as the reads are: the
+    first answer to a follower after a create names its 5,000 new partitions (issue 35)."""
+    topic_cls = item_type(schema, "responses")
+    partition_cls = item_type(topic_cls, "partitions")
+    by_topic: dict[Any, list[Any]] = {}
+    budget = LoopBudget(READ_BUDGET_S)
+    for cached, _name, result in read:
+        await budget.spend()
+        topic, partition = cached.topic, cached.request
+        if context.session is not None:
+            changed = answer_changed(
+                cached,
+                result.error_code,
+                bool(result.records) or result.diverging_epoch != bm.NO_EPOCH,
+                result.high_watermark,
+                result.log_start_offset,
+            )
+            if context.incremental and not changed:
+                continue
+        key = getattr(topic, "topic", None) or topic.topic_id
+        by_topic.setdefault(key, []).append(
+            fetch_partition_to_kio(partition_cls, int(partition.partition), result)
+        )
+    key_field = "topic" if has_field(topic_cls, "topic") else "topic_id"
+    return build(
+        schema,
+        throttle_time=NO_THROTTLE,
+        error_code=error_code(Errors.NONE),
+        session_id=context.session_id,
+        responses=tuple(
+            topic_cls(**{key_field: key, "partitions": tuple(parts)})
+            for key, parts in by_topic.items()
+        ),
+    )

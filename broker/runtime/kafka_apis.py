@@ -22,19 +22,16 @@ from broker.core import messages as bm
 from broker.core.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
-    FetchContext,
     FetchSessionCache,
-    answer_changed,
 )
 from broker.runtime.broker_context import BrokerContext, listener_name
-from broker.runtime.fetch_reads import FetchReads, Read
+from broker.runtime.fetch_reads import FetchReads, fetch_response
 from broker.runtime.group_coordinator import OFFSETS_TOPIC
 from broker.runtime.kafka_admin_apis import KafkaAdminApis, advertised_controller_id
 from broker.runtime.kafka_group_apis import KafkaGroupApis
 from broker.runtime.kafka_log_dirs import describe_log_dirs
 from broker.runtime.kafka_replication import (
     OFFSET_FOR_LEADER_EPOCH_VERSION,
-    fetch_partition_to_kio,
     fetch_replica,
     offset_for_leader_epoch_response,
 )
@@ -401,47 +398,7 @@ class KafkaApis:
             # Fetch v0-v2 had a hard limit (Kafka's hardMaxBytesLimit): no first-batch exception.
             min_one_message=version > 2,
         )
-        return self._fetch_response(version, read, context)
-
-    def _fetch_response(
-        self,
-        version: int,
-        read: Read,
-        context: FetchContext,
-    ) -> Any:
-        """The answer: every partition, or in a session only those with something new
-        (KIP-227: records, an error, a diverging epoch, a moved HWM or log start offset)."""
-        schema = _response(ApiKey.FETCH, version)
-        topic_cls = item_type(schema, "responses")
-        partition_cls = item_type(topic_cls, "partitions")
-        by_topic: dict[Any, list[Any]] = {}
-        for cached, _name, result in read:
-            topic, partition = cached.topic, cached.request
-            if context.session is not None:
-                changed = answer_changed(
-                    cached,
-                    result.error_code,
-                    bool(result.records) or result.diverging_epoch != bm.NO_EPOCH,
-                    result.high_watermark,
-                    result.log_start_offset,
-                )
-                if context.incremental and not changed:
-                    continue
-            key = getattr(topic, "topic", None) or topic.topic_id
-            by_topic.setdefault(key, []).append(
-                fetch_partition_to_kio(partition_cls, int(partition.partition), result)
-            )
-        key_field = "topic" if has_field(topic_cls, "topic") else "topic_id"
-        return build(
-            schema,
-            throttle_time=NO_THROTTLE,
-            error_code=error_code(Errors.NONE),
-            session_id=context.session_id,
-            responses=tuple(
-                topic_cls(**{key_field: key, "partitions": tuple(parts)})
-                for key, parts in by_topic.items()
-            ),
-        )
+        return await fetch_response(_response(ApiKey.FETCH, version), read, context)
 
     # ---- ListOffsets / OffsetForLeaderEpoch ----
 

@@ -13,17 +13,20 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
 from broker.core import messages as bm
-from broker.core.fetch_session import FetchSessionCache, answer_changed
+from broker.core.fetch_session import FetchContext, FetchSessionCache, answer_changed
 from broker.runtime import fetch_reads, replica_manager
-from broker.runtime.fetch_reads import FetchReads
+from broker.runtime.fetch_reads import FetchReads, Read
 from broker.runtime.kafka_replication import replica_fetch_to_kio
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
 from kafkawire import broker_lifecycle as lifecycle
+from kafkawire.api_keys import ApiKey
 from kafkawire.errors import Errors
+from kafkawire.messages import response_schema
 from metadata.metadata_image import (
     MIN_INSYNC_REPLICAS,
     BrokerRegistration,
@@ -100,12 +103,12 @@ class _Leader:
         self.proposals.append(request)
         return lifecycle.alter_partition_response(Errors.NOT_CONTROLLER)
 
-    async def fetch(
+    async def read(
         self, replica: int, session: tuple[int, int], positions: dict[int, int],
         max_wait_ms: int = 0,
-    ) -> tuple[int, dict[int, bm.FetchResponse]]:
-        """One Fetch of follower `replica` (its session id and epoch) naming `positions`;
-        the session id answered and the partitions the answer carries."""
+    ) -> tuple[FetchContext, Read]:
+        """One Fetch of follower `replica` (its session id and epoch) naming `positions`: its
+        session context and what the leader read."""
         body = replica_fetch_to_kio(
             replica, 10 * replica, None, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
             partitions=[
@@ -124,6 +127,14 @@ class _Leader:
             context, replica_id=replica, replica_epoch=10 * replica, max_wait_ms=max_wait_ms,
             min_bytes=1, max_bytes=1 << 20, min_one_message=True,
         )
+        return context, read
+
+    async def fetch(
+        self, replica: int, session: tuple[int, int], positions: dict[int, int],
+        max_wait_ms: int = 0,
+    ) -> tuple[int, dict[int, bm.FetchResponse]]:
+        """read(), then the session id answered and the partitions the answer carries."""
+        context, read = await self.read(replica, session, positions, max_wait_ms)
         answered = {
             int(cached.request.partition): result
             for cached, _, result in read
@@ -266,3 +277,42 @@ async def test_an_isr_change_in_metadata_makes_a_skipped_partition_read_again(
     assert leader.read_count == 1
     proposal = leader.rm.hosted("t", 0).state.inflight
     assert proposal is not None and proposal.isr == (1, 3, 2)
+
+
+async def test_the_answer_to_a_fetch_of_many_partitions_is_built_in_slices(
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: the first answer to a follower after a create names its 5,000 new partitions;
+    building it gives the loop back every READ_BUDGET_S (0 here: after every partition), as
+    the reads do, and the answer still names every partition."""
+    leader = _Leader(tmp_path, clock)
+    context, read = await leader.read(2, (0, 0), dict.fromkeys(range(PARTITIONS), 0))
+    seen: list[str] = []
+    real = fetch_reads.fetch_partition_to_kio
+
+    def built(*args: Any) -> Any:
+        seen.append("partition")
+        return real(*args)
+
+    monkeypatch.setattr(fetch_reads, "fetch_partition_to_kio", built)
+    monkeypatch.setattr(fetch_reads, "READ_BUDGET_S", 0.0)
+
+    async def other() -> None:
+        while True:
+            seen.append("other")
+            await asyncio.sleep(0)
+
+    ticker = asyncio.ensure_future(other())
+    try:
+        answer = await fetch_reads.fetch_response(
+            response_schema(int(ApiKey.FETCH), 17), read, context
+        )
+    finally:
+        ticker.cancel()
+    assert sorted(int(p.partition_index) for t in answer.responses for p in t.partitions) == (
+        list(range(PARTITIONS))
+    )
+    at = [i for i, what in enumerate(seen) if what == "partition"]
+    assert len(at) == PARTITIONS
+    assert all("other" in seen[a:b] for a, b in itertools.pairwise(at)), seen
+    await leader.rm.close()
