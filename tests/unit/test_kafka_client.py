@@ -5,6 +5,7 @@ failures as Kafka errors."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -148,5 +149,32 @@ async def test_send_writes_a_request_that_gets_no_response_acks_0(served: Served
         answer = await client.request(("127.0.0.1", server.port), _DC)
         assert answer.cluster_id == "c-1" and callers == [5, 5]
         assert len(client.connected_addresses()) == 1
+    finally:
+        await client.close()
+
+
+async def test_a_response_asked_to_be_decoded_in_a_thread_is_not_decoded_on_the_loop(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a Fetch answer naming thousands of partitions took kio 100 ms to decode on the
+    loop; `decode_in_thread` decodes it in a worker thread, to the same entities. Others are
+    decoded on the loop, as before."""
+    from kafkawire import client as client_module
+
+    threads: list[int] = []
+    real = client_module.decode_response
+
+    def decode(*args: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args)
+
+    monkeypatch.setattr(client_module, "decode_response", decode)
+    server, _, _ = served
+    client = KafkaClient(client_id_for_node(4))
+    try:
+        inline = await client.request(("127.0.0.1", server.port), _DC)
+        off_loop = await client.request(("127.0.0.1", server.port), _DC, decode_in_thread=True)
+        assert off_loop == inline and off_loop.cluster_id == "c-1"
+        assert threads[0] == threading.get_ident() != threads[1]
     finally:
         await client.close()

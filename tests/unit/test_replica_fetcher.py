@@ -281,3 +281,31 @@ async def test_a_round_of_many_partitions_gives_the_loop_back_between_them(
         ticker.cancel()
         await fetcher.stop()
         await rm.close()
+
+
+async def test_the_answer_to_a_fetch_of_many_partitions_is_decoded_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a Fetch naming DECODE_IN_THREAD_PARTITIONS or more (5 here) has its answer,
+    which names them all, decoded in a worker thread (KafkaClient's decode_in_thread); a
+    Fetch of a few partitions is decoded on the loop (no thread hop for replication)."""
+    monkeypatch.setattr(replica_fetcher, "DECODE_IN_THREAD_PARTITIONS", PARTITIONS)
+    in_thread: list[bool] = []
+
+    class _Asked(_Leader):
+        async def request(self, address: str, body: Any, **kwargs: Any) -> Any:
+            in_thread.append(kwargs.get("decode_in_thread", False))
+            return await super().request(address, body, **kwargs)
+
+    rm = _follower(tmp_path)
+    leader = _Asked()
+    fetcher = _started_fetcher(rm, leader)
+    try:
+        await leader.asked_at_least(1)
+        leader.answers.put_nowait(_answer(77, {2: {"records": encode_batch(0, 0, 0, [b"a"])}}))
+        await leader.asked_at_least(2)
+        assert [len(named) for _, named, _ in leader.asked] == [PARTITIONS, 1]
+        assert in_thread == [True, False]
+    finally:
+        await fetcher.stop()
+        await rm.close()
