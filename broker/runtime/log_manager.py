@@ -42,7 +42,7 @@ from broker.runtime.partition_log import read_offset_checkpoint, write_offset_ch
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.clock import now_ms
 from kafkawire.config import ConfigError
-from kafkawire.loop import cancel_and_wait
+from kafkawire.loop import LoopBudget, cancel_and_wait
 from metadata.config_defs import BROKER_CONFIGS, BrokerLevels
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE
 from metadata.records import CONFIG_RESOURCE_BROKER
@@ -65,6 +65,9 @@ from storage.runtime.segment import CLEANED_SUFFIX, Segment, segment_file_name
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 DEFAULT_CLEANER_BACKOFF_MS = 15_000
+# How long a walk over the hosted partitions (retention, the cleaner's search) runs before it
+# gives the loop back (issue 35).
+WALK_BUDGET_S = 0.01
 DEDUPE_BUFFER_SIZE = "log.cleaner.dedupe.buffer.size"
 IO_MAX_BYTES_PER_SECOND = "log.cleaner.io.max.bytes.per.second"
 
@@ -215,9 +218,13 @@ class LogManager:
                 log.exception("Retention check failed")
 
     async def run_retention(self) -> int:
-        """One pass over every hosted partition (Kafka's cleanupLogs); segments deleted."""
+        """One pass over every hosted partition (Kafka's cleanupLogs); segments deleted. It
+        gives the loop back every WALK_BUDGET_S: one pass over the 66,000 partitions a broker
+        hosts at 100,000 held its loop for seconds (issue 35)."""
         total = 0
+        budget = LoopBudget(WALK_BUDGET_S)
         for hosted in list(self.replicas.partitions.values()):
+            await budget.spend()
             if hosted.state.role is Role.NONE:
                 continue  # the topic is gone: its data stays as it is
             await hosted.commit.idle()  # no flush round in a thread holds the segments
@@ -333,10 +340,15 @@ class LogManager:
 
     async def clean_filthiest(self) -> bool:
         """One cleaner round: the dirtiest cleanable compacted partition, if any; whether one
-        was cleaned."""
+        was cleaned. The search gives the loop back every WALK_BUDGET_S, as retention does
+        (issue 35: every log.cleaner.backoff.ms, a walk of 66,000 partitions in one stretch)."""
         now = now_ms()
         best: tuple[float, HostedPartition, CleanableRange, CleanerConfig] | None = None
+        budget = LoopBudget(WALK_BUDGET_S)
         for hosted in list(self.replicas.partitions.values()):
+            await budget.spend()
+            if self.replicas.partitions.get(hosted.key) is not hosted:
+                continue  # removed meanwhile
             found = self._cleanable(hosted, now)
             if found is None:
                 continue
@@ -347,6 +359,8 @@ class LogManager:
         if best is None:
             return False
         _score, hosted, rng, config = best
+        if self.replicas.partitions.get(hosted.key) is not hosted:
+            return False  # removed while the search yielded
         return await self.clean(hosted, rng, config, now)
 
     async def clean(

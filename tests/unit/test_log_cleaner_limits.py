@@ -7,6 +7,7 @@ LogManager."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -193,3 +194,63 @@ def test_the_io_throttle_bounds_the_cleaners_rate(tmp_path: Path) -> None:
     # average stays near 2 MB/s, where unthrottled it runs at 10-30 MB/s.
     assert io_bytes / slow <= 1.5 * rate, (io_bytes, slow, fast)
     assert fast < slow, (fast, slow)
+
+
+def test_retention_and_the_cleaners_search_give_the_loop_back_while_they_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35: a retention pass and the cleaner's search for the filthiest log walk every
+    hosted partition (66,000 on a broker at 100,000); each gives the loop back every
+    WALK_BUDGET_S (0 here: after every partition), so others run in between."""
+    from broker.runtime import log_manager
+
+    monkeypatch.setattr(log_manager, "WALK_BUDGET_S", 0.0)
+    seen: list[str] = []
+
+    async def idle() -> None:
+        return None
+
+    def old_segments(_hwm: int, _now: int) -> tuple[None, list[Any]]:
+        seen.append("retention")
+        return None, []
+
+    partitions = {
+        ("t", p): SimpleNamespace(
+            topic="t", partition=p, key=("t", p),
+            log=SimpleNamespace(delete_old_segments=old_segments,
+                                retention=RetentionConfig(compact=False)),
+            state=SimpleNamespace(role=Role.LEADER, high_watermark=0),
+            commit=SimpleNamespace(idle=idle),
+        )
+        for p in range(10)
+    }
+    manager = LogManager(
+        cast(Any, SimpleNamespace(partitions=partitions, topic_configs=lambda _: {})),
+        LogManagerSettings(cleaner_enable=False),
+    )
+    real = manager._cleanable
+
+    def cleanable(hosted: Any, now: int) -> Any:
+        seen.append("cleaner")
+        return real(hosted, now)
+
+    monkeypatch.setattr(manager, "_cleanable", cleanable)
+
+    async def run() -> None:
+        async def other() -> None:
+            while True:
+                seen.append("other")
+                await asyncio.sleep(0)
+
+        ticker = asyncio.ensure_future(other())
+        try:
+            assert await manager.run_retention() == 0
+            assert await manager.clean_filthiest() is False
+        finally:
+            ticker.cancel()
+
+    asyncio.run(run())
+    for kind in ("retention", "cleaner"):
+        at = [i for i, what in enumerate(seen) if what == kind]
+        assert len(at) == len(partitions)
+        assert all("other" in seen[a:b] for a, b in itertools.pairwise(at)), seen
