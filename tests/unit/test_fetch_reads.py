@@ -36,6 +36,7 @@ from metadata.metadata_image import (
 from metadata.partition_registration import PartitionRegistration
 from metadata.records import CONFIG_RESOURCE_TOPIC
 from storage.core.record_batch import encode_batch
+from tests.loop_turns import LoopTurns, turns_between
 
 TOPIC_ID = uuid.UUID(int=7)
 PARTITIONS = 20
@@ -297,22 +298,12 @@ async def test_the_answer_to_a_fetch_of_many_partitions_is_built_in_slices(
     monkeypatch.setattr(fetch_reads, "fetch_partition_to_kio", built)
     monkeypatch.setattr(fetch_reads, "READ_BUDGET_S", 0.0)
 
-    async def other() -> None:
-        while True:
-            seen.append("other")
-            await asyncio.sleep(0)
-
-    ticker = asyncio.ensure_future(other())
-    try:
+    async with LoopTurns(seen):
         answer = await fetch_reads.fetch_response(
             response_schema(int(ApiKey.FETCH), 17), read, context
         )
-    finally:
-        ticker.cancel()
     assert sorted(int(p.partition_index) for t in answer.responses for p in t.partitions) == (
         list(range(PARTITIONS))
     )
-    at = [i for i, what in enumerate(seen) if what == "partition"]
-    assert len(at) == PARTITIONS
-    assert all("other" in seen[a:b] for a, b in itertools.pairwise(at)), seen
+    assert turns_between(seen, "partition", PARTITIONS), seen
     await leader.rm.close()

@@ -7,7 +7,6 @@ LogManager."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +28,7 @@ from storage.core.log_cleaner import OffsetMap, build_offset_map, offset_map_cap
 from storage.core.log_retention import RetentionConfig
 from storage.core.record_batch import Record, decode_batch, encode_batch, iter_segment_batches
 from storage.core.throttler import Throttler
+from tests.loop_turns import LoopTurns, turns_between
 
 NOW = 1_000_000
 KEYS = 40
@@ -237,20 +237,10 @@ def test_retention_and_the_cleaners_search_give_the_loop_back_while_they_walk(
     monkeypatch.setattr(manager, "_cleanable", cleanable)
 
     async def run() -> None:
-        async def other() -> None:
-            while True:
-                seen.append("other")
-                await asyncio.sleep(0)
-
-        ticker = asyncio.ensure_future(other())
-        try:
+        async with LoopTurns(seen):
             assert await manager.run_retention() == 0
             assert await manager.clean_filthiest() is False
-        finally:
-            ticker.cancel()
 
     asyncio.run(run())
     for kind in ("retention", "cleaner"):
-        at = [i for i, what in enumerate(seen) if what == kind]
-        assert len(at) == len(partitions)
-        assert all("other" in seen[a:b] for a, b in itertools.pairwise(at)), seen
+        assert turns_between(seen, kind, len(partitions)), seen

@@ -7,7 +7,6 @@ and comes back once replica.fetch.backoff.ms has passed."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import uuid
 from pathlib import Path
 from types import MappingProxyType
@@ -26,6 +25,7 @@ from metadata.metadata_image import BrokerRegistration, MetadataImage, TopicImag
 from metadata.partition_registration import PartitionRegistration
 from storage.core.leader_epoch_cache import LeaderEpochCache
 from storage.core.record_batch import encode_batch
+from tests.loop_turns import LoopTurns, turns_between
 
 TOPIC_ID = uuid.UUID(int=9)
 PARTITIONS = 5
@@ -260,25 +260,17 @@ async def test_a_round_of_many_partitions_gives_the_loop_back_between_them(
     monkeypatch.setattr(ReplicaFetcher, "_process_partition", process)
     monkeypatch.setattr(ReplicaFetcher, "_request", request)
 
-    async def other() -> None:
-        while True:
-            seen.append("other")
-            await asyncio.sleep(0)
-
     rm = _follower(tmp_path, truncated=False)
     leader = _Leader()
-    ticker = asyncio.ensure_future(other())
     fetcher = _started_fetcher(rm, leader)
     try:
-        await leader.asked_at_least(1)
-        leader.answers.put_nowait(_answer(77, {p: {} for p in range(PARTITIONS)}))
-        await leader.asked_at_least(2)
+        async with LoopTurns(seen):
+            await leader.asked_at_least(1)
+            leader.answers.put_nowait(_answer(77, {p: {} for p in range(PARTITIONS)}))
+            await leader.asked_at_least(2)
         for kind in ("cut", "request", "answer"):
-            at = [i for i, what in enumerate(seen) if what == kind][:PARTITIONS]
-            assert len(at) == PARTITIONS
-            assert all("other" in seen[a:b] for a, b in itertools.pairwise(at)), seen
+            assert turns_between(seen, kind, PARTITIONS), seen
     finally:
-        ticker.cancel()
         await fetcher.stop()
         await rm.close()
 
