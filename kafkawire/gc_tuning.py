@@ -31,6 +31,8 @@ from collections import deque
 from enum import Enum
 from typing import Any, Protocol
 
+from kafkawire.loop_lag import stable_copy
+
 log = logging.getLogger("minikraft.gc")
 
 FREEZE_MIN_RECORDS = 1000
@@ -165,18 +167,10 @@ class GcPauses:
     def max_ms(self, generation: int | None = None) -> float:
         """The longest collection of the last minute (of one generation, or any)."""
         horizon = time.monotonic() - self.window_s
-        while True:
-            try:
-                pauses = tuple(self._pauses)
-                break
-            except RuntimeError:
-                # A collection ran while the deque was copied and its callback appended
-                # ("deque mutated during iteration": /v1/status answered 500): copy again.
-                continue
         return max(
             (
                 ms
-                for at, gen, ms in pauses
+                for at, gen, ms in stable_copy(self._pauses)
                 if at >= horizon and (generation is None or gen == generation)
             ),
             default=0.0,

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kafkawire.loop import cancel_and_wait
 
@@ -24,6 +25,20 @@ class LoopLag:
     max_ms: float
     p99_ms: float
     samples: int
+
+
+T = TypeVar("T")
+
+
+def stable_copy(items: deque[T]) -> tuple[T, ...]:
+    """A copy of a deque another thread may append to meanwhile (the loop appends the samples
+    while /metrics renders on its worker thread; a collection's callback appends its pause
+    wherever it runs): "deque mutated during iteration" means copy again."""
+    while True:
+        try:
+            return tuple(items)
+        except RuntimeError:
+            continue
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -61,7 +76,7 @@ class LoopLagMonitor:
     def lag(self, now: float | None = None) -> LoopLag:
         """Max and p99 over the samples of the last `window_s`."""
         horizon = (time.monotonic() if now is None else now) - self.window_s
-        values = [lag for at, lag in self._samples if at >= horizon]
+        values = [lag for at, lag in stable_copy(self._samples) if at >= horizon]
         return LoopLag(
             max_ms=max(values, default=0.0),
             p99_ms=percentile(values, 0.99),
