@@ -480,9 +480,11 @@ def test_metadata_quorum_add_and_remove_controller_for_a_replaced_disk(up: Up) -
                              f"{uuid_to_str(new_dir)} and endpoints: CONTROLLER://{spec.address}")
     voters, _ = keys(quorum(cluster))
     assert {new_key, old_key} <= voters and len(voters) == 4
+    # `--opt=value`: a directory id is base64url and one in 64 starts with '-', which Kafka's
+    # argparse4j would read as an option ("expected one argument") if it came separately.
     removed = ok(run(tools.METADATA_QUORUM, "--bootstrap-server", up.bootstrap_server,
                      "remove-controller", "--controller-id", str(spec.node_id),
-                     "--controller-directory-id", uuid_to_str(old_dir)))
+                     f"--controller-directory-id={uuid_to_str(old_dir)}"))
     assert removed.strip() == (f"Removed KRaft controller {spec.node_id} with directory id "
                                f"{uuid_to_str(old_dir)}")
     voters, _ = keys(wait_for(lambda s: len(keys(s)[0]) == 3, cluster, WAIT_S))
@@ -490,7 +492,7 @@ def test_metadata_quorum_add_and_remove_controller_for_a_replaced_disk(up: Up) -
     # The old key again: Kafka's VOTER_NOT_FOUND, as the tool shows it.
     gone = run(tools.METADATA_QUORUM, "--bootstrap-controller", up.bootstrap_controller,
                "remove-controller", "--controller-id", str(spec.node_id),
-               "--controller-directory-id", uuid_to_str(old_dir))
+               f"--controller-directory-id={uuid_to_str(old_dir)}")
     assert gone.rc == 1
     assert "VoterNotFoundException" in gone.stderr or "VOTER_NOT_FOUND" in gone.stderr + gone.stdout
 
