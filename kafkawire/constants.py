@@ -8,6 +8,8 @@ import uuid
 
 # Uuid.ZERO_UUID: no topic id, no directory id (an old replica or voter that sent none).
 ZERO_UUID = uuid.UUID(int=0)
+# Uuid.METADATA_TOPIC_ID: the metadata partition's topic id where a message names topics by id.
+METADATA_TOPIC_ID = uuid.UUID(int=1)
 # KIP-903's default broker epoch (AlterPartitionRequest, BrokerRegistrationRequest's
 # PreviousBrokerEpoch): a sender that cannot report one, whose epoch check is skipped.
 NO_BROKER_EPOCH = -1

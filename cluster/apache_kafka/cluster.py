@@ -30,8 +30,9 @@ from cluster.launch.local_cluster import (
 )
 from kafkawire.config import render_properties
 from kafkawire.errors import KafkaError
+from kafkawire.uuids import random_directory_id
 from raft.core.replica_key import uuid_to_str
-from raft.runtime.meta_properties import random_uuid_str, read_meta_properties
+from raft.runtime.meta_properties import read_meta_properties
 
 # A server JVM: a small heap (Kafka's own default is -Xmx1G -Xms1G, too much for six JVMs beside
 # minikraft's nodes), C1 only and the serial collector (fewer compiler and GC threads on two
@@ -139,7 +140,7 @@ class ApacheKafkaCluster(LocalCluster):
         (self.dir / "config").mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         voters = self.bootstrap_voters(standalone)
-        directory_ids = {c.node_id: random_uuid_str() for c in voters}
+        directory_ids = {c.node_id: uuid_to_str(random_directory_id()) for c in voters}
         initial = self.initial_controllers(voters, directory_ids)
         pending: list[tuple[NodeSpec, subprocess.Popen[str]]] = []
         for spec in self.all_nodes():

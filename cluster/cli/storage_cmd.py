@@ -9,6 +9,7 @@ import click
 from cluster.launch.node_entrypoint import parse_voters
 from cluster.output import EXIT_USAGE, emit_json, emit_table, fail, output_option
 from kafkawire.config import ConfigError, NodeConfig
+from kafkawire.uuids import random_directory_id
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str, uuid_to_str
 from raft.runtime.meta_properties import (
@@ -77,7 +78,7 @@ def format_cmd(
     if is_controller and standalone:
         listener = config.controller_listener()
         assert listener is not None  # validated by NodeConfig
-        metadata_directory_id = uuid.uuid4()
+        metadata_directory_id = random_directory_id()
         voters = [Voter(config.node_id, metadata_directory_id, {listener.name: listener.address})]
         bootstrap = bootstrap_snapshot(voters)
     elif is_controller and initial_controllers is not None:

@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from cluster.launch import fork_server
 from cluster.launch.layout import Layout, LayoutError, plan_layout
 from cluster.launch.netns import NetnsPlan
 from kafkawire.config import render_properties
+from kafkawire.uuids import random_directory_id
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import format_directories, read_meta_properties
@@ -275,7 +275,7 @@ class LocalCluster:
         """Write configs, and format what is not formatted yet (a restart keeps its data)."""
         (self.dir / "config").mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
-        directory_ids = {c.node_id: uuid.uuid4() for c in self.controllers}
+        directory_ids = {c.node_id: random_directory_id() for c in self.controllers}
         first = self.bootstrap_voters(standalone)
         voters = [
             Voter(c.node_id, directory_ids[c.node_id], {"CONTROLLER": c.address}) for c in first

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkawire.config import ConfigError, NodeConfig, parse_host_port
+from kafkawire.uuids import random_directory_id
 from raft.core.control_records import Voter, bootstrap_snapshot
 from raft.core.replica_key import uuid_from_str
 from raft.runtime.meta_properties import FormattedDirectory, format_directories
@@ -88,7 +89,7 @@ def plan_format(config: NodeConfig, environ: Mapping[str, str] | None = None) ->
     if standalone:
         listener = config.controller_listener()
         assert listener is not None  # NodeConfig.validate requires it for a controller
-        directory_id = uuid.uuid4()
+        directory_id = random_directory_id()
         voters = [Voter(config.node_id, directory_id, {listener.name: listener.address})]
         return FormatPlan(cluster_id, directory_id, bootstrap_snapshot(voters))
     if initial:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
@@ -38,6 +37,7 @@ from kafkawire.clock import now_ms
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.loop import cancel_and_wait
+from kafkawire.uuids import random_uuid
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 from metadata.loader import LoaderManifest, MetadataLoader
 from metadata.metadata_image import MetadataDelta, MetadataImage
@@ -248,7 +248,7 @@ class QuorumController:
     ) -> Callable[[MetadataImage], ControllerResult[Any]]:
         if api_key == ApiKey.CREATE_TOPICS:
             return lambda image: replication_control.create_topics(
-                image, request, uuid.uuid4, self.config
+                image, request, random_uuid, self.config
             )
         if api_key == ApiKey.DELETE_TOPICS:
             return lambda image: replication_control.delete_topics(image, request)

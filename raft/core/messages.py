@@ -45,7 +45,7 @@ from kio.schema.vote.v2 import request as vote_rq
 from kio.schema.vote.v2 import response as vote_rs
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64, u16
 
-from kafkawire.constants import ZERO_UUID
+from kafkawire.constants import METADATA_TOPIC_ID, ZERO_UUID
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code
 from kafkawire.topic import CLUSTER_METADATA_TOPIC
@@ -76,7 +76,6 @@ ReplicaState = dq_rs.ReplicaState  # a voter's or observer's progress in Describ
 # Kafka's names for the metadata partition: topic `__cluster_metadata`, partition 0, and
 # Uuid.METADATA_TOPIC_ID (0, 1) where a message names topics by id (Fetch v13+).
 METADATA_TOPIC = CLUSTER_METADATA_TOPIC
-METADATA_TOPIC_ID = uuid.UUID(int=1)
 METADATA_PARTITION = 0
 # Kafka's Uuid.ZERO_UUID: "no directory id" (an old replica or an unknown key); on the wire
 # kio reads it back as None.

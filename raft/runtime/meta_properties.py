@@ -24,6 +24,7 @@ from typing import Any
 
 from kafkawire.constants import ZERO_UUID
 from kafkawire.errors import Errors
+from kafkawire.uuids import random_directory_id, random_uuid
 from raft.core.replica_key import uuid_from_str, uuid_to_str
 from storage.runtime.fsutil import StorageError, storage_errors, write_atomic
 from storage.runtime.snapshot_file import BOOTSTRAP_SNAPSHOT_ID, write_snapshot
@@ -73,20 +74,9 @@ class FormattedDirectory:
 
 
 def random_uuid_str() -> str:
-    """A fresh UUID as Kafka prints it: 22 characters of unpadded base64url. Never one that
-    starts with '-' (Kafka's Uuid.randomUuid draws again): a cluster id given to a command line
-    as `--cluster-id -xyz...` would read as an option (Kafka's own kafka-storage fails so)."""
-    text = uuid_to_str(_new_directory_id())
-    while text.startswith("-"):
-        text = uuid_to_str(_new_directory_id())
-    return text
-
-
-def _new_directory_id() -> uuid.UUID:
-    directory_id = uuid.uuid4()
-    while directory_id == ZERO_UUID:
-        directory_id = uuid.uuid4()
-    return directory_id
+    """A fresh UUID as Kafka's `kafka-storage random-uuid` prints it (Uuid.randomUuid): 22
+    characters of unpadded base64url, never starting with '-'."""
+    return uuid_to_str(random_uuid())
 
 
 def meta_properties_path(directory: Path) -> Path:
@@ -155,7 +145,7 @@ def read_meta_properties(
             raise StorageError(f"corrupt {path}: bad directory.id {raw_directory!r}") from exc
     props = MetaProperties(version, cluster_id, node_id, directory_id)
     if directory_id == ZERO_UUID:
-        props = MetaProperties(version, cluster_id, node_id, _new_directory_id())
+        props = MetaProperties(version, cluster_id, node_id, random_directory_id())
         write_meta_properties(directory, props)
         (logger or _log).info(
             "%s had no directory id: assigned %s (seed 003)", path, uuid_to_str(props.directory_id)
@@ -225,7 +215,7 @@ def format_directories(
             continue
         with storage_errors(f"create {directory}"):
             directory.mkdir(parents=True, exist_ok=True)
-        directory_id = _new_directory_id()
+        directory_id = random_directory_id()
         if is_metadata:
             if metadata_directory_id is not None:
                 directory_id = metadata_directory_id
