@@ -78,6 +78,10 @@ class KafkaServer:
     accepted: set[_Accepted] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
 
+    @property
+    def listening(self) -> bool:
+        return self._server is not None
+
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(

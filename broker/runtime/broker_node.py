@@ -306,13 +306,21 @@ class BrokerNode:
             "Broker %s loaded %d partition logs (previous broker epoch %d)",
             self.broker_id, loaded, self.previous_broker_epoch,
         )
+        # Kafka's SocketServer opens a listener's port only in enableRequestProcessing, once
+        # the broker is unfenced (BrokerServer.startup): "systems which assume that the socket
+        # being open indicates readiness are not confused". A restarted broker catching up
+        # with the metadata log was answering the other brokers' follower Fetches of the
+        # partitions it had led (tens of thousands, with errors, every backoff): half its CPU
+        # at 100,000 partitions (issue 35). A port 0 is bound at once, as Kafka's Acceptor
+        # does, to know it.
         for server in self.servers:
-            await server.start()
+            if server.port == 0:
+                await server.start()
         log.info(
-            "Broker %s listening on %s (cluster %s)",
+            "Broker %s starting (cluster %s): it listens on %s once unfenced",
             self.broker_id,
-            ", ".join(f"{lst.name}://{lst.address}" for lst in self.listeners),
             self.raft.cluster_id,
+            ", ".join(f"{lst.name}://{lst.address}" for lst in self.listeners),
         )
         await self.raft.start()
         if self.http is not None:
@@ -477,6 +485,8 @@ class BrokerNode:
         self.fenced = response.is_fenced
         self._started = self._started or not response.is_fenced
         self.caught_up = self.caught_up or response.is_caught_up
+        if not self.fenced:
+            await self._enable_request_processing()
         if response.is_caught_up and not self._strays_checked:
             # Kafka looks for stray logs once the broker has caught up with the metadata log
             # (LogManager.startup with isStrayKraftReplica): only then does a topic id missing
@@ -485,6 +495,18 @@ class BrokerNode:
             strays = self.replicas.remove_strays()
             if strays:
                 log.warning("Broker %s moved %d stray logs aside", self.broker_id, strays)
+
+    async def _enable_request_processing(self) -> None:
+        """Kafka's SocketServer.enableRequestProcessing: the listeners open once unfenced."""
+        waiting = [server for server in self.servers if not server.listening]
+        if not waiting or self._shutting_down:
+            return
+        for server in waiting:
+            await server.start()
+        log.info(
+            "Broker %s listening on %s",
+            self.broker_id, ", ".join(f"{lst.name}://{lst.address}" for lst in self.listeners),
+        )
 
     async def _controller_request(
         self, request: Any, timeout_ms: int = CONTROLLER_REQUEST_TIMEOUT_MS

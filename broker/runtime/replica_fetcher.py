@@ -71,6 +71,11 @@ class FetchSettings:
     max_wait_ms: int = 500  # replica.fetch.wait.max.ms
     min_bytes: int = 1  # replica.fetch.min.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    # Kafka's fetcher waits request.timeout.ms (30 s) for an answer (BrokerBlockingSender's
+    # NetworkClient). It was replica.fetch.wait.max.ms + 5 s here: a restarted broker's first
+    # (full) Fetch of 100,000 partitions took the leader longer than that to read, the follower
+    # gave up and sent another full one, queued behind the first, again and again (issue 35).
+    request_timeout_ms: int = 30000
 
 
 class PartitionFetchState:
@@ -331,7 +336,7 @@ class ReplicaFetcher:
                     session_epoch=plan.epoch,
                     forgotten=[(cast(uuid.UUID, t), p) for t, p in plan.forget],
                 ),
-                timeout_ms=settings.max_wait_ms + 5000,
+                timeout_ms=max(settings.request_timeout_ms, settings.max_wait_ms + 5000),
                 dest_node_id=self.leader_id,
                 decode_in_thread=len(requests) >= DECODE_IN_THREAD_PARTITIONS,
             )

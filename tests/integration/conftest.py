@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,17 @@ class Deliveries:
             self.acked.append(int(message.value()))
         else:
             self.failed.append(err)
+
+
+def set_faults(spec: NodeSpec, rules: dict[str, Any]) -> None:
+    """Replace a node's fault rules (its POST /v1/faults, kafkawire.faults)."""
+    request = urllib.request.Request(
+        f"http://{spec.host}:{spec.http_port}/v1/faults",
+        data=json.dumps(rules).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
 
 
 def start_cluster(

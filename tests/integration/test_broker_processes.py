@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import json
 import signal
+import socket
 import time
 import urllib.request
 import uuid
@@ -27,7 +28,13 @@ from kafkawire.client import KafkaClient
 from kafkawire.errors import Errors
 from raft.core.replica_key import uuid_from_str
 from storage.core.record_batch import encode_batch
-from tests.integration.conftest import describe, minikraft, running_cluster, wait_describe
+from tests.integration.conftest import (
+    describe,
+    minikraft,
+    running_cluster,
+    set_faults,
+    wait_describe,
+)
 from tests.integration.fake_broker import follower_fetch
 
 OVERRIDES = {
@@ -103,6 +110,14 @@ def broker(c: LocalCluster, broker_id: int) -> NodeSpec:
 def restart(c: LocalCluster, spec: NodeSpec) -> None:
     c.start_node(spec)
     c.write_cluster_file()
+
+
+def gauge_or_none(spec: NodeSpec, name: str) -> float | None:
+    """The gauge, or None while the node's HTTP side does not answer."""
+    try:
+        return gauge(spec, name)
+    except OSError:
+        return None
 
 
 def gauge(spec: NodeSpec, name: str) -> float | None:
@@ -228,7 +243,22 @@ def test_clean_restart_keeps_elr_unclean_drops_it(cluster: LocalCluster) -> None
     wait_describe(c, "elr", lambda p: unclean_id in p["elr"], 20)
     assert not (Path(spec.dir) / "data" / ".kafka_cleanshutdown").exists()
     before = registrations(c, unclean_id)
+    # Kafka's BrokerServer opens its listeners once unfenced: restarted while the controllers
+    # drop everything it sends (it can neither catch up nor register), the broker is STARTING
+    # and its Kafka port refuses connections (issue 35: a restarted broker answered the other
+    # brokers' follower Fetches while it caught up).
+    for controller in c.controllers:
+        set_faults(controller, {"drop_inbound": [unclean_id]})
     restart(c, spec)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and gauge_or_none(spec, "BrokerState") is None:
+        time.sleep(0.2)
+    time.sleep(1)
+    assert gauge(spec, "BrokerState") == 1  # STARTING
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((spec.host, spec.port), timeout=5).close()
+    for controller in c.controllers:
+        set_faults(controller, {})
     registered, active = wait_new_registration(c, unclean_id, before)
     assert "(unclean restart" in registered, registered
     # Rule 12: an unclean restart removes the broker from the ELR at registration. Asked of the

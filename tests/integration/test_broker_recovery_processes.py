@@ -32,7 +32,7 @@ from kafkawire.errors import Errors
 from raft.core.replica_key import uuid_from_str
 from storage.core.record_batch import encode_batch, iter_segment_batches
 from tests.integration import conftest
-from tests.integration.conftest import minikraft, start_cluster
+from tests.integration.conftest import minikraft, set_faults, start_cluster
 from tests.integration.fake_broker import follower_fetch
 from tests.integration.test_broker_processes import (
     _raw,
@@ -93,16 +93,6 @@ def wait_describe(
 ) -> dict[str, Any]:
     """conftest's wait_describe, asked in-process every 0.1 s."""
     return conftest.wait_describe(c, topic, predicate, timeout_s, ask=describe, poll_s=0.1)
-
-
-def set_faults(spec: NodeSpec, rules: dict[str, Any]) -> None:
-    request = urllib.request.Request(
-        f"http://{spec.host}:{spec.http_port}/v1/faults",
-        data=json.dumps(rules).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
 
 
 def status(spec: NodeSpec) -> dict[str, Any]:

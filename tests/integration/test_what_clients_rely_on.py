@@ -281,7 +281,11 @@ def _partition_dirs(spec: Any, topic: str) -> dict[str, str | None]:
 def delete_and_recreate_cycles(c: LocalCluster, topic: str) -> None:
     """delete -> create -> produce -> consume three times, then once with a broker killed -9
     while the topic is deleted and restarted afterwards: every incarnation a new topic, and
-    every broker, the restarted one too, keeps only the last one's logs."""
+    every broker, the restarted one too, serves only the last one's logs. The restarted broker
+    publishes its metadata once caught up (Kafka's MetadataLoader), so it never hears of the
+    deletion: its logs of the deleted incarnation are strays, moved aside as
+    `<topic>-<p>.<uuid>-stray` and kept (Kafka's LogManager.isStrayKraftReplica at the first
+    publish, "Move aside stray partitions, don't delete them")."""
     ids = []
     for cycle in range(3):
         ids.append(_create_produce_consume(c, topic, cycle))
@@ -299,10 +303,17 @@ def delete_and_recreate_cycles(c: LocalCluster, topic: str) -> None:
     while True:
         dirs = {spec.name: _partition_dirs(spec, topic) for spec in c.brokers}
         expected = {f"{topic}-{p}": ids[-1] for p in range(3)}
-        if all(found == expected for found in dirs.values()):
+        live = {name: {d: i for d, i in found.items() if not d.endswith("-stray")}
+                for name, found in dirs.items()}
+        if all(found == expected for found in live.values()):
             break
         assert time.monotonic() < deadline, dirs
         time.sleep(0.5)
+    strays = {name: sorted(i for d, i in found.items() if d.endswith("-stray"))
+              for name, found in dirs.items()}
+    assert strays == {
+        spec.name: [ids[-2]] * 3 if spec is down else [] for spec in c.brokers
+    }, dirs
 
 
 def test_a_deleted_topics_name_is_a_new_topic_again_and_again_even_for_a_broker_down_meanwhile(

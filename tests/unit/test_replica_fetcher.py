@@ -301,3 +301,25 @@ async def test_the_answer_to_a_fetch_of_many_partitions_is_decoded_off_the_loop(
     finally:
         await fetcher.stop()
         await rm.close()
+
+
+async def test_a_fetch_waits_request_timeout_ms_for_its_answer(tmp_path: Path) -> None:
+    """Kafka's fetcher waits request.timeout.ms (30 s) for a Fetch answer; at
+    replica.fetch.wait.max.ms + 5 s a restarted broker's first, full Fetch of 100,000 partitions
+    timed out at its leader and was sent again and again (issue 35)."""
+    timeouts: list[int | None] = []
+
+    class _Timed(_Leader):
+        async def request(self, address: str, body: Any, **kwargs: Any) -> Any:
+            timeouts.append(kwargs.get("timeout_ms"))
+            return await super().request(address, body, **kwargs)
+
+    rm = _follower(tmp_path)
+    leader = _Timed()
+    fetcher = _started_fetcher(rm, leader)
+    try:
+        await leader.asked_at_least(1)
+        assert timeouts == [30000]
+    finally:
+        await fetcher.stop()
+        await rm.close()
