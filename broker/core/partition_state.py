@@ -19,6 +19,7 @@ decides where it may go), 21 (RECOVERING refuses requests until RECOVERED commit
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, TypedDict, cast
@@ -401,14 +402,16 @@ class PartitionState:
         effective_min_isr: int,
         brokers: BrokerView,
         now_ms: int,
+        touched_brokers: AbstractSet[int] = frozenset(),
     ) -> PartitionReady:
         """A committed PartitionRecord / PartitionChangeRecord for this partition was replayed.
+        `touched_brokers`: the brokers whose registration records the same change replayed.
 
         The runtime keeps `update_local_log` current first: a new leader starts its epoch at
         the log end offset it knows."""
         out = _Builder()
         self._brokers = brokers
-        self._forget_refusal_if_image_moved()
+        self._forget_refusal_if_image_moved(touched_brokers)
         self._min_isr = effective_min_isr
         if registration.leader_epoch < self._leader_epoch or (
             registration.leader_epoch == self._leader_epoch
@@ -436,12 +439,14 @@ class PartitionState:
         return self._ready(out)
 
     def update_metadata(
-        self, effective_min_isr: int, brokers: BrokerView, now_ms: int
+        self, effective_min_isr: int, brokers: BrokerView, now_ms: int,
+        touched_brokers: AbstractSet[int] = frozenset(),
     ) -> PartitionReady:
-        """A new image without a change to this partition: broker epochs/fencing, min ISR."""
+        """A new image without a change to this partition: broker epochs/fencing, min ISR.
+        `touched_brokers`: the brokers whose registration records the change replayed."""
         out = _Builder()
         self._brokers = brokers
-        self._forget_refusal_if_image_moved()
+        self._forget_refusal_if_image_moved(touched_brokers)
         if effective_min_isr != self._min_isr:
             self._min_isr = effective_min_isr
             self._maybe_advance_hwm(now_ms, out)
@@ -825,15 +830,20 @@ class PartitionState:
             return NO_BROKER_EPOCH
         return progress.broker_epoch
 
-    def _forget_refusal_if_image_moved(self) -> None:
+    def _forget_refusal_if_image_moved(self, touched_brokers: AbstractSet[int]) -> None:
         """Rule 18: a refused proposal may go again once the image changed for one of its
-        members, checked at every image so a fence then unfence with the same epoch counts."""
+        members: a record about a member (a fence then unfence with the same epoch counts,
+        even when one change replays both and the member ends as it was), or a member's
+        state differing from the refused one."""
         leader = self._leader
         refused = None if leader is None else leader.ineligible_signature
         if leader is None or refused is None:
             return
         kind = cast(ProposalKind, refused[0])
         view = cast(tuple[tuple[int, int, object, object, object], ...], refused[3])
+        if any(member[0] in touched_brokers for member in view):
+            leader.ineligible_signature = None
+            return
         members = tuple(broker_state(member[0], member[1]) for member in view)
         if self._signature(kind, members) != refused:
             leader.ineligible_signature = None

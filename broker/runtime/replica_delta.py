@@ -11,6 +11,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Protocol
 
@@ -148,7 +149,9 @@ class ReplicaDelta:
             registration = None if topic is None else topic.partitions.get(partition_id)
             if topic is None or registration is None:
                 continue  # created and removed within this change
-            self._apply_partition(image, topic, partition_id, registration, ts, changed)
+            self._apply_partition(
+                image, topic, partition_id, registration, ts, changed, delta.brokers
+            )
             applied.add(TopicIdPartition(topic_id, partition_id))
             if count % APPLY_SLICE_PARTITIONS == 0:
                 yield
@@ -165,7 +168,10 @@ class ReplicaDelta:
             if topic is not None and hosted.partition in topic.partitions:
                 min_isr = image.effective_min_isr(topic.topic_id, hosted.partition)
                 host.apply_ready(
-                    hosted, hosted.state.update_metadata(min_isr, self._brokers(image), ts)
+                    hosted,
+                    hosted.state.update_metadata(
+                        min_isr, self._brokers(image), ts, delta.brokers
+                    ),
                 )
                 host.isr_counts.track(hosted)
 
@@ -226,10 +232,12 @@ class ReplicaDelta:
         registration: PartitionRegistration,
         ts: int,
         changed: list[HostedPartition],
+        touched_brokers: AbstractSet[int] = frozenset(),
     ) -> bool:
         """One partition of the image: open it if this broker became a replica, apply a new
         registration (appending to `changed` if its leadership moved), else refresh the broker
-        view and min ISR. False if this broker neither hosts nor replicates it."""
+        view and min ISR. False if this broker neither hosts nor replicates it.
+        `touched_brokers`: the brokers the change's registration records named (rule 18)."""
         host = self._host
         key = TopicIdPartition(topic.topic_id, partition_id)
         hosted = host.partitions.get(key)
@@ -248,7 +256,9 @@ class ReplicaDelta:
                 host.sync_log(hosted, ts)
             host.apply_ready(
                 hosted,
-                hosted.state.apply_registration(registration, min_isr, self._brokers(image), ts),
+                hosted.state.apply_registration(
+                    registration, min_isr, self._brokers(image), ts, touched_brokers
+                ),
             )
             host.isr_counts.track(hosted)
             # An ISR change alone journals nothing: follower sessions skipping the partition
@@ -259,7 +269,8 @@ class ReplicaDelta:
                 changed.append(hosted)
         else:
             host.apply_ready(
-                hosted, hosted.state.update_metadata(min_isr, self._brokers(image), ts)
+                hosted,
+                hosted.state.update_metadata(min_isr, self._brokers(image), ts, touched_brokers),
             )
             host.isr_counts.track(hosted)
         return True

@@ -238,6 +238,18 @@ def test_ineligible_replica_is_proposed_again_after_a_fence_and_unfence() -> Non
     assert_proposes_3(state, 300, now_ms=7)
 
 
+def test_ineligible_replica_is_proposed_again_when_one_change_fences_and_unfences_it() -> None:
+    state, proposal = proposing_isr_123()
+    state.on_alter_partition_response(proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, 2)
+    # A change naming only a broker outside the proposal is no reason to propose it again.
+    state.update_metadata(2, image(EPOCHS), now_ms=3, touched_brokers=frozenset({4}))
+    assert state.on_follower_fetch(3, 4, 300, now_ms=4).alter_partition is None
+    # The leader's metadata was behind: one change replays the follower's fence and unfence
+    # (same epoch), so the image ends as it was, but the follower's registration moved.
+    state.update_metadata(2, image(EPOCHS), now_ms=5, touched_brokers=frozenset({3}))
+    assert_proposes_3(state, 300, now_ms=6)
+
+
 def test_fenced_leader_epoch_reverts_until_new_metadata() -> None:
     state, proposal = proposing_isr_123()
     state.on_alter_partition_response(proposal.proposal_id, Errors.FENCED_LEADER_EPOCH, None, 2)
