@@ -398,14 +398,8 @@ class BrokerNode:
         while time.monotonic() < deadline and unreachable < 3:
             left_ms = int((deadline - time.monotonic()) * 1000)
             try:
-                response = await self._controller_request(
-                    lifecycle.heartbeat_request(
-                        self.broker_id,
-                        self.broker_epoch,
-                        self.metadata.published_offset,
-                        want_shut_down=True,
-                    ),
-                    timeout_ms=max(1, min(rpc_timeout_ms, left_ms)),
+                response = await self._send_heartbeat(
+                    max(1, min(rpc_timeout_ms, left_ms)), want_shut_down=True
                 )
                 unreachable = 0
                 if response.should_shut_down:
@@ -461,18 +455,28 @@ class BrokerNode:
             self.broker_id, self.broker_epoch, self.previous_broker_epoch,
         )
 
+    async def _send_heartbeat(
+        self, timeout_ms: int, *, want_fence: bool = False, want_shut_down: bool = False
+    ) -> Any:
+        """One BrokerHeartbeat carrying the offset every publisher has applied (Kafka's
+        MetadataLoader.lastAppliedOffset, as BrokerLifecycleManager sends it)."""
+        return await self._controller_request(
+            lifecycle.heartbeat_request(
+                self.broker_id,
+                self.broker_epoch,
+                self.metadata.published_offset,
+                want_fence=want_fence,
+                want_shut_down=want_shut_down,
+            ),
+            timeout_ms=timeout_ms,
+        )
+
     async def _heartbeat(self) -> None:
         try:
-            # Kafka's BrokerLifecycleManager: the offset every publisher has applied
-            # (MetadataLoader.lastAppliedOffset), and wantFence until the first metadata was
+            # Kafka's BrokerLifecycleManager: wantFence until the first metadata was
             # published (BrokerServer's setReadyToUnfence after firstPublishFuture).
-            response = await self._controller_request(
-                lifecycle.heartbeat_request(
-                    self.broker_id,
-                    self.broker_epoch,
-                    self.metadata.published_offset,
-                    want_fence=self.metadata.published_offset == 0,
-                )
+            response = await self._send_heartbeat(
+                CONTROLLER_REQUEST_TIMEOUT_MS, want_fence=self.metadata.published_offset == 0
             )
         except KafkaError as exc:
             if exc.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
