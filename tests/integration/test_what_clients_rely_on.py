@@ -293,6 +293,15 @@ def delete_and_recreate_cycles(c: LocalCluster, topic: str) -> None:
     ids.append(_create_produce_consume(c, topic, 3))
     down = c.brokers[1]
     c.kill(down, signal.SIGKILL)
+    # Until its session lapses the killed broker is alive in the metadata, and a broker names a
+    # random alive one as "controller" (Kafka's getRandomAliveBrokerId): an admin client that
+    # learns the dead one waits for it until its timeout, with Kafka as with minikraft. The
+    # delete is meant to happen while the broker is down, so wait until it is fenced.
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_server})
+    deadline = time.monotonic() + 30
+    while down.node_id in admin.list_topics(timeout=10).brokers:
+        assert time.monotonic() < deadline, f"{down.name} never fenced"
+        time.sleep(0.2)
     _delete(c, topic)
     restart(c, down)
     asyncio.run(wait_until_ready(c, 60))
