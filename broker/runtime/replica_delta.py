@@ -61,6 +61,16 @@ class ReplicaHost(Protocol):
     def spawn(self, coro: Awaitable[None]) -> None: ...
 
 
+def _log_moved(hosted: HostedPartition) -> bool:
+    """The log's end or flushed offset is not what the core was last told: a registration
+    change syncs them first. Most changes (an ISR shrink or expansion, a leadership moving
+    off a follower's empty log) find them equal and skip the sync's two calls into the core:
+    a fencing at 100,000 partitions changes every one (issue 35)."""
+    plog, state = hosted.log, hosted.state
+    end = plog.log_end_offset
+    return state.log_end_offset != end or state.flushed_offset != min(plog.flushed_offset, end)
+
+
 class ReplicaDelta:
     def __init__(self, host: ReplicaHost, now_ms: Callable[[], int]) -> None:
         self._host = host
@@ -252,7 +262,9 @@ class ReplicaDelta:
         if registration != hosted.registration:
             before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
             hosted.registration = registration
-            if not opened:  # a new state starts from its log's end (ReplicaManager._open)
+            if not opened and _log_moved(hosted):
+                # The core's view of the log first: a new leader starts its epoch at the log
+                # end (a new state starts from it: ReplicaManager._open).
                 host.sync_log(hosted, ts)
             host.apply_ready(
                 hosted,

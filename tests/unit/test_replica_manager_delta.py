@@ -194,6 +194,36 @@ async def test_broker_and_config_changes_reach_their_dependents_only(
     await cluster.whole.close()
 
 
+async def test_a_registration_change_syncs_the_log_into_the_core_only_when_it_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fencing at 100,000 partitions changes every registration a broker hosts (issue 35):
+    an ISR change of a log the core already knows asks the core nothing about the log; a
+    log that moved meanwhile is synced first, so a new leader starts its epoch at its end."""
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    hosted = cluster.delta.hosted("a", 1)  # followed (leader 2)
+    synced: list[int] = []
+    real = hosted.state.update_local_log
+
+    def counted(log_end_offset: int, *args: object, **kwargs: object) -> object:
+        synced.append(log_end_offset)
+        return real(log_end_offset, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hosted.state, "update_local_log", counted)
+    cluster.commit([PartitionChangeRecord(1, A, isr=(1, 2))])
+    assert hosted.state.committed_isr == (1, 2)
+    assert synced == []
+    hosted.log.append_as_follower(encode_batch(0, 1, 0, [b"x", b"y"]))
+    hosted.log.flush()
+    cluster.commit([PartitionChangeRecord(1, A, leader=1)])
+    assert synced == [2]
+    assert hosted.state.leader_epoch_start_offset == 2
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
 async def test_removed_and_recreated_topics_match_the_whole_image_rescan(tmp_path: Path) -> None:
     cluster = _Cluster(tmp_path)
     cluster.commit(_brokers() + _topics())
