@@ -230,6 +230,33 @@ def test_a_snapshot_is_taken_beside_the_commits_not_in_their_way() -> None:
     assert loader.committed_offset == 3
 
 
+def test_commits_applied_while_a_snapshot_is_written_count_toward_the_next_one_only() -> None:
+    """Kafka's SnapshotGenerator resets its count as it starts a snapshot and schedules none
+    while one is being written (issue 35): a restarted broker at 100,000 partitions took a
+    second 100,000-partition snapshot right after the first, 7,000 records later, because
+    every commit applied during the first's write found the count still past the interval."""
+    emit = Emitter()
+    loader = MetadataLoader()
+    generator = SnapshotGenerator(2, emit)
+    loader.install_publishers([generator])
+    for _ in loader.commit_steps(batches(0, 1, [TopicRecord("t", T), TopicRecord("u", U)])):
+        pass
+    background = loader.background_steps()
+    next(background)  # the snapshot at 2 under way ...
+    for offset in (2, 3):  # ... and two records applied meanwhile: an interval's worth
+        record = TopicRecord(f"v{offset}", uuid.UUID(int=offset + 20))
+        for _ in loader.commit_steps(batches(offset, 1, [record])):
+            pass
+    list(background)
+    list(loader.background_steps())
+    assert [end for end, _ in emit.snapshots] == [2]  # not a second one at 4 at once
+    assert generator.records_since_snapshot == 2
+    # The next commit finds the interval reached (and nothing being written): one more.
+    loader.handle_commit(batches(4, 1, [TopicRecord("w", uuid.UUID(int=30))]))
+    assert [end for end, _ in emit.snapshots] == [2, 5]
+    assert generator.records_since_snapshot == 0
+
+
 class _Recorder:
     name = "Recorder"
 
