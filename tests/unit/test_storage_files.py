@@ -285,3 +285,31 @@ def test_list_snapshots_skips_a_snapshot_deleted_while_listing(
 
     monkeypatch.setattr(Path, "read_bytes", deleted_first)
     assert list_snapshots(tmp_path) == [(0, 0)]
+
+
+def test_listing_snapshots_checks_their_batches_without_decoding_their_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's start lists its snapshots: each is checked (length, magic, CRC32C), as Kafka's
+    ensureValid, not decoded: a 100,000-partition snapshot is 100,000 records, decoded once
+    more when it is loaded (issue 35: seconds of a restarted broker's start). A corrupt one is
+    still skipped."""
+    from storage.core import record_batch
+    from storage.core.record_batch import encode_batch
+
+    good = tmp_path / "00000000000000000010-0000000001.checkpoint"
+    good.write_bytes(encode_batch(0, 1, 0, [b"a", b"b"]) + encode_batch(2, 1, 0, [b"c"]))
+    bad = tmp_path / "00000000000000000020-0000000001.checkpoint"
+    data = bytearray(encode_batch(0, 1, 0, [b"d"]))
+    data[-1] ^= 0x55
+    bad.write_bytes(bytes(data))
+    decoded: list[int] = []
+    real = record_batch._decode_records
+
+    def counted(*args: object) -> object:
+        decoded.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(record_batch, "_decode_records", counted)
+    assert list_snapshots(tmp_path) == [(10, 1)]
+    assert decoded == []
