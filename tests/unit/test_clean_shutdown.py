@@ -108,6 +108,29 @@ def test_torn_journal_tail_is_skipped_and_cut(
     assert list(read_journal(path)) == [*sample_events()[:2], sample_events()[0]]
 
 
+def test_the_writer_finds_a_torn_tail_without_building_the_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted broker's journal holds hundreds of thousands of events at 100,000
+    partitions: the writer's check for a torn tail skips over them (msgpack's skip) instead
+    of decoding every one (issue 35); it cuts the same tail."""
+    from broker.runtime import event_journal
+
+    path = tmp_path / "broker-1.events"
+    with EventJournal(path) as journal:
+        journal.append(sample_events())
+    path.write_bytes(path.read_bytes()[:-5])
+
+    def decoded(data: bytes) -> object:
+        raise AssertionError("the writer decoded the journal's entries")
+
+    monkeypatch.setattr(event_journal, "_complete_prefix", decoded)
+    with EventJournal(path) as journal:
+        journal.append(sample_events()[:1])
+    monkeypatch.undo()
+    assert list(read_journal(path)) == [*sample_events()[:2], sample_events()[0]]
+
+
 def test_controlled_shutdown_keeps_asking_through_slow_answers_until_granted() -> None:
     """Kafka's BrokerLifecycleManager in PENDING_CONTROLLED_SHUTDOWN: a heartbeat the controller
     answers late is retried until the shutdown deadline, each given broker.session.timeout.ms
