@@ -287,15 +287,17 @@ class QuorumController:
             responses: list[Any] = []
             records: list[MetadataRecord] = []
             changes: list[Any] = []
-            for request, _ in batch:
+            for count, (request, _) in enumerate(batch, 1):
                 result = yield from replication_control.alter_partition_steps(
                     image, request, self.election_policy(image)
                 )
                 if result.message:
                     log.info("AlterPartition from broker %s: %s %s", request.broker_id,
                              Errors.of(result.response.error_code).name, result.message)
-                if result.records:
-                    delta = MetadataDelta(image)  # the next request sees this one's changes
+                if result.records and count < len(batch):
+                    # The next request sees this one's changes; after the last one nothing
+                    # reads them (a broker's request names thousands, issue 35).
+                    delta = MetadataDelta(image)
                     for record in result.records:
                         delta.replay(record, image.offset)
                     image = delta.image()
