@@ -123,6 +123,10 @@ class IsrProposal:
 
 # Events of a new HWM and the acks=all produces it completes: news for consumers only.
 _HWM_NEWS = (HwmAdvanced, ProduceAcked)
+# An ISR proposal and its outcome: news for no fetch. No answer reads the ISR, and the HWM an
+# outcome moves comes as its own HwmAdvanced. A follower returning to 66,000 partitions woke
+# its own parked Fetch, a read of every partition, at each of 66,000 outcomes (issue 35).
+_ISR_EVENTS = (IsrProposed, IsrResult)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,18 +140,29 @@ class PartitionReady:
     alter_partition: IsrProposal | None = None  # send (new, or a resend after a retriable error)
     completed_acks: tuple[int, ...] = ()
     failed_acks: tuple[tuple[int, Errors], ...] = ()
+    # A replica left the members a follower's session may skip as idle (follower_idle: the
+    # committed ISR and an expansion in flight) without a registration applied: its sessions
+    # must read the partition again (HostedPartition.changed).
+    idle_members_left: bool = False
 
     @property
     def news_for_fetches(self) -> bool:
-        """Whether parked fetches have something to learn: any event or completed ack."""
-        return bool(self.events or self.completed_acks)
+        """Whether parked fetches have something to learn: a completed ack or any event but
+        an ISR proposal's (_ISR_EVENTS)."""
+        return bool(self.completed_acks) or any(
+            type(event) not in _ISR_EVENTS for event in self.events
+        )
 
     @property
     def news_for_followers(self) -> bool:
         """Whether parked follower fetches have: anything but a new HWM and the acks=all
-        produces it completes. A follower reads to the log end, so a HWM move alone gives it
-        no records, and its woken fetch would park again (issue 17)."""
-        return any(type(event) not in _HWM_NEWS for event in self.events)
+        produces it completes (and an ISR proposal's events). A follower reads to the log
+        end, so a HWM move alone gives it no records, and its woken fetch would park again
+        (issue 17)."""
+        return any(
+            type(event) not in _HWM_NEWS and type(event) not in _ISR_EVENTS
+            for event in self.events
+        )
 
     @property
     def empty(self) -> bool:
@@ -158,6 +173,7 @@ class PartitionReady:
             and self.alter_partition is None
             and not self.completed_acks
             and not self.failed_acks
+            and not self.idle_members_left
         )
 
 
@@ -169,6 +185,7 @@ class _Builder:
     alter_partition: IsrProposal | None = None
     completed_acks: list[int] = field(default_factory=list)
     failed_acks: list[tuple[int, Errors]] = field(default_factory=list)
+    idle_members_left: bool = False
 
 
 @dataclass(slots=True)
@@ -493,11 +510,13 @@ class PartitionState:
     ) -> None:
         old_recovery = self._recovery_state
         newer = registration.partition_epoch > self._partition_epoch
+        before = self._committed_isr
         self._set_registration(registration)
         leader.fenced_until_metadata = False
         if newer and leader.inflight is not None:
             # The committed state overrides whatever was pending (Kafka: metadata wins).
             proposal = leader.inflight
+            out.idle_members_left = self._members_left(proposal, before)
             matched = (
                 proposal.isr == registration.isr
                 and proposal.leader_recovery_state is registration.leader_recovery_state
@@ -651,17 +670,32 @@ class PartitionState:
     def follower_idle(self, replica_id: int, fetch_offset: int) -> bool:
         """Whether a follower's fetch at fetch_offset has nothing to change here until the
         partition changes: a leader's, not recovering, the follower caught up (at the log
-        end) and in the ISR, so fetches at the same offset only refresh its clocks, which
-        on_follower_idle does for the fetches a session skipped (issue 35)."""
+        end) and in the ISR or in the expansion in flight, so fetches at the same offset only
+        refresh its clocks, which on_follower_idle does for the fetches a session skipped
+        (issue 35: a follower back to 66,000 partitions had each read again at every Fetch
+        until its expansion committed). A member leaving (a shrink, a refused or superseded
+        expansion) reads it again: PartitionReady.idle_members_left, or the registration."""
         leader = self._leader
         return (
             leader is not None
             and not self.is_recovering
             and fetch_offset == self._log_end_offset
-            and replica_id in self._committed_isr
+            and (
+                replica_id in self._committed_isr
+                or (
+                    (inflight := leader.inflight) is not None
+                    and any(m.broker_id == replica_id for m in inflight.new_isr_with_epochs)
+                )
+            )
             and (progress := leader.progress.get(replica_id)) is not None
             and progress.log_end_offset == fetch_offset
         )
+
+    def _members_left(self, proposal: IsrProposal, before: tuple[int, ...]) -> bool:
+        """Whether a member of `before` (the committed ISR while `proposal` was in flight) or
+        of the proposal is out of the committed ISR now that it is not in flight."""
+        isr = self._committed_isr
+        return any(r not in isr for r in before) or any(r not in isr for r in proposal.isr)
 
     def on_follower_idle(self, replica_id: int, fetch_ms: int) -> None:
         """The follower fetched at fetch_ms without being read: its session skipped this
@@ -864,7 +898,10 @@ class PartitionState:
     def _maybe_advance_hwm(self, now_ms: int, out: _Builder) -> None:
         """Rule 20, as broker.core.high_watermark decides it (never while RECOVERING, rule 21)."""
         leader = self._leader
-        if leader is None or self.is_recovering:
+        if leader is None or self._high_watermark >= self._log_end_offset or self.is_recovering:
+            # Nothing to advance: the HWM never passes the leader's log end (next_high_watermark
+            # takes the leader's counted offset, at most its log end). A leader's idle
+            # partitions are asked four times per ISR expansion (issue 35).
             return
         followers = (
             UNKNOWN_OFFSET if progress is None else progress.log_end_offset
@@ -920,6 +957,7 @@ class PartitionState:
         elif error in (Errors.INELIGIBLE_REPLICA, Errors.FENCED_LEADER_EPOCH):
             # Rule 18: back to the committed ISR; do not resend the same thing blindly.
             leader.inflight = None
+            out.idle_members_left = self._members_left(proposal, self._committed_isr)
             if error is Errors.FENCED_LEADER_EPOCH:
                 leader.fenced_until_metadata = True
             else:
@@ -949,9 +987,11 @@ class PartitionState:
             out.events.append(self._result_event(proposal, Errors.NONE, "stale", now_ms))
             return  # stays pending until metadata catches up
         old_recovery = self._recovery_state
+        before = self._committed_isr
         leader.inflight = None
         leader.ineligible_signature = None
         self._committed_isr = tuple(int(b) for b in result.isr)
+        out.idle_members_left = self._members_left(proposal, before)
         self._partition_epoch = int(result.partition_epoch)
         self._recovery_state = LeaderRecoveryState(result.leader_recovery_state)
         out.events.append(self._result_event(proposal, Errors.NONE, "committed", now_ms))
@@ -1043,6 +1083,7 @@ class PartitionState:
             alter_partition=out.alter_partition,
             completed_acks=tuple(out.completed_acks),
             failed_acks=tuple(out.failed_acks),
+            idle_members_left=out.idle_members_left,
         )
 
     def _role_event(self, role: str, now_ms: int) -> RoleChanged:

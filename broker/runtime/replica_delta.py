@@ -71,6 +71,14 @@ def _log_moved(hosted: HostedPartition) -> bool:
     return state.log_end_offset != end or state.flushed_offset != min(plog.flushed_offset, end)
 
 
+def _session_view(hosted: HostedPartition) -> tuple[object, ...]:
+    """What a follower session's skipping of the partition depends on besides its log
+    (PartitionState.follower_idle): the leadership first (a change moves the fetchers), then
+    the committed ISR and the replicas."""
+    state = hosted.state
+    return (state.role, state.leader_id, state.leader_epoch, state.committed_isr, state.replicas)
+
+
 class ReplicaDelta:
     def __init__(self, host: ReplicaHost, now_ms: Callable[[], int]) -> None:
         self._host = host
@@ -260,7 +268,7 @@ class ReplicaDelta:
             host.host(hosted)
         min_isr = image.effective_min_isr(topic.topic_id, partition_id)
         if registration != hosted.registration:
-            before = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+            before = _session_view(hosted)
             hosted.registration = registration
             if not opened and _log_moved(hosted):
                 # The core's view of the log first: a new leader starts its epoch at the log
@@ -273,11 +281,14 @@ class ReplicaDelta:
                 ),
             )
             host.isr_counts.track(hosted)
-            # An ISR change alone journals nothing: follower sessions skipping the partition
-            # read it again (an expansion waits on a follower's fetch being read).
-            hosted.changed(wake=True)
-            after = (hosted.state.role, hosted.state.leader_id, hosted.state.leader_epoch)
+            after = _session_view(hosted)
             if before != after:
+                # An ISR change alone journals nothing: follower sessions skipping the
+                # partition read it again (an expansion waits on a follower's fetch being
+                # read). Not for the change a leader learned from its AlterPartition answer:
+                # a follower back to 66,000 partitions had each read again (issue 35).
+                hosted.changed(wake=True)
+            if before[:3] != after[:3]:
                 changed.append(hosted)
         else:
             host.apply_ready(

@@ -336,6 +336,8 @@ class ReplicaManager:
             hosted.notify()
         elif ready.news_for_fetches:
             hosted.notify_high_watermark()
+        if ready.idle_members_left:
+            hosted.changed(wake=True)
         if ready.flush_wanted:
             # Recovery waits for the flush (rule 21): report the flushed log and go on.
             self.sync_log(hosted, now_ms())

@@ -43,7 +43,10 @@ PARTITIONS = 20
 LAG_MS = 30_000
 
 
-def _image(isr: tuple[int, ...] = (1, 2, 3), isr_of_0: tuple[int, ...] | None = None) -> MetadataImage:
+def _image(
+    isr: tuple[int, ...] = (1, 2, 3), isr_of_0: tuple[int, ...] | None = None,
+    partition_epoch: int = 1,
+) -> MetadataImage:
     brokers = {
         b: BrokerRegistration(b, epoch=10 * b, incarnation_id=uuid.UUID(int=b), fenced=False,
                               in_controlled_shutdown=False)
@@ -52,7 +55,7 @@ def _image(isr: tuple[int, ...] = (1, 2, 3), isr_of_0: tuple[int, ...] | None = 
     partitions = {
         p: PartitionRegistration(
             replicas=(1, 2, 3), isr=isr_of_0 if p == 0 and isr_of_0 else isr, leader=1,
-            partition_epoch=2 if p == 0 and isr_of_0 else 1,
+            partition_epoch=partition_epoch + 1 if p == 0 and isr_of_0 else partition_epoch,
         )
         for p in range(PARTITIONS)
     }
@@ -307,3 +310,115 @@ async def test_the_answer_to_a_fetch_of_many_partitions_is_built_in_slices(
     )
     assert turns_between(seen, "partition", PARTITIONS), seen
     await leader.rm.close()
+
+
+class _HeldController:
+    """An active controller that holds every AlterPartition until `answer` releases it: with
+    each partition's proposed ISR (partition epoch + 1), or `error` for every partition."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[lifecycle.AlterPartitionRequest, asyncio.Future[None]]] = []
+
+    async def __call__(
+        self, request: lifecycle.AlterPartitionRequest
+    ) -> lifecycle.AlterPartitionResponse:
+        released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.held.append((request, released))
+        error = await released
+        return lifecycle.alter_partition_response(Errors.NONE, [
+            (topic.topic_id, [
+                lifecycle.alter_partition_result(
+                    p.partition_index, error or Errors.NONE, leader_id=1,
+                    leader_epoch=p.leader_epoch,
+                    isr=tuple(b.broker_id for b in p.new_isr_with_epochs),
+                    leader_recovery_state=0, partition_epoch=p.partition_epoch + 1,
+                )
+                for p in topic.partitions
+            ])
+            for topic in request.topics
+        ])
+
+    async def answer(self, error: Errors | None = None) -> None:
+        for _, released in self.held:
+            released.set_result(error)  # type: ignore[arg-type]
+        self.held = []
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+
+async def _returning_follower(
+    tmp_path: Path, clock: _Clock
+) -> tuple[_Leader, _HeldController, int]:
+    """Broker 1 leads t-0..19 with ISR (1, 2); follower 3 comes back: its full Fetch (every
+    partition at the log end, 0) proposes 20 expansions, held at the controller, and its
+    first incremental Fetch reads them again."""
+    controller = _HeldController()
+    leader = _Leader(tmp_path, clock)
+    leader.rm.alter_partitions._send = controller
+    leader.rm.apply_image(_image(isr=(1, 2)))
+    session, answered = await leader.fetch(3, (0, 0), dict.fromkeys(range(PARTITIONS), 0))
+    assert len(answered) == PARTITIONS
+    for _ in range(3):
+        await asyncio.sleep(0)
+    proposed = sum(len(t.partitions) for request, _ in controller.held for t in request.topics)
+    assert proposed == PARTITIONS
+    await leader.fetch(3, (session, 1), {})
+    return leader, controller, session
+
+
+async def test_a_returning_follower_is_not_read_again_while_its_expansion_is_in_flight(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    """Issue 35: a follower back to 66,000 partitions had each read at every Fetch until its
+    expansion committed (each read about 0.1 ms of the leader's loop). Caught up, with its
+    expansion in flight, the partition is idle for it: the session skips it."""
+    leader, controller, session = await _returning_follower(tmp_path, clock)
+    leader.read_count = 0
+    _, answered = await leader.fetch(3, (session, 2), {})
+    assert answered == {} and leader.read_count == 0
+    await controller.answer()
+    assert leader.rm.hosted("t", 5).state.committed_isr == (1, 2, 3)
+    _, answered = await leader.fetch(3, (session, 3), {})
+    assert answered == {} and leader.read_count == 0
+    # The registration the leader already learned from its answer reads nothing again
+    # either (it used to read the whole session again as the commits were applied).
+    leader.rm.apply_image(_image(isr=(1, 2, 3), partition_epoch=2))
+    _, answered = await leader.fetch(3, (session, 4), {})
+    assert answered == {} and leader.read_count == 0
+    await leader.rm.close()
+
+
+async def test_a_refused_expansion_reads_the_follower_again_and_proposes_it_anew(
+    tmp_path: Path, clock: _Clock
+) -> None:
+    """The expansion skipped as in flight is refused (NOT_LEADER-like errors keep it pending,
+    INELIGIBLE_REPLICA ends it, rule 18): the follower's next Fetch reads every partition,
+    and an expansion goes again once the broker's registration moves."""
+    leader, controller, session = await _returning_follower(tmp_path, clock)
+    await controller.answer(Errors.INELIGIBLE_REPLICA)
+    assert leader.rm.hosted("t", 5).state.inflight is None
+    leader.read_count = 0
+    await leader.fetch(3, (session, 2), {})
+    assert leader.read_count == PARTITIONS
+    assert controller.held == []  # rule 18: not the same proposal again
+    await leader.rm.close()
+
+
+def test_an_isr_proposal_and_its_outcome_wake_no_fetch() -> None:
+    """No Fetch answer reads the ISR (a moved HWM comes as its own HwmAdvanced): a
+    follower's parked Fetch of 66,000 partitions was woken, and read every partition again,
+    at each of 66,000 outcomes (issue 35)."""
+    from broker.core.journal_events import IsrProposed, IsrResult
+    from broker.core.partition_state import PartitionReady
+
+    proposed = IsrProposed(
+        1, "t", 0, proposal_id=1, kind="expand", leader_epoch=0, partition_epoch=1,
+        committed_isr=(1, 2), proposed_isr=(1, 2, 3), broker_epochs=(10, 20, 30),
+        leader_recovery_state=0, ts=0,
+    )
+    result = IsrResult(
+        1, "t", 0, leader_epoch=0, partition_epoch=2, isr=(1, 2, 3), leader_recovery_state=0,
+        proposal_id=1, error="NONE", outcome="committed", ts=0,
+    )
+    ready = PartitionReady(0, events=(proposed, result))
+    assert not ready.news_for_followers and not ready.news_for_fetches

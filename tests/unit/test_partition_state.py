@@ -7,6 +7,8 @@ import uuid
 from dataclasses import replace
 from types import MappingProxyType
 
+import pytest
+
 from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated
 from broker.core.partition_state import (
     CONSUMER_REPLICA_ID,
@@ -427,3 +429,37 @@ def test_becoming_leader_again_resets_follower_progress() -> None:
     assert progress is not None
     assert progress.log_end_offset == -1
     assert state.leader_epoch_start_offset == 6
+
+
+def test_a_leader_at_its_log_end_does_not_look_for_a_new_hwm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35: a follower's return asks each of 66,000 idle partitions for a new HWM four
+    times (its fetch, the AlterPartition answer, the registration, the log sync); with the
+    HWM at the log end none can move, and none is computed."""
+    from broker.core import partition_state as ps
+
+    state, _ = leader(isr=(1, 2), log_end_offset=7)
+    state.on_follower_fetch(2, 7, EPOCHS[2], now_ms=1)
+    assert state.high_watermark == 7
+    asked: list[int] = []
+    real = ps.next_high_watermark
+
+    def counted(*args: object) -> int | None:
+        asked.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ps, "next_high_watermark", counted)
+    ready = state.on_follower_fetch(3, 7, EPOCHS[3], now_ms=2)
+    assert ready.alter_partition is not None and ready.alter_partition.isr == (1, 2, 3)
+    state.update_local_log(7, 7, now_ms=3)
+    assert asked == []
+    state.update_local_log(8, 8, now_ms=4)  # an append: the HWM may move again
+    assert asked == [1]
+
+
+def test_a_proposed_isr_member_is_one_object_per_broker_and_epoch() -> None:
+    """kio's BrokerState is frozen: one per (broker, epoch), not three built with kio's range
+    checks for each of 66,000 expansions (issue 35)."""
+    assert broker_state(3, 300) is broker_state(3, 300)
+    assert broker_state(3, 301) == broker_state(3, 301) != broker_state(3, 300)
