@@ -824,8 +824,8 @@ class PartitionState:
         out: _Builder,
     ) -> None:
         members = tuple(broker_state(r, self._member_epoch(leader, r)) for r in new_isr)
-        signature = self._signature(kind, members)
-        if signature == leader.ineligible_signature:
+        refused = leader.ineligible_signature
+        if refused is not None and self._signature(kind, members) == refused:
             return  # rule 18: the controller refused exactly this; wait for something to change
         proposal = IsrProposal(
             proposal_id=self._next_proposal_id,

@@ -15,6 +15,7 @@ for the HWM; consumers read below it; the core decides it), 21 (RECOVERING refus
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -25,7 +26,11 @@ from typing import TypedDict
 from broker.core import messages as bm
 from broker.core.messages import TopicIdPartition
 from broker.core.partition_state import IsrProposal, PartitionReady, PartitionState
-from broker.runtime.alter_partition_manager import AlterPartitionManager, AlterPartitionSender
+from broker.runtime.alter_partition_manager import (
+    AlterPartitionManager,
+    AlterPartitionOutcome,
+    AlterPartitionSender,
+)
 from broker.runtime.event_journal import EventJournal
 from broker.runtime.hosted_partition import HostedPartition
 from broker.runtime.isr_counts import IsrCounts
@@ -331,7 +336,7 @@ class ReplicaManager:
         for ack_id, error in ready.failed_acks:
             self.produces.complete(ack_id, error)
         if ready.alter_partition is not None:
-            self.spawn(self._alter_partition(hosted, ready.alter_partition))
+            self._submit_alter_partition(hosted, ready.alter_partition)
         if ready.news_for_followers:
             hosted.notify()
         elif ready.news_for_fetches:
@@ -347,23 +352,42 @@ class ReplicaManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _alter_partition(self, hosted: HostedPartition, proposal: IsrProposal) -> None:
+    def _submit_alter_partition(self, hosted: HostedPartition, proposal: IsrProposal) -> None:
         """Submit one proposal to the AlterPartitionManager (batched with the broker's other
-        ISR changes) and feed the outcome back (rule 18)."""
-        error, result = await self.alter_partitions.submit(
-            hosted.topic_id, hosted.partition, proposal
+        ISR changes); its outcome comes back in a callback of the answer, not a task per
+        proposal: a follower back to 66,000 partitions made 66,000 tasks (issue 35)."""
+        self.alter_partitions.submit(hosted.topic_id, hosted.partition, proposal).add_done_callback(
+            functools.partial(self._alter_partition_outcome, hosted, proposal)
         )
-        log.debug(
-            "AlterPartition %s for %s-%d (isr %s): %s",
-            proposal.kind.value, hosted.topic, hosted.partition, list(proposal.isr),
-            (Errors.of(result.error_code) if result is not None else error).name,
-        )
+
+    def _alter_partition_outcome(
+        self,
+        hosted: HostedPartition,
+        proposal: IsrProposal,
+        outcome: asyncio.Future[AlterPartitionOutcome],
+    ) -> None:
+        """Feed a proposal's outcome back to the core (rule 18); a retry goes after
+        alter_partition_backoff_ms. Nothing once the manager closed (cancelled)."""
+        if outcome.cancelled():
+            return
+        error, result = outcome.result()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "AlterPartition %s for %s-%d (isr %s): %s",
+                proposal.kind.value, hosted.topic, hosted.partition, list(proposal.isr),
+                (Errors.of(result.error_code) if result is not None else error).name,
+            )
         ready = hosted.state.on_alter_partition_response(
             proposal.proposal_id, error, result, now_ms()
         )
         self.isr_counts.track(hosted)
         if ready.alter_partition is not None:
-            await asyncio.sleep(self.settings.alter_partition_backoff_ms / 1000)
+            self.spawn(self._apply_later(hosted, ready))
+        else:
+            self.apply_ready(hosted, ready)
+
+    async def _apply_later(self, hosted: HostedPartition, ready: PartitionReady) -> None:
+        await asyncio.sleep(self.settings.alter_partition_backoff_ms / 1000)
         self.apply_ready(hosted, ready)
 
     def tick(self) -> None:

@@ -347,11 +347,13 @@ class _HeldController:
 
 
 async def _returning_follower(
-    tmp_path: Path, clock: _Clock
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[_Leader, _HeldController, int]:
     """Broker 1 leads t-0..19 with ISR (1, 2); follower 3 comes back: its full Fetch (every
-    partition at the log end, 0) proposes 20 expansions, held at the controller, and its
-    first incremental Fetch reads them again."""
+    partition at the log end, 0) proposes 20 expansions, held at the controller (in one
+    request: the read does not yield, whatever the machine's load), and its first
+    incremental Fetch reads them again."""
+    monkeypatch.setattr(fetch_reads, "READ_BUDGET_S", 60.0)
     controller = _HeldController()
     leader = _Leader(tmp_path, clock)
     leader.rm.alter_partitions._send = controller
@@ -367,12 +369,12 @@ async def _returning_follower(
 
 
 async def test_a_returning_follower_is_not_read_again_while_its_expansion_is_in_flight(
-    tmp_path: Path, clock: _Clock
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 35: a follower back to 66,000 partitions had each read at every Fetch until its
     expansion committed (each read about 0.1 ms of the leader's loop). Caught up, with its
     expansion in flight, the partition is idle for it: the session skips it."""
-    leader, controller, session = await _returning_follower(tmp_path, clock)
+    leader, controller, session = await _returning_follower(tmp_path, clock, monkeypatch)
     leader.read_count = 0
     _, answered = await leader.fetch(3, (session, 2), {})
     assert answered == {} and leader.read_count == 0
@@ -389,12 +391,12 @@ async def test_a_returning_follower_is_not_read_again_while_its_expansion_is_in_
 
 
 async def test_a_refused_expansion_reads_the_follower_again_and_proposes_it_anew(
-    tmp_path: Path, clock: _Clock
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The expansion skipped as in flight is refused (NOT_LEADER-like errors keep it pending,
     INELIGIBLE_REPLICA ends it, rule 18): the follower's next Fetch reads every partition,
     and an expansion goes again once the broker's registration moves."""
-    leader, controller, session = await _returning_follower(tmp_path, clock)
+    leader, controller, session = await _returning_follower(tmp_path, clock, monkeypatch)
     await controller.answer(Errors.INELIGIBLE_REPLICA)
     assert leader.rm.hosted("t", 5).state.inflight is None
     leader.read_count = 0
@@ -422,3 +424,28 @@ def test_an_isr_proposal_and_its_outcome_wake_no_fetch() -> None:
     )
     ready = PartitionReady(0, events=(proposed, result))
     assert not ready.news_for_followers and not ready.news_for_fetches
+
+
+async def test_proposals_in_flight_wait_in_no_task_of_their_own(
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each outcome comes back in a callback of the AlterPartition answer: a follower back to
+    66,000 partitions made a task per expansion (issue 35). Neither a refusal check (rule 18:
+    nothing was refused) is computed for them."""
+    from broker.core.partition_state import PartitionState
+
+    signatures: list[int] = []
+    real = PartitionState._signature
+
+    def counted(self: PartitionState, *args: Any) -> tuple[object, ...]:
+        signatures.append(1)
+        return real(self, *args)
+
+    monkeypatch.setattr(PartitionState, "_signature", counted)
+    leader, controller, _ = await _returning_follower(tmp_path, clock, monkeypatch)
+    # This test's and the manager's one request in flight: none per proposal.
+    assert len(asyncio.all_tasks()) == 2
+    assert signatures == []
+    await controller.answer()
+    assert leader.rm.hosted("t", 5).state.committed_isr == (1, 2, 3)
+    await leader.rm.close()
