@@ -5,8 +5,10 @@ binds NFQUEUE queue 0 over netlink (the node's nftables output chain queues its 
 with `bypass`, so packets flow untouched if this process is gone) and gives each packet its
 ACCEPT verdict after delay +- jitter ms (uniform, seeded), the way netem delays them: packets
 with different delays leave out of order, which is netem's reordering under jitter; with
---reorder-pct a share of the packets is accepted at once, as netem's `reorder`. Chaos stops it
-by its pid (SIGTERM) when it heals the network.
+--reorder-pct a share of the packets is accepted at once, as netem's `reorder`. It prints
+READY_LINE once the queue is bound: whoever starts it waits for that line before it queues
+packets, since until then `bypass` lets them through undelayed. Chaos stops it by its pid
+(SIGTERM) when it heals the network.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import random
 import signal
 import socket
 import struct
+import sys
 
+READY_LINE = "bound"
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_QUEUE = 3
 NFQNL_MSG_PACKET = 0
@@ -133,6 +137,9 @@ def main() -> None:
     args = parser.parse_args()
     delayer = Delayer(args.queue, args.delay_ms, args.jitter_ms, args.reorder_pct, args.seed)
     delayer.bind()
+    # The netlink config messages are handled as they are sent: the queue is bound now.
+    print(READY_LINE, flush=True)
+    sys.stdout.close()
     asyncio.run(delayer.run())
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.chaos.netns_delay import READY_LINE
 from cluster.launch.local_cluster import LocalCluster, NodeSpec
 from cluster.launch.netns import NetnsPlan
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 TABLE = "minikraft"
 COMMAND_TIMEOUT_S = 10.0
 DELAY_QUEUE = 0
+DELAYER_START_S = 20.0
 QUEUE_RULE = (
     ("-w", "5"),
     ("OUTPUT", "-j", "NFQUEUE", "--queue-num", str(DELAY_QUEUE), "--queue-bypass"),
@@ -283,13 +285,22 @@ class NetnsFaults:
             "--queue", str(DELAY_QUEUE), "--delay-ms", str(profile.delay_ms),
             "--jitter-ms", str(profile.jitter_ms), "--reorder-pct", str(profile.reorder_pct),
             "--seed", str(seed),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
         )
         self.delayers[name] = proc
-        await asyncio.sleep(0.3)  # bound to the queue before packets are sent there
-        if proc.returncode is not None:
-            raise NetworkFaultError(f"{name}: the NFQUEUE delayer exited ({proc.returncode})")
+        # Bound to the queue before packets are sent there: a fixed pause was too short for a
+        # Python start on a loaded machine, and `bypass` then let every packet through undelayed.
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), DELAYER_START_S)
+        except TimeoutError:
+            line = b""
+        if line.decode().strip() != READY_LINE:
+            raise NetworkFaultError(
+                f"{name}: the NFQUEUE delayer did not bind its queue within {DELAYER_START_S:.0f} s"
+                f" (exit code {proc.returncode})"
+            )
         # This kernel's nftables has no `queue` expression, its xtables NFQUEUE target (through
         # iptables-nft) is there; --queue-bypass: with no delayer bound, packets pass untouched.
         await self._run(name, "iptables", *QUEUE_RULE[0], "-A", *QUEUE_RULE[1])

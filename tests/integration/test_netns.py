@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from cluster.chaos.netns_delay import READY_LINE
 from cluster.launch.local_cluster import CLUSTER_FILE, LocalCluster, is_running, wait_exit
 from cluster.launch.netns import (
     NetnsPlan,
@@ -312,9 +313,12 @@ def test_the_delay_fallback_delays_packets(tmp_path: Path) -> None:
     try:
         delayer = subprocess.Popen(
             [*plan.exec_prefix("probe"), sys.executable, "-m", "cluster.chaos.netns_delay",
-             "--delay-ms", "80", "--jitter-ms", "10"], cwd=REPO,
+             "--delay-ms", "80", "--jitter-ms", "10"], cwd=REPO, stdout=subprocess.PIPE, text=True,
         )
-        time.sleep(1.0)
+        # Queue packets only once the delayer has bound the queue (until then --queue-bypass
+        # lets them through undelayed; a fixed 1 s pause was too short at load 12).
+        assert delayer.stdout is not None
+        assert delayer.stdout.readline().strip() == READY_LINE
         subprocess.run(
             [*plan.exec_prefix("probe"), "iptables", "-w", "5", "-A", "OUTPUT", "-j", "NFQUEUE",
              "--queue-num", "0", "--queue-bypass"], check=True, timeout=10,
