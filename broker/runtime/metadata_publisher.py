@@ -36,8 +36,19 @@ class BrokerMetadataPublisher(SlicedPublisher):
         started = time.monotonic()
         before = len(self._replicas.partitions)
         changed: list[HostedPartition] = []
-        yield from self._replicas.apply_delta_steps(delta, image, changed)
-        for count, hosted in enumerate(changed, 1):
+        handed = 0
+        for _ in self._replicas.apply_delta_steps(delta, image, changed):
+            # Each slice's leadership changes go to the fetchers as the slice is applied, not
+            # once the whole change is: a fencing at 100,000 partitions took the other
+            # brokers 30 s and more to apply, and a new leader that became one early in its
+            # slices shrank a follower that had not fetched within replica.lag.time.max.ms
+            # (17,000-66,000 shrinks and expansions again while a broker came back; Kafka
+            # hands them after its delta, applied in milliseconds) (issue 35).
+            while handed < len(changed):
+                self._on_leadership_change(changed[handed])
+                handed += 1
+            yield
+        for count, hosted in enumerate(changed[handed:], 1):
             self._on_leadership_change(hosted)
             if count % LEADERSHIP_SLICE_PARTITIONS == 0:
                 yield  # a 5,000-partition create moves 5,000 fetcher entries (issue 35)

@@ -476,3 +476,37 @@ async def test_a_create_journals_each_slice_of_the_applier_in_one_write(
     ]
     await rm.close()
     journal.close()
+
+
+async def test_a_big_change_hands_each_slices_leadership_changes_as_it_applies_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: a follower whose applier took 30 s over the fencing's 100,000 changes added
+    the moved partitions to its fetchers only at the end, and the new leaders, which became
+    leaders early in their own applier, shrank it for not fetching within
+    replica.lag.time.max.ms. The first slice's partitions reach the fetchers before the last
+    slice is applied."""
+    replicas = _manager(tmp_path / "logs")
+    handed: list[int] = []
+    publisher = BrokerMetadataPublisher(replicas, lambda hosted: handed.append(hosted.partition))
+    delta = MetadataDelta()
+    topic = uuid.UUID(int=3)
+    for offset, record in enumerate([
+        *_brokers(),
+        TopicRecord("big", topic),
+        *(
+            PartitionRecord(p, topic, replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=1)
+            for p in range(300)
+        ),
+    ]):
+        delta.replay(record, offset)
+    steps = publisher.publish_steps(
+        delta, delta.image(), LoaderManifest(Provenance.LOG, 301, 1, 304)
+    )
+    next(steps)
+    assert handed and all(replicas.partitions[TopicIdPartition(topic, p)] for p in handed)
+    assert len(handed) < 300
+    for _ in steps:
+        pass
+    assert sorted(handed) == list(range(300))
+    await replicas.close()
