@@ -19,6 +19,7 @@ decides where it may go), 21 (RECOVERING refuses requests until RECOVERED commit
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import Enum
@@ -175,6 +176,14 @@ class PartitionReady:
             and not self.failed_acks
             and not self.idle_members_left
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def _nothing_to_do(high_watermark: int) -> PartitionReady:
+    """The answer to an input that asks nothing of the runtime, one per HWM (it is frozen):
+    most inputs are, and a frozen dataclass of eight fields was 2.5% of a leader's samples
+    while a follower came back to 66,000 partitions (issue 35)."""
+    return PartitionReady(high_watermark)
 
 
 @dataclass(slots=True)
@@ -1075,6 +1084,16 @@ class PartitionState:
         }
 
     def _ready(self, out: _Builder) -> PartitionReady:
+        if not (
+            out.events
+            or out.alter_partition is not None
+            or out.assign_leader_epoch is not None
+            or out.flush_wanted
+            or out.completed_acks
+            or out.failed_acks
+            or out.idle_members_left
+        ):
+            return _nothing_to_do(self._high_watermark)
         return PartitionReady(
             high_watermark=self._high_watermark,
             assign_leader_epoch=out.assign_leader_epoch,

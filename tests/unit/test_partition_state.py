@@ -463,3 +463,12 @@ def test_a_proposed_isr_member_is_one_object_per_broker_and_epoch() -> None:
     checks for each of 66,000 expansions (issue 35)."""
     assert broker_state(3, 300) is broker_state(3, 300)
     assert broker_state(3, 301) == broker_state(3, 301) != broker_state(3, 300)
+
+
+def test_an_input_that_asks_nothing_answers_one_shared_ready() -> None:
+    """Most inputs ask nothing of the runtime (an idle follower's fetch, a log sync with
+    nothing new): one frozen answer per HWM instead of a new one each (issue 35)."""
+    state, _ = leader(isr=(1, 2, 3), log_end_offset=7)
+    first = state.update_local_log(7, 7, now_ms=1)
+    again = state.update_local_log(7, 7, now_ms=2)
+    assert first.empty and first is again and first.high_watermark == state.high_watermark
