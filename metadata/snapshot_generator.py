@@ -19,7 +19,7 @@ from metadata.records import encode_record
 SnapshotEmitter = Callable[[int, Sequence[bytes]], Generator[None, None, bool]]
 # Records encoded between two yields of publish_steps (issue 35: a snapshot of 100,000
 # partitions is 100,000 records; the image is immutable, so encoding it in slices is safe).
-ENCODE_SLICE_RECORDS = 500
+ENCODE_SLICE_RECORDS = 100
 
 
 class SnapshotGenerator(SlicedPublisher):

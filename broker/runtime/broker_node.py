@@ -46,7 +46,7 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.faults import FaultInjector
 from kafkawire.gc_tuning import GcFreezer
 from kafkawire.http_status import node_status_server
-from kafkawire.loop import cancel_and_wait, serve_until_signalled
+from kafkawire.loop import WALK_BUDGET_S, cancel_and_wait, serve_until_signalled
 from kafkawire.server import KafkaServer
 from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS, declared_defaults
 from metadata.loader import MetadataLoader
@@ -174,7 +174,9 @@ class BrokerNode:
         # (Kafka's MetadataLoader with the Raft client's highWatermark()): a restarted broker
         # applies the cluster's current state once (issue 35).
         self.metadata = MetadataLoader(high_watermark=self._metadata_high_watermark)
-        self.raft = RaftManager(config, faults=self.faults, listener=self.metadata)
+        self.raft = RaftManager(
+            config, faults=self.faults, listener=self.metadata, step_budget_s=WALK_BUDGET_S
+        )
         # Broker lifecycle with the active controller on Kafka's protocol, on connections of
         # its own: a Kafka listener serves one request per connection at a time, so heartbeats
         # never queue behind another family's long-polling requests.
@@ -586,7 +588,7 @@ class BrokerNode:
                 now = time.monotonic()
                 if now >= next_shrink:
                     next_shrink = now + shrink_s
-                    await run_steps(self.replicas.tick_steps())
+                    await run_steps(self.replicas.tick_steps(), WALK_BUDGET_S)
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_s
                     await self.replicas.write_checkpoints_off_loop()

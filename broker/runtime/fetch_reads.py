@@ -33,11 +33,11 @@ from broker.runtime.replica_manager import ReplicaManager
 from kafkawire.clock import now_ms
 from kafkawire.entities import NO_THROTTLE, build, has_field, item_type
 from kafkawire.errors import Errors
-from kafkawire.loop import LoopBudget
+from kafkawire.loop import WALK_BUDGET_S, LoopBudget
 from kafkawire.messages import error_code
 from raft.runtime.parked_fetches import ParkedFetches
 
-READ_BUDGET_S = 0.01  # how long a Fetch reads partitions before it yields the loop
+READ_BUDGET_S = WALK_BUDGET_S  # how long a Fetch reads partitions before it yields the loop
 
 Read = list[tuple[CachedPartition, str | None, bm.FetchResponse]]
 

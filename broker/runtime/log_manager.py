@@ -42,7 +42,7 @@ from broker.runtime.partition_log import read_offset_checkpoint, write_offset_ch
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.clock import now_ms
 from kafkawire.config import ConfigError
-from kafkawire.loop import LoopBudget, cancel_and_wait
+from kafkawire.loop import WALK_BUDGET_S, LoopBudget, cancel_and_wait
 from metadata.config_defs import BROKER_CONFIGS, BrokerLevels
 from metadata.metadata_image import CLUSTER_DEFAULT_RESOURCE
 from metadata.records import CONFIG_RESOURCE_BROKER
@@ -65,9 +65,6 @@ from storage.runtime.segment import CLEANED_SUFFIX, Segment, segment_file_name
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 DEFAULT_CLEANER_BACKOFF_MS = 15_000
-# How long a walk over the hosted partitions (retention, the cleaner's search) runs before it
-# gives the loop back (issue 35).
-WALK_BUDGET_S = 0.01
 DEDUPE_BUFFER_SIZE = "log.cleaner.dedupe.buffer.size"
 IO_MAX_BYTES_PER_SECOND = "log.cleaner.io.max.bytes.per.second"
 

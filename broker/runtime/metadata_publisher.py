@@ -16,7 +16,7 @@ from metadata.metadata_image import MetadataDelta, MetadataImage
 log = logging.getLogger("minikraft.broker")
 
 # Leadership changes handed to the fetchers between two yields (issue 35).
-LEADERSHIP_SLICE_PARTITIONS = 500
+LEADERSHIP_SLICE_PARTITIONS = 50
 
 
 class BrokerMetadataPublisher(SlicedPublisher):

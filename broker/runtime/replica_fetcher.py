@@ -46,7 +46,7 @@ from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from kafkawire.client import KafkaClient
 from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
-from kafkawire.loop import LoopBudget
+from kafkawire.loop import WALK_BUDGET_S, LoopBudget
 from storage.core.leader_epoch_cache import UNDEFINED_EPOCH, EpochEndOffset, follower_truncation
 
 log = logging.getLogger("minikraft.broker")
@@ -54,7 +54,7 @@ log = logging.getLogger("minikraft.broker")
 # How long a fetcher works through a round's partitions before it yields the loop: a create
 # of 5,000 partitions hands it thousands at once, to start fetching and then in one answer
 # (issue 35).
-ROUND_BUDGET_S = 0.01
+ROUND_BUDGET_S = WALK_BUDGET_S
 # A Fetch naming this many partitions has its answer decoded off the loop: the answer names
 # every one of them (a session's full Fetch, a create's new partitions), 5,000 took 100 ms of
 # kio decoding in one stretch (issue 35). Answers to a few partitions, records or not, stay on

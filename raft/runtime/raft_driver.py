@@ -113,8 +113,12 @@ class RaftDriver:
         request_timeout_ms: int = 2000,
         on_error: Callable[[BaseException], Awaitable[None]] | None = None,
         fsync: bool = True,
+        step_budget_s: float = STEP_BUDGET_S,
     ) -> None:
         self.replica = replica
+        # How long the applier runs slices before it gives the loop back: a broker's is
+        # shorter, it runs beside the fetchers' walks (kafkawire.loop.WALK_BUDGET_S).
+        self.step_budget_s = step_budget_s
         # minikraft.raft.fsync: false only to pair with peers that do not fsync (BENCHMARKS.md).
         self.fsync = fsync
         self.log = log_
@@ -584,9 +588,8 @@ class RaftDriver:
         if self.replica.high_watermark > self._applied_offset:
             self._apply_wakeup.set()
 
-    @staticmethod
-    async def _run_steps(steps: Iterator[None]) -> None:
-        await run_steps(steps)
+    async def _run_steps(self, steps: Iterator[None]) -> None:
+        await run_steps(steps, self.step_budget_s)
 
     def _load_state_machine(self) -> None:
         """Feed the listener the latest snapshot at start, in one go; the committed log is then

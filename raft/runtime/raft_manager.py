@@ -17,7 +17,7 @@ from raft.core.raft_replica import RaftConfig, RaftReplica
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import MetaProperties, ensure_storage_identity
 from raft.runtime.quorum_state_file import ElectionStateFile
-from raft.runtime.raft_driver import RaftDriver, RaftListener
+from raft.runtime.raft_driver import STEP_BUDGET_S, RaftDriver, RaftListener
 from storage.runtime.disk_log import DiskLog
 
 log = logging.getLogger("minikraft.raft")
@@ -34,6 +34,7 @@ class RaftManager:
         listener: RaftListener | None = None,
         endpoint: str = "",
         seed: int | None = None,
+        step_budget_s: float = STEP_BUDGET_S,
     ) -> None:
         self.config = config
         # Seed 003: the metadata directory and every log directory name this node and cluster.
@@ -90,6 +91,7 @@ class RaftManager:
             listener=listener,
             request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
             fsync=config.get("minikraft.raft.fsync", "true") != "false",
+            step_budget_s=step_budget_s,
         )
 
     @property
