@@ -185,7 +185,10 @@ class ReplicaFetcher:
         while not self._stopped:
             self._changed.clear()
             now = now_ms()
-            changed |= self._refresh(now)
+            # One budget for the round's walks, so one that starts where another stopped
+            # does not start a budget of its own (issue 35).
+            budget = LoopBudget(ROUND_BUDGET_S)
+            changed |= await self._refresh(now, budget)
             address = self.leader_address(self.leader_id)
             if (
                 not (self._fetching or self._truncating)
@@ -196,10 +199,10 @@ class ReplicaFetcher:
                 continue
             try:
                 if self._truncating:
-                    await self._start_fetching(list(self._truncating.values()))
-                    changed |= self._refresh_touched(now_ms())
+                    await self._start_fetching(list(self._truncating.values()), budget)
+                    changed |= await self._refresh_touched(now_ms(), budget)
                 if self._fetching:
-                    await self._fetch(address, changed)
+                    await self._fetch(address, changed, budget)
             except KafkaError as exc:
                 log.debug("Fetcher from broker %s: %s", self.leader_id, exc)
                 await self._backoff()
@@ -209,30 +212,37 @@ class ReplicaFetcher:
                 log.exception("Fetcher from broker %s failed; retrying", self.leader_id)
                 await self._backoff()
 
-    def _refresh(self, now: int) -> set[TopicIdPartition]:
+    async def _refresh(self, now: int, budget: LoopBudget) -> set[TopicIdPartition]:
         """Look again at the partitions touched since the last round and at the delayed ones
         now due; returns them."""
         due = [key for key, until in self._delayed.items() if until <= now]
         for key in due:
             del self._delayed[key]
         self._touched.update(due)
-        return self._refresh_touched(now)
+        return await self._refresh_touched(now, budget)
 
-    def _refresh_touched(self, now: int) -> set[TopicIdPartition]:
+    async def _refresh_touched(self, now: int, budget: LoopBudget) -> set[TopicIdPartition]:
+        """Giving the loop back as it goes: a create touches its 5,000 new partitions twice,
+        as they come and once they are out of truncation (issue 35). One touched meanwhile is
+        looked at in the next round."""
         touched, self._touched = self._touched, set()
         for key in touched:
-            self._fetching.pop(key, None)
-            self._wanted.pop(key, None)
-            self._truncating.pop(key, None)
-            state = self.partitions.get(key)
-            if state is None or not state.ready(now) or not self._current(state):
-                continue
-            if state.hosted.state.truncation_pending:
-                self._truncating[key] = state
-            else:
-                self._fetching[key] = state
-                self._wanted[key] = state.position(self.settings.max_bytes)
+            await budget.spend()
+            self._refresh_one(key, now)
         return touched
+
+    def _refresh_one(self, key: TopicIdPartition, now: int) -> None:
+        self._fetching.pop(key, None)
+        self._wanted.pop(key, None)
+        self._truncating.pop(key, None)
+        state = self.partitions.get(key)
+        if state is None or not state.ready(now) or not self._current(state):
+            return
+        if state.hosted.state.truncation_pending:
+            self._truncating[key] = state
+        else:
+            self._fetching[key] = state
+            self._wanted[key] = state.position(self.settings.max_bytes)
 
     async def _idle(self, now: int) -> None:
         """Nothing to fetch now: wait for a partition to be added, or the first delayed one to
@@ -261,7 +271,9 @@ class ReplicaFetcher:
 
     # ---- truncation (rule 22) ----
 
-    async def _start_fetching(self, states: Sequence[PartitionFetchState]) -> None:
+    async def _start_fetching(
+        self, states: Sequence[PartitionFetchState], budget: LoopBudget
+    ) -> None:
         """Kafka's Truncating state of a partition new to this leader epoch, ended with no
         request (truncation on fetch, AbstractFetcherThread.partitionFetchState and
         truncateToHighWatermark): a log with a leader epoch fetches from its end with that
@@ -269,7 +281,6 @@ class ReplicaFetcher:
         (_process_partition); a log without one is cut to its high watermark here (a new,
         empty log: nothing to cut). 5,000 new partitions a create asked the leader one
         OffsetsForLeaderEpoch round each, which Kafka never sends (issue 35)."""
-        budget = LoopBudget(ROUND_BUDGET_S)
         for state in states:
             await budget.spend()
             # Looked at again after this: fetching, or no longer ours.
@@ -308,7 +319,9 @@ class ReplicaFetcher:
 
     # ---- fetch ----
 
-    async def _fetch(self, address: str, changed: set[TopicIdPartition]) -> None:
+    async def _fetch(
+        self, address: str, changed: set[TopicIdPartition], budget: LoopBudget
+    ) -> None:
         """One Fetch of the ready partitions, in the fetcher's session (KIP-227): only the
         partitions whose position changed travel (`changed` names every one that may have),
         and only those with news come back."""
@@ -316,7 +329,6 @@ class ReplicaFetcher:
         epoch = self.broker_epoch()
         positions = self._wanted
         plan = self.session.build_changes(positions, cast(set[PartitionKey], changed))
-        budget = LoopBudget(ROUND_BUDGET_S)
         requests: dict[PartitionKey, bm.FetchRequest] = {}
         for key in plan.send:
             await budget.spend()
