@@ -160,17 +160,28 @@ class _ClientConnection(asyncio.Protocol):
         self._check_open().write(encode_request(body, self._correlation_id(), client_id))
 
     async def call(
-        self, body: Any, client_id: str, timeout_s: float, *, decode_in_thread: bool = False
+        self,
+        body: Any,
+        client_id: str,
+        timeout_s: float,
+        *,
+        decode_in_thread: bool = False,
+        encode_in_thread: bool = False,
     ) -> Any:
-        transport = self._check_open()
         loop = asyncio.get_running_loop()
         correlation_id = self._correlation_id()
         api_key, version = int(body.__api_key__), int(body.__version__)
+        frame = (
+            await asyncio.to_thread(encode_request, body, correlation_id, client_id)
+            if encode_in_thread
+            else encode_request(body, correlation_id, client_id)
+        )
+        transport = self._check_open()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending[correlation_id] = _Pending(future, api_key, version, decode_in_thread)
         timer = loop.call_later(timeout_s, _expire, future, api_key, self.address, timeout_s)
         try:
-            transport.write(encode_request(body, correlation_id, client_id))
+            transport.write(frame)
             answer = await future
         finally:
             timer.cancel()
@@ -232,12 +243,15 @@ class KafkaClient:
         timeout_ms: int | None = None,
         dest_node_id: int | None = None,
         decode_in_thread: bool = False,
+        encode_in_thread: bool = False,
     ) -> Any:
         """Send the kio request `body` to `address`; its kio response, error codes and all.
         `decode_in_thread`: the response is decoded in a worker thread, not on the loop (a
         response the caller knows to be big in entities, as a Fetch answer naming thousands
         of partitions: kio decodes one in about 20 us; the interpreter's switch interval
-        then shares the CPU with the loop rather than the loop waiting; issue 35)."""
+        then shares the CPU with the loop rather than the loop waiting; issue 35).
+        `encode_in_thread`: the request is encoded in a worker thread (a Fetch naming
+        thousands of partitions)."""
         addr = parse_address(address)
         timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         loop = asyncio.get_running_loop()
@@ -252,7 +266,10 @@ class KafkaClient:
             raise KafkaError(
                 Errors.REQUEST_TIMED_OUT, f"no time left to send to {format_address(addr)}"
             )
-        return await conn.call(body, self.client_id, remaining_s, decode_in_thread=decode_in_thread)
+        return await conn.call(
+            body, self.client_id, remaining_s,
+            decode_in_thread=decode_in_thread, encode_in_thread=encode_in_thread,
+        )
 
     async def send(self, address: Address | str, body: Any, *, timeout_ms: int | None = None) -> None:
         """Send a request that gets no response (Kafka's Produce with acks=0): written once the

@@ -178,3 +178,68 @@ async def test_a_response_asked_to_be_decoded_in_a_thread_is_not_decoded_on_the_
         assert threads[0] == threading.get_ident() != threads[1]
     finally:
         await client.close()
+
+
+async def test_a_request_asked_to_be_encoded_in_a_thread_is_not_encoded_on_the_loop(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a follower's Fetch naming a create's 5,000 new partitions took kio 20-35 ms
+    to build and encode on the loop; `encode_in_thread` encodes it in a worker thread, to the
+    same frame. Others are encoded on the loop, as before."""
+    from kafkawire import client as client_module
+
+    threads: list[int] = []
+    real = client_module.encode_request
+
+    def encode(*args: Any) -> bytes:
+        threads.append(threading.get_ident())
+        return real(*args)
+
+    monkeypatch.setattr(client_module, "encode_request", encode)
+    server, _, _ = served
+    client = KafkaClient(client_id_for_node(4))
+    try:
+        inline = await client.request(("127.0.0.1", server.port), _DC)
+        off_loop = await client.request(("127.0.0.1", server.port), _DC, encode_in_thread=True)
+        assert off_loop == inline and off_loop.cluster_id == "c-1"
+        assert threads[0] == threading.get_ident() != threads[1]
+    finally:
+        await client.close()
+
+
+async def test_a_big_request_is_decoded_and_answered_off_the_loop(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a leader decoded a follower's Fetch naming 5,000 new partitions (150 KB, 25
+    ms of kio) and encoded its answer in one stretch on the loop. A request frame of
+    IN_THREAD_FRAME_BYTES or more (every one here) is decoded, and its answer encoded, in a
+    worker thread, in order with the connection's other requests."""
+    from kafkawire import connection
+
+    threads: dict[str, list[int]] = {"decode": [], "encode": []}
+    real_decode, real_encode = connection.decode_request, connection.encode_response
+
+    def decode(payload: bytes) -> Any:
+        threads["decode"].append(threading.get_ident())
+        return real_decode(payload)
+
+    def encode(*args: Any) -> bytes:
+        threads["encode"].append(threading.get_ident())
+        return real_encode(*args)
+
+    monkeypatch.setattr(connection, "decode_request", decode)
+    monkeypatch.setattr(connection, "encode_response", encode)
+    server, _, callers = served
+    client = KafkaClient(client_id_for_node(4))
+    try:
+        inline = await client.request(("127.0.0.1", server.port), _DC)
+        monkeypatch.setattr(connection, "IN_THREAD_FRAME_BYTES", 1)
+        answers = await asyncio.gather(
+            *(client.request(("127.0.0.1", server.port), _DC) for _ in range(3))
+        )
+        assert answers == [inline] * 3 and callers == [4] * 4
+        loop_thread = threading.get_ident()
+        assert threads["decode"][0] == threads["encode"][0] == loop_thread
+        assert loop_thread not in threads["decode"][1:] + threads["encode"][1:]
+    finally:
+        await client.close()
