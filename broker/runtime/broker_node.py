@@ -217,15 +217,16 @@ class BrokerNode:
                 cleaner_backoff_ms=config.get_int("log.cleaner.backoff.ms"),
             ),
         )
+        freezer = GcFreezer().install()
         self.metadata.install_publishers(
             [
                 SnapshotGenerator(
                     config.get_int("metadata.log.snapshot.interval.records"),
                     self.raft.create_snapshot,
                 ),
-                BrokerMetadataPublisher(self.replicas, self._update_fetcher),
+                BrokerMetadataPublisher(self.replicas, self._update_fetcher, freezer.freeze),
                 # Last: the heap is frozen after a big change once the replicas exist (issue 35).
-                GcFreezer().install(),
+                freezer,
             ]
         )
         self.fetch_settings = FetchSettings(

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
+from broker.runtime.replica_delta import APPLY_SLICE_PARTITIONS
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager
 from metadata.loader import LoaderManifest, Provenance, SlicedPublisher
 from metadata.metadata_image import MetadataDelta, MetadataImage
@@ -17,16 +18,27 @@ log = logging.getLogger("minikraft.broker")
 
 # Leadership changes handed to the fetchers between two yields (issue 35).
 LEADERSHIP_SLICE_PARTITIONS = 50
+# Partitions applied between two freezes of the heap during a change (`freeze`): a create of
+# 5,000 builds some 150,000 objects a broker keeps, and CPython's full collection walked all
+# those built since the last freeze, 67-72 ms in one stretch about once a create at 100,000
+# partitions (a micro: 10 creates, 10 full collections of 93 ms on average; frozen every 500,
+# none, and 13% less CPU). Issue 35.
+FREEZE_EVERY_PARTITIONS = 500
 
 
 class BrokerMetadataPublisher(SlicedPublisher):
     name = "BrokerMetadataPublisher"
 
     def __init__(
-        self, replicas: ReplicaManager, on_leadership_change: Callable[[HostedPartition], None]
+        self,
+        replicas: ReplicaManager,
+        on_leadership_change: Callable[[HostedPartition], None],
+        freeze: Callable[[], None] | None = None,
     ) -> None:
         self._replicas = replicas
         self._on_leadership_change = on_leadership_change
+        # kafkawire.gc_tuning.GcFreezer.freeze on a node; None in tests of the applier alone.
+        self._freeze = freeze
 
     def publish_steps(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
@@ -37,7 +49,8 @@ class BrokerMetadataPublisher(SlicedPublisher):
         before = len(self._replicas.partitions)
         changed: list[HostedPartition] = []
         handed = 0
-        for _ in self._replicas.apply_delta_steps(delta, image, changed):
+        every = max(1, FREEZE_EVERY_PARTITIONS // APPLY_SLICE_PARTITIONS)
+        for count, _ in enumerate(self._replicas.apply_delta_steps(delta, image, changed), 1):
             # Each slice's leadership changes go to the fetchers as the slice is applied, not
             # once the whole change is: a fencing at 100,000 partitions took the other
             # brokers 30 s and more to apply, and a new leader that became one early in its
@@ -47,6 +60,8 @@ class BrokerMetadataPublisher(SlicedPublisher):
             while handed < len(changed):
                 self._on_leadership_change(changed[handed])
                 handed += 1
+            if self._freeze is not None and count % every == 0:
+                self._freeze()
             yield
         for count, hosted in enumerate(changed[handed:], 1):
             self._on_leadership_change(hosted)
