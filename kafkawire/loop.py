@@ -60,6 +60,10 @@ class LoopBudget:
         self._budget_s = budget_s
         self._until = time.monotonic() + budget_s
 
+    def spent(self) -> bool:
+        """Whether the next spend() gives the loop back."""
+        return time.monotonic() >= self._until
+
     async def spend(self) -> None:
         if time.monotonic() >= self._until:
             await asyncio.sleep(0)

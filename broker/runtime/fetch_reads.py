@@ -15,6 +15,7 @@ a Python leader about a second of CPU per Fetch, several Fetches a second.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -117,35 +118,49 @@ class FetchReads:
         out: Read = []
         total = 0
         # A follower's session holds a third of 100,000 partitions: the read lets the loop
-        # serve others between slices (issue 35).
+        # serve others between slices (issue 35). A slice's journal events (a returning
+        # follower's expansions: an IsrProposed each) go out in one write as it ends, before
+        # the loop runs anything that acts on them (the AlterPartition goes on a later turn).
         budget = LoopBudget(READ_BUDGET_S)
-        for cached in partitions:
-            await budget.spend()
-            partition = cached.request
-            name = self._topic_name(cached.topic)
-            if name is None:
-                out.append(
-                    (cached, None, bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id"))
+        with contextlib.ExitStack() as journaled:
+            self._buffer_journal(journaled)
+            for cached in partitions:
+                if budget.spent():
+                    journaled.close()  # the slice's events written: then the loop is given back
+                    await budget.spend()
+                    self._buffer_journal(journaled)
+                partition = cached.request
+                name = self._topic_name(cached.topic)
+                if name is None:
+                    out.append((
+                        cached, None,
+                        bm.FetchResponse(int(Errors.UNKNOWN_TOPIC_ID), "unknown topic id"),
+                    ))
+                    continue
+                if cached.replay:
+                    cached.replay = False
+                    self._replay_skipped(session, name, partition, replay_ms)
+                limit = min(int(partition.partition_max_bytes), max(0, max_bytes - total))
+                result = self._replicas.fetch_now(
+                    fetch_partition_from_request(
+                        name, partition, replica_id, replica_epoch, limit, min_one_message
+                    ),
+                    # A follower's fetch position counts once per request, as in Kafka.
+                    record_progress=record_progress,
                 )
-                continue
-            if cached.replay:
-                cached.replay = False
-                self._replay_skipped(session, name, partition, replay_ms)
-            limit = min(int(partition.partition_max_bytes), max(0, max_bytes - total))
-            result = self._replicas.fetch_now(
-                fetch_partition_from_request(
-                    name, partition, replica_id, replica_epoch, limit, min_one_message
-                ),
-                # A follower's fetch position counts once per request, as in Kafka.
-                record_progress=record_progress,
-            )
-            if session is not None:
-                self._skip_if_idle(session, cached, name, result)
-            if result.records:
-                min_one_message = False
-            total += len(result.records)
-            out.append((cached, name, result))
+                if session is not None:
+                    self._skip_if_idle(session, cached, name, result)
+                if result.records:
+                    min_one_message = False
+                total += len(result.records)
+                out.append((cached, name, result))
         return out
+
+    def _buffer_journal(self, stack: contextlib.ExitStack) -> None:
+        """The journal's events go out together when `stack` closes (EventJournal.buffered)."""
+        journal = self._replicas.journal
+        if journal is not None:
+            stack.enter_context(journal.buffered())
 
     def _skip_if_idle(
         self, session: FetchSession, cached: CachedPartition, name: str, result: bm.FetchResponse

@@ -316,12 +316,15 @@ class _HeldController:
     """An active controller that holds every AlterPartition until `answer` releases it: with
     each partition's proposed ISR (partition epoch + 1), or `error` for every partition."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_send: Any = None) -> None:
         self.held: list[tuple[lifecycle.AlterPartitionRequest, asyncio.Future[None]]] = []
+        self._on_send = on_send
 
     async def __call__(
         self, request: lifecycle.AlterPartitionRequest
     ) -> lifecycle.AlterPartitionResponse:
+        if self._on_send is not None:
+            self._on_send()
         released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.held.append((request, released))
         error = await released
@@ -347,15 +350,17 @@ class _HeldController:
 
 
 async def _returning_follower(
-    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch,
+    journal: Any = None, on_send: Any = None,
 ) -> tuple[_Leader, _HeldController, int]:
     """Broker 1 leads t-0..19 with ISR (1, 2); follower 3 comes back: its full Fetch (every
     partition at the log end, 0) proposes 20 expansions, held at the controller (in one
     request: the read does not yield, whatever the machine's load), and its first
     incremental Fetch reads them again."""
     monkeypatch.setattr(fetch_reads, "READ_BUDGET_S", 60.0)
-    controller = _HeldController()
+    controller = _HeldController(on_send)
     leader = _Leader(tmp_path, clock)
+    leader.rm.journal = journal
     leader.rm.alter_partitions._send = controller
     leader.rm.apply_image(_image(isr=(1, 2)))
     session, answered = await leader.fetch(3, (0, 0), dict.fromkeys(range(PARTITIONS), 0))
@@ -449,3 +454,37 @@ async def test_proposals_in_flight_wait_in_no_task_of_their_own(
     await controller.answer()
     assert leader.rm.hosted("t", 5).state.committed_isr == (1, 2, 3)
     await leader.rm.close()
+
+
+async def test_a_read_journals_each_slice_of_its_partitions_in_one_write(
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a follower back to 66,000 partitions made its leader journal each expansion
+    (IsrProposed) in a write of its own. A slice of the read (here all 20 partitions: the
+    read does not yield) writes its events together, all of them, before the loop runs
+    anything else: the AlterPartition they propose goes on a later turn."""
+    from broker.runtime import event_journal
+    from broker.runtime.event_journal import EventJournal, read_journal
+
+    writes: list[int] = []
+    real = event_journal.write_all
+
+    def counted(fd: int, data: bytes) -> None:
+        writes.append(len(data))
+        real(fd, data)
+
+    monkeypatch.setattr(event_journal, "write_all", counted)
+    journal = EventJournal(tmp_path / "broker.journal")
+    sent: list[int] = []
+    leader, controller, _ = await _returning_follower(
+        tmp_path, clock, monkeypatch,
+        journal=journal, on_send=lambda: sent.append(len(writes)),
+    )
+    proposed = [e for e in read_journal(journal.path) if type(e).__name__ == "IsrProposed"]
+    assert sorted(e.partition for e in proposed) == list(range(PARTITIONS))
+    assert writes and sent and sent[0] >= 1  # written before the AlterPartition went
+    # One write for the full Fetch's slice (before: one per partition).
+    assert len(writes) <= 3, writes
+    await controller.answer()
+    await leader.rm.close()
+    journal.close()
