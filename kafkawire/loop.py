@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -68,6 +68,18 @@ class LoopBudget:
         if time.monotonic() >= self._until:
             await asyncio.sleep(0)
             self._until = time.monotonic() + self._budget_s
+
+
+async def run_sliced(steps: Generator[None, None, T], budget_s: float = WALK_BUDGET_S) -> T:
+    """What a generator doing its work in slices returns, the loop given back once `budget_s`
+    of its slices ran."""
+    budget = LoopBudget(budget_s)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        await budget.spend()
 
 
 async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:

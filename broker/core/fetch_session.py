@@ -18,7 +18,7 @@ from the request, the forgotten ones dropped, and the epoch moves on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,10 @@ FINAL_EPOCH = -1
 INVALID_SESSION_ID = 0
 DEFAULT_CACHE_SLOTS = 1000  # max.incremental.fetch.session.cache.slots
 DEFAULT_EVICTION_MS = 120_000  # min.incremental.fetch.session.eviction.ms
+# Partitions a session takes from a request between two yields of new_context_steps: a
+# follower's Fetch after a create names its 5,000 new partitions, 15 ms of CPU in one stretch
+# on the leader's loop (issue 35). About 0.3 ms.
+UPDATE_SLICE_PARTITIONS = 100
 
 PartitionKey = tuple[Hashable, int]  # (topic id or name, partition)
 
@@ -83,8 +87,15 @@ class FetchSession:
     parked: Any = None  # the runtime's: what this session's waiting fetches park on
 
     def update(self, topics: Iterable[tuple[Any, Any]], forgotten: Iterable[PartitionKey]) -> None:
+        for _ in self.update_steps(topics, forgotten):
+            pass
+
+    def update_steps(
+        self, topics: Iterable[tuple[Any, Any]], forgotten: Iterable[PartitionKey]
+    ) -> Iterator[None]:
+        """update, yielding every UPDATE_SLICE_PARTITIONS partitions."""
         partitions, busy = self.partitions, self.busy
-        for topic, request in topics:
+        for count, (topic, request) in enumerate(topics, 1):
             key = (_topic_key(topic), int(request.partition))
             cached = partitions.get(key)
             if cached is None:
@@ -94,6 +105,8 @@ class FetchSession:
                 if cached.idle:
                     cached.idle, cached.replay = False, True
             busy[key] = cached
+            if count % UPDATE_SLICE_PARTITIONS == 0:
+                yield
         for key in forgotten:
             partitions.pop(key, None)
             busy.pop(key, None)
@@ -162,16 +175,45 @@ class FetchSessionCache:
         new_session_id: Callable[[], int],
     ) -> FetchContext:
         """Kafka's FetchManager.newContext."""
+        steps = self.new_context_steps(
+            session_id, epoch, topics, forgotten, privileged=privileged, now_ms=now_ms,
+            new_session_id=new_session_id,
+        )
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def new_context_steps(
+        self,
+        session_id: int,
+        epoch: int,
+        topics: list[tuple[Any, Any]],
+        forgotten: list[PartitionKey],
+        *,
+        privileged: bool,
+        now_ms: int,
+        new_session_id: Callable[[], int],
+    ) -> Generator[None, None, FetchContext]:
+        """new_context in slices (the runtime gives its loop back at the yields), returning
+        the context. A session's epoch moves on before its partitions are taken, so no other
+        request can use the epoch meanwhile; one evicted meanwhile is answered from, then
+        unknown to the follower's next Fetch (FETCH_SESSION_ID_NOT_FOUND: a full one)."""
         if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.sessions.pop(session_id, None)  # the fetcher closes its session
-            full = [CachedPartition(topic, request) for topic, request in topics]
+            full = []
+            for count, (topic, request) in enumerate(topics, 1):
+                full.append(CachedPartition(topic, request))
+                if count % UPDATE_SLICE_PARTITIONS == 0:
+                    yield
             if epoch == FINAL_EPOCH:
                 return FetchContext(Errors.NONE, INVALID_SESSION_ID, full, False, None)
             session = self._create(privileged, len(full), now_ms, new_session_id)
             if session is None:
                 return FetchContext(Errors.NONE, INVALID_SESSION_ID, full, False, None)
-            session.update(topics, ())
+            yield from session.update_steps(topics, ())
             return FetchContext(
                 Errors.NONE, session.session_id, list(session.partitions.values()), False,
                 session,
@@ -185,9 +227,9 @@ class FetchSessionCache:
             return FetchContext(
                 Errors.INVALID_FETCH_SESSION_EPOCH, INVALID_SESSION_ID, [], False, None
             )
-        session.update(topics, forgotten)
         session.epoch = next_epoch(session.epoch)
         session.last_used_ms = now_ms
+        yield from session.update_steps(topics, forgotten)
         return FetchContext(
             Errors.NONE, session.session_id, list(session.partitions.values()), True, session
         )

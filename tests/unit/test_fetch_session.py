@@ -125,3 +125,41 @@ def test_epochs_wrap_to_one() -> None:
     assert next_epoch(0) == 1
     assert next_epoch((1 << 31) - 1) == 1
     assert next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+
+
+def test_a_session_takes_the_partitions_of_a_big_fetch_in_slices() -> None:
+    """Issue 35: a follower's Fetch after a create names its 5,000 new partitions, and the
+    leader's session took them in one stretch of its loop (15 ms of CPU). new_context_steps
+    yields every UPDATE_SLICE_PARTITIONS partitions, moves the epoch on before it yields (no
+    other request can use it meanwhile), and ends with the context new_context gives."""
+    from broker.core.fetch_session import UPDATE_SLICE_PARTITIONS
+
+    count = 5 * UPDATE_SLICE_PARTITIONS
+    requests = [(ORDERS, Part(p)) for p in range(count)]
+    results = []
+    for sliced in (False, True):
+        cache = FetchSessionCache(max_slots=10)
+        ids = _ids()
+        cache.new_context(0, INITIAL_EPOCH, [(ORDERS, Part(count))], [], privileged=True,
+                          now_ms=0, new_session_id=ids.__next__)
+        if not sliced:
+            results.append(cache.new_context(41, 1, requests, [], privileged=True, now_ms=1,
+                                             new_session_id=ids.__next__))
+            continue
+        steps = cache.new_context_steps(41, 1, requests, [], privileged=True, now_ms=1,
+                                        new_session_id=ids.__next__)
+        yields = 0
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                results.append(done.value)
+                break
+            yields += 1
+            assert cache.sessions[41].epoch == 2  # taken before the first yield
+        assert yields == count // UPDATE_SLICE_PARTITIONS
+    whole, sliced_context = results
+    assert [c.request.partition for c in sliced_context.partitions] == [
+        c.request.partition for c in whole.partitions
+    ] == [count, *range(count)]
+    assert (sliced_context.session_id, sliced_context.incremental) == (41, True)

@@ -21,3 +21,26 @@ def test_every_walk_of_a_broker_takes_the_shared_budget() -> None:
     assert fetch_reads.READ_BUDGET_S == WALK_BUDGET_S
     assert replica_fetcher.ROUND_BUDGET_S == WALK_BUDGET_S
     assert log_manager.WALK_BUDGET_S == WALK_BUDGET_S
+
+
+async def test_a_sliced_generator_gives_the_loop_back_and_its_answer() -> None:
+    """kafkawire.loop.run_sliced (a leader's session taking a big Fetch's partitions): the
+    loop runs between slices once the budget is spent (0 here: after each), and the
+    generator's return value is the answer."""
+    from collections.abc import Generator
+
+    from kafkawire.loop import run_sliced
+    from tests.loop_turns import LoopTurns, turns_between
+
+    marks: list[str] = []
+
+    def slices() -> Generator[None, None, int]:
+        for _ in range(3):
+            marks.append("slice")
+            yield
+        return 35
+
+    async with LoopTurns(marks):
+        answer = await run_sliced(slices(), budget_s=0.0)
+    assert answer == 35
+    assert turns_between(marks, "slice", 3), marks
