@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
@@ -95,6 +96,9 @@ ENCODE_SLICE_RECORDS = 500
 TRANSACTION_BATCH_RECORDS = 1000
 # How often a new leader checks that it has activated, and waits for its first record.
 ACTIVATION_POLL_S = 0.02
+# A write that held the writer this long is logged with the time of each of its stages (issue
+# 35: a broker's fencing at 100,000 partitions held a restarted broker's registration for 9 s).
+SLOW_WRITE_MS = 1000
 _SUMMARY_KINDS = {
     "": "ISR/ELR changes",
     "ISR": "elections from ISR",
@@ -390,8 +394,9 @@ class QuorumController:
         *,
         user_op: bool = False,
     ) -> tuple[R, MetadataImage, bool]:
+        queued = time.monotonic()
         async with self._lock:
-            return await self._write_result_locked(compute, what, user_op=user_op)
+            return await self._write_result_locked(compute, what, user_op=user_op, queued=queued)
 
     async def _write_result_locked(
         self,
@@ -399,10 +404,17 @@ class QuorumController:
         what: str,
         *,
         user_op: bool = False,
+        queued: float | None = None,
     ) -> tuple[R, MetadataImage, bool]:
+        start = time.monotonic()
         await self._ensure_active()
         before = self.state.image
+        computing = time.monotonic()
         result = await self._compute(compute, before, user_op)
+        stages = {
+            "waited for the writer": start - (start if queued is None else queued),
+            "computed": time.monotonic() - computing,
+        }
         if result.message:
             # Kafka's lifecycle responses carry no message: the controller logs why.
             error = Errors.of(getattr(result.response, "error_code", 0))
@@ -419,9 +431,27 @@ class QuorumController:
             # A user operation is one batch (at most MAX_RECORDS_PER_USER_OP records); what
             # the controller decides for itself (fencing a broker of 30,000 partitions) may
             # span batches, as Kafka's non-atomic ControllerResult does.
-            await self._commit(result.records, what, atomic=user_op)
+            await self._commit(result.records, what, atomic=user_op, stages=stages)
             self._log_changes(before, result, what)
+        self._log_slow_write(what, len(result.records), start, stages)
         return result.response, self.state.image, bool(result.records)
+
+    @staticmethod
+    def _log_slow_write(
+        what: str, records: int, start: float, stages: dict[str, float]
+    ) -> None:
+        """One line with each stage of a write that held the writer SLOW_WRITE_MS or more (the
+        wait for the writer is before it held it): where a big write's seconds go."""
+        held_ms = (time.monotonic() - start) * 1000
+        if held_ms < SLOW_WRITE_MS:
+            return
+        log.info(
+            "%s: %s records held the writer %.0f ms (%s)",
+            what,
+            records,
+            held_ms,
+            ", ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in stages.items()),
+        )
 
     @staticmethod
     async def _compute(
@@ -534,6 +564,7 @@ class QuorumController:
         *,
         atomic: bool = True,
         open_transaction_ok: bool = False,
+        stages: dict[str, float] | None = None,
     ) -> int:
         """Append, commit and wait until replayed. More than TRANSACTION_BATCH_RECORDS records
         go in a KIP-868 transaction (Begin ... End) of batches of at most that many: bounded
@@ -544,6 +575,8 @@ class QuorumController:
         if len(records) > TRANSACTION_BATCH_RECORDS:
             records = (BeginTransactionRecord(name=what), *records, EndTransactionRecord())
             atomic = False
+        times = {} if stages is None else stages
+        mark = time.monotonic()
         encoded = []
         for index, record in enumerate(records):
             encoded.append(encode_record(record))
@@ -551,14 +584,17 @@ class QuorumController:
                 await asyncio.sleep(0)
         timeout_ms = WRITE_TIMEOUT_MS + WRITE_TIMEOUT_MS_PER_RECORD * len(records)
         self.state.written(zip(encoded, records, strict=True))  # replayed as they are
+        times["encoded"], mark = time.monotonic() - mark, time.monotonic()
         try:
             offset = await self.raft.driver.append_and_commit(
                 encoded, timeout_ms, atomic=atomic, batch_records=TRANSACTION_BATCH_RECORDS
             )
+            times["committed"], mark = time.monotonic() - mark, time.monotonic()
             if open_transaction_ok:
                 await self._wait_replayed(offset)
             else:
                 await self._wait_applied(offset, timeout_ms)
+            times["applied"] = time.monotonic() - mark
         except BaseException:
             # The records may still commit later: re-sync before the next write.
             self._ready_epoch = None

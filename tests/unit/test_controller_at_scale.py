@@ -415,3 +415,62 @@ def test_the_last_alter_partition_of_a_write_is_not_replayed_for_a_next_one(
     response = asyncio.run(scenario())
     assert [p.isr for t in response.topics for p in t.partitions] == [(1, 2)]
     assert len(written) == 1 and replayed == []
+
+
+def test_a_slow_write_logs_the_time_of_each_of_its_stages(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where a big write's seconds go (issue 35: a fencing at 100,000 partitions held a
+    restarted broker's registration 9 s): one line with the wait for the writer, the decision,
+    the encoding, the commit and the replay; a write under SLOW_WRITE_MS logs none."""
+    from controller.core.controller_result import ControllerResult
+    from controller.runtime import quorum_controller as qc
+
+    cluster = big_cluster(3)
+    fence = BrokerRegistrationChangeRecord(3, cluster.image.brokers[3].epoch, fenced=1)
+
+    async def append_and_commit(encoded, timeout_ms, **kwargs):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.02)
+        state.committed_offset = 11
+        return 10
+
+    state = SimpleNamespace(
+        image=cluster.image, committed_offset=0,
+        written=lambda pairs: list(pairs), forget_written=lambda: None,
+    )
+
+    async def scenario() -> None:
+        controller = QuorumController.__new__(QuorumController)
+        controller._lock = asyncio.Lock()
+        controller.state = state  # type: ignore[assignment]
+        controller.raft = SimpleNamespace(  # type: ignore[assignment]
+            driver=SimpleNamespace(append_and_commit=append_and_commit)
+        )
+        controller._apply_waiters = []
+
+        async def active() -> None:
+            return None
+
+        controller._ensure_active = active  # type: ignore[method-assign]
+        async with controller._lock:  # the writer is busy: the write queues up
+            write = asyncio.ensure_future(
+                controller.write(lambda image: ControllerResult((fence,), None), "session expired")
+            )
+            await asyncio.sleep(0.05)
+        await write
+
+    monkeypatch.setattr(qc, "SLOW_WRITE_MS", 10_000)
+    with caplog.at_level(logging.INFO, logger="minikraft.controller"):
+        asyncio.run(scenario())
+    assert not [r for r in caplog.records if "held the writer" in r.getMessage()]
+    monkeypatch.setattr(qc, "SLOW_WRITE_MS", 0)
+    with caplog.at_level(logging.INFO, logger="minikraft.controller"):
+        asyncio.run(scenario())
+    [line] = [r.getMessage() for r in caplog.records if "held the writer" in r.getMessage()]
+    assert line.startswith("session expired: 1 records held the writer ")
+    stages = dict(
+        (part.rsplit(" ", 2)[0], int(part.rsplit(" ", 2)[1]))
+        for part in line.split("(", 1)[1].rstrip(")").split(", ")
+    )
+    assert list(stages) == ["waited for the writer", "computed", "encoded", "committed", "applied"]
+    assert stages["waited for the writer"] >= 40 and stages["committed"] >= 15
