@@ -37,7 +37,7 @@ from kafkawire.broker_lifecycle import (
 from kafkawire.clock import now_ms
 from kafkawire.config import NodeConfig
 from kafkawire.errors import Errors, KafkaError
-from kafkawire.loop import cancel_and_wait
+from kafkawire.loop import cancel_and_wait, run_sliced
 from kafkawire.uuids import random_uuid
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
 from metadata.loader import LoaderManifest, MetadataLoader
@@ -465,12 +465,8 @@ class QuorumController:
         outcome = compute(image)
         if not isinstance(outcome, Generator):
             return outcome
-        while True:
-            try:
-                next(outcome)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            await asyncio.sleep(0)
+        # A budget of 0: the loop is given back after every slice.
+        return await run_sliced(outcome, 0.0)  # type: ignore[no-any-return]
 
     def _steady_heartbeat(self, request: Any) -> Any:
         """The answer to a heartbeat that changes nothing (the steady state: an unfenced broker

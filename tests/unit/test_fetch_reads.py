@@ -457,23 +457,15 @@ async def test_proposals_in_flight_wait_in_no_task_of_their_own(
 
 
 async def test_a_read_journals_each_slice_of_its_partitions_in_one_write(
-    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch, journal_writes: list[int]
 ) -> None:
     """Issue 35: a follower back to 66,000 partitions made its leader journal each expansion
     (IsrProposed) in a write of its own. A slice of the read (here all 20 partitions: the
     read does not yield) writes its events together, all of them, before the loop runs
     anything else: the AlterPartition they propose goes on a later turn."""
-    from broker.runtime import event_journal
     from broker.runtime.event_journal import EventJournal, read_journal
 
-    writes: list[int] = []
-    real = event_journal.write_all
-
-    def counted(fd: int, data: bytes) -> None:
-        writes.append(len(data))
-        real(fd, data)
-
-    monkeypatch.setattr(event_journal, "write_all", counted)
+    writes = journal_writes
     journal = EventJournal(tmp_path / "broker.journal")
     sent: list[int] = []
     leader, controller, _ = await _returning_follower(

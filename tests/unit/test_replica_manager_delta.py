@@ -298,20 +298,7 @@ async def test_a_big_create_hands_its_leadership_changes_to_the_fetchers_in_slic
 ) -> None:
     # Issue 35: a 5,000-partition create moves 5,000 partitions into the fetchers; the
     # publisher gives the loop back between slices of them as it does while applying.
-    replicas = _manager(tmp_path / "logs")
-    handed: list[int] = []
-    publisher = BrokerMetadataPublisher(replicas, lambda hosted: handed.append(hosted.partition))
-    delta = MetadataDelta()
-    topic = uuid.UUID(int=3)
-    for offset, record in enumerate([
-        *_brokers(),
-        TopicRecord("big", topic),
-        *(
-            PartitionRecord(p, topic, replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=1)
-            for p in range(1200)
-        ),
-    ]):
-        delta.replay(record, offset)
+    replicas, handed, publisher, delta, _ = _big_topic(tmp_path, 1200)
     image = delta.image()
     manifest = LoaderManifest(Provenance.LOG, 1201, 1, 1204)
     most_between_yields = 0
@@ -323,6 +310,28 @@ async def test_a_big_create_hands_its_leadership_changes_to_the_fetchers_in_slic
     assert sorted(handed) == list(range(1200))
     assert most_between_yields <= LEADERSHIP_SLICE_PARTITIONS
     await replicas.close()
+
+
+def _big_topic(
+    tmp_path: Path, count: int
+) -> tuple[ReplicaManager, list[int], BrokerMetadataPublisher, MetadataDelta, uuid.UUID]:
+    """A broker's manager and publisher (whose fetchers' hand-over lists the partitions in
+    `handed`), and a delta creating topic "big" of `count` partitions led by broker 2."""
+    replicas = _manager(tmp_path / "logs")
+    handed: list[int] = []
+    publisher = BrokerMetadataPublisher(replicas, lambda hosted: handed.append(hosted.partition))
+    delta = MetadataDelta()
+    topic = uuid.UUID(int=3)
+    for offset, record in enumerate([
+        *_brokers(),
+        TopicRecord("big", topic),
+        *(
+            PartitionRecord(p, topic, replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=1)
+            for p in range(count)
+        ),
+    ]):
+        delta.replay(record, offset)
+    return replicas, handed, publisher, delta, topic
 
 
 def _walked(replicas: ReplicaManager) -> tuple[set[TopicIdPartition], set[TopicIdPartition]]:
@@ -434,23 +443,15 @@ async def test_new_partitions_find_a_same_name_log_without_walking_the_hosted_on
 
 
 async def test_a_create_journals_each_slice_of_the_applier_in_one_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, journal_writes: list[int]
 ) -> None:
     """Issue 35: every new partition's RoleChanged was a write of its own (5,000 for a create
     of 5,000). The events of one slice of the applier go out together as it ends, all of
     them, in order."""
-    from broker.runtime import event_journal
     from broker.runtime.event_journal import EventJournal, read_journal
     from broker.runtime.replica_delta import APPLY_SLICE_PARTITIONS
 
-    writes: list[int] = []
-    real = event_journal.write_all
-
-    def counted(fd: int, data: bytes) -> None:
-        writes.append(len(data))
-        real(fd, data)
-
-    monkeypatch.setattr(event_journal, "write_all", counted)
+    writes = journal_writes
     (tmp_path / "logs").mkdir()
     journal = EventJournal(tmp_path / "broker.journal")
     rm = ReplicaManager(
@@ -486,20 +487,7 @@ async def test_a_big_change_hands_each_slices_leadership_changes_as_it_applies_i
     leaders early in their own applier, shrank it for not fetching within
     replica.lag.time.max.ms. The first slice's partitions reach the fetchers before the last
     slice is applied."""
-    replicas = _manager(tmp_path / "logs")
-    handed: list[int] = []
-    publisher = BrokerMetadataPublisher(replicas, lambda hosted: handed.append(hosted.partition))
-    delta = MetadataDelta()
-    topic = uuid.UUID(int=3)
-    for offset, record in enumerate([
-        *_brokers(),
-        TopicRecord("big", topic),
-        *(
-            PartitionRecord(p, topic, replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=1)
-            for p in range(300)
-        ),
-    ]):
-        delta.replay(record, offset)
+    replicas, handed, publisher, delta, topic = _big_topic(tmp_path, 300)
     steps = publisher.publish_steps(
         delta, delta.image(), LoaderManifest(Provenance.LOG, 301, 1, 304)
     )
