@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
+from controller.core import alter_partition as ap
 from controller.core.alter_partition import alter_partition, ineligible_reason
+from controller.core.election_policy import ElectionPolicy
 from kafkawire.broker_lifecycle import (
     AlterPartitionRequest,
     alter_partition_partition,
@@ -163,3 +167,60 @@ def test_same_isr_writes_nothing_and_answers_current_state() -> None:
     assert result.records == ()
     part = result.response.topics[0].partitions[0]
     assert (part.error_code, part.isr, part.partition_epoch) == (Errors.NONE, (1, 2, 3), 6)
+
+
+def test_an_isr_only_change_is_decided_without_the_builder_as_the_builder_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A returning broker is added to 100,000 ISRs (issue 35): a valid proposal that changes the
+    ISR alone is decided without a PartitionChangeBuilder, and the records and answers are the
+    builder's, for expansions and shrinks, with ELR on and off, below and at min ISR, with ELR
+    state left over, a RECOVERING partition, and a sender shutting down."""
+    builds: list[object] = []
+    real_builder = ap.PartitionChangeBuilder
+
+    class CountingBuilder(real_builder):  # type: ignore[misc, valid-type]
+        def build(self):  # type: ignore[no-untyped-def]
+            builds.append(self)
+            return super().build()
+
+    monkeypatch.setattr(ap, "PartitionChangeBuilder", CountingBuilder)
+    expand = request((1, 2, 3))
+    base = image_with([PartitionChangeRecord(0, FOO, isr=(1, 2), leader=1)])  # epochs 5 / 7
+    expand = request((1, 2, 3), leader_epoch=5, partition_epoch=7)
+    result = alter_partition(base, expand)
+    assert result.records == (PartitionChangeRecord(0, FOO, isr=(1, 2, 3)),)
+    assert builds == []
+
+    def decided(image: MetadataImage, req: AlterPartitionRequest, elr: bool) -> object:
+        policy = ElectionPolicy(elr_enabled=elr)
+        fast = ap.alter_partition(image, req, lambda _topic: policy)
+        with monkeypatch.context() as m:
+            m.setattr(ap, "_isr_only_change", lambda *args: None)
+            slow = ap.alter_partition(image, req, lambda _topic: policy)
+        assert (fast.records, fast.response, fast.changes) == (
+            slow.records, slow.response, slow.changes
+        )
+        return fast.records
+
+    shutting_down = BrokerRegistrationChangeRecord(1, 0, in_controlled_shutdown=BROKER_FLAG_TRUE)
+    cases = [
+        ([], (1, 2, 3)),
+        ([], (1, 2)),
+        ([], (1,)),  # below min ISR 2: ELR on keeps 2 and 3 eligible
+        ([PartitionRecord(0, FOO, (1, 2, 3), (1,), leader=1, leader_epoch=5, partition_epoch=7,
+                          eligible_leader_replicas=(2,), last_known_elr=(3,))], (1, 2)),
+        ([PartitionRecord(0, FOO, (1, 2, 3), (1,), leader=1, leader_epoch=5, partition_epoch=7,
+                          last_known_leader=1)], (1, 2, 3)),
+        ([PartitionRecord(0, FOO, (1, 2, 3), (1,), leader=1, leader_epoch=5, partition_epoch=7,
+                          leader_recovery_state=1)], (1,)),
+        ([shutting_down], (1, 2)),
+    ]
+    written = []
+    for extra, isr in cases:
+        image = image_with([PartitionChangeRecord(0, FOO, isr=(1, 2), leader=1), *extra])
+        for recovery in (0, 1):
+            req = request(isr, leader_epoch=5, partition_epoch=7, recovery=recovery)
+            for elr in (True, False):
+                written.append(decided(image, req, elr))
+    assert any(written) and not all(written)

@@ -354,3 +354,26 @@ def test_frame_decoder_waits_for_whole_frames_and_refuses_oversize_lengths() -> 
     assert list(decoder.feed(frame(b"abc")[5:] + frame(b"de"))) == [b"abc", b"de"]
     with pytest.raises(FrameTooLargeError):
         list(decoder.feed(struct.pack(">I", 17)))
+
+
+def test_an_error_code_is_looked_up_by_number_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kio's ErrorCode for one of ours is built once per number (an AlterPartition answers
+    thousands of partitions at 100,000 partitions, and the Enum call was a third of each,
+    issue 35); a code kio lacks still travels as UNKNOWN_SERVER_ERROR."""
+    from kafkawire import messages
+
+    real = messages.ErrorCode
+    first = (error_code(Errors.NOT_CONTROLLER), error_code(Errors.REQUEST_LIMIT_REACHED))
+    calls: list[int] = []
+
+    class Counting:
+        unknown_server_error = real.unknown_server_error
+
+        def __new__(cls, code: int) -> object:
+            calls.append(code)
+            return real(code)
+
+    monkeypatch.setattr(messages, "ErrorCode", Counting)
+    again = (error_code(Errors.NOT_CONTROLLER), error_code(Errors.REQUEST_LIMIT_REACHED))
+    assert again == first == (real.not_controller, real.unknown_server_error)
+    assert calls == []
