@@ -271,6 +271,16 @@ class ReplicaDelta:
             host.host(hosted)
         min_isr = image.effective_min_isr(topic.topic_id, partition_id)
         if registration != hosted.registration:
+            if (
+                not opened
+                and not touched_brokers  # rule 18's refusals read them
+                and hosted.state.holds(registration, min_isr, self._brokers(image))
+                and not _log_moved(hosted)
+            ):
+                # The leader's own ISR change, already applied from its AlterPartition
+                # answer: nothing to hand the core, no session to wake, no gauge moved.
+                hosted.registration = registration
+                return True
             before = _session_view(hosted)
             hosted.registration = registration
             if not opened and _log_moved(hosted):

@@ -395,6 +395,51 @@ async def test_a_returning_follower_is_not_read_again_while_its_expansion_is_in_
     await leader.rm.close()
 
 
+async def test_a_leader_applies_its_own_committed_expansion_without_its_core(
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: the PartitionChangeRecords of a leader's expansions, which it learned from the
+    AlterPartition answer, were each handed to its core again (66,000 on one leader when a
+    broker came back). A registration the state already holds only replaces the hosted
+    registration; one that moves anything else (here the topic's min ISR in the same change)
+    still goes to the core."""
+    from broker.core.partition_state import PartitionState
+    from metadata.metadata_image import MetadataDelta
+    from metadata.records import ConfigRecord, PartitionChangeRecord
+
+    leader, controller, _ = await _returning_follower(tmp_path, clock, monkeypatch)
+    await controller.answer()
+    applied: list[int] = []
+    real = PartitionState.apply_registration
+
+    def counted(self: PartitionState, *args: Any, **kwargs: Any) -> Any:
+        applied.append(self.partition)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(PartitionState, "apply_registration", counted)
+
+    def commit(records: list[Any]) -> None:
+        delta = MetadataDelta(leader.rm.image)
+        for offset, record in enumerate(records, 100):
+            delta.replay(record, offset)
+        for _ in leader.rm.apply_delta_steps(delta, delta.image(), []):
+            pass
+
+    commit([PartitionChangeRecord(p, TOPIC_ID, isr=(1, 2, 3)) for p in range(10)])
+    assert applied == []
+    for p in range(10):
+        hosted = leader.rm.hosted("t", p)
+        assert hosted.registration == leader.rm.image.partition(TOPIC_ID, p)
+        assert (hosted.state.committed_isr, hosted.state.partition_epoch) == ((1, 2, 3), 2)
+    commit([
+        ConfigRecord(CONFIG_RESOURCE_TOPIC, "t", MIN_INSYNC_REPLICAS, "3"),
+        *(PartitionChangeRecord(p, TOPIC_ID, isr=(1, 2, 3)) for p in range(10, 20)),
+    ])
+    assert applied == list(range(10, 20))
+    assert leader.rm.hosted("t", 15).state.effective_min_isr == 3
+    await leader.rm.close()
+
+
 async def test_a_refused_expansion_reads_the_follower_again_and_proposes_it_anew(
     tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

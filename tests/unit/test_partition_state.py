@@ -282,6 +282,33 @@ def test_replayed_change_commits_the_pending_expansion() -> None:
     assert late.empty
 
 
+def test_a_leader_holds_the_registration_its_answer_committed_and_nothing_else() -> None:
+    """holds(): apply_registration would change nothing (issue 35: the runtime skips the
+    core for the PartitionChangeRecord of a leader's own expansion). Not while the proposal
+    is in flight, nor for another ISR, epoch, min ISR or broker view, nor while RECOVERING."""
+    brokers = image(EPOCHS)
+    state, _ = leader(isr=(1, 2), min_isr=2, brokers=brokers)
+    state.update_local_log(4, 4, now_ms=1)
+    proposal = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert proposal is not None
+    record = reg((1, 2, 3), partition_epoch=11)
+    assert not state.holds(record, 2, brokers)  # in flight: the record commits it
+    state.on_alter_partition_response(proposal.proposal_id, Errors.NONE,
+                                      committed(state, (1, 2, 3), 11), 2)
+    assert state.holds(record, 2, brokers)
+    assert not state.holds(reg((1, 2, 3), partition_epoch=12), 2, brokers)
+    assert not state.holds(reg((1, 3), partition_epoch=11), 2, brokers)
+    assert not state.holds(reg((1, 2, 3), partition_epoch=11, leader_epoch=6), 2, brokers)
+    assert not state.holds(record, 3, brokers)
+    assert not state.holds(record, 2, image(EPOCHS))
+    recovering, _ = leader(isr=(1,), min_isr=1, brokers=brokers,
+                           recovery=LeaderRecoveryState.RECOVERING)
+    assert not recovering.holds(reg((1,), recovery=LeaderRecoveryState.RECOVERING), 1, brokers)
+    follower = PartitionState("foo", 0, 2)
+    follower.apply_registration(record, 2, brokers, now_ms=0)
+    assert not follower.holds(record, 2, brokers)
+
+
 def test_shrink_after_replica_lag_time() -> None:
     state, _ = leader(isr=(1, 2, 3), min_isr=2)
     state.update_local_log(10, 10, now_ms=0)
