@@ -77,6 +77,7 @@ from storage.core.record_validation import RecordValidationError, keyless_record
 from storage.runtime.closing import ClosedOnExit
 from storage.runtime.disk_log import DEFAULT_SEGMENT_BYTES, DiskLog
 from storage.runtime.fsutil import fsync_dir, remove_stale_temp_files, storage_errors, write_atomic
+from storage.runtime.power_loss import POWER_LOSS_SIM, default_disk_mode
 from storage.runtime.segment import Segment
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -338,13 +339,22 @@ class PartitionLog(ClosedOnExit):
         # The log dir holding this partition (a rename stays in it): the checkpoints group
         # partitions by it without building a parent path per partition (issue 35).
         self.log_dir = log_dir if isinstance(log_dir, Path) else Path(log_dir)
-        self.directory = self.log_dir / self.name
         self.flush_messages = flush_messages
         self._logger = logger or _log
-        self._log = DiskLog(
-            self.directory, segment_bytes=segment_bytes, logger=self._logger,
-            preallocate=preallocate, allow_offset_gaps=True, lazy=lazy, new=new,
-        )
+        # A new lazy log has nothing on disk: its path and its DiskLog (segment, index, the
+        # path joins) are built at their first use (`_log`, `directory`), and its views answer
+        # an empty log's offsets without them. A restarted broker opened its 100,000 empty
+        # partitions at about 20 us each, a third of its first publish, and most stay empty
+        # (issue 35). Not under the power-loss simulation, whose segments are never lazy.
+        self._disk_options = (segment_bytes, preallocate)
+        self._directory: Path | None = None
+        self._disk: DiskLog | None = None
+        if not (lazy and new and default_disk_mode() != POWER_LOSS_SIM):
+            self._directory = self.log_dir / self.name
+            self._disk = DiskLog(
+                self._directory, segment_bytes=segment_bytes, logger=self._logger,
+                preallocate=preallocate, allow_offset_gaps=True, lazy=lazy, new=new,
+            )
         # segment.ms and the rest of retention; the runtime sets the topic's (log_manager).
         self.retention = RetentionConfig()
         # A new empty log's first epoch is checkpointed with its first append (issue 35).
@@ -352,13 +362,13 @@ class PartitionLog(ClosedOnExit):
         self._unflushed_messages = 0
         self.epoch_cache = LeaderEpochCache()
         self.producer_state = ProducerStateManager()
-        self._segment_count = self._log.segment_count()
+        self._segment_count = 1 if self._disk is None else self._disk.segment_count()
         # Kafka's partition.metadata (which topic this log is of) is flushed before the first
         # append (UnifiedLog.maybeFlushMetadataFile): a new lazy log has no directory yet, so
         # it is written with the directory by the first append (issue 35: a write and two
         # fsyncs for each of 10,000 new partitions held the broker's loop for minutes).
         self._metadata_file_pending = False
-        if self._log.directory_pending:
+        if self._disk is None or self._disk.directory_pending:
             self.topic_id = topic_id
             self._metadata_file_pending = topic_id is not None
             self._start_offset = 0
@@ -371,6 +381,32 @@ class PartitionLog(ClosedOnExit):
         self._start_offset = min(log_start_offset or 0, self._log.end_offset())
         self._load_epoch_cache(recovery_point)
         self._load_producer_state()
+
+    # ---- the DiskLog and the directory, built at their first use ----
+
+    @property
+    def _log(self) -> DiskLog:
+        disk = self._disk
+        if disk is None:
+            segment_bytes, preallocate = self._disk_options
+            disk = self._disk = DiskLog(
+                self.directory, segment_bytes=segment_bytes, logger=self._logger,
+                preallocate=preallocate, allow_offset_gaps=True, lazy=True, new=True,
+            )
+        return disk
+
+    @property
+    def directory(self) -> Path:
+        directory = self._directory
+        if directory is None:
+            directory = self._directory = self.log_dir / self.name
+        return directory
+
+    @directory.setter
+    def directory(self, directory: Path) -> None:
+        self._directory = directory
+        if self._disk is not None:
+            self._disk.directory = directory
 
     # ---- recovery ----
 
@@ -470,7 +506,7 @@ class PartitionLog(ClosedOnExit):
         """A new lazy log's directory and partition.metadata, before its first data: a log
         found without a topic id at start-up is a stray (Kafka's isStrayKraftReplica), so
         the file is durable first. The log dir is fsync'd for the new directory's entry."""
-        if not self._log.directory_pending:
+        if not self._log.directory_pending:  # builds a new log's DiskLog: it gets data now
             return
         self._log.ensure_directory()
         if self._metadata_file_pending and self.topic_id is not None:
@@ -487,7 +523,7 @@ class PartitionLog(ClosedOnExit):
             self.take_producer_snapshot()
 
     def _write_epoch_checkpoint(self) -> None:
-        if self._log.directory_pending:
+        if self._disk is None or self._disk.directory_pending:
             self._epoch_checkpoint_deferred = True  # written with the first append
             return
         self._epoch_checkpoint_deferred = False
@@ -497,16 +533,19 @@ class PartitionLog(ClosedOnExit):
 
     @property
     def log_start_offset(self) -> int:
-        return max(self._log.start_offset(), self._start_offset)
+        disk = self._disk
+        return self._start_offset if disk is None else max(disk.start_offset(), self._start_offset)
 
     @property
     def log_end_offset(self) -> int:
-        return self._log.end_offset()
+        disk = self._disk
+        return 0 if disk is None else disk.end_offset()
 
     @property
     def flushed_offset(self) -> int:
         """The recovery point: everything below is fsync'd."""
-        return self._log.flushed_offset()
+        disk = self._disk
+        return 0 if disk is None else disk.flushed_offset()
 
     def latest_epoch(self) -> int:
         """The last leader epoch written to this log (-1 if none): GetReplicaLogInfo."""
@@ -519,7 +558,10 @@ class PartitionLog(ClosedOnExit):
     def reconfigure(self, segment_bytes: int, preallocate: bool) -> None:
         """A topic's segment.bytes and preallocate changed: they apply from the next roll (as
         in Kafka, the active segment keeps its size)."""
-        self._log.reconfigure(segment_bytes, preallocate)
+        if self._disk is None:
+            self._disk_options = (segment_bytes, preallocate)
+        else:
+            self._disk.reconfigure(segment_bytes, preallocate)
 
     # ---- retention and rolls ----
 
@@ -538,19 +580,25 @@ class PartitionLog(ClosedOnExit):
 
     @property
     def segment_bytes(self) -> int:
-        return self._log.segment_bytes
+        return self._disk_options[0] if self._disk is None else self._disk.segment_bytes
 
     def replace_segments(self, cleaned: Segment, old: list[Segment]) -> list[Segment]:
         """The log cleaner's swap (DiskLog.replace_segments)."""
         return self._log.replace_segments(cleaned, old)
 
     def size_bytes(self) -> int:
+        if self._disk is None:
+            return 0
         return sum(segment.size_bytes for segment in self._log.segments())
 
     def delete_old_segments(self, high_watermark: int, now_ms: int) -> tuple[Deletion, list[Segment]]:
         """Kafka's deleteOldSegments with self.retention: the log start offset moves to the
         first kept segment (rule 24: never past the high watermark), then the deleted segments
-        leave the log, renamed `.deleted`; the caller unlinks them after file.delete.delay.ms."""
+        leave the log, renamed `.deleted`; the caller unlinks them after file.delete.delay.ms.
+        A new log never written has one empty active segment, which retention keeps (Kafka's
+        deletableSegments stops at an empty last segment)."""
+        if self._disk is None:
+            return Deletion(0), []
         deletion = segments_to_delete(
             self.segment_views(),
             log_start_offset=self.log_start_offset,
@@ -597,7 +645,9 @@ class PartitionLog(ClosedOnExit):
         """A new leader's epoch starts at its log end (checkpointed before it serves, rule 21)."""
         changed = self.epoch_cache.assign(epoch, start_offset)
         if changed:
-            if self._log.unwritten and (
+            if self._disk is None:
+                self._epoch_checkpoint_deferred = True  # nothing on disk yet (see below)
+            elif self._log.unwritten and (
                 self._log.directory_pending or not self.epoch_checkpoint_path.exists()
             ):
                 # An empty lazy log: nothing on disk the epoch could describe yet; a crash
@@ -742,6 +792,11 @@ class PartitionLog(ClosedOnExit):
     def truncate_to(self, offset: int) -> int:
         """Cut the log at offset (rounded down to a batch start); returns the new log end."""
         offset = max(self.log_start_offset, min(offset, self.log_end_offset))
+        if self._disk is None:
+            # A new log never written: nothing to cut, only epochs past its end (0).
+            if self.epoch_cache.truncate_from_end(offset):
+                self._write_epoch_checkpoint()
+            return 0
         if offset < self.log_end_offset:
             raw = self._log.read(offset, 1)
             if raw:
@@ -772,6 +827,8 @@ class PartitionLog(ClosedOnExit):
 
     def flush(self) -> int:
         """fsync everything appended; returns the new flushed offset."""
+        if self._disk is None:
+            return 0  # never written: nothing to fsync
         pending = self._unflushed_messages
         self._log.flush()
         self._unflushed_messages = max(0, self._unflushed_messages - pending)
@@ -805,6 +862,8 @@ class PartitionLog(ClosedOnExit):
         return raw[:position]
 
     def close(self, *, take_snapshot: bool = True) -> None:
+        if self._disk is None:
+            return  # never built: no file or descriptor to close
         if take_snapshot and self._log.end_offset() > self.log_start_offset:
             self.take_producer_snapshot()  # a clean shutdown: the next open replays nothing
         self._log.close()
@@ -812,21 +871,20 @@ class PartitionLog(ClosedOnExit):
     @property
     def has_directory(self) -> bool:
         """False for a new lazy log not yet written: nothing of it on disk."""
-        return not self._log.directory_pending
+        disk = self._disk
+        return disk is not None and not disk.directory_pending
 
     def rename_dir(self, name: str) -> Path:
         """Move the partition directory to `name` in its log dir (Kafka's renameDir: the open
         files stay valid; later path operations follow the new name). Returns the new path."""
         target = self.directory.parent / name
-        if self._log.directory_pending:
+        if not self.has_directory:
             # Never written: no directory to move (issue 35's lazy logs).
             self.directory = target
-            self._log.directory = target
             return target
         with storage_errors(f"rename {self.directory} to {target}"):
             os.rename(self.directory, target)
             fsync_dir(target.parent)
         self.directory = target
-        self._log.directory = target
         return target
 

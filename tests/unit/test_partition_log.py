@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from broker.runtime import partition_log
 from broker.runtime.partition_log import (
     LEADER_EPOCH_CHECKPOINT,
     CheckpointError,
@@ -23,6 +25,7 @@ from broker.runtime.partition_log import (
 )
 from kafkawire.errors import Errors, KafkaError
 from storage.core.leader_epoch_cache import EpochEndOffset, EpochEntry
+from storage.core.log_retention import Deletion, RetentionConfig
 from storage.core.record_batch import Record, encode_batch, iter_batches
 
 
@@ -231,3 +234,47 @@ def test_a_new_lazy_log_touches_the_disk_at_its_first_append_metadata_file_first
     assert reopened.topic_id == topic_id and reopened.log_end_offset == 2
     assert list(reopened.epoch_cache.entries()) == [EpochEntry(3, 0)]
     reopened.close()
+
+
+def test_a_new_log_builds_its_disk_log_at_its_first_append_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a restarted broker opens 100,000 new partition logs in its first publish and
+    most stay empty; building each one's DiskLog, segment and paths was a third of that
+    publish. A new lazy log answers an empty log's offsets, takes a leader epoch, a
+    truncation to 0 (a follower's), a reconfiguration, retention, a flush, a rename and a close without one,
+    and builds it at its first append, with the configs it was given meanwhile."""
+    built: list[Path] = []
+
+    class CountingDiskLog(partition_log.DiskLog):
+        def __init__(self, directory: Path, **kwargs: Any) -> None:
+            built.append(directory)
+            super().__init__(directory, **kwargs)
+
+    monkeypatch.setattr(partition_log, "DiskLog", CountingDiskLog)
+    topic_id = uuid.UUID(int=5)
+    plog = PartitionLog(tmp_path, "t", 0, topic_id=topic_id, lazy=True, new=True)
+    assert (plog.log_start_offset, plog.log_end_offset, plog.flushed_offset) == (0, 0, 0)
+    assert plog.truncate_to(0) == 0
+    plog.assign_leader_epoch(3, 0)
+    assert plog.latest_epoch() == 3
+    plog.reconfigure(4096, False)
+    plog.retention = RetentionConfig(retention_ms=0, retention_bytes=0)
+    assert plog.delete_old_segments(high_watermark=0, now_ms=10**13) == (Deletion(0), [])
+    assert plog.size_bytes() == 0 and plog.flush() == 0 and not plog.has_directory
+    assert plog.segment_bytes == 4096 and plog.directory == tmp_path / "t-0"
+    assert plog.rename_dir("t-0.x-delete") == tmp_path / "t-0.x-delete"
+    plog.close()
+    assert built == [] and list(tmp_path.iterdir()) == []
+
+    plog = PartitionLog(tmp_path, "t", 1, topic_id=topic_id, lazy=True, new=True)
+    plog.reconfigure(4096, False)
+    plog.assign_leader_epoch(3, 0)
+    assert built == []
+    plog.append_as_follower(batch([b"a", b"b"], epoch=3))
+    assert built == [tmp_path / "t-1"] and plog.segment_bytes == 4096
+    assert plog.log_end_offset == 2 and plog.flush() == 2 and plog.has_directory
+    assert read_leader_epoch_checkpoint(tmp_path / "t-1" / LEADER_EPOCH_CHECKPOINT) == [
+        EpochEntry(3, 0)
+    ]
+    plog.close()
