@@ -111,6 +111,7 @@ class KafkaApis:
         self.service = KafkaService(BROKER_API_VERSIONS, self.handle)
         self._background: set[asyncio.Future[None]] = set()
         self._creating: set[str] = set()
+        self._described_topics = kafka_describe.DescribedTopics()
 
     async def handle(self, request: KafkaRequest, ctx: KafkaRequestContext) -> Any | None:
         header = request.header
@@ -150,7 +151,6 @@ class KafkaApis:
         schema = _response(ApiKey.METADATA, version)
         broker_cls = item_type(schema, "brokers")
         topic_cls = item_type(schema, "topics")
-        partition_cls = item_type(topic_cls, "partitions")
         image = self._image
         requested: list[tuple[str | None, uuid.UUID | None]] | None
         if body.topics is None or (version == 0 and not body.topics):
@@ -166,6 +166,7 @@ class KafkaApis:
         )
         topics = []
         to_create: list[str] = []
+        unfenced: frozenset[int] | None = None
         names: list[tuple[str | None, uuid.UUID | None]] = (
             [(name, None) for name in sorted(image.topics_by_name)]
             if requested is None
@@ -203,23 +204,11 @@ class KafkaApis:
                     )
                 )
                 continue
-            partitions = []
-            for partition_id, reg in sorted(topic.partitions.items()):
-                leader_error = Errors.LEADER_NOT_AVAILABLE if reg.leader < 0 else Errors.NONE
-                partitions.append(
-                    kafka_describe.described_partition(
-                        partition_cls, image, partition_id, reg, leader_error
-                    )
-                )
+            if unfenced is None:
+                unfenced = kafka_describe.unfenced_broker_ids(image)
             topics.append(
-                build(
-                    topic_cls,
-                    error_code=error_code(Errors.NONE),
-                    name=topic.name,
-                    topic_id=topic.topic_id,
-                    is_internal=topic.name == OFFSETS_TOPIC,
-                    partitions=tuple(partitions),
-                    topic_authorized_operations=topic_operations,
+                self._described_topics.topic(
+                    topic_cls, image, topic, topic_operations, unfenced, topic.name == OFFSETS_TOPIC
                 )
             )
         if to_create:
