@@ -343,7 +343,13 @@ class LogManager:
         best: tuple[float, HostedPartition, CleanableRange, CleanerConfig] | None = None
         budget = LoopBudget(WALK_BUDGET_S)
         for hosted in list(self.replicas.partitions.values()):
-            await budget.spend()
+            # A log that does not compact is passed over before anything else, without a
+            # turn of the budget's coroutine: at 100,000 partitions of delete topics the
+            # search was 2-4% of a broker's CPU after a create (issue 35).
+            if not hosted.log.retention.compact:
+                continue
+            if budget.spent():
+                await budget.spend()
             if self.replicas.partitions.get(hosted.key) is not hosted:
                 continue  # removed meanwhile
             found = self._cleanable(hosted, now)
