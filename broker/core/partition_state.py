@@ -490,6 +490,19 @@ class PartitionState:
             and brokers is self._brokers
         )
 
+    def keep_brokers(self, brokers: BrokerView) -> bool:
+        """A new image whose brokers alone moved (no config: the min ISR stays): a partition
+        this broker does not lead reads the broker view only once it leads (ISR eligibility,
+        rule 18's refusals, the recovered proposal), so it keeps the view and has nothing to do
+        (True, no PartitionReady). A leader answers False: update_metadata. Kafka's
+        ReplicaManager.applyDelta walks no partition for a broker change at all; a restarted
+        broker's unfencing walked all its 100,000 partitions through update_metadata (issue
+        35)."""
+        if type(self._role_state) is LeaderState:
+            return False
+        self._brokers = brokers
+        return True
+
     def update_metadata(
         self, effective_min_isr: int, brokers: BrokerView, now_ms: int,
         touched_brokers: AbstractSet[int] = frozenset(),

@@ -194,6 +194,34 @@ async def test_broker_and_config_changes_reach_their_dependents_only(
     await cluster.whole.close()
 
 
+async def test_a_change_of_the_brokers_alone_asks_only_the_leaders_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a restarted broker's unfencing walked its 100,000 partitions through their
+    cores, though it led none of them. A partition this broker does not lead keeps the new
+    broker view and nothing else (PartitionState.keep_brokers); a leader's core still sees the
+    change (rule 18's refusals, ISR eligibility); a config change still reaches followers."""
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    led: list[str] = []
+    followed: list[str] = []
+    _count_calls(monkeypatch, cluster.delta.hosted("a", 0), led)
+    _count_calls(monkeypatch, cluster.delta.hosted("a", 1), followed)
+    cluster.commit([FenceBrokerRecord(3, 30)])
+    assert led == ["update_metadata"] and followed == []
+    assert cluster.delta.hosted("a", 1).state._brokers.is_fenced(3)
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    cluster.commit([ConfigRecord(CONFIG_RESOURCE_TOPIC, "a", MIN_INSYNC_REPLICAS, "2")])
+    assert followed == ["update_metadata"]
+    assert cluster.delta.hosted("a", 1).state.effective_min_isr == 2
+    # The follower leads next: its core takes the views it kept.
+    cluster.commit([PartitionChangeRecord(1, A, leader=1)])
+    assert cluster.delta.hosted("a", 1).state.is_under_min_isr is False
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
 async def test_a_registration_change_syncs_the_log_into_the_core_only_when_it_moved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
