@@ -77,6 +77,13 @@ def _log_moved(hosted: HostedPartition) -> bool:
     return state.log_end_offset != end or state.flushed_offset != min(plog.flushed_offset, end)
 
 
+def _topic_then_partition(key: tuple[uuid.UUID, int]) -> tuple[int, int]:
+    """A change's partitions in the order `sorted` gives them (a topic id's order is its
+    int's), compared as ints: UUID's comparisons are Python code, and sorting the fencing's
+    100,000 partitions with them was 0.3-0.5 s of CPU in one slice of the loop (issue 35)."""
+    return (key[0].int, key[1])
+
+
 def _session_view(hosted: HostedPartition) -> tuple[object, ...]:
     """What a follower session's skipping of the partition depends on besides its log
     (PartitionState.follower_idle): the leadership first (a change moves the fetchers), then
@@ -168,7 +175,8 @@ class ReplicaDelta:
                     "file.delete.delay.ms", len(removed), len(delta.removed_topics),
                 )
         applied: set[TopicIdPartition] = set()
-        for count, (topic_id, partition_id) in enumerate(sorted(delta.partitions), 1):
+        ordered = sorted(delta.partitions, key=_topic_then_partition)
+        for count, (topic_id, partition_id) in enumerate(ordered, 1):
             topic = image.topics.get(topic_id)
             registration = None if topic is None else topic.partitions.get(partition_id)
             if topic is None or registration is None:

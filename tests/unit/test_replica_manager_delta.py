@@ -222,6 +222,33 @@ async def test_a_change_of_the_brokers_alone_asks_only_the_leaders_cores(
     await cluster.whole.close()
 
 
+async def test_a_change_applies_its_partitions_by_topic_id_then_partition_without_uuid_compares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: sorting a fencing's 100,000 partitions with UUID's own comparisons (Python
+    code) held the loop 0.3-0.5 s in one slice. The order stays `sorted`'s: by topic id, then
+    partition."""
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers())
+
+    def no_compare(self: uuid.UUID, other: object) -> bool:
+        raise AssertionError("a UUID comparison")
+
+    monkeypatch.setattr(uuid.UUID, "__lt__", no_compare)
+    monkeypatch.setattr(uuid.UUID, "__gt__", no_compare)
+    cluster.commit(
+        [
+            TopicRecord("b", B),
+            *(PartitionRecord(p, B, replicas=(1, 2), isr=(1, 2), leader=1) for p in (2, 0, 1)),
+            TopicRecord("a", A),
+            *(PartitionRecord(p, A, replicas=(1, 2), isr=(1, 2), leader=1) for p in (1, 0)),
+        ]
+    )
+    assert cluster.leadership_changes == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2)]
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
 async def test_a_registration_change_syncs_the_log_into_the_core_only_when_it_moved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
