@@ -71,6 +71,14 @@ class FetchReads:
             if session.parked is None:
                 session.parked = ParkedFetches()
         last: Read = []
+        # A follower session's full Fetch answers every partition: one its reads skip from
+        # the first on is answered with what that read found (`kept`), not read again when
+        # the fetch waits out max_wait_ms (issue 35: a follower back to 66,000 partitions had
+        # each read twice in its first Fetch; Kafka's DelayedFetch reads every partition
+        # again as it completes). A skipped partition that changes is read again (wake).
+        kept: dict[object, tuple[CachedPartition, str | None, bm.FetchResponse]] | None = (
+            {} if session is not None and not context.incremental else None
+        )
 
         async def read(first: bool) -> tuple[Read, bool]:
             nonlocal last
@@ -83,7 +91,7 @@ class FetchReads:
                 partitions = context.partitions
             last = await self._read_once(
                 partitions, session, replay_ms, replica_id, replica_epoch, max_bytes,
-                min_one_message, record_progress=first,
+                min_one_message, record_progress=first, kept=kept,
             )
             total = sum(len(result.records) for _, _, result in last)
             done = any(
@@ -95,10 +103,15 @@ class FetchReads:
             empty = not (session.partitions if session is not None else last)
             return last, total >= max(1, min_bytes) or done or empty
 
-        return await delayed_fetch(
+        read_last = await delayed_fetch(
             read, lambda: self._hosted(last), max_wait_ms, follower=replica_id >= 0,
             also=None if session is None else session.parked,
         )
+        if not kept:
+            return read_last
+        # Skipped partitions carry no records: the answer's bytes are the last read's.
+        fresh = {cached_key(cached) for cached, _, _ in read_last}
+        return read_last + [entry for key, entry in kept.items() if key not in fresh]
 
     async def _read_once(
         self,
@@ -111,6 +124,7 @@ class FetchReads:
         min_one_message: bool,
         *,
         record_progress: bool,
+        kept: dict[object, tuple[CachedPartition, str | None, bm.FetchResponse]] | None = None,
     ) -> Read:
         """Kafka's readFromLog: partitions in request order, each read up to min(its partition
         max, what is left of max_bytes), only the first batch of the first partition with
@@ -148,8 +162,10 @@ class FetchReads:
                     # A follower's fetch position counts once per request, as in Kafka.
                     record_progress=record_progress,
                 )
-                if session is not None:
-                    self._skip_if_idle(session, cached, name, result)
+                if session is not None and self._skip_if_idle(
+                    session, cached, name, result, answered_whole=kept is not None
+                ) and kept is not None:
+                    kept[cached_key(cached)] = (cached, name, result)
                 if result.records:
                     min_one_message = False
                 total += len(result.records)
@@ -163,19 +179,24 @@ class FetchReads:
             stack.enter_context(journal.buffered())
 
     def _skip_if_idle(
-        self, session: FetchSession, cached: CachedPartition, name: str, result: bm.FetchResponse
-    ) -> None:
+        self, session: FetchSession, cached: CachedPartition, name: str,
+        result: bm.FetchResponse, *, answered_whole: bool = False,
+    ) -> bool:
         """The session skips the partition from its next read on if this read found nothing
         new for the follower (no records, no error, the answer what the session last said)
-        and the leader nothing to change (PartitionState.follower_idle)."""
+        and the leader nothing to change (PartitionState.follower_idle); True if it does.
+        `answered_whole`: a full Fetch, whose answer carries this read's result for a skipped
+        partition and so tells the session what it says, whatever it said before."""
         if (
             result.records
             or result.error_code
             or result.diverging_epoch != bm.NO_EPOCH
-            or result.high_watermark != cached.high_watermark
-            or result.log_start_offset != cached.log_start_offset
+            or (not answered_whole and (
+                result.high_watermark != cached.high_watermark
+                or result.log_start_offset != cached.log_start_offset
+            ))
         ):
-            return
+            return False
         partition = cached.request
         hosted = self._replicas.hosted_by_name(name, int(partition.partition))
         key = cached_key(cached)
@@ -184,9 +205,10 @@ class FetchReads:
             or hosted.key != key  # a session by topic name (before v13): not woken by id
             or not hosted.state.follower_idle(session.replica_id, int(partition.fetch_offset))
         ):
-            return
+            return False
         session.skip(key, cached)
         hosted.skipped_by(session)
+        return True
 
     def _replay_skipped(
         self, session: FetchSession | None, name: str, partition: Any, fetch_ms: int

@@ -395,6 +395,43 @@ async def test_a_returning_follower_is_not_read_again_while_its_expansion_is_in_
     await leader.rm.close()
 
 
+async def test_a_returning_followers_full_fetch_reads_each_partition_once(
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a follower back to 66,000 partitions had each read twice in its first Fetch
+    (the read that proposes its expansion, and again as the fetch waited out max_wait_ms with
+    nothing to send). A partition its first read finds idle (the expansion in flight) is
+    answered with that read; the answer still carries every partition, and a partition that
+    changes while the fetch waits is read again."""
+    monkeypatch.setattr(fetch_reads, "READ_BUDGET_S", 60.0)
+    controller = _HeldController(None)
+    leader = _Leader(tmp_path, clock)
+    leader.rm.alter_partitions._send = controller
+    leader.rm.apply_image(_image(isr=(1, 2)))
+
+    async def touch_partition_3() -> None:
+        await asyncio.sleep(0.02)
+        leader.rm.hosted("t", 3).notify()
+
+    toucher = asyncio.ensure_future(touch_partition_3())
+    session, answered = await leader.fetch(
+        3, (0, 0), dict.fromkeys(range(PARTITIONS), 0), max_wait_ms=100
+    )
+    await toucher
+    assert sorted(answered) == list(range(PARTITIONS))
+    assert all(r.error_code == 0 and r.high_watermark == 0 for r in answered.values())
+    assert leader.read_count == PARTITIONS + 1  # partition 3 read again once it changed
+    for _ in range(3):
+        await asyncio.sleep(0)
+    proposed = sum(len(t.partitions) for request, _ in controller.held for t in request.topics)
+    assert proposed == PARTITIONS
+    leader.read_count = 0
+    _, answered = await leader.fetch(3, (session, 1), {})
+    assert answered == {} and leader.read_count == 0
+    await controller.answer()
+    await leader.rm.close()
+
+
 async def test_a_leader_applies_its_own_committed_expansion_without_its_core(
     tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
