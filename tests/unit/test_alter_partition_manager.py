@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from broker.core.partition_state import IsrProposal, ProposalKind
 from broker.runtime.alter_partition_manager import AlterPartitionManager
 from kafkawire import broker_lifecycle as lifecycle
@@ -150,3 +152,27 @@ async def test_a_newer_proposal_supersedes_a_queued_one() -> None:
     assert error is Errors.NONE and result is not None and result.isr == (1,)
     assert len(controller.requests[1].topics[0].partitions) == 1
     await manager.close()
+
+
+def test_a_proposal_is_built_without_kios_range_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A returning broker's leaders propose 100,000 expansions (issue 35): each partition's
+    entry is built from plain ints, without a range check per field, into the same bytes."""
+    from kio.static.primitive import i8, i32
+
+    from kafkawire.messages import encode_request
+
+    states = (lifecycle.broker_state(1, 10), lifecycle.broker_state(3, 30))
+    checked = lifecycle.AlterPartitionPartition(
+        partition_index=i32(7), leader_epoch=i32(3), new_isr_with_epochs=states,
+        leader_recovery_state=i8(0), partition_epoch=i32(5),
+    )
+
+    def refuse(value: int) -> int:
+        raise AssertionError("range-checked")
+
+    monkeypatch.setattr(lifecycle, "i32", refuse, raising=False)
+    monkeypatch.setattr(lifecycle, "i8", refuse, raising=False)
+    plain = lifecycle.alter_partition_partition(7, 3, states, 0, 5)
+    assert plain == checked
+    requests = [lifecycle.alter_partition_request(1, 10, [(A, (data,))]) for data in (plain, checked)]
+    assert encode_request(requests[0], 1, "b") == encode_request(requests[1], 1, "b")
