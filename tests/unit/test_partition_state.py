@@ -228,6 +228,35 @@ def test_ineligible_replica_reverts_and_does_not_retry_blindly() -> None:
     assert_proposes_3(state, 302, now_ms=5)
 
 
+def test_a_leader_keeps_a_new_broker_view_unless_a_refusal_or_recovery_reads_it() -> None:
+    """A change of the brokers alone (a returning broker's unfencing, issue 35): a leader
+    with nothing refused and not RECOVERING keeps the new view (its followers' eligibility is
+    read from it as they fetch); one whose proposal was refused (rule 18) or that is
+    RECOVERING goes through update_metadata, which may propose again."""
+    state, proposal = proposing_isr_123()
+    state.on_alter_partition_response(
+        proposal.proposal_id, Errors.NONE, committed(state, (1, 2, 3), 11), now_ms=2
+    )
+    view = image({1: 100, 2: 200, 3: 302})
+    assert state.keep_brokers(view)
+    assert state.replica_progress(3) is not None
+    refused, proposal = proposing_isr_123()
+    refused.on_alter_partition_response(
+        proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, now_ms=2
+    )
+    assert not refused.keep_brokers(view)
+    refused.update_metadata(2, view, now_ms=4)
+    assert_proposes_3(refused, 302, now_ms=5)
+    recovering, _ = leader(isr=(1,), min_isr=1, recovery=LeaderRecoveryState.RECOVERING)
+    assert not recovering.keep_brokers(view)
+    # A leader that kept the view judges a follower's eligibility by it.
+    kept, _ = leader(isr=(1, 2), min_isr=2, log_end_offset=4)
+    assert kept.keep_brokers(image(EPOCHS, fenced=frozenset({3})))
+    assert kept.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition is None
+    assert kept.keep_brokers(image(EPOCHS))
+    assert_proposes_3(kept, 300, now_ms=2)
+
+
 def test_ineligible_replica_is_proposed_again_after_a_fence_and_unfence() -> None:
     state, proposal = proposing_isr_123()
     state.on_alter_partition_response(proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, 2)

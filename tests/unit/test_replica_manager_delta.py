@@ -185,10 +185,13 @@ async def test_broker_and_config_changes_reach_their_dependents_only(
     assert of_a == ["update_metadata"] and of_b == []
     assert cluster.delta.hosted("a", 0).state.effective_min_isr == 2
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
-    # A fenced broker changes the broker view of every hosted partition.
+    # A fenced broker changes the broker view of every hosted partition (kept without a
+    # call into the core by leaders with nothing refused: PartitionState.keep_brokers).
     cluster.commit([FenceBrokerRecord(3, 30)])
     assert cluster.last_changes.brokers == {3}
-    assert of_a == ["update_metadata"] * 2 and of_b == ["update_metadata"]
+    assert of_a == ["update_metadata"] and of_b == []
+    for topic in ("a", "b"):
+        assert cluster.delta.hosted(topic, 0).state._brokers.is_fenced(3)
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     await cluster.delta.close()
     await cluster.whole.close()
@@ -199,8 +202,10 @@ async def test_a_change_of_the_brokers_alone_asks_only_the_leaders_cores(
 ) -> None:
     """Issue 35: a restarted broker's unfencing walked its 100,000 partitions through their
     cores, though it led none of them. A partition this broker does not lead keeps the new
-    broker view and nothing else (PartitionState.keep_brokers); a leader's core still sees the
-    change (rule 18's refusals, ISR eligibility); a config change still reaches followers."""
+    broker view and nothing else (PartitionState.keep_brokers), and so does a leader with no
+    refused proposal that is not RECOVERING (its followers' ISR eligibility is read from the
+    view as they fetch; PartitionState's tests show the leaders that still go to their core);
+    a config change still reaches followers."""
     cluster = _Cluster(tmp_path)
     cluster.commit(_brokers() + _topics())
     led: list[str] = []
@@ -208,7 +213,8 @@ async def test_a_change_of_the_brokers_alone_asks_only_the_leaders_cores(
     _count_calls(monkeypatch, cluster.delta.hosted("a", 0), led)
     _count_calls(monkeypatch, cluster.delta.hosted("a", 1), followed)
     cluster.commit([FenceBrokerRecord(3, 30)])
-    assert led == ["update_metadata"] and followed == []
+    assert led == [] and followed == []
+    assert cluster.delta.hosted("a", 0).state._brokers.is_fenced(3)
     assert cluster.delta.hosted("a", 1).state._brokers.is_fenced(3)
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     cluster.commit([ConfigRecord(CONFIG_RESOURCE_TOPIC, "a", MIN_INSYNC_REPLICAS, "2")])
