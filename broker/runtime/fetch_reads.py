@@ -76,7 +76,7 @@ class FetchReads:
         # the fetch waits out max_wait_ms (issue 35: a follower back to 66,000 partitions had
         # each read twice in its first Fetch; Kafka's DelayedFetch reads every partition
         # again as it completes). A skipped partition that changes is read again (wake).
-        kept: dict[object, tuple[CachedPartition, str | None, bm.FetchResponse]] | None = (
+        kept: dict[int, tuple[CachedPartition, str | None, bm.FetchResponse]] | None = (
             {} if session is not None and not context.incremental else None
         )
 
@@ -109,8 +109,9 @@ class FetchReads:
         )
         if not kept:
             return read_last
-        # Skipped partitions carry no records: the answer's bytes are the last read's.
-        fresh = {cached_key(cached) for cached, _, _ in read_last}
+        # Skipped partitions carry no records: the answer's bytes are the last read's. Kept
+        # by the session's CachedPartition (one object per partition for the session's life).
+        fresh = {id(cached) for cached, _, _ in read_last}
         return read_last + [entry for key, entry in kept.items() if key not in fresh]
 
     async def _read_once(
@@ -124,7 +125,7 @@ class FetchReads:
         min_one_message: bool,
         *,
         record_progress: bool,
-        kept: dict[object, tuple[CachedPartition, str | None, bm.FetchResponse]] | None = None,
+        kept: dict[int, tuple[CachedPartition, str | None, bm.FetchResponse]] | None = None,
     ) -> Read:
         """Kafka's readFromLog: partitions in request order, each read up to min(its partition
         max, what is left of max_bytes), only the first batch of the first partition with
@@ -165,7 +166,7 @@ class FetchReads:
                 if session is not None and self._skip_if_idle(
                     session, cached, name, result, answered_whole=kept is not None
                 ) and kept is not None:
-                    kept[cached_key(cached)] = (cached, name, result)
+                    kept[id(cached)] = (cached, name, result)
                 if result.records:
                     min_one_message = False
                 total += len(result.records)
