@@ -33,18 +33,27 @@ log = logging.getLogger("minikraft.broker")
 AlterPartitionSender = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionResponse]]
 # A request-level error (result None) or the partition's own result.
 AlterPartitionOutcome = tuple[Errors, AlterPartitionPartitionResult | None]
+# Who learns an outcome: a future, or a callback called with it as the answer is handled.
+_Waiter = asyncio.Future[AlterPartitionOutcome] | Callable[[AlterPartitionOutcome], None]
 _Key = tuple[uuid.UUID, int]
 
 
 class AlterPartitionManager:
     def __init__(
-        self, broker_id: int, broker_epoch: Callable[[], int], send: AlterPartitionSender
+        self,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        send: AlterPartitionSender,
+        delivering: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
     ) -> None:
         self._broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._send = send
+        # Around the callbacks of one answer's outcomes (the broker's: its journal's events
+        # written together, EventJournal.buffered).
+        self._delivering = delivering
         # Kafka's unsentIsrUpdates: submitted, not yet in a request, by partition.
-        self._unsent: dict[_Key, tuple[AlterPartitionPartition, asyncio.Future[AlterPartitionOutcome]]] = {}
+        self._unsent: dict[_Key, tuple[AlterPartitionPartition, _Waiter]] = {}
         self._inflight: asyncio.Task[None] | None = None
         self.requests_sent = 0
 
@@ -55,13 +64,31 @@ class AlterPartitionManager:
         still queued for the same partition is superseded (OPERATION_NOT_ATTEMPTED, as
         Kafka), its answer no longer wanted by the partition state."""
         future: asyncio.Future[AlterPartitionOutcome] = asyncio.get_running_loop().create_future()
+        self._queue(topic_id, partition_index, proposal, future)
+        return future
+
+    def submit_with(
+        self,
+        topic_id: uuid.UUID,
+        partition_index: int,
+        proposal: IsrProposal,
+        on_outcome: Callable[[AlterPartitionOutcome], None],
+    ) -> None:
+        """submit, the outcome handed to `on_outcome` as the answer is handled: every outcome
+        of one answer in one go, inside `delivering` (a returning broker's 66,000 expansions
+        on one leader came back as 66,000 callbacks of their futures, each on a loop turn of
+        its own with its journal write, issue 35). Nothing once the manager closed."""
+        self._queue(topic_id, partition_index, proposal, on_outcome)
+
+    def _queue(
+        self, topic_id: uuid.UUID, partition_index: int, proposal: IsrProposal, waiter: _Waiter
+    ) -> None:
         key = (topic_id, partition_index)
         superseded = self._unsent.pop(key, None)
-        if superseded is not None and not superseded[1].done():
-            superseded[1].set_result((Errors.OPERATION_NOT_ATTEMPTED, None))
-        self._unsent[key] = (_partition_data(partition_index, proposal), future)
+        if superseded is not None:
+            _deliver_later(superseded[1], (Errors.OPERATION_NOT_ATTEMPTED, None))
+        self._unsent[key] = (_partition_data(partition_index, proposal), waiter)
         self._maybe_send()
-        return future
 
     async def close(self) -> None:
         inflight = self._inflight
@@ -69,8 +96,9 @@ class AlterPartitionManager:
             inflight.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await inflight
-        for _, future in self._unsent.values():
-            future.cancel()
+        for _, waiter in self._unsent.values():
+            if isinstance(waiter, asyncio.Future):
+                waiter.cancel()
         self._unsent.clear()
 
     def _maybe_send(self) -> None:
@@ -83,16 +111,15 @@ class AlterPartitionManager:
             await asyncio.sleep(0)
             batch, self._unsent = self._unsent, {}
             outcomes = await self._exchange(batch)
-            for key, (_, future) in batch.items():
-                if not future.done():
-                    future.set_result(outcomes(key))
+            with self._delivering():
+                for key, (_, waiter) in batch.items():
+                    _deliver(waiter, outcomes(key))
         finally:
             self._inflight = None
         self._maybe_send()
 
     async def _exchange(
-        self,
-        batch: dict[_Key, tuple[AlterPartitionPartition, asyncio.Future[AlterPartitionOutcome]]],
+        self, batch: dict[_Key, tuple[AlterPartitionPartition, _Waiter]]
     ) -> Callable[[_Key], AlterPartitionOutcome]:
         by_topic: dict[uuid.UUID, list[AlterPartitionPartition]] = {}
         for (topic_id, _), (data, _) in batch.items():
@@ -136,6 +163,27 @@ class AlterPartitionManager:
             return (Errors.NONE, result) if result is not None else (Errors.UNKNOWN_SERVER_ERROR, None)
 
         return outcome
+
+
+def _deliver(waiter: _Waiter, outcome: AlterPartitionOutcome) -> None:
+    if isinstance(waiter, asyncio.Future):
+        if not waiter.done():
+            waiter.set_result(outcome)
+        return
+    try:
+        waiter(outcome)
+    except Exception:  # one partition's bug must not keep the batch's others waiting
+        log.exception("Handling an AlterPartition outcome failed")
+
+
+def _deliver_later(waiter: _Waiter, outcome: AlterPartitionOutcome) -> None:
+    """A superseded proposal's answer, on a later loop turn (as its future's callback was):
+    not inside the submit that superseded it."""
+    if isinstance(waiter, asyncio.Future):
+        if not waiter.done():
+            waiter.set_result(outcome)
+        return
+    asyncio.get_running_loop().call_soon(_deliver, waiter, outcome)
 
 
 def _partition_data(partition_index: int, proposal: IsrProposal) -> AlterPartitionPartition:

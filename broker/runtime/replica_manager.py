@@ -15,6 +15,7 @@ for the HWM; consumers read below it; the core decides it), 21 (RECOVERING refus
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import uuid
@@ -127,7 +128,7 @@ class ReplicaManager:
         self.journal = journal
         self._broker_epoch = broker_epoch
         self.alter_partitions = AlterPartitionManager(
-            settings.broker_id, broker_epoch, send_alter_partition
+            settings.broker_id, broker_epoch, send_alter_partition, self._journal_buffered
         )
         # Kafka's TopicIdPartition: a topic deleted and created again under its name is
         # another partition, with another log (issue 38).
@@ -356,21 +357,26 @@ class ReplicaManager:
         """Submit one proposal to the AlterPartitionManager (batched with the broker's other
         ISR changes); its outcome comes back in a callback of the answer, not a task per
         proposal: a follower back to 66,000 partitions made 66,000 tasks (issue 35)."""
-        self.alter_partitions.submit(hosted.topic_id, hosted.partition, proposal).add_done_callback(
-            functools.partial(self._alter_partition_outcome, hosted, proposal)
+        self.alter_partitions.submit_with(
+            hosted.topic_id, hosted.partition, proposal,
+            functools.partial(self._alter_partition_outcome, hosted, proposal),
         )
+
+    def _journal_buffered(self) -> contextlib.AbstractContextManager[object]:
+        """The journal's events written together until the context ends (an answer's
+        outcomes: AlterPartitionManager.submit_with)."""
+        journal = self.journal
+        return journal.buffered() if journal is not None else contextlib.nullcontext()
 
     def _alter_partition_outcome(
         self,
         hosted: HostedPartition,
         proposal: IsrProposal,
-        outcome: asyncio.Future[AlterPartitionOutcome],
+        outcome: AlterPartitionOutcome,
     ) -> None:
         """Feed a proposal's outcome back to the core (rule 18); a retry goes after
-        alter_partition_backoff_ms. Nothing once the manager closed (cancelled)."""
-        if outcome.cancelled():
-            return
-        error, result = outcome.result()
+        alter_partition_backoff_ms."""
+        error, result = outcome
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "AlterPartition %s for %s-%d (isr %s): %s",

@@ -6,7 +6,10 @@ request-level errors reach every partition of the batch (rule 18 decides retries
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -176,3 +179,48 @@ def test_a_proposal_is_built_without_kios_range_checks(monkeypatch: pytest.Monke
     assert plain == checked
     requests = [lifecycle.alter_partition_request(1, 10, [(A, (data,))]) for data in (plain, checked)]
     assert encode_request(requests[0], 1, "b") == encode_request(requests[1], 1, "b")
+
+
+async def test_callbacks_get_one_answers_outcomes_together_inside_delivering() -> None:
+    """submit_with (issue 35): an answer's outcomes go to their callbacks in one go, inside
+    `delivering` (the broker's journal buffer); a superseded proposal's callback hears
+    OPERATION_NOT_ATTEMPTED on a later turn, not inside the submit; one callback's failure
+    leaves the others theirs; after close, none is called."""
+    controller = Controller()
+    controller.gate.clear()
+    inside: list[bool] = []
+    depth = [0]
+
+    @contextlib.contextmanager
+    def delivering() -> Iterator[None]:
+        depth[0] += 1
+        yield
+        depth[0] -= 1
+
+    manager = AlterPartitionManager(1, lambda: 10, controller, delivering)
+    heard: list[tuple[str, Errors]] = []
+
+    def on(name: str, fail: bool = False) -> Callable[[Any], None]:
+        def outcome(result: Any) -> None:
+            heard.append((name, result[0]))
+            inside.append(depth[0] == 1)
+            if fail:
+                raise RuntimeError("a bug")
+        return outcome
+
+    manager.submit_with(A, 0, proposal((1, 2)), on("a0-old"))
+    manager.submit_with(A, 0, proposal((1, 2, 3), 2), on("a0"))
+    assert heard == []  # the superseded one hears it later
+    manager.submit_with(A, 1, proposal((1,)), on("a1", fail=True))
+    manager.submit_with(B, 0, proposal((1, 3)), on("b0"))
+    await asyncio.sleep(0.01)
+    assert heard == [("a0-old", Errors.OPERATION_NOT_ATTEMPTED)]
+    controller.gate.set()
+    await asyncio.sleep(0.01)
+    assert heard[1:] == [("a0", Errors.NONE), ("a1", Errors.NONE), ("b0", Errors.NONE)]
+    assert inside == [False, True, True, True]
+    controller.gate.clear()
+    manager.submit_with(A, 0, proposal((1,), 3), on("late"))
+    await manager.close()
+    await asyncio.sleep(0.01)
+    assert len(heard) == 4

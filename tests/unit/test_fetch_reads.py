@@ -538,6 +538,43 @@ async def test_proposals_in_flight_wait_in_no_task_of_their_own(
     await leader.rm.close()
 
 
+async def test_an_answers_outcomes_are_handled_together_and_journaled_in_one_write(
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch, journal_writes: list[int]
+) -> None:
+    """Issue 35: a returning broker's 66,000 expansions on one leader came back as 66,000
+    callbacks of their futures, each on a loop turn of its own with its own journal write
+    (IsrResult). The outcomes of one answer are handled as it is, together, their events in
+    one write; no proposal waits in a future."""
+    from broker.runtime.event_journal import EventJournal, read_journal
+
+    journal = EventJournal(tmp_path / "broker.journal")
+    leader, controller, _ = await _returning_follower(
+        tmp_path, clock, monkeypatch, journal=journal
+    )
+    futures: list[object] = []
+    real_create = asyncio.get_running_loop().create_future
+
+    def counted_future() -> asyncio.Future[Any]:
+        futures.append(1)
+        return real_create()
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "create_future", counted_future)
+    journal_writes.clear()
+    for _, released in controller.held:
+        released.set_result(None)  # type: ignore[arg-type]
+    controller.held = []
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert all(leader.rm.hosted("t", p).state.committed_isr == (1, 2, 3)
+               for p in range(PARTITIONS))
+    results = [e for e in read_journal(journal.path) if type(e).__name__ == "IsrResult"]
+    assert sorted(e.partition for e in results) == list(range(PARTITIONS))
+    assert len(journal_writes) == 1, journal_writes
+    assert futures == []  # the proposals waited in none (the answer's own aside)
+    await leader.rm.close()
+    journal.close()
+
+
 async def test_a_read_journals_each_slice_of_its_partitions_in_one_write(
     tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch, journal_writes: list[int]
 ) -> None:
