@@ -16,12 +16,14 @@ from collections.abc import Sequence
 
 from controller.core.controller_result import ControllerResult
 from controller.core.replication_control import (
+    CREATE_SLICE_PARTITIONS,
     MAX_PARTITIONS_PER_REQUEST,
     assignment_error,
     new_partition,
     place_replicas,
     usable_brokers,
 )
+from controller.core.steps import Steps, drained
 from kafkawire.admin_messages import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -35,9 +37,10 @@ from metadata.metadata_image import MetadataImage, TopicImage
 from metadata.records import MetadataRecord
 
 
-def create_partitions(
+def create_partitions_steps(
     image: MetadataImage, create: CreatePartitionsRequest
-) -> ControllerResult[CreatePartitionsResponse]:
+) -> Steps[ControllerResult[CreatePartitionsResponse]]:
+    """Yields every CREATE_SLICE_PARTITIONS new partitions built (issue 35)."""
     topics = create.topics
     records: list[MetadataRecord] = []
     results: list[CreatePartitionsTopicResult] = []
@@ -77,9 +80,15 @@ def create_partitions(
         if create.validate_only:
             continue
         first = len(topic.partitions)
+        usable = frozenset(brokers)
         for offset, replicas in enumerate(new_replicas):
-            records.append(new_partition(image, topic.topic_id, first + offset, replicas))
+            records.append(new_partition(image, topic.topic_id, first + offset, replicas, usable))
+            if offset % CREATE_SLICE_PARTITIONS == CREATE_SLICE_PARTITIONS - 1:
+                yield
     return ControllerResult(tuple(records), create_partitions_response(results))
+
+
+create_partitions = drained(create_partitions_steps)
 
 
 TOO_MANY_ADDITIONAL = "Excessively large number of additional partitions per request."

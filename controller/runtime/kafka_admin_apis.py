@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.core import replication_control
-from controller.core.create_partitions import create_partitions
+from controller.core.create_partitions import create_partitions_steps
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire import admin_messages as am
 from kafkawire.api_keys import ApiKey
@@ -89,7 +89,7 @@ class ControllerKafkaAdminApis:
         request = am.lift(ApiKey.CREATE_PARTITIONS, body)
         try:
             response = await self.controller.write(
-                lambda image: create_partitions(image, request),
+                lambda image: create_partitions_steps(image, request),
                 "CreatePartitions",
                 user_op=True,
             )

@@ -247,11 +247,9 @@ class QuorumController:
             self._admin_write(api_key, request), _ADMIN_WRITES[api_key], user_op=True
         )
 
-    def _admin_write(
-        self, api_key: ApiKey, request: Any
-    ) -> Callable[[MetadataImage], ControllerResult[Any]]:
+    def _admin_write(self, api_key: ApiKey, request: Any) -> Compute[Any]:
         if api_key == ApiKey.CREATE_TOPICS:
-            return lambda image: replication_control.create_topics(
+            return lambda image: replication_control.create_topics_steps(
                 image, request, random_uuid, self.config
             )
         if api_key == ApiKey.DELETE_TOPICS:
