@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from kafkawire.client import KafkaClient
 from kafkawire.clock import now_ms
 from kafkawire.errors import Errors, KafkaError
-from kafkawire.loop import cancel_and_wait
+from kafkawire.loop import WALK_BUDGET_S, cancel_and_wait
 from raft.core.messages import (
     DEFAULT_VOTER_CHANGE_TIMEOUT_MS,
     AddRaftVoterRequest,
@@ -53,12 +53,14 @@ _FETCH_WAKE_ITERATIONS = 4
 _VOTER_CHANGE_POLL_S = 0.05
 
 
-# How long the applier runs slices before it gives the loop back. One slice a turn starved
-# it: a broker's other tasks (a follower's fetch of thousands of partitions) each ran tens of
-# ms a turn, so applying 10,000 new partitions took a minute at load 25 and the broker fell
-# behind the controllers' log start (issue 35). Kafka publishes metadata on a thread of its
-# own. Well under the 50 ms loop-lag p99 the issue asks for.
-STEP_BUDGET_S = 0.01
+# How long the applier (and the snapshot beside it) runs slices before it gives the loop back.
+# One slice a turn starved it: a broker's other tasks (a follower's fetch of thousands of
+# partitions) each ran tens of ms a turn, so applying 10,000 new partitions took a minute at
+# load 25 and the broker fell behind the controllers' log start (issue 35). Kafka publishes
+# metadata on a thread of its own. A node's other walks' budget (kafkawire.loop): on the active
+# controller the applier runs beside a create's decision and encoding and the answers to five
+# fetchers, and with 10 ms its loop-lag p99 was 50-52 ms at 100,000 partitions (issue 35).
+STEP_BUDGET_S = WALK_BUDGET_S
 
 
 async def run_steps(steps: Iterator[None], budget_s: float = STEP_BUDGET_S) -> None:
@@ -572,7 +574,7 @@ class RaftDriver:
         high_watermark = self.replica.high_watermark
         if high_watermark <= self._applied_offset:
             return
-        batches = list(self.log.read_committed(self._applied_offset, high_watermark))
+        batches = await self._read_committed(high_watermark)
         if not batches:
             return
         # Whole batches only: a batch the HWM cuts is delivered once it is all committed.
@@ -590,6 +592,21 @@ class RaftDriver:
 
     async def _run_steps(self, steps: Iterator[None]) -> None:
         await run_steps(steps, self.step_budget_s)
+
+    async def _read_committed(self, high_watermark: int) -> list[RecordBatch]:
+        """The committed batches past the applied offset, decoded one at a time with the
+        applier's budget: a 1,000-record batch is about 8 ms of decoding on an idle core, and
+        a commit that moved the high watermark over several batches decoded them in one
+        stretch of the loop (issue 35)."""
+        batches: list[RecordBatch] = []
+
+        def read() -> Iterator[None]:
+            for batch in self.log.read_committed(self._applied_offset, high_watermark):
+                batches.append(batch)
+                yield
+
+        await self._run_steps(read())
+        return batches
 
     def _load_state_machine(self) -> None:
         """Feed the listener the latest snapshot at start, in one go; the committed log is then

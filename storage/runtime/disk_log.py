@@ -431,19 +431,24 @@ class DiskLog(ClosedOnExit):
         """Decoded whole batches holding offsets in [from_offset, to_offset): the first one
         contains from_offset, and a batch is yielded only if its last offset is below to_offset
         (a batch straddling to_offset is not committed yet). Raft's high watermark always sits
-        on a batch boundary, so passing it as to_offset loses nothing."""
+        on a batch boundary, so passing it as to_offset loses nothing. The bytes are all read
+        by the call and each batch is decoded as it is taken: a caller decoding them in slices
+        (the Raft applier) reads what the log held then, whatever replaces it meanwhile."""
         self._check_readable(from_offset)
-        if from_offset >= min(to_offset, self.end_offset()):
-            return
-        first_segment = self._segment_index(from_offset)
-        for segment_index in range(first_segment, len(self._segments)):
-            segment = self._segments[segment_index]
-            index = segment.find(from_offset) if segment_index == first_segment else 0
-            for entry in segment.entries[index:]:
-                if entry.last_offset >= to_offset:
-                    return
-                batch, _size = decode_batch(segment.read(entry.position, entry.size))
-                yield batch
+        raw: list[bytes] = []
+        if from_offset < min(to_offset, self.end_offset()):
+            first_segment = self._segment_index(from_offset)
+            for segment_index in range(first_segment, len(self._segments)):
+                segment = self._segments[segment_index]
+                index = segment.find(from_offset) if segment_index == first_segment else 0
+                for entry in segment.entries[index:]:
+                    if entry.last_offset >= to_offset:
+                        break
+                    raw.append(segment.read(entry.position, entry.size))
+                else:
+                    continue
+                break
+        return (decode_batch(data)[0] for data in raw)
 
     def _check_readable(self, offset: int) -> None:
         if self._closed:

@@ -251,6 +251,23 @@ def test_read_committed_yields_whole_batches_below_to_offset(tmp_path: Path) -> 
     log.close()
 
 
+def test_committed_batches_are_read_at_the_call_and_decoded_as_they_are_taken(
+    tmp_path: Path,
+) -> None:
+    """The Raft applier decodes committed batches one at a time, giving its loop back between
+    them (issue 35): a snapshot installed meanwhile (FetchSnapshot) replaces the segments, and
+    the batches still come from the bytes read at the call."""
+    log = DiskLog(tmp_path / "log", segment_bytes=SMALL_SEGMENT_BYTES)
+    fill(log, 10)
+    batches = log.read_committed(0, 30)
+    first = next(batches)
+    log.install_snapshot(SnapshotId(40, 4), encode_batch(0, 4, 1, [b"newer"]))
+    rest = list(batches)
+    assert [b.base_offset for b in [first, *rest]] == list(range(0, 30, 3))
+    assert rest[-1].records[0].value == b"e1b9-0"
+    log.close()
+
+
 def test_snapshot_create_read_clean_and_reopen(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     log = flushed_log(directory, 10, 10, segment_bytes=SMALL_SEGMENT_BYTES)

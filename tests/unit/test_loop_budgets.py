@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from broker.runtime import fetch_reads, log_manager, replica_fetcher
 from kafkawire.loop import WALK_BUDGET_S
+from raft.runtime import raft_driver
 
 BROKER_WALKS_AT_ONCE = 5
 LAG_P99_GOAL_MS = 50
@@ -21,6 +22,13 @@ def test_every_walk_of_a_broker_takes_the_shared_budget() -> None:
     assert fetch_reads.READ_BUDGET_S == WALK_BUDGET_S
     assert replica_fetcher.ROUND_BUDGET_S == WALK_BUDGET_S
     assert log_manager.WALK_BUDGET_S == WALK_BUDGET_S
+
+
+def test_a_controllers_applier_takes_the_shared_budget_too() -> None:
+    """The controllers' Raft applier and snapshots (a broker's is set to it by broker_node):
+    with 10 ms the active controller's loop-lag p99 was 50-52 ms at 100,000 partitions, beside
+    a create's decision and encoding and its answers to five fetchers (issue 35)."""
+    assert raft_driver.STEP_BUDGET_S == WALK_BUDGET_S
 
 
 async def test_a_sliced_generator_gives_the_loop_back_and_its_answer() -> None:
