@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker.core.messages import TopicIdPartition
+from broker.runtime import replica_delta
 from broker.runtime.metadata_publisher import (
     LEADERSHIP_SLICE_PARTITIONS,
     BrokerMetadataPublisher,
@@ -251,6 +252,50 @@ async def test_a_change_applies_its_partitions_by_topic_id_then_partition_withou
         ]
     )
     assert cluster.leadership_changes == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2)]
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
+async def test_new_partitions_read_their_topics_min_isr_once_and_no_session_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a restarted broker's first publish opens 100,000 partitions. Each read its
+    topic's min.insync.replicas from the image's configs (5% of it), and compared its session
+    view before and after, though a partition just opened had no role, leader or session
+    before: its leadership moved, always. Per image, each topic's is read once (rule 9 still
+    caps it at the replication factor); the new partitions reach the fetchers as before."""
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers())
+    reads: list[str] = []
+    real_min_isr = MetadataImage.topic_min_insync_replicas
+
+    def counted(image: MetadataImage, name: str) -> int:
+        reads.append(name)
+        return real_min_isr(image, name)
+
+    views: list[HostedPartition] = []
+    real_view = replica_delta._session_view
+
+    def counted_view(hosted: HostedPartition) -> tuple[object, ...]:
+        views.append(hosted)
+        return real_view(hosted)
+
+    monkeypatch.setattr(MetadataImage, "topic_min_insync_replicas", counted)
+    monkeypatch.setattr(replica_delta, "_session_view", counted_view)
+    cluster.commit(
+        [
+            ConfigRecord(CONFIG_RESOURCE_TOPIC, "a", MIN_INSYNC_REPLICAS, "3"),
+            TopicRecord("a", A),
+            *(PartitionRecord(p, A, replicas=(1, 2), isr=(1, 2), leader=1 + p % 2) for p in range(6)),
+        ]
+    )
+    assert reads == ["a", "a"]  # the delta-fed manager once, the whole-image rescan once
+    assert views == []
+    assert cluster.leadership_changes == [("a", p) for p in range(6)]
+    assert {h.state.effective_min_isr for h in cluster.delta.partitions.values()} == {2}
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    cluster.commit([PartitionChangeRecord(0, A, isr=(1,))])  # a hosted one: compared
+    assert len(views) == 4 and reads == ["a"] * 4  # before and after, in each manager
     await cluster.delta.close()
     await cluster.whole.close()
 
