@@ -108,7 +108,7 @@ _WRITE_STRING = {
 }
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint(value: int) -> bytes:
     """Kafka's unsigned varint, byte for byte as kio's `_write_varint`."""
     out = bytearray()
     chunk = value & 0x7F
@@ -189,7 +189,7 @@ def _underflow() -> BufferUnderflow:
 
 _BASE_NS: dict[str, Any] = {
     "_Z": _ZERO_UUID,
-    "_uv": _uvarint,
+    "_uv": uvarint,
     "_ruv": _read_uvarint,
     "_bool": _bool,
     "_ec": _ec,
@@ -412,7 +412,7 @@ def _entity_write_into(entity_type: type) -> Callable[[bytearray, Any], None]:
                 src.emit(2, f"{sub} = bytearray()")
                 _emit_write_field(src, 2, sub, entity_type, field, var, tagged=True)
                 src.emit(2, "_tc += 1")
-                src.emit(2, f"_tb += {src.const('_T', _uvarint(tag))}")
+                src.emit(2, f"_tb += {src.const('_T', uvarint(tag))}")
                 _emit_uvarint_write(src, 2, "_tb", f"len({sub})")
                 src.emit(2, f"_tb += {sub}")
             _emit_uvarint_write(src, 1, "out", "_tc")

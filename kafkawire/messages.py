@@ -11,6 +11,7 @@ does not yet know the broker's versions can read it (KIP-511). A frame that does
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -27,6 +28,7 @@ from kafkawire.errors import Errors
 
 _I16 = struct.Struct(">h")
 _REQUEST_PREFIX = struct.Struct(">Ihhi")  # frame length, then _API_HEAD
+_I32 = struct.Struct(">i")
 _RESPONSE_PREFIX = struct.Struct(">Ii")  # frame length, correlation id
 _API_HEAD = struct.Struct(">hhi")  # api key, api version, correlation id: every header starts so
 _CUSTOM: dict[tuple[int, int], tuple[type, type]] = {
@@ -247,10 +249,45 @@ def response_header_is_v1(api_key: int, version: int) -> bool:
     return _is_flexible(response_schema(api_key, version))
 
 
-def encode_response(body: Any, correlation_id: int) -> bytes:
-    """A framed response for a kio response entity."""
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body already encoded (the payload after the header), for a handler that
+    answers the same big response again (a broker's Metadata of every topic, issue 35)."""
+
+    api_key: int
+    version: int
+    payload: bytes
+
+    @classmethod
+    def of(cls, body: Any) -> EncodedResponse:
+        return cls(int(body.__api_key__), int(body.__version__), _write(body))
+
+
+def encoded_with_items(body: Any, items: Sequence[bytes], fields_after: int) -> EncodedResponse:
+    """`body`, a response whose array field is empty, encoded with `items` (each an entity's
+    own bytes, codec.writer) in that array; `fields_after`: the bytes of the fields after the
+    array (tagged fields aside). A handler answering an array of big, mostly unchanged entries
+    writes only the new ones (a broker's Metadata of every topic, issue 35)."""
+    api_key, version = int(body.__api_key__), int(body.__version__)
+    flexible = response_header_is_v1(api_key, version)
     payload = _write(body)
-    if response_header_is_v1(int(body.__api_key__), int(body.__version__)):
+    empty = b"\x01" if flexible else b"\x00\x00\x00\x00"  # compact array or int32 count
+    at = len(payload) - fields_after - flexible - len(empty)
+    if payload[at : at + len(empty)] != empty:
+        raise ValueError(f"no empty array {fields_after} bytes before the end of {type(body)}")
+    count = codec.uvarint(len(items) + 1) if flexible else _I32.pack(len(items))
+    return EncodedResponse(
+        api_key, version, b"".join((payload[:at], count, *items, payload[at + len(empty) :]))
+    )
+
+
+def encode_response(body: Any, correlation_id: int) -> bytes:
+    """A framed response for a kio response entity (or an EncodedResponse)."""
+    if type(body) is EncodedResponse:
+        payload, api_key, version = body.payload, body.api_key, body.version
+    else:
+        payload, api_key, version = _write(body), int(body.__api_key__), int(body.__version__)
+    if response_header_is_v1(api_key, version):
         # Header v1: the correlation id, then no tagged fields.
         return _RESPONSE_PREFIX.pack(len(payload) + 5, correlation_id) + b"\x00" + payload
     return _RESPONSE_PREFIX.pack(len(payload) + 4, correlation_id) + payload

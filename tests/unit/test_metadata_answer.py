@@ -1,16 +1,22 @@
 """A broker's Metadata answer keeps each topic's entry while its image is the same (issue 35):
 an answer for all topics rebuilds only what a delta touched, and says what a fresh build of the
-same image says (Kafka builds every answer from its current image)."""
+same image says (Kafka builds every answer from its current image); the same answer of every
+topic is encoded from each topic's bytes, kept while its entry is the same."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+import pytest
+
+from broker.runtime.kafka_apis import EveryTopicAnswers
 from kafkawire.api_keys import ApiKey
+from kafkawire.api_versions import BROKER_API_VERSIONS
 from kafkawire.authorized_operations import NOT_REQUESTED
-from kafkawire.entities import item_type
-from kafkawire.messages import response_schema
+from kafkawire.entities import build, item_type
+from kafkawire.framing import PREFIX_BYTES
+from kafkawire.messages import decode_response, encode_response, response_schema
 from metadata.kafka_describe import DescribedTopics, unfenced_broker_ids
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from metadata.records import (
@@ -87,3 +93,41 @@ def test_a_fenced_broker_is_answered_offline_in_every_topic_kept_before() -> Non
     after = _answer(cache, fenced)
     assert all(tuple(p.offline_replicas) == (3,) for t in after for p in t.partitions)
     assert after == _answer(DescribedTopics(), fenced)
+
+
+def _every_topic(image: MetadataImage, cache: DescribedTopics, version: int = 12) -> Any:
+    schema = response_schema(int(ApiKey.METADATA), version)
+    topic_cls = item_type(schema, "topics")
+    unfenced = unfenced_broker_ids(image)
+    return build(
+        schema,
+        brokers=(),
+        cluster_id="c",
+        controller_id=1,
+        topics=tuple(
+            cache.topic(topic_cls, image, image.topics_by_name[name], NOT_REQUESTED, unfenced, False)
+            for name in sorted(image.topics_by_name)
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", BROKER_API_VERSIONS[ApiKey.METADATA].versions())
+def test_an_answer_of_every_topic_is_the_codecs_bytes_from_each_topics_kept_bytes(
+    version: int,
+) -> None:
+    answers, cache, image = EveryTopicAnswers(), DescribedTopics(), _image()
+    body = _every_topic(image, cache, version)
+    first = answers.encoded(body)
+    assert encode_response(first, 5) == encode_response(body, 5)
+    kept = [b for _, b in answers._topics.values()]
+    # A's partition 1 shrinks: b's bytes are kept, a's written again, the whole the codec's.
+    shrunk = _replayed(image, PartitionChangeRecord(1, A, isr=(1, 2)))
+    body = _every_topic(shrunk, cache, version)
+    second = answers.encoded(body)
+    assert encode_response(second, 6) == encode_response(body, 6)
+    now = [b for _, b in answers._topics.values()]
+    assert now[0] is not kept[0] and now[1] is kept[1]
+    _, decoded = decode_response(
+        encode_response(second, 6)[PREFIX_BYTES:], int(ApiKey.METADATA), version
+    )
+    assert tuple(decoded.topics[0].partitions[1].isr_nodes) == (1, 2)
