@@ -464,6 +464,35 @@ class PartitionState:
             self._stop(registration, now_ms, out)
         return self._ready(out)
 
+    def follow_on(
+        self, registration: PartitionRegistration, effective_min_isr: int, brokers: BrokerView
+    ) -> bool:
+        """A follower's registration change that keeps its leader, leader epoch and recovery
+        state, this broker a replica and not the leader (an ISR or replica change, a newer
+        partition epoch): what apply_registration does with it (_update_follower) is to keep
+        it, with no event and nothing for the runtime, so it is kept here (True). Anything
+        else answers False: apply_registration. A fencing at 100,000 partitions shrinks the ISR
+        of each of a broker's 66,000 followed ones, and its return expands them again (Kafka's
+        Partition.makeFollower only records the new ISR either way) (issue 35)."""
+        return (
+            type(self._role_state) is FollowerState
+            and registration.leader == self._leader_id
+            and registration.leader_epoch == self._leader_epoch
+            and registration.partition_epoch >= self._partition_epoch
+            and registration.leader_recovery_state is self._recovery_state
+            and registration.leader != self.local_broker_id
+            and self.local_broker_id in registration.replicas
+            and self._keep_follower_registration(registration, effective_min_isr, brokers)
+        )
+
+    def _keep_follower_registration(
+        self, registration: PartitionRegistration, effective_min_isr: int, brokers: BrokerView
+    ) -> bool:
+        self._brokers = brokers
+        self._min_isr = effective_min_isr
+        self._set_registration(registration)
+        return True
+
     def holds(
         self, registration: PartitionRegistration, effective_min_isr: int, brokers: BrokerView
     ) -> bool:

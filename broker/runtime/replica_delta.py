@@ -319,6 +319,19 @@ class ReplicaDelta:
                 # answer: nothing to hand the core, no session to wake, no gauge moved.
                 hosted.registration = registration
                 return True
+            state = hosted.state
+            isr, replicas = state.committed_isr, state.replicas
+            if (
+                not opened
+                and not _log_moved(hosted)
+                and state.follow_on(registration, min_isr, self._brokers(image))
+            ):
+                # A follower's ISR or replicas moved, its leadership did not: kept by its
+                # core without a PartitionReady; sessions skipping it read it again.
+                hosted.registration = registration
+                if registration.isr != isr or registration.replicas != replicas:
+                    hosted.changed(wake=True)
+                return True
             # A partition just opened had no role, leader or session: its leadership moved.
             before = None if opened else _session_view(hosted)
             hosted.registration = registration

@@ -338,6 +338,44 @@ def test_a_leader_holds_the_registration_its_answer_committed_and_nothing_else()
     assert not follower.holds(record, 2, brokers)
 
 
+def test_a_follower_keeps_an_isr_change_as_apply_registration_would() -> None:
+    """follow_on(): a follower's ISR or partition epoch change under the same leader, epoch
+    and recovery state is kept as apply_registration keeps it (issue 35: the runtime skips
+    the PartitionReady for the 66,000 a fencing shrinks); anything that moves the leadership
+    or the recovery state, or is older, is left to apply_registration."""
+    brokers = image(EPOCHS)
+
+    def follower() -> PartitionState:
+        state = PartitionState("foo", 0, 2)
+        state.apply_registration(reg((1, 2, 3)), 2, brokers, now_ms=0)
+        return state
+
+    def view(state: PartitionState) -> tuple[object, ...]:
+        return (state.role, state.leader_id, state.leader_epoch, state.partition_epoch,
+                state.replicas, state.committed_isr, state.effective_min_isr,
+                state.leader_recovery_state, state.truncation_pending, state._brokers)
+
+    shrunk = reg((1, 3), partition_epoch=11)
+    kept, applied = follower(), follower()
+    later = image(EPOCHS, fenced=frozenset({2}))
+    assert kept.follow_on(shrunk, 1, later)
+    assert applied.apply_registration(shrunk, 1, later, now_ms=5).empty
+    assert view(kept) == view(applied)
+    for other in (
+        reg((1, 3), partition_epoch=9),  # older
+        reg((1, 3), leader=3, leader_epoch=6, partition_epoch=11),
+        reg((1, 3), leader_epoch=6, partition_epoch=11),
+        reg((1, 3), partition_epoch=11, recovery=LeaderRecoveryState.RECOVERING),
+        reg((2, 3), leader=2, leader_epoch=6, partition_epoch=11),  # this broker leads
+    ):
+        state = follower()
+        before = view(state)
+        assert not state.follow_on(other, 2, brokers)
+        assert view(state) == before
+    leader_state, _ = leader(isr=(1, 2), min_isr=2, brokers=brokers)
+    assert not leader_state.follow_on(reg((1,), partition_epoch=11), 2, brokers)
+
+
 def test_shrink_after_replica_lag_time() -> None:
     state, _ = leader(isr=(1, 2, 3), min_isr=2)
     state.update_local_log(10, 10, now_ms=0)

@@ -300,6 +300,32 @@ async def test_new_partitions_read_their_topics_min_isr_once_and_no_session_view
     await cluster.whole.close()
 
 
+async def test_a_followers_isr_change_is_kept_without_its_core_and_a_new_leader_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a fencing at 100,000 partitions shrinks the ISR of every partition a broker
+    follows, and its return expands them again: a follower that keeps its leader, leader
+    epoch and recovery state only records the new ISR (PartitionState.follow_on; Kafka's
+    makeFollower), without apply_registration, a PartitionReady or the gauges. The state
+    ends as the whole-image rescan's; a leadership change still goes through the core."""
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    calls: list[str] = []
+    _count_calls(monkeypatch, cluster.delta.hosted("a", 1), calls)  # led by broker 2
+    cluster.commit([PartitionChangeRecord(1, A, isr=(1, 2))])
+    cluster.commit([PartitionChangeRecord(1, A, isr=(1, 2, 3))])
+    assert calls == []
+    state = cluster.delta.hosted("a", 1).state
+    assert (state.committed_isr, state.partition_epoch) == ((1, 2, 3), 2)
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    cluster.leadership_changes.clear()
+    cluster.commit([PartitionChangeRecord(1, A, leader=3)])
+    assert calls == ["apply_registration"] and cluster.leadership_changes == [("a", 1)]
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
 async def test_a_registration_change_syncs_the_log_into_the_core_only_when_it_moved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
