@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+from raft.core.replica_base import RaftResult
 from raft.runtime.quorum_state_file import ElectionStateFile
 from raft.runtime.raft_driver import RaftDriver, run_steps
 from storage.core.offset_and_epoch import SnapshotId
@@ -163,3 +164,72 @@ async def test_the_applier_decodes_committed_batches_one_at_a_time_within_its_bu
     assert listener.committed == [(0, 2), (3, 5), (6, 8), (9, 11), (12, 14)]
     assert turns_between(marks, "decode", 5), marks
     log.close()
+
+
+class _LeaderCore:
+    """A leader's core as the appender sees it: each append is one batch in the log, answered
+    with a result asking for a flush; each flush it hears of is noted."""
+
+    role, node_id, leader_id, epoch = "Leader", 1, 1, 1
+    high_watermark, high_watermark_known = 0, True
+
+    def __init__(self, log: DiskLog) -> None:
+        self.log = log
+        self.flushed: list[int] = []
+
+    def append(self, records: Sequence[bytes], now_ms: int) -> tuple[RaftResult, int]:
+        return RaftResult(flush=True), self.log.append_as_leader(list(records), 1, now_ms).offset
+
+    def handle_flushed(self, now_ms: int) -> RaftResult:
+        self.flushed.append(self.log.flushed_offset())
+        return RaftResult()
+
+
+async def test_a_non_atomic_append_is_one_drain_of_its_batches_under_one_fsync(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 35: the slices of a non-atomic write (a KIP-868 transaction of 1,000-record
+    batches: a 5,000-partition create, a fencing of 100,000) were appended and fsync'd one
+    after the other on the active controller's loop; they go in one drain now, each its own
+    batch, under one fsync, as Kafka's KafkaRaftClient flushes once per drain."""
+    log = DiskLog(tmp_path / "__cluster_metadata-0")
+    fsyncs: list[int] = []
+    flush = log.flush
+
+    def counted(*, sync: bool = True) -> None:
+        fsyncs.append(log.end_offset())
+        flush(sync=sync)
+
+    monkeypatch.setattr(log, "flush", counted)
+    core = _LeaderCore(log)
+    driver = RaftDriver(
+        cast(Any, core), log, ElectionStateFile(tmp_path / "quorum-state"), cast(Any, None)
+    )
+    driver._running = True
+    appender = asyncio.ensure_future(driver._append_loop())
+    try:
+        records = [b"r%d" % i for i in range(25)]
+        last = await asyncio.wait_for(driver.append(records, atomic=False, batch_records=10), 10)
+        small = await asyncio.wait_for(driver.append([b"s"]), 10)
+    finally:
+        driver._running = False
+        appender.cancel()
+    assert (last, small) == (24, 25)
+    assert [(b.base_offset, b.last_offset) for b in log.read_committed(0, 26)] == [
+        (0, 9), (10, 19), (20, 24), (25, 25)
+    ]
+    assert fsyncs == [25, 26] and core.flushed == [25, 26]
+    log.close()
+
+
+def test_a_drain_merges_small_appends_and_keeps_a_slice_a_batch_of_its_own() -> None:
+    from raft.runtime.raft_driver import _batches_of, _PendingAppend
+
+    def pending(records: int, alone: bool = False) -> _PendingAppend:
+        return _PendingAppend([b"x"] * records, cast(Any, None), alone)
+
+    a, b, c = pending(2), pending(1), pending(1)
+    s1, s2 = pending(10, alone=True), pending(10, alone=True)
+    assert _batches_of([a, s1, s2, b, c]) == [[a], [s1], [s2], [b, c]]
+    big = pending(4096)
+    assert _batches_of([a, big, b]) == [[a], [big], [b]]
