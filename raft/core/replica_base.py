@@ -51,6 +51,11 @@ class RaftConfig:
     bootstrap_servers: list[str] = field(default_factory=list)
     add_voter_max_lag_records: int = 100  # rule 5: how near the log end a new voter must be
     default_listener_name: str = "CONTROLLER"  # names the endpoint an observer fetched with
+    # Kafka's followersAlwaysFlush: a controller fsyncs what it fetched before it fetches again
+    # even as an observer (it may be added as a voter, and the leader counts a voter's fetch
+    # offset as durable, rule 2); a broker's observer does not (Kafka's KafkaRaftManager passes
+    # process.roles contains controller): its log is a copy it fetches again after a crash.
+    followers_always_flush: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,8 +155,10 @@ class Replication(Election):
             if raw:
                 log.append_as_follower(raw)
                 scan_voters(raw, self._history, 0)
-                self._awaiting_flush = True  # report the new offset only once durable (rule 2)
-                self._out.flush = True
+                if self.is_voter or self._config.followers_always_flush:
+                    # Report the new offset only once durable (rule 2); Kafka's appendAsFollower.
+                    self._awaiting_flush = True
+                    self._out.flush = True
             self._update_follower_high_watermark(int(answer.high_watermark))
         else:
             self._update_follower_high_watermark(int(answer.high_watermark))

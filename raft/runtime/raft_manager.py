@@ -19,6 +19,7 @@ from raft.runtime.meta_properties import MetaProperties, ensure_storage_identity
 from raft.runtime.quorum_state_file import ElectionStateFile
 from raft.runtime.raft_driver import STEP_BUDGET_S, RaftDriver, RaftListener
 from storage.runtime.disk_log import DiskLog
+from storage.runtime.fsutil import StorageError
 
 log = logging.getLogger("minikraft.raft")
 
@@ -78,6 +79,7 @@ class RaftManager:
                 ),
                 bootstrap_servers=config.bootstrap_servers,
                 default_listener_name=listener_name,
+                followers_always_flush="controller" in config.roles,
             ),
             random_source=rng.random,
             now_ms=now_ms(),
@@ -134,4 +136,10 @@ class RaftManager:
     async def stop(self) -> None:
         await self.driver.stop()
         await self.client.close()
+        # A broker's observer appends without an fsync (followers_always_flush): a clean stop
+        # makes what it fetched durable, as Kafka's log close flushes its segments.
+        try:
+            self.log.flush(sync=self.driver.fsync)
+        except StorageError as exc:  # an offline log stays as it is (rule 2 is the voters')
+            log.warning("Metadata log not flushed at stop: %s", exc)
         self.log.close()

@@ -559,6 +559,44 @@ def test_follower_fetches_again_only_after_flush() -> None:
     assert [flat(r).fetch_offset for r in reqs(result, FetchRequest)] == [START_OF_EPOCH_RECORDS + 1]
 
 
+def observer_appends(followers_always_flush: bool) -> tuple[RaftReplica, RaftResult]:
+    """An observer (node 4: not a voter) that found the leader through its bootstrap server,
+    after its Fetch brought the leader's start-of-epoch records and one more."""
+    leader, _f2, _f3 = leader_with_followers()
+    leader.append([b"a"], 2100)
+    config = dataclasses.replace(CONFIG, bootstrap_servers=["h1:9093"],
+                                 followers_always_flush=followers_always_flush)
+    observer = replica(4, config=config)
+    assert observer.role == "Observer"
+    fetch = sent(observer.tick(2100), FetchRequest)[0].request
+    found = observer.handle_response(
+        -1, fetch, leader.handle_request(4, fetch, 2101).response, 2101)
+    fetch = sent(found, FetchRequest)[0].request
+    result = observer.handle_response(
+        1, fetch, leader.handle_request(4, fetch, 2102).response, 2102)
+    assert observer._log.end_offset() == START_OF_EPOCH_RECORDS + 1
+    return observer, result
+
+
+def test_a_brokers_observer_fetches_again_without_an_fsync() -> None:
+    # Kafka's KafkaRaftClient.appendAsFollower flushes only on a voter or with
+    # followersAlwaysFlush, which KafkaRaftManager sets for controllers alone.
+    observer, result = observer_appends(followers_always_flush=False)
+    assert not result.flush
+    assert [flat(r).fetch_offset for r in reqs(result, FetchRequest)] == [
+        START_OF_EPOCH_RECORDS + 1]
+    assert observer._log.flushed_offset() == 0  # nothing was fsync'd
+
+
+def test_a_controllers_observer_fetches_again_only_after_its_fsync() -> None:
+    observer, result = observer_appends(followers_always_flush=True)
+    assert result.flush and sent(result, FetchRequest) == []  # it may be added as a voter
+    observer._log.flush()
+    result = observer.handle_flushed(2103)
+    assert [flat(r).fetch_offset for r in reqs(result, FetchRequest)] == [
+        START_OF_EPOCH_RECORDS + 1]
+
+
 def test_leader_hwm_waits_for_an_entry_of_its_epoch() -> None:
     log = formatted_log()
     append_epochs(log, [1, 1, 1])
