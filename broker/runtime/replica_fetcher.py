@@ -314,7 +314,11 @@ class ReplicaFetcher:
         self._touch(hosted.key)  # a new position, and no truncation pending any more
         plog = hosted.log
         old_end = plog.log_end_offset
-        new_end = plog.truncate_to(offset) if offset < old_end else old_end
+        # Always through truncate_to, even at the log end: it drops epochs starting there, as
+        # Kafka's UnifiedLog.truncateTo does (an epoch this broker led without appending to it
+        # would otherwise stay its last fetched epoch, and the leader answer the same
+        # DivergingEpoch forever).
+        new_end = plog.truncate_to(offset)
         ready = hosted.state.on_truncated(old_end, new_end, plog.flushed_offset, reason, now_ms())
         self.manager.apply_ready(hosted, ready)
 

@@ -231,6 +231,38 @@ async def test_a_new_follower_truncates_on_fetch_without_offsets_for_leader_epoc
         await rm.close()
 
 
+async def test_a_diverging_epoch_at_the_log_end_drops_the_epoch_that_has_no_records(
+    tmp_path: Path,
+) -> None:
+    """A broker elected leader of epoch 1 at offset 3 that appended nothing before it lost the
+    leadership has (1, 3) in its epoch cache and no record of epoch 1. As a follower it fetches
+    at (3, 1); the new leader, without epoch 1, answers epoch 0 ends at 5, so the cut is at 3,
+    its log end. Kafka's UnifiedLog.truncateTo truncates the epoch cache even when the offset
+    is at the log end ("this broker was a leader and inserted the first start offset entry,
+    but then failed to append any entries"): the next Fetch says (3, 0). Cutting nothing left
+    (1, 3) behind and the follower asked (3, 1) again forever, never back in the ISR (a chaos
+    run's partition stayed under min ISR)."""
+    rm = _follower(tmp_path)
+    was_leader = rm.hosted("t", 1)
+    was_leader.log.append_as_follower(encode_batch(0, 0, 0, [b"a", b"b", b"c"]))
+    was_leader.log.epoch_cache.assign(1, 3)
+    leader = _RecordingLeader()
+    fetcher = _started_fetcher(rm, leader)
+    try:
+        await leader.asked_at_least(1)
+        assert leader.positions[0][1] == (3, 1)
+        leader.answers.put_nowait(_answer(77, {
+            1: {"diverging_epoch": fetch_resp.EpochEndOffset(epoch=0, end_offset=5)},
+        }))
+        await leader.asked_at_least(2)
+        assert was_leader.log.log_end_offset == 3
+        assert was_leader.log.epoch_cache.latest_epoch() == 0
+        assert leader.positions[1] == {1: (3, 0)}
+    finally:
+        await fetcher.stop()
+        await rm.close()
+
+
 async def test_a_round_of_many_partitions_gives_the_loop_back_between_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
