@@ -25,11 +25,15 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.bootstrap.servers": "",
     "metadata.max.idle.interval.ms": "500",
     # minikraft's name: snapshot after this many committed records. Kafka counts bytes instead,
-    # metadata.log.max.record.bytes.between.snapshots = 20 MiB: about 90,000 of minikraft's
-    # records (a 100,000-partition snapshot is 24 MB). A snapshot costs the whole image, so at
-    # 20,000 a 100,000-partition cluster spent a third of its controllers' time taking them
-    # (issue 35, py-spy of the active controller during the creates).
-    "metadata.log.snapshot.interval.records": "100000",
+    # metadata.log.max.record.bytes.between.snapshots = 20 MiB of its own binary records: about
+    # 175,000 PartitionRecords (RF 3, ~120 bytes) or 440,000 ISR-only PartitionChangeRecords
+    # (~48 bytes). minikraft's records are msgpack with field names, 2-4 times bigger (225 and
+    # 190 bytes), so 20 MiB of them would snapshot 2-4 times as often as Kafka does; 300,000
+    # records sits between the two. A snapshot costs the whole image: at 20,000 a
+    # 100,000-partition cluster spent a third of its controllers' time taking them, and at
+    # 100,000 every node took one in the middle of a restarted broker's return (9-16% of the
+    # leaders, the restarted broker's first seconds after its unfencing; issue 35).
+    "metadata.log.snapshot.interval.records": "300000",
     "metadata.log.segment.bytes": str(8 * 1024 * 1024),
     "socket.request.max.bytes": str(100 * 1024 * 1024),
     "broker.session.timeout.ms": "9000",
