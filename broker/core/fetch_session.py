@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkawire.errors import Errors
+from kafkawire.steps import drained
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -163,28 +164,6 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self.sessions)
 
-    def new_context(
-        self,
-        session_id: int,
-        epoch: int,
-        topics: list[tuple[Any, Any]],
-        forgotten: list[PartitionKey],
-        *,
-        privileged: bool,
-        now_ms: int,
-        new_session_id: Callable[[], int],
-    ) -> FetchContext:
-        """Kafka's FetchManager.newContext."""
-        steps = self.new_context_steps(
-            session_id, epoch, topics, forgotten, privileged=privileged, now_ms=now_ms,
-            new_session_id=new_session_id,
-        )
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
-
     def new_context_steps(
         self,
         session_id: int,
@@ -233,6 +212,9 @@ class FetchSessionCache:
         return FetchContext(
             Errors.NONE, session.session_id, list(session.partitions.values()), True, session
         )
+
+    # Kafka's FetchManager.newContext, in one go.
+    new_context = drained(new_context_steps)
 
     def _create(
         self, privileged: bool, size: int, now_ms: int, new_session_id: Callable[[], int]

@@ -9,36 +9,13 @@ yield (a worker thread would not help: pure Python holds the GIL). Tests and sma
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Generator
-from typing import ParamSpec, TypeVar
+# The generator shape and its one-go forms are the wire layer's, shared with the broker's core.
+from kafkawire.steps import Steps, drain, drained
 
-T = TypeVar("T")
-P = ParamSpec("P")
-
-Steps = Generator[None, None, T]
+__all__ = ["SLICE_PARTITIONS", "SLICE_SCANNED", "Steps", "drain", "drained"]
 
 # Partitions a decision builds a change for between two yields: about 5 ms of
 # PartitionChangeBuilder work on an idle core.
 SLICE_PARTITIONS = 200
 # Partitions it only looks at (and skips) between two yields.
 SLICE_SCANNED = 5_000
-
-
-def drain(steps: Steps[T]) -> T:
-    """Run every slice at once; the generator's return value."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-
-
-def drained(steps: Callable[P, Steps[T]]) -> Callable[P, T]:
-    """The one-go form of a decision written as Steps: same arguments, `drain`ed result."""
-
-    @functools.wraps(steps)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        return drain(steps(*args, **kwargs))
-
-    return run
