@@ -8,3 +8,8 @@ import time
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def monotonic_ms() -> int:
+    """A clock that only moves forward, for intervals (Kafka's Time.nanoseconds())."""
+    return int(time.monotonic() * 1000)

@@ -24,16 +24,13 @@ DEFAULTS: dict[str, str] = {
     "minikraft.quorum.leader.lost.jitter.max.ms": "200",
     "controller.quorum.bootstrap.servers": "",
     "metadata.max.idle.interval.ms": "500",
-    # minikraft's name: snapshot after this many committed records. Kafka counts bytes instead,
-    # metadata.log.max.record.bytes.between.snapshots = 20 MiB of its own binary records: about
-    # 175,000 PartitionRecords (RF 3, ~120 bytes) or 440,000 ISR-only PartitionChangeRecords
-    # (~48 bytes). minikraft's records are msgpack with field names, 2-4 times bigger (225 and
-    # 190 bytes), so 20 MiB of them would snapshot 2-4 times as often as Kafka does; 300,000
-    # records sits between the two. A snapshot costs the whole image: at 20,000 a
-    # 100,000-partition cluster spent a third of its controllers' time taking them, and at
-    # 100,000 every node took one in the middle of a restarted broker's return (9-16% of the
-    # leaders, the restarted broker's first seconds after its unfencing; issue 35).
-    "metadata.log.snapshot.interval.records": "300000",
+    # Kafka's snapshot triggers (KRaftConfigs), on every node: 20 MiB of committed batches
+    # since the last snapshot, or the first commit an hour after it.
+    "metadata.log.max.record.bytes.between.snapshots": str(20 * 1024 * 1024),
+    "metadata.log.max.snapshot.interval.ms": str(60 * 60 * 1000),
+    # minikraft's own extra trigger: also snapshot after this many committed records; 0 (the
+    # default) leaves Kafka's two alone. Tests use it to force snapshots by count.
+    "metadata.log.snapshot.interval.records": "0",
     "metadata.log.segment.bytes": str(8 * 1024 * 1024),
     "socket.request.max.bytes": str(100 * 1024 * 1024),
     "broker.session.timeout.ms": "9000",
@@ -50,12 +47,21 @@ _INT_KEYS = (
     "controller.quorum.election.backoff.max.ms",
     "minikraft.quorum.leader.lost.jitter.max.ms",
     "metadata.max.idle.interval.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms",
     "metadata.log.snapshot.interval.records",
     "metadata.log.segment.bytes",
     "socket.request.max.bytes",
     "broker.session.timeout.ms",
     "broker.heartbeat.interval.ms",
 )
+
+# Kafka's lower limits (ConfigDef.Range.atLeast) for the keys that have one here.
+_AT_LEAST = {
+    "metadata.log.max.record.bytes.between.snapshots": 1,
+    "metadata.log.max.snapshot.interval.ms": 0,
+    "metadata.log.snapshot.interval.records": 0,
+}
 
 
 class ConfigError(ValueError):
@@ -149,6 +155,11 @@ class NodeConfig:
             raise ConfigError("node.id is required")
         for key in _INT_KEYS:
             self.get_int(key)
+        for key, least in _AT_LEAST.items():
+            value = self.get_int(key)
+            if value < least:  # Kafka's ConfigDef Range.atLeast message
+                raise ConfigError(f"Invalid value {value} for configuration {key}: "
+                                  f"Value must be at least {least}")
         roles = self.roles
         if not roles or not roles <= {"controller", "broker"}:
             raise ConfigError(f"process.roles must be controller and/or broker, got {roles}")

@@ -637,6 +637,16 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "this value on average.", positive, dynamic=True,
     ),
     _broker(
+        "metadata.log.max.record.bytes.between.snapshots", ConfigType.LONG, "20971520",
+        "Bytes of committed metadata batches after which a node snapshots its metadata image.",
+        at_least(1),
+    ),
+    _broker(
+        "metadata.log.max.snapshot.interval.ms", ConfigType.LONG, "3600000",
+        "Milliseconds after which a node snapshots its metadata image at the next commit; "
+        "0 disables the time trigger.", at_least(0),
+    ),
+    _broker(
         "broker.session.timeout.ms", ConfigType.INT, "9000",
         "How long a broker stays unfenced without a heartbeat.",
     ),

@@ -58,6 +58,9 @@ class LoaderManifest:
     end_offset: int  # every offset below is in the image
     epoch: int  # leader epoch of the last batch (of the snapshot for SNAPSHOT)
     records: int  # data records replayed
+    # Log bytes of the batches this update completes (Kafka's LogDeltaManifest.numBytes: every
+    # committed batch's sizeInBytes, control batches too, counted in the update that ends it).
+    bytes: int = 0
 
 
 class MetadataPublisher(Protocol):
@@ -165,6 +168,9 @@ class MetadataLoader:
         self._open_at = -1
         # Encoded record -> the record itself, for what this node wrote (see written()).
         self._written: dict[bytes, MetadataRecord] = {}
+        # Log bytes of the batches replayed since the last publish (Kafka's
+        # MetadataBatchLoader.numBytes): across a transaction, until it ends.
+        self._bytes = 0
 
     def install_publishers(self, publishers: Sequence[MetadataPublisher]) -> None:
         """Register publishers (before Raft starts delivering: none misses an update)."""
@@ -214,6 +220,7 @@ class MetadataLoader:
         count = 0
         for batch in batches:
             if batch.is_control:
+                self._bytes += batch.size_in_bytes
                 continue
             for index, raw in enumerate(batch.records):
                 offset = batch.offset_of(index)
@@ -245,6 +252,9 @@ class MetadataLoader:
                 count += 1
                 if count % REPLAY_SLICE_RECORDS == 0:
                     yield
+            # Counted once the whole batch is replayed: a delta published in its middle (a
+            # BeginTransactionRecord) carries the batches before it (Kafka's loadBatch).
+            self._bytes += batch.size_in_bytes
         if self._open is not None:
             self._open = delta  # published with its end
             return
@@ -261,6 +271,7 @@ class MetadataLoader:
         self._latest = delta.image()
         self.committed_offset = end_offset
         self.committed_epoch = epoch
+        replayed_bytes, self._bytes = self._bytes, 0
         if delta.records >= 1000:
             log.info(
                 "Replayed %s metadata records up to offset %s (%s partitions, %s new topics)",
@@ -274,7 +285,8 @@ class MetadataLoader:
             return
         self.image = self._latest
         manifest = LoaderManifest(
-            Provenance.LOG, self.committed_offset, self.committed_epoch, delta.records
+            Provenance.LOG, self.committed_offset, self.committed_epoch, delta.records,
+            replayed_bytes,
         )
         yield from self._publishers_steps(delta, manifest)
         self.published_offset = end_offset
@@ -331,6 +343,7 @@ class MetadataLoader:
         replayed = MetadataDelta(MetadataImage())
         yield from replay_steps(replayed, batches)
         self._open = None  # a snapshot never holds part of a transaction (Kafka's resetToImage)
+        self._bytes = 0  # and counts no bytes from the log it replaces (ditto)
         after = replayed.image()
         self._latest = after
         self.committed_offset = snapshot_end_offset

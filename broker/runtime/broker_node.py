@@ -40,6 +40,7 @@ from broker.runtime.replica_fetcher_manager import ReplicaFetcherManager
 from broker.runtime.replica_manager import HostedPartition, ReplicaManager, ReplicaSettings
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.client import KafkaClient, client_id_for_node
+from kafkawire.clock import monotonic_ms
 from kafkawire.config import NodeConfig
 from kafkawire.constants import NO_BROKER_EPOCH
 from kafkawire.errors import Errors, KafkaError
@@ -50,7 +51,7 @@ from kafkawire.loop import WALK_BUDGET_S, cancel_and_wait, serve_until_signalled
 from kafkawire.server import KafkaServer
 from metadata.config_defs import MINIKRAFT_BROKER_DEFAULTS, declared_defaults
 from metadata.loader import MetadataLoader
-from metadata.snapshot_generator import SnapshotGenerator
+from metadata.snapshot_generator import SnapshotGenerator, SnapshotTrigger
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.meta_properties import ensure_storage_identity
 from raft.runtime.raft_driver import run_steps
@@ -221,8 +222,9 @@ class BrokerNode:
         self.metadata.install_publishers(
             [
                 SnapshotGenerator(
-                    config.get_int("metadata.log.snapshot.interval.records"),
+                    SnapshotTrigger.from_config(config.get_int),
                     self.raft.create_snapshot,
+                    monotonic_ms,
                 ),
                 BrokerMetadataPublisher(self.replicas, self._update_fetcher, freezer.freeze),
                 # Last: the heap is frozen after a big change once the replicas exist (issue 35).

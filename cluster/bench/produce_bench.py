@@ -40,7 +40,7 @@ from storage.core.record_batch import Record, encode_batch
 BENCH_TOPIC = "bench-produce"
 PRODUCE_TIMEOUT_MS = 30_000
 BENCH_PROPS = {
-    "metadata.log.snapshot.interval.records": "1000000",
+    "metadata.log.max.record.bytes.between.snapshots": str(1 << 30),  # none in a run
     "log.level": "WARNING",
 }
 

@@ -25,7 +25,7 @@ from cluster.launch.readiness import wait_until_ready
 
 BENCH_PROPS = {
     "minikraft.bench.enabled": "true",
-    "metadata.log.snapshot.interval.records": "1000000",
+    "metadata.log.max.record.bytes.between.snapshots": str(1 << 30),  # none in a run
     "metadata.max.idle.interval.ms": "60000",
     "log.level": "WARNING",
 }

@@ -3,8 +3,9 @@ active controller (ARCHITECTURE.md "Processes").
 
 The active controller writes Kafka's NoOpRecord every `metadata.max.idle.interval.ms`, so the
 log and the high watermark keep moving and a stuck quorum is visible at once. Standbys replay
-committed records. Snapshots are taken every `metadata.log.snapshot.interval.records`
-committed records, after which whole segments below the snapshot are cleaned (rule 7: the
+committed records. Snapshots are taken as Kafka's SnapshotGenerator takes them
+(`metadata.log.max.record.bytes.between.snapshots` of committed batches, or the first commit
+`metadata.log.max.snapshot.interval.ms` after the last one), after which whole segments below the snapshot are cleaned (rule 7: the
 voter set is in each snapshot).
 """
 
@@ -25,6 +26,7 @@ from controller.runtime.kafka_feature_apis import route_feature_apis
 from controller.runtime.kafka_producer_id_apis import route_producer_id_apis
 from controller.runtime.quorum_controller import QuorumController
 from kafkawire.api_versions import CONTROLLER_API_VERSIONS
+from kafkawire.clock import monotonic_ms
 from kafkawire.config import NodeConfig
 from kafkawire.errors import KafkaError
 from kafkawire.faults import FaultInjector
@@ -36,7 +38,7 @@ from kafkawire.server import KafkaServer
 from metadata import features
 from metadata.loader import MetadataLoader
 from metadata.records import NoOpRecord, encode_record
-from metadata.snapshot_generator import SnapshotGenerator
+from metadata.snapshot_generator import SnapshotGenerator, SnapshotTrigger
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
 from raft.runtime.kafka_raft_apis import KafkaRaftApis
@@ -147,8 +149,9 @@ class ControllerNode:
         self.state.install_publishers(
             [
                 SnapshotGenerator(
-                    config.get_int("metadata.log.snapshot.interval.records"),
+                    SnapshotTrigger.from_config(config.get_int),
                     self.raft.create_snapshot,
+                    monotonic_ms,
                 )
             ]
         )

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import crc32c
@@ -143,6 +143,10 @@ class RecordBatch:
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
     base_sequence: int = NO_SEQUENCE
+    # Bytes the batch takes in the log, as decoded (Kafka's Batch.sizeInBytes): what the
+    # metadata loader counts toward metadata.log.max.record.bytes.between.snapshots. Not part
+    # of the batch's value (a batch built in memory has 0).
+    size_in_bytes: int = field(default=0, compare=False)
 
     @property
     def is_control(self) -> bool:
@@ -534,7 +538,7 @@ def decode_batch(buf: bytes | memoryview, position: int = 0) -> tuple[RecordBatc
         raise CorruptBatchError(position, "lastOffsetDelta is below the record count")
     batch = RecordBatch(
         base_offset, leader_epoch, base_ts, tuple(records), attributes, last_delta, max_ts,
-        producer_id, producer_epoch, base_sequence,
+        producer_id, producer_epoch, base_sequence, size,
     )
     return batch, size
 

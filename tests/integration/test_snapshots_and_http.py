@@ -1,4 +1,5 @@
-"""Snapshots every N records with log cleaning, FetchSnapshot for a follower that fell behind the
+"""Snapshots after a few hundred bytes of committed batches (Kafka's
+metadata.log.max.record.bytes.between.snapshots) with log cleaning, FetchSnapshot for a follower that fell behind the
 leader's log start, and each node's HTTP side (rule 7; issue "Foundation")."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from storage.runtime.snapshot_file import list_snapshots, snapshot_path
 from tests.integration.conftest import start_cluster, wait_for
 
 FAST_SNAPSHOTS = {
-    "metadata.log.snapshot.interval.records": "8",
+    # About eight NoOpRecord batches: Kafka's trigger, with minikraft's record count left off.
+    "metadata.log.max.record.bytes.between.snapshots": "600",
     "metadata.log.segment.bytes": "600",
     "metadata.max.idle.interval.ms": "100",
 }
@@ -50,6 +52,8 @@ def test_snapshots_clean_the_log_and_a_lagging_follower_fetches_one(tmp_path: Pa
         voters = snapshot_voters(snapshot_path(leader_dir, latest).read_bytes())
         assert voters is not None
         assert sorted(v.voter_id for v in voters.voters) == [1, 2, 3]  # rule 7
+        leader_log = Path(cluster.dir) / "logs" / f"controller-{status.leader_id}.log"
+        assert "because we have replayed at least 600 bytes" in leader_log.read_text()
 
         restarted_ms = int(time.time() * 1000)
         cluster.start_node(follower)
