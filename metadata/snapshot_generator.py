@@ -14,10 +14,9 @@ import logging
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 
-from metadata.image_records import image_records
+from metadata.image_records import encoded_image_records
 from metadata.loader import LoaderManifest, Provenance, SlicedPublisher
 from metadata.metadata_image import MetadataDelta, MetadataImage
-from metadata.records import encode_record
 
 log = logging.getLogger("minikraft.metadata")
 
@@ -136,8 +135,8 @@ class SnapshotGenerator(SlicedPublisher):
         self._writing = True
         try:
             encoded: list[bytes] = []
-            for record in image_records(image):
-                encoded.append(encode_record(record))
+            for record in encoded_image_records(image):
+                encoded.append(record)
                 if len(encoded) % ENCODE_SLICE_RECORDS == 0:
                     yield
             written = yield from self._emit(end_offset, encoded)

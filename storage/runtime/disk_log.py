@@ -39,7 +39,6 @@ from storage.core.record_batch import (
     batch_size_at,
     decode_batch,
     encode_batch,
-    iter_batches,
     read_header,
     verify_batch,
 )
@@ -697,7 +696,12 @@ class DiskLog(ClosedOnExit):
                 fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 for chunk in chunks:
-                    for _batch, _size in iter_batches(chunk):  # raises CorruptBatchError
+                    # Each batch's length, magic and CRC (Kafka's ensureValid), records left
+                    # undecoded: decoding them all was a tenth of a 100,000-partition
+                    # snapshot's cost (issue 35). Raises CorruptBatchError.
+                    position = 0
+                    while position < len(chunk):
+                        position += verify_batch(chunk, position).size
                         written = True
                     with self._fail_on_storage_error(action):
                         write_all(fd, chunk)

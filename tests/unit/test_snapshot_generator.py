@@ -11,11 +11,20 @@ from collections.abc import Generator, Sequence
 import pytest
 
 from kafkawire.config import ConfigError, NodeConfig
+from metadata.image_records import encoded_image_records, image_records
 from metadata.loader import MetadataLoader
+from metadata.metadata_image import MetadataDelta
 from metadata.records import (
+    CONFIG_RESOURCE_TOPIC,
     BeginTransactionRecord,
+    ConfigRecord,
     EndTransactionRecord,
+    FeatureLevelRecord,
     MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
     TopicRecord,
     encode_record,
 )
@@ -196,3 +205,33 @@ def test_values_below_kafkas_limits_are_refused_with_its_message(
     with pytest.raises(ConfigError, match=f"Invalid value {value} for configuration {key}: "
                                           f"Value must be at least {least}"):
         NodeConfig.from_props({**BASE, key: value})
+
+
+def test_a_snapshot_packs_partitions_into_the_bytes_their_records_encode_to() -> None:
+    """encoded_image_records packs partitions straight from their registrations (issue 35):
+    the bytes must be encode_record's, every field of PartitionRecord set away from its
+    default, in image_records' order."""
+    u = uuid.UUID(int=77)
+    records: list[MetadataRecord] = [
+        FeatureLevelRecord("metadata.version", 27),
+        RegisterBrokerRecord(2, uuid.UUID(int=2), broker_epoch=5, rack="r1"),
+        RegisterBrokerRecord(1, uuid.UUID(int=1), broker_epoch=4),
+        TopicRecord("zz", u),
+        TopicRecord("aa", T),
+        ConfigRecord(CONFIG_RESOURCE_TOPIC, "aa", "min.insync.replicas", "2"),
+        PartitionRecord(3, T, replicas=(1, 2, 3, 4), isr=(1,), removing_replicas=(4,),
+                        adding_replicas=(3,), leader=1, leader_recovery_state=1,
+                        leader_epoch=7, partition_epoch=9, eligible_leader_replicas=(2,),
+                        last_known_elr=(3,), last_known_leader=1),
+        PartitionRecord(0, T, replicas=(1, 2), isr=(1, 2), leader=2),
+        PartitionRecord(0, u, replicas=(2,), isr=(2,), leader=2),
+        PartitionChangeRecord(0, T, isr=(2,), leader=-1),
+        ProducerIdsRecord(1, 4, 2000),
+    ]
+    delta = MetadataDelta()
+    for offset, record in enumerate(records):
+        delta.replay(record, offset)
+    image = delta.image()
+    expected = [encode_record(r) for r in image_records(image)]
+    assert len(expected) == 10  # 2 topics of the 3 partitions, 2 brokers, 3 others
+    assert list(encoded_image_records(image)) == expected
