@@ -533,3 +533,69 @@ async def test_the_active_controller_runs_a_create_as_steps() -> None:
     response = await apis.create_partitions(grow, 3, cast(Any, None))
     assert [t.error_code for t in response.results] == [0]
     assert len(computes) == 1 and isinstance(computes[0], Generator)
+
+
+def test_a_fencing_decides_without_the_builder_what_the_builder_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fencing a broker of 100,000 partitions (issue 35): a partition whose ISR keeps a member
+    that may lead gets its change without a PartitionChangeBuilder, and every change is the
+    builder's: followers and leaders, ELR on and off, below and at min ISR, with ELR state
+    left over, RECOVERING, leaderless, a leader fenced or shutting down, one replica alone."""
+    import random
+
+    from controller.core import partition_change as pc
+    from controller.core.election_policy import ElectionPolicy
+    from metadata.metadata_image import MetadataImage
+    from metadata.records import (
+        BROKER_FLAG_TRUE,
+        LAST_KNOWN_LEADER_NONE,
+        RegisterBrokerRecord,
+        UnfenceBrokerRecord,
+    )
+    from tests.unit.test_replication_control import apply
+
+    rng = random.Random(35)
+    records: list[Any] = []
+    for b in range(1, 6):
+        records.append(RegisterBrokerRecord(b, uuid.UUID(int=b), b - 1))
+        if b != 5:  # broker 5 stays fenced
+            records.append(UnfenceBrokerRecord(b, b - 1))
+    # Broker 4 is shutting down.
+    records.append(BrokerRegistrationChangeRecord(4, 3, in_controlled_shutdown=BROKER_FLAG_TRUE))
+    for t, min_isr in enumerate((1, 2, 3)):
+        topic_id = uuid.UUID(int=300 + t)
+        records.append(TopicRecord(f"t{t}", topic_id))
+        records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, f"t{t}", "min.insync.replicas",
+                                    str(min_isr)))
+        for p in range(400):
+            replicas = tuple(rng.sample(range(1, 6), rng.choice((1, 2, 3, 3, 3, 4))))
+            isr = tuple(r for r in replicas if rng.random() < 0.8) or replicas[:1]
+            elr = tuple(r for r in replicas if r not in isr and rng.random() < 0.15)
+            lke = tuple(r for r in replicas if r not in isr + elr and rng.random() < 0.1)
+            leader = rng.choice((*isr, *isr, *isr, -1))
+            records.append(PartitionRecord(
+                p, topic_id, replicas, isr, leader=leader, leader_epoch=3, partition_epoch=5,
+                leader_recovery_state=1 if rng.random() < 0.05 else 0,
+                eligible_leader_replicas=elr, last_known_elr=lke,
+                last_known_leader=rng.choice((LAST_KNOWN_LEADER_NONE,) * 9 + replicas[:1]),
+            ))
+    image = apply(MetadataImage(), records)
+    fast_calls: list[bool] = []
+    real = pc.fenced_replica_change
+
+    def counting(*args: Any) -> Any:
+        change = real(*args)
+        fast_calls.append(change is not None)
+        return change
+
+    for elr in (True, False):
+        policy = ElectionPolicy(elr_enabled=elr)
+        for broker in (1, 2, 3):
+            monkeypatch.setattr(rc, "fenced_replica_change", counting)
+            fast = rc.broker_fenced_changes(image, broker, policy)
+            monkeypatch.setattr(rc, "fenced_replica_change", lambda *args: None)
+            slow = rc.broker_fenced_changes(image, broker, policy)
+            assert fast == slow
+    assert True in fast_calls and False in fast_calls
+    assert sum(fast_calls) > 900  # of 3,186 asked
