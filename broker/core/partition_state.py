@@ -493,6 +493,38 @@ class PartitionState:
         self._set_registration(registration)
         return True
 
+    def lead_on(
+        self, registration: PartitionRegistration, effective_min_isr: int, brokers: BrokerView
+    ) -> bool:
+        """A leader's newer registration that keeps its leader epoch, replicas and RECOVERED
+        state, with no proposal in flight or refused and a high watermark at its log end
+        (an ISR change the controller made: a fenced or shutting-down follower leaving it):
+        what apply_registration does with it (_update_leader) is to keep it, with no event,
+        proposal or HWM move, so it is kept here (True). Anything else answers False:
+        apply_registration. A fencing at 100,000 partitions shrinks the ISR of each of a
+        leader's 33,000-66,000 partitions (Kafka's Partition.makeLeader with the same leader
+        epoch only records the new assignment and ISR) (issue 35)."""
+        leader = self._role_state
+        if not (
+            type(leader) is LeaderState
+            and leader.inflight is None
+            and leader.ineligible_signature is None
+            and registration.leader == self.local_broker_id
+            and registration.leader_epoch == self._leader_epoch
+            and registration.partition_epoch > self._partition_epoch
+            and registration.leader_recovery_state is LeaderRecoveryState.RECOVERED
+            and self._recovery_state is LeaderRecoveryState.RECOVERED
+            and registration.replicas == self._replicas
+            # _maybe_advance_hwm has nothing to advance, whatever the ISR and min ISR
+            and self._high_watermark >= self._log_end_offset
+        ):
+            return False
+        self._brokers = brokers
+        self._min_isr = effective_min_isr
+        leader.fenced_until_metadata = False
+        self._set_registration(registration)
+        return True
+
     def holds(
         self, registration: PartitionRegistration, effective_min_isr: int, brokers: BrokerView
     ) -> bool:

@@ -33,6 +33,15 @@ log = logging.getLogger("minikraft.broker")
 # so 50 made a step overrun a 3 ms budget by 6 ms (twice that with the core shared). Each slice's
 # journal events go out in one write (ReplicaManager.apply_delta_steps).
 APPLY_SLICE_PARTITIONS = 5
+# What a partition counts for in a slice (ReplicaDelta._apply_partition's answer): a slice is
+# APPLY_SLICE_PARTITIONS partitions through their core, or ten times as many kept without it
+# (PartitionState.holds / follow_on / lead_on, a few us each). A fencing at 100,000 partitions
+# changes every one, most of them kept: a yield, a journal write and a clock read every 5 were
+# a tenth of its apply (issue 35).
+_NOT_HOSTED = 0
+_KEPT = 1
+_APPLIED = 10
+_SLICE_WORK = APPLY_SLICE_PARTITIONS * _APPLIED
 # Partitions a change passes over with next to nothing to do (PartitionState.keep_brokers, or
 # applied already) between two yields: a yield and a clock read every 5 was most of the cost.
 SKIP_SLICE_PARTITIONS = 500
@@ -193,16 +202,18 @@ class ReplicaDelta:
                 )
         applied: set[TopicIdPartition] = set()
         ordered = sorted(delta.partitions, key=_topic_then_partition)
-        for count, (topic_id, partition_id) in enumerate(ordered, 1):
+        work = 0
+        for topic_id, partition_id in ordered:
             topic = image.topics.get(topic_id)
             registration = None if topic is None else topic.partitions.get(partition_id)
             if topic is None or registration is None:
                 continue  # created and removed within this change
-            self._apply_partition(
+            work += self._apply_partition(
                 image, topic, partition_id, registration, ts, changed, delta.brokers
-            )
+            ) or _KEPT
             applied.add(TopicIdPartition(topic_id, partition_id))
-            if count % APPLY_SLICE_PARTITIONS == 0:
+            if work >= _SLICE_WORK:
+                work = 0
                 yield
                 ts = self._now_ms()
         view = self._brokers(image)
@@ -292,16 +303,18 @@ class ReplicaDelta:
         ts: int,
         changed: list[HostedPartition],
         touched_brokers: AbstractSet[int] = frozenset(),
-    ) -> bool:
+    ) -> int:
         """One partition of the image: open it if this broker became a replica, apply a new
         registration (appending to `changed` if its leadership moved), else refresh the broker
-        view and min ISR. False if this broker neither hosts nor replicates it.
-        `touched_brokers`: the brokers the change's registration records named (rule 18)."""
+        view and min ISR. Returns the share of a slice it took: _NOT_HOSTED (0) if this broker
+        neither hosts nor replicates it, _KEPT if its core kept the registration without a
+        PartitionReady, else _APPLIED. `touched_brokers`: the brokers the change's
+        registration records named (rule 18)."""
         host = self._host
         key = TopicIdPartition(topic.topic_id, partition_id)
         hosted = host.partitions.get(key)
         if hosted is None and host.broker_id not in registration.replicas:
-            return False
+            return _NOT_HOSTED
         opened = hosted is None
         if hosted is None:
             self._move_aside_same_name(topic.name, partition_id, image, ts, changed)
@@ -309,46 +322,47 @@ class ReplicaDelta:
             host.host(hosted)
         min_isr = self._min_isr(image, topic, registration)
         if registration != hosted.registration:
-            if (
-                not opened
-                and not touched_brokers  # rule 18's refusals read them
-                and hosted.state.holds(registration, min_isr, self._brokers(image))
-                and not _log_moved(hosted)
-            ):
-                # The leader's own ISR change, already applied from its AlterPartition
-                # answer: nothing to hand the core, no session to wake, no gauge moved.
-                hosted.registration = registration
-                return True
             state = hosted.state
-            isr, replicas = state.committed_isr, state.replicas
-            if (
-                not opened
-                and not _log_moved(hosted)
-                and state.follow_on(registration, min_isr, self._brokers(image))
-            ):
-                # A follower's ISR or replicas moved, its leadership did not: kept by its
-                # core without a PartitionReady; sessions skipping it read it again.
-                hosted.registration = registration
-                if registration.isr != isr or registration.replicas != replicas:
-                    hosted.changed(wake=True)
-                return True
+            log_moved = not opened and _log_moved(hosted)
+            if not opened and not log_moved:
+                brokers = self._brokers(image)
+                if not touched_brokers and state.holds(registration, min_isr, brokers):
+                    # rule 18's refusals read touched_brokers. The leader's own ISR change,
+                    # already applied from its AlterPartition answer: nothing to hand the
+                    # core, no session to wake, no gauge moved.
+                    hosted.registration = registration
+                    return _KEPT
+                isr, replicas = state.committed_isr, state.replicas
+                leads = False
+                if state.follow_on(registration, min_isr, brokers) or (
+                    leads := state.lead_on(registration, min_isr, brokers)
+                ):
+                    # A follower's or a leader's ISR or replicas moved, its leadership did
+                    # not: kept by its core without a PartitionReady; sessions skipping it
+                    # read it again, and a leader's ISR gauges follow.
+                    hosted.registration = registration
+                    if registration.isr != isr or registration.replicas != replicas:
+                        hosted.changed(wake=True)
+                    if leads:
+                        host.isr_counts.track(hosted)
+                    return _KEPT
             # A partition just opened had no role, leader or session: its leadership moved.
             before = None if opened else _session_view(hosted)
             hosted.registration = registration
-            if not opened and _log_moved(hosted):
+            if log_moved:
                 # The core's view of the log first: a new leader starts its epoch at the log
                 # end (a new state starts from it: ReplicaManager._open).
                 host.sync_log(hosted, ts)
             host.apply_ready(
                 hosted,
-                hosted.state.apply_registration(
+                state.apply_registration(
                     registration, min_isr, self._brokers(image), ts, touched_brokers
                 ),
             )
             host.isr_counts.track(hosted)
             if before is None:
                 changed.append(hosted)
-                return True
+                return _APPLIED
             after = _session_view(hosted)
             if before != after:
                 # An ISR change alone journals nothing: follower sessions skipping the
@@ -364,7 +378,7 @@ class ReplicaDelta:
                 hosted.state.update_metadata(min_isr, self._brokers(image), ts, touched_brokers),
             )
             host.isr_counts.track(hosted)
-        return True
+        return _APPLIED
 
     def _move_aside_same_name(
         self, topic: str, partition: int, image: MetadataImage, ts: int,

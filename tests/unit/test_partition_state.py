@@ -376,6 +376,78 @@ def test_a_follower_keeps_an_isr_change_as_apply_registration_would() -> None:
     assert not leader_state.follow_on(reg((1,), partition_epoch=11), 2, brokers)
 
 
+def test_a_leader_keeps_an_isr_change_as_apply_registration_would() -> None:
+    """lead_on(): a leader's newer registration under the same leader epoch, replicas and
+    RECOVERED state, with nothing in flight or refused and its HWM at its log end, is kept
+    as apply_registration keeps it (issue 35: the runtime skips the PartitionReady for the
+    33,000-66,000 ISRs a fencing shrinks on each leader); anything that proposes, journals or
+    moves the HWM is left to apply_registration."""
+    brokers = image(EPOCHS)
+    later = image(EPOCHS, fenced=frozenset({3}))
+
+    def view(state: PartitionState) -> tuple[object, ...]:
+        inflight = state.inflight
+        return (state.role, state.leader_id, state.leader_epoch, state.partition_epoch,
+                state.replicas, state.committed_isr, state.effective_min_isr,
+                state.leader_recovery_state, state.high_watermark, state._brokers,
+                None if inflight is None else inflight.proposal_id,
+                state.leader_epoch_start_offset)
+
+    shrunk = reg((1, 2), partition_epoch=11)
+    for min_isr in (2, 3):  # under min ISR after it too: nothing to advance at the log end
+        kept, applied = leader(log_end_offset=4)[0], leader(log_end_offset=4)[0]
+        for state in (kept, applied):
+            state.on_follower_fetch(2, 4, 200, now_ms=1)
+            state.on_follower_fetch(3, 4, 300, now_ms=1)
+            assert state.high_watermark == 4
+        assert kept.lead_on(shrunk, min_isr, later)
+        assert applied.apply_registration(shrunk, min_isr, later, now_ms=5).empty
+        assert view(kept) == view(applied)
+        assert kept.is_under_replicated and kept.is_under_min_isr == (min_isr == 3)
+
+    def refused_state() -> PartitionState:
+        state, _ = leader(isr=(1, 2), brokers=brokers)
+        proposal = state.on_follower_fetch(3, 0, 300, now_ms=1).alter_partition
+        assert proposal is not None
+        state.on_alter_partition_response(proposal.proposal_id, Errors.INELIGIBLE_REPLICA, None, 2)
+        return state
+
+    def behind() -> PartitionState:
+        state, _ = leader(isr=(1, 2, 3))
+        state.update_local_log(4, 4, now_ms=1)  # followers not there yet: HWM 0 < 4
+        return state
+
+    def in_flight() -> PartitionState:
+        state, _ = leader(isr=(1, 2))
+        assert state.on_follower_fetch(3, 0, 300, now_ms=1).alter_partition is not None
+        return state
+
+    cases = [
+        (lambda: leader()[0], reg((1, 2), partition_epoch=10)),  # not newer
+        (lambda: leader()[0], reg((1, 2), leader_epoch=6, partition_epoch=11)),  # new epoch
+        (lambda: leader()[0], reg((2, 3), leader=2, leader_epoch=6, partition_epoch=11)),
+        (lambda: leader()[0], reg((1,), partition_epoch=11,
+                                  recovery=LeaderRecoveryState.RECOVERING)),
+        (lambda: leader(recovery=LeaderRecoveryState.RECOVERING)[0],
+         reg((1,), partition_epoch=11, recovery=LeaderRecoveryState.RECOVERING)),
+        (in_flight, reg((1, 2, 3), partition_epoch=11)),  # the proposal is answered by it
+        (refused_state, reg((1, 2), partition_epoch=11)),  # rule 18: the refusal may go
+        (behind, reg((1, 2), partition_epoch=11)),  # the HWM may move with the ISR
+    ]
+    for make, other in cases:
+        state = make()
+        before = view(state)
+        assert not state.lead_on(other, 2, brokers)
+        assert view(state) == before
+    other_replicas = PartitionRegistration(replicas=(1, 2, 4), isr=(1, 2), leader=1,
+                                           leader_epoch=5, partition_epoch=11)
+    state, _ = leader()
+    assert not state.lead_on(other_replicas, 2, brokers)  # a new replica needs its progress
+    follower = PartitionState("foo", 0, 2)
+    follower.apply_registration(reg((1, 2, 3)), 2, brokers, now_ms=0)
+    assert not follower.lead_on(reg((1, 2), partition_epoch=11), 2, brokers)
+
+
 def test_shrink_after_replica_lag_time() -> None:
     state, _ = leader(isr=(1, 2, 3), min_isr=2)
     state.update_local_log(10, 10, now_ms=0)

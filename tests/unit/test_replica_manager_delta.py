@@ -294,7 +294,8 @@ async def test_new_partitions_read_their_topics_min_isr_once_and_no_session_view
     assert cluster.leadership_changes == [("a", p) for p in range(6)]
     assert {h.state.effective_min_isr for h in cluster.delta.partitions.values()} == {2}
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
-    cluster.commit([PartitionChangeRecord(0, A, isr=(1,))])  # a hosted one: compared
+    # A hosted one whose leadership moves: compared (its ISR alone is kept: lead_on).
+    cluster.commit([PartitionChangeRecord(0, A, leader=2)])
     assert len(views) == 4 and reads == ["a"] * 4  # before and after, in each manager
     await cluster.delta.close()
     await cluster.whole.close()
@@ -321,6 +322,40 @@ async def test_a_followers_isr_change_is_kept_without_its_core_and_a_new_leader_
     cluster.leadership_changes.clear()
     cluster.commit([PartitionChangeRecord(1, A, leader=3)])
     assert calls == ["apply_registration"] and cluster.leadership_changes == [("a", 1)]
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    await cluster.delta.close()
+    await cluster.whole.close()
+
+
+async def test_a_leaders_isr_change_is_kept_without_its_core_with_its_gauges_and_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a fencing at 100,000 partitions shrinks the ISR of every partition each
+    leader leads (33,000-66,000 on one broker): a leader that keeps its leader epoch and
+    replicas, with nothing in flight and its HWM at its log end, only records the new ISR
+    (PartitionState.lead_on; Kafka's makeLeader with the same leader epoch), without
+    apply_registration or a PartitionReady; its ISR gauges follow and the follower sessions
+    skipping it read it again. The state ends as the whole-image rescan's."""
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    hosted = cluster.delta.hosted("a", 0)  # led by broker 1, this one
+    calls: list[str] = []
+    _count_calls(monkeypatch, hosted, calls)
+    woken: list[bool] = []
+    monkeypatch.setattr(hosted, "changed", lambda *, wake: woken.append(wake))
+    counts = cluster.delta.isr_counts
+    cluster.leadership_changes.clear()
+    cluster.commit([PartitionChangeRecord(0, A, isr=(1, 2))])
+    assert calls == [] and woken == [True] and cluster.leadership_changes == []
+    assert (hosted.state.committed_isr, hosted.state.partition_epoch) == ((1, 2), 1)
+    assert hosted.key in counts.under_replicated
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    cluster.commit([PartitionChangeRecord(0, A, isr=(1, 2, 3))])
+    assert calls == [] and woken == [True, True]
+    assert hosted.key not in counts.under_replicated
+    assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
+    cluster.commit([PartitionChangeRecord(0, A, leader=2)])
+    assert calls == ["apply_registration"] and cluster.leadership_changes == [("a", 0)]
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     await cluster.delta.close()
     await cluster.whole.close()
@@ -629,6 +664,42 @@ async def test_a_big_change_hands_each_slices_leadership_changes_as_it_applies_i
     for _ in steps:
         pass
     assert sorted(handed) == list(range(300))
+    await replicas.close()
+
+
+async def test_isr_changes_kept_without_the_core_take_a_tenth_of_a_slice_each(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: a fencing at 100,000 partitions changes every one a broker hosts, most of
+    them kept without their core (follow_on, lead_on); a yield, a journal write and a clock
+    read every APPLY_SLICE_PARTITIONS of them were a tenth of the apply. A kept one counts a
+    tenth of one through the core: 300 ISR shrinks are 6 slices, not 60; 300 leadership
+    changes still 60."""
+    from broker.runtime.replica_delta import APPLY_SLICE_PARTITIONS
+
+    count = 300
+    replicas, _, publisher, delta, topic = _big_topic(tmp_path, count)
+    for _ in publisher.publish_steps(
+        delta, delta.image(), LoaderManifest(Provenance.LOG, count + 4, 1, count + 4)
+    ):
+        pass
+    image = delta.image()
+
+    def slices(records: list[MetadataRecord]) -> int:
+        nonlocal image
+        change = MetadataDelta(image)
+        for offset, record in enumerate(records, image.offset + 1):
+            change.replay(record, offset)
+        image = change.image()
+        manifest = LoaderManifest(Provenance.LOG, image.offset + 1, 1, len(records))
+        return sum(1 for _ in publisher.publish_steps(change, image, manifest))
+
+    shrunk = slices([PartitionChangeRecord(p, topic, isr=(1, 2)) for p in range(count)])
+    assert shrunk <= count // (10 * APPLY_SLICE_PARTITIONS) + 1
+    moved = slices([PartitionChangeRecord(p, topic, leader=1) for p in range(count)])
+    assert moved >= count // APPLY_SLICE_PARTITIONS
+    assert all(h.state.leader_id == 1 and h.state.committed_isr == (1, 2)
+               for h in replicas.partitions.values())
     await replicas.close()
 
 
