@@ -1211,9 +1211,17 @@ class PartitionState:
         )
 
     def _role_event(self, role: str, now_ms: int) -> RoleChanged:
+        # The fields named directly, not merged from _event_key and _committed_state: one
+        # for each partition a restarted broker opens (100,000 at scale; issue 35).
         return RoleChanged(
-            **self._event_key(),
-            **self._committed_state(),
+            broker_id=self.local_broker_id,
+            topic=self.topic,
+            topic_id=self.topic_id,
+            partition=self.partition,
+            leader_epoch=self._leader_epoch,
+            partition_epoch=self._partition_epoch,
+            isr=self._committed_isr,
+            leader_recovery_state=int(self._recovery_state),
             role=role,
             leader_id=self._leader_id,
             log_end_offset=self._log_end_offset,

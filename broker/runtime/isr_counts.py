@@ -30,5 +30,7 @@ class IsrCounts:
 def _keep(members: set[TopicIdPartition], key: TopicIdPartition, member: bool) -> None:
     if member:
         members.add(key)
-    else:
+    elif members:
+        # Not hashed into an empty set: a key's hash is its topic UUID's, Python code, and a
+        # restarted broker tracks its 100,000 partitions as it opens them (issue 35).
         members.discard(key)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker.core.messages import TopicIdPartition
-from broker.runtime import replica_delta
+from broker.runtime import replica_delta, replica_manager
 from broker.runtime.metadata_publisher import (
     LEADERSHIP_SLICE_PARTITIONS,
     BrokerMetadataPublisher,
@@ -37,6 +37,7 @@ from metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from raft.core.replica_key import uuid_to_str
 from storage.core.record_batch import encode_batch
 from tests.metadata_batches import batches
 
@@ -747,3 +748,19 @@ async def test_a_broker_applier_step_holds_the_loop_for_its_budget_and_a_few_par
                   if is_open)
     assert held_ms <= 8, held_ms
     await rm.close()
+
+
+async def test_new_partitions_journal_their_topic_id_text_built_once_per_topic(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: every journal event of a partition names its topic id as Kafka prints it,
+    and a restarted broker built that text for each of the 100,000 partitions it opened. It
+    is built once per topic; each partition's RoleChanged still names its own topic's."""
+    replica_manager._topic_id_text.cache_clear()
+    cluster = _Cluster(tmp_path)
+    cluster.commit(_brokers() + _topics())
+    assert replica_manager._topic_id_text.cache_info().misses == 2  # topics a and b
+    for key, hosted in cluster.delta.partitions.items():
+        assert hosted.state.topic_id == uuid_to_str(key.topic_id)
+    await cluster.delta.close()
+    await cluster.whole.close()
