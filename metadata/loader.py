@@ -61,6 +61,9 @@ class LoaderManifest:
     # Log bytes of the batches this update completes (Kafka's LogDeltaManifest.numBytes: every
     # committed batch's sizeInBytes, control batches too, counted in the update that ends it).
     bytes: int = 0
+    # Everything below end_offset is whole batches (Kafka's isOffsetBatchAligned): False for
+    # what came before a BeginTransactionRecord in the middle of a batch; no snapshot ends there.
+    aligned: bool = True
 
 
 class MetadataPublisher(Protocol):
@@ -233,7 +236,9 @@ class MetadataLoader:
                                   "at %s: ignored", offset, self._open_at)
                         continue
                     if delta.records:
-                        yield from self._publish_steps(delta, offset, batch.leader_epoch)
+                        yield from self._publish_steps(
+                            delta, offset, batch.leader_epoch, aligned=index == 0
+                        )
                         delta = MetadataDelta(self._latest)
                     self._open, self._open_at = delta, offset
                 elif isinstance(record, EndTransactionRecord | AbortTransactionRecord):
@@ -264,7 +269,7 @@ class MetadataLoader:
             )
 
     def _publish_steps(
-        self, delta: MetadataDelta, end_offset: int, epoch: int
+        self, delta: MetadataDelta, end_offset: int, epoch: int, aligned: bool = True
     ) -> Iterator[None]:
         """Take the delta's image as committed below `end_offset` and tell the publishers
         (once caught up: until then it is only replayed)."""
@@ -286,7 +291,7 @@ class MetadataLoader:
         self.image = self._latest
         manifest = LoaderManifest(
             Provenance.LOG, self.committed_offset, self.committed_epoch, delta.records,
-            replayed_bytes,
+            replayed_bytes, aligned,
         )
         yield from self._publishers_steps(delta, manifest)
         self.published_offset = end_offset

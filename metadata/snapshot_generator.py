@@ -111,7 +111,12 @@ class SnapshotGenerator(SlicedPublisher):
             self.records_since_snapshot,
             self._clock() - self.last_snapshot_ms,
         )
-        if reason is not None:
+        if reason is not None and not manifest.aligned:
+            # Kafka's maybeScheduleEmit: "metadata image is not batch aligned"; the counts go
+            # on, so the next (aligned) commit takes it.
+            log.debug("Not creating a metadata snapshot at offset %s despite the fact that %s: "
+                      "the image is not batch aligned", manifest.end_offset, reason)
+        elif reason is not None:
             self._pending = (image, manifest.end_offset)
             log.info("Creating a metadata snapshot at offset %s because %s",
                      manifest.end_offset, reason)

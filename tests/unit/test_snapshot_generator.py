@@ -132,6 +132,16 @@ def test_a_snapshot_is_due_once_the_committed_bytes_reach_the_limit() -> None:
     assert generator.bytes_since_snapshot == 0
 
 
+def test_no_snapshot_ends_inside_a_batch() -> None:
+    """Kafka's maybeScheduleEmit skips an image that is not batch aligned (what came before a
+    BeginTransactionRecord in the middle of a batch is published first) and the next aligned
+    commit takes the snapshot."""
+    loader, _, emit = node(SnapshotTrigger(max_bytes=1, max_interval_ms=0))
+    records = [*topics(0, 3), BeginTransactionRecord("t"), *topics(4, 1), EndTransactionRecord()]
+    loader.handle_commit([batch(0, records)[0]])
+    assert emit.ends == [6]  # not 3, where the transaction began
+
+
 def test_the_time_trigger_fires_at_the_first_commit_after_the_interval() -> None:
     """Kafka checks the time at each committed delta (publishLogDelta), not on a timer, and
     its clock starts when the generator starts, a snapshot is taken or one is loaded."""
