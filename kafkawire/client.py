@@ -271,6 +271,18 @@ class KafkaClient:
             decode_in_thread=decode_in_thread, encode_in_thread=encode_in_thread,
         )
 
+    async def ready(self, address: Address | str, *, timeout_ms: int | None = None) -> None:
+        """Kafka's NetworkClientUtils.awaitReady: return once a connection to `address` is
+        up (made now, waiting out the reconnect backoff, if there is none), else raise as
+        `request` does (NETWORK_EXCEPTION, REQUEST_TIMED_OUT). For a caller whose request
+        costs to build: it asks first, and builds nothing for a peer that is down."""
+        addr = parse_address(address)
+        conn = self._connections.get(addr)
+        if conn is not None and not conn.closed:
+            return
+        timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        await self._connection(addr, asyncio.get_running_loop().time() + timeout_s)
+
     async def send(self, address: Address | str, body: Any, *, timeout_ms: int | None = None) -> None:
         """Send a request that gets no response (Kafka's Produce with acks=0): written once the
         connection is up; a connect failure raises as `request` does."""

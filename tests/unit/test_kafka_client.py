@@ -128,6 +128,26 @@ async def test_a_refused_connect_is_network_exception() -> None:
         await client.close()
 
 
+async def test_ready_connects_first_and_raises_as_a_request_would(served: Served) -> None:
+    """Kafka's awaitReady (issue 35: a fetcher builds its request only once connected): a
+    refused connect is NETWORK_EXCEPTION; a listening peer is connected once, and the
+    request that follows uses that connection."""
+    server, _, callers = served
+    client = KafkaClient("t", connect_timeout_ms=500)
+    try:
+        with pytest.raises(KafkaError) as err:
+            await client.ready(("127.0.0.1", 1), timeout_ms=500)
+        assert err.value.error == Errors.NETWORK_EXCEPTION
+        await client.ready(f"127.0.0.1:{server.port}")
+        assert client.connected_addresses() == [("127.0.0.1", server.port)]
+        await client.ready(f"127.0.0.1:{server.port}")
+        ok = await client.request(("127.0.0.1", server.port), _DC)
+        assert ok.cluster_id == "c-1" and callers == [None]
+        assert client.connected_addresses() == [("127.0.0.1", server.port)]
+    finally:
+        await client.close()
+
+
 def test_the_router_refuses_an_unrouted_advertised_key() -> None:
     with pytest.raises(RuntimeError, match="DESCRIBE_CLUSTER"):
         KafkaRouter(TABLE).service()

@@ -20,7 +20,7 @@ from broker.runtime.replica_fetcher import FetchSettings, PartitionFetchState, R
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
 from kafkawire import broker_lifecycle as lifecycle
 from kafkawire.entities import build
-from kafkawire.errors import Errors
+from kafkawire.errors import Errors, KafkaError
 from metadata.metadata_image import BrokerRegistration, MetadataImage, TopicImage
 from metadata.partition_registration import PartitionRegistration
 from storage.core.leader_epoch_cache import LeaderEpochCache
@@ -108,6 +108,9 @@ class _Leader:
             sorted(int(p) for t in body.forgotten_topics_data for p in t.partitions),
         ))
         return await self.answers.get()
+
+    async def ready(self, address: str, **_: Any) -> None:
+        pass
 
     async def close(self) -> None:
         pass
@@ -367,3 +370,60 @@ async def test_a_fetch_waits_request_timeout_ms_for_its_answer(tmp_path: Path) -
     finally:
         await fetcher.stop()
         await rm.close()
+
+
+async def test_nothing_is_built_for_a_leader_that_refuses_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a killed leader refused every round, and each round built a full Fetch of
+    every partition followed from it (33,000 on each of its followers at 100,000 partitions,
+    about a third of a core until the fencing moved them). The fetcher builds a request only
+    once the connection is up (Kafka's awaitReady), after replica.fetch.backoff.ms."""
+    built: list[int] = []
+    real_request = ReplicaFetcher._request
+
+    def request(self: ReplicaFetcher, *args: Any) -> Any:
+        built.append(1)
+        return real_request(self, *args)
+
+    monkeypatch.setattr(ReplicaFetcher, "_request", request)
+    monkeypatch.setattr(replica_fetcher, "replica_fetch_to_kio", _counted(built))
+
+    class _Down(_Leader):
+        def __init__(self) -> None:
+            super().__init__()
+            self.refusals = 3
+
+        async def ready(self, address: str, **_: Any) -> None:
+            if self.refusals:
+                self.refusals -= 1
+                raise KafkaError(Errors.NETWORK_EXCEPTION, "connection refused")
+
+    rm = _follower(tmp_path)
+    leader = _Down()
+    fetcher = ReplicaFetcher(
+        rm, 1, leader, lambda _: "127.0.0.1:1", lambda: 20,  # type: ignore[arg-type]
+        FetchSettings(max_wait_ms=10, backoff_ms=20),
+    )
+    for hosted in rm.partitions.values():
+        fetcher.add(hosted)
+    fetcher.start()
+    try:
+        await leader.asked_at_least(1)
+        assert leader.refusals == 0
+        # One round's requests and its kio request: nothing for the three refused rounds.
+        assert len(built) == PARTITIONS + 1
+        assert [len(named) for _, named, _ in leader.asked] == [PARTITIONS]
+    finally:
+        await fetcher.stop()
+        await rm.close()
+
+
+def _counted(calls: list[int]) -> Any:
+    real = replica_fetcher.replica_fetch_to_kio
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    return counted
