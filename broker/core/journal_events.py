@@ -154,9 +154,9 @@ _WRITERS: dict[type, tuple[str, operator.attrgetter[Any]]] = {
 }
 
 
-def _packable(event: JournalEvent) -> dict[str, Any]:
+def event_map(event: JournalEvent) -> dict[str, Any]:
     """The map a journal entry holds, its tuples kept: msgpack packs a tuple as the array it
-    packs a list as."""
+    packs a list as (encode_event, or a Packer of the writer's own)."""
     kind = type(event)
     name, values = _WRITERS[kind]
     body: dict[str, Any] = {"event": name, "version": EVENT_VERSION}
@@ -166,7 +166,7 @@ def _packable(event: JournalEvent) -> dict[str, Any]:
 
 def event_to_dict(event: JournalEvent) -> dict[str, Any]:
     """The map a journal entry decodes to (arrays as lists)."""
-    body = _packable(event)
+    body = event_map(event)
     for name, value in body.items():
         if isinstance(value, tuple):
             body[name] = list(value)
@@ -192,7 +192,7 @@ def event_from_dict(body: Any) -> JournalEvent:
 
 
 def encode_event(event: JournalEvent) -> bytes:
-    packed: bytes = msgpack.packb(_packable(event), use_bin_type=True)
+    packed: bytes = msgpack.packb(event_map(event), use_bin_type=True)
     return packed
 
 

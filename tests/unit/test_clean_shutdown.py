@@ -106,6 +106,29 @@ def test_journal_events_are_built_without_a_frozen_init_and_encode_as_before() -
     assert msgpack.unpackb(encode_event(event)) == body
 
 
+def test_the_journal_packs_its_events_with_a_packer_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: msgpack.packb builds a Packer and its buffer for each call; the journal packs
+    every event with one Packer of its own, into the bytes encode_event gives."""
+    events = sample_events()
+    expected = b"".join(encode_event(event) for event in events)
+    first = encode_event(events[0])
+
+    def no_packb(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("packb called per event")
+
+    monkeypatch.setattr(msgpack, "packb", no_packb)
+    path = tmp_path / "broker-1.events"
+    with EventJournal(path) as journal:
+        assert journal.append(events) == 3
+        with journal.buffered():
+            journal.append(events[:1])
+    assert path.read_bytes() == expected + first
+    monkeypatch.undo()
+    assert list(read_journal(path)) == [*events, events[0]]
+
+
 def test_journal_appends_and_reads_back(tmp_path: Path) -> None:
     path = tmp_path / "journal" / "broker-1.events"
     with EventJournal(path) as journal:
