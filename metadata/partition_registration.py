@@ -6,9 +6,12 @@ so they cannot disagree on what a record means (STYLE.md, Kafka's PartitionRegis
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from metadata.records import (
     LAST_KNOWN_LEADER_NONE,
@@ -91,29 +94,43 @@ class PartitionRegistration:
         last_known_leader = self.last_known_leader
         if change.last_known_leader != LAST_KNOWN_LEADER_UNCHANGED:
             last_known_leader = change.last_known_leader
-        # Every field named: the constructor, not dataclasses.replace (which costs twice as much;
-        # the audit's replay merges each of a million records once).
-        return PartitionRegistration(
-            replicas=self.replicas if change.replicas is None else change.replicas,
-            isr=self.isr if change.isr is None else change.isr,
-            elr=self.elr
-            if change.eligible_leader_replicas is None
-            else change.eligible_leader_replicas,
-            last_known_elr=self.last_known_elr
-            if change.last_known_elr is None
-            else change.last_known_elr,
-            last_known_leader=last_known_leader,
-            leader=leader,
-            leader_recovery_state=recovery,
-            leader_epoch=leader_epoch,
-            partition_epoch=self.partition_epoch + 1,
-            removing_replicas=self.removing_replicas
-            if change.removing_replicas is None
-            else change.removing_replicas,
-            adding_replicas=self.adding_replicas
-            if change.adding_replicas is None
-            else change.adding_replicas,
+        # Every field set once, through the slots (_new_registration), not the frozen
+        # constructor or dataclasses.replace: the audit's replay merges each of a million
+        # records once, and every node merges 100,000 at a broker's fencing (issue 35).
+        return _new_registration(
+            self.replicas if change.replicas is None else change.replicas,
+            self.isr if change.isr is None else change.isr,
+            self.elr if change.eligible_leader_replicas is None else change.eligible_leader_replicas,
+            self.last_known_elr if change.last_known_elr is None else change.last_known_elr,
+            last_known_leader,
+            leader,
+            recovery,
+            leader_epoch,
+            self.partition_epoch + 1,
+            self.removing_replicas if change.removing_replicas is None else change.removing_replicas,
+            self.adding_replicas if change.adding_replicas is None else change.adding_replicas,
         )
 
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
+
+
+def _slot_constructor() -> Callable[..., PartitionRegistration]:
+    """A PartitionRegistration from every field in declaration order, set through its slots'
+    descriptors: a frozen dataclass's __init__ sets each field by name through
+    object.__setattr__, about twice the cost (kafkawire.codec's readers and the records'
+    fast decoders build frozen objects the same way)."""
+    names = [f.name for f in dataclasses.fields(PartitionRegistration)]
+    env: dict[str, Any] = {"new": object.__new__, "cls": PartitionRegistration}
+    for name in names:
+        env[f"set_{name}"] = getattr(PartitionRegistration, name).__set__
+    source = "\n".join(
+        [f"def new_registration({', '.join(names)}):", "    o = new(cls)"]
+        + [f"    set_{name}(o, {name})" for name in names]
+        + ["    return o"]
+    )
+    exec(compile(source, "<metadata.partition_registration>", "exec"), env)
+    return env["new_registration"]  # type: ignore[no-any-return]
+
+
+_new_registration = _slot_constructor()

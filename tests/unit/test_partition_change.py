@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from controller.core.election_policy import ElectionPolicy
 from controller.core.partition_change import (
     ElectionKind,
@@ -235,6 +237,29 @@ def test_merge_null_fields_are_unchanged_and_every_record_bumps_partition_epoch(
     same_leader = r.merge(PartitionChangeRecord(0, TOPIC, leader=1))
     assert same_leader.leader_epoch == 3  # naming the leader is how a bump is requested
     assert PartitionChangeRecord(0, TOPIC).leader == NO_LEADER_CHANGE
+
+
+def test_merge_sets_every_field_as_the_constructor_would_and_stays_frozen() -> None:
+    """merge builds its result through the slots, not the frozen constructor (issue 35): the
+    result is the constructor's, field for field, hashes alike and cannot be assigned to."""
+    import dataclasses
+
+    r = reg((1, 2, 3), (1, 2), 1, elr=(3,), last_known_leader=2, leader_epoch=2)
+    change = PartitionChangeRecord(
+        0, TOPIC, isr=(2, 3), leader=2, replicas=(2, 3, 4), removing_replicas=(1,),
+        adding_replicas=(4,), leader_recovery_state=1, eligible_leader_replicas=(),
+        last_known_elr=(1,), last_known_leader=-1,
+    )
+    after = r.merge(change)
+    built = PartitionRegistration(
+        replicas=(2, 3, 4), isr=(2, 3), elr=(), last_known_elr=(1,), last_known_leader=-1,
+        leader=2, leader_recovery_state=LeaderRecoveryState.RECOVERING, leader_epoch=3,
+        partition_epoch=r.partition_epoch + 1, removing_replicas=(1,), adding_replicas=(4,),
+    )
+    assert after == built and hash(after) == hash(built)
+    assert type(after.leader_recovery_state) is LeaderRecoveryState
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        after.isr = (1,)  # type: ignore[misc]
 
 
 def test_rule_11_a_partition_that_keeps_its_leader_has_no_last_known_leader() -> None:
