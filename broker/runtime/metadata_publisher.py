@@ -50,6 +50,12 @@ class BrokerMetadataPublisher(SlicedPublisher):
         changed: list[HostedPartition] = []
         handed = 0
         every = max(1, FREEZE_EVERY_PARTITIONS // APPLY_SLICE_PARTITIONS)
+        # A loaded image (a restarted broker's first publish, a snapshot) hands its leadership
+        # changes to the fetchers once it is applied, as Kafka's applyLocalFollowersDelta adds
+        # its followers after making them: handed a slice at a time, the fetchers of a
+        # restarted broker woke at each of its 20,000 slices to look at three new partitions,
+        # before it was even registered, 10-30% of the CPU of its first publish (issue 35).
+        per_slice = manifest.provenance is not Provenance.SNAPSHOT
         for count, _ in enumerate(self._replicas.apply_delta_steps(delta, image, changed), 1):
             # Each slice's leadership changes go to the fetchers as the slice is applied, not
             # once the whole change is: a fencing at 100,000 partitions took the other
@@ -57,7 +63,7 @@ class BrokerMetadataPublisher(SlicedPublisher):
             # slices shrank a follower that had not fetched within replica.lag.time.max.ms
             # (17,000-66,000 shrinks and expansions again while a broker came back; Kafka
             # hands them after its delta, applied in milliseconds) (issue 35).
-            while handed < len(changed):
+            while per_slice and handed < len(changed):
                 self._on_leadership_change(changed[handed])
                 handed += 1
             if self._freeze is not None and count % every == 0:

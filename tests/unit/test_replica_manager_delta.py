@@ -668,6 +668,30 @@ async def test_a_big_change_hands_each_slices_leadership_changes_as_it_applies_i
     await replicas.close()
 
 
+async def test_a_loaded_image_hands_its_leadership_changes_once_applied(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: a restarted broker's first publish (a loaded image, provenance SNAPSHOT) handed
+    each slice's new partitions to the fetchers as it applied it, and the fetchers woke at
+    each of its 20,000 slices, before it was even registered. As Kafka's
+    applyLocalFollowersDelta adds its followers once made, none is handed before the last
+    partition is applied; then all, in slices between yields."""
+    replicas, handed, publisher, delta, _ = _big_topic(tmp_path, 300)
+    steps = publisher.publish_steps(
+        delta, delta.image(), LoaderManifest(Provenance.SNAPSHOT, 301, 1, 304)
+    )
+    most_between_yields = before = 0
+    for _ in steps:
+        if len(replicas.partitions) < 300:
+            assert handed == []
+        most_between_yields = max(most_between_yields, len(handed) - before)
+        before = len(handed)
+    most_between_yields = max(most_between_yields, len(handed) - before)
+    assert sorted(handed) == list(range(300))
+    assert 0 < most_between_yields <= LEADERSHIP_SLICE_PARTITIONS
+    await replicas.close()
+
+
 async def test_isr_changes_kept_without_the_core_take_a_tenth_of_a_slice_each(
     tmp_path: Path,
 ) -> None:
