@@ -94,6 +94,9 @@ class _NoBrokers:
         return False
 
 
+_NO_BROKERS = _NoBrokers()  # it holds nothing: one for every state (issue 35)
+
+
 class Role(Enum):
     NONE = "none"  # not a replica, or no metadata yet
     LEADER = "leader"
@@ -269,7 +272,7 @@ class PartitionState:
         self._committed_isr: tuple[int, ...] = ()
         self._recovery_state = LeaderRecoveryState.RECOVERED
         self._min_isr = 1
-        self._brokers: BrokerView = _NoBrokers()
+        self._brokers: BrokerView = _NO_BROKERS
         self._log_end_offset = log_end_offset
         self._flushed_offset = min(flushed_offset, log_end_offset)
         # The end of the last append the broker fsyncs before answering it: it counts toward

@@ -236,6 +236,20 @@ def test_a_new_lazy_log_touches_the_disk_at_its_first_append_metadata_file_first
     reopened.close()
 
 
+def test_new_logs_share_one_default_retention_until_given_their_topics(tmp_path: Path) -> None:
+    """Issue 35: every new log built a RetentionConfig of Kafka's defaults (a frozen dataclass
+    of seven fields), which the broker replaces with its topic's at once: 100,000 of them in
+    a restarted broker's first publish. New logs share one; each is given its own as before."""
+    first = PartitionLog(tmp_path, "t", 0, lazy=True, new=True)
+    second = PartitionLog(tmp_path, "t", 1, lazy=True, new=True)
+    assert first.retention is second.retention
+    assert first.retention == RetentionConfig()
+    second.retention = RetentionConfig(retention_ms=5)
+    assert first.retention == RetentionConfig() and second.retention.retention_ms == 5
+    first.close()
+    second.close()
+
+
 def test_a_new_log_builds_its_disk_log_at_its_first_append_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
