@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from broker.core.journal_events import JournalEvent, event_from_dict, event_map
+from broker.core.journal_events import JournalEvent, event_from_dict, pack_event
 from storage.runtime.closing import ClosedOnExit
 from storage.runtime.fsutil import fsync_dir, storage_errors, write_all
 
@@ -103,7 +103,7 @@ class EventJournal(ClosedOnExit):
         """Write events in one write (or keep them for the end of a `buffered()` stretch);
         returns how many."""
         pack = self._pack
-        chunks = [pack(event_map(event)) for event in events]
+        chunks = [pack_event(pack, event) for event in events]
         if not chunks:
             return 0
         if self._buffer is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from broker.core import journal_events
 from broker.core.journal_events import (
     EVENT_TYPES,
     HwmAdvanced,
@@ -18,6 +19,7 @@ from broker.core.journal_events import (
     decode_event,
     encode_event,
     event_to_dict,
+    pack_event,
 )
 from broker.runtime.clean_shutdown import (
     CLEAN_SHUTDOWN_FILE_NAME,
@@ -27,6 +29,7 @@ from broker.runtime.clean_shutdown import (
     write_clean_shutdown,
 )
 from broker.runtime.event_journal import EventJournal, read_journal, read_journal_dicts
+from tests.unit.test_golden_encodings import journal_samples
 
 
 def test_write_read_remove(tmp_path: Path) -> None:
@@ -127,6 +130,25 @@ def test_the_journal_packs_its_events_with_a_packer_of_its_own(
     assert path.read_bytes() == expected + first
     monkeypatch.undo()
     assert list(read_journal(path)) == [*events, events[0]]
+
+
+def test_an_event_packed_as_its_flat_array_is_encode_events_bytes() -> None:
+    """Issue 35: the journal packs an event as the flat array of its map's keys and values,
+    the array's header replaced by the map's, without building the map (half its cost): the
+    bytes of encode_event for every event type, and a map of 16 pairs or more (a map 16
+    header, an array 16 one) too."""
+    pack = msgpack.Packer(use_bin_type=True).pack
+    samples = journal_samples()
+    assert {type(event) for event in samples.values()} == set(EVENT_TYPES.values())
+    for event in samples.values():
+        assert pack_event(pack, event) == encode_event(event)
+    names = tuple(f"f{i}" for i in range(20))
+    layout = journal_events._flat_layout("Wide", names)
+    flat = layout.template.copy()
+    flat[5::2] = range(20)
+    body = {"event": "Wide", "version": 0, **dict(zip(names, range(20), strict=True))}
+    packed = layout.map_header + pack(flat)[layout.array_header_bytes :]
+    assert packed == msgpack.packb(body, use_bin_type=True) and packed[0] == 0xDE
 
 
 def test_journal_appends_and_reads_back(tmp_path: Path) -> None:
