@@ -4,6 +4,7 @@ long-polling fetches parked on it and its group commit (Kafka's Partition with i
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from broker.core.fetch_session import FetchSession
@@ -71,10 +72,33 @@ class HostedPartition:
             return
         self.idle_in = None
         for session in sessions.values():
-            if session.wake(self.key):
-                self.state.on_follower_idle(session.replica_id, session.fetch_ms)
-                if wake and session.parked is not None:
-                    session.parked.wake_all()
+            self._wake(session, wake)
+
+    def left_isr(self, replicas: Iterable[int]) -> None:
+        """`replicas` left the committed ISR, and nothing else a follower session's skipping
+        reads moved (a leader kept its new registration: PartitionState.lead_on): their
+        sessions read the partition again (follower_idle no longer holds for them, and their
+        expansion waits on a read of their fetch); the members still in the ISR go on
+        skipping it, as their follower_idle still holds. A fencing at 100,000 partitions
+        shrinks each of a leader's 33,000-66,000 ISRs by the fenced broker alone, and the
+        other follower's session read every one of them again (issue 35)."""
+        sessions = self.idle_in
+        if not sessions:
+            return
+        for replica in replicas:
+            session = sessions.pop(replica, None)
+            if session is not None:
+                self._wake(session, True)
+        if not sessions:
+            self.idle_in = None
+
+    def _wake(self, session: FetchSession, wake: bool) -> None:
+        """One session skipping the partition reads it again, after the fetches it skipped
+        are counted; its waiting fetch wakes if `wake`."""
+        if session.wake(self.key):
+            self.state.on_follower_idle(session.replica_id, session.fetch_ms)
+            if wake and session.parked is not None:
+                session.parked.wake_all()
 
     def parked(self, follower: bool) -> ParkedFetches:
         return self.follower_waiters if follower else self.waiters

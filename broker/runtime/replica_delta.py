@@ -338,13 +338,15 @@ class ReplicaDelta:
                     leads := state.lead_on(registration, min_isr, brokers)
                 ):
                     # A follower's or a leader's ISR or replicas moved, its leadership did
-                    # not: kept by its core without a PartitionReady; sessions skipping it
-                    # read it again, and a leader's ISR gauges follow.
+                    # not: kept by its core without a PartitionReady. A leader's ISR gauges
+                    # follow, and the sessions of the members that left read it again (the
+                    # others' still skip it as idle); a follower's sessions read it again.
                     hosted.registration = registration
-                    if registration.isr != isr or registration.replicas != replicas:
-                        hosted.changed(wake=True)
                     if leads:
                         host.isr_counts.track(hosted)
+                        hosted.left_isr(r for r in isr if r not in registration.isr)
+                    elif registration.isr != isr or registration.replicas != replicas:
+                        hosted.changed(wake=True)
                     return _KEPT
             # A partition just opened had no role, leader or session: its leadership moved.
             before = None if opened else _session_view(hosted)

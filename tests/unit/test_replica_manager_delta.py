@@ -335,28 +335,46 @@ async def test_a_leaders_isr_change_is_kept_without_its_core_with_its_gauges_and
     leader leads (33,000-66,000 on one broker): a leader that keeps its leader epoch and
     replicas, with nothing in flight and its HWM at its log end, only records the new ISR
     (PartitionState.lead_on; Kafka's makeLeader with the same leader epoch), without
-    apply_registration or a PartitionReady; its ISR gauges follow and the follower sessions
-    skipping it read it again. The state ends as the whole-image rescan's."""
+    apply_registration or a PartitionReady; its ISR gauges follow. The session of the
+    follower that left reads it again; the other follower's, still in the ISR, goes on
+    skipping it (it read all 33,000 again at every fencing). The state ends as the
+    whole-image rescan's."""
+    from types import SimpleNamespace
+
+    from broker.core.fetch_session import CachedPartition, FetchSession
+
     cluster = _Cluster(tmp_path)
     cluster.commit(_brokers() + _topics())
     hosted = cluster.delta.hosted("a", 0)  # led by broker 1, this one
     calls: list[str] = []
     _count_calls(monkeypatch, hosted, calls)
-    woken: list[bool] = []
-    monkeypatch.setattr(hosted, "changed", lambda *, wake: woken.append(wake))
+
+    def skipping(replica: int) -> FetchSession:
+        session = FetchSession(session_id=replica, privileged=True, epoch=1, last_used_ms=0,
+                               replica_id=replica)
+        cached = CachedPartition(SimpleNamespace(topic_id=A), SimpleNamespace(partition=0))
+        session.partitions[hosted.key] = cached
+        session.skip(hosted.key, cached)
+        hosted.skipped_by(session)
+        return session
+
+    stays, leaves = skipping(2), skipping(3)
     counts = cluster.delta.isr_counts
     cluster.leadership_changes.clear()
     cluster.commit([PartitionChangeRecord(0, A, isr=(1, 2))])
-    assert calls == [] and woken == [True] and cluster.leadership_changes == []
+    assert calls == [] and cluster.leadership_changes == []
     assert (hosted.state.committed_isr, hosted.state.partition_epoch) == ((1, 2), 1)
     assert hosted.key in counts.under_replicated
+    assert hosted.key in leaves.busy and hosted.key not in stays.busy
+    assert hosted.idle_in == {2: stays}
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     cluster.commit([PartitionChangeRecord(0, A, isr=(1, 2, 3))])
-    assert calls == [] and woken == [True, True]
-    assert hosted.key not in counts.under_replicated
+    assert calls == [] and hosted.key not in counts.under_replicated
+    assert hosted.key not in stays.busy
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     cluster.commit([PartitionChangeRecord(0, A, leader=2)])
     assert calls == ["apply_registration"] and cluster.leadership_changes == [("a", 0)]
+    assert hosted.key in stays.busy and not hosted.idle_in
     assert cluster.states(cluster.delta) == cluster.states(cluster.whole)
     await cluster.delta.close()
     await cluster.whole.close()
