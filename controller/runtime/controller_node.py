@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.core.controller_result import ControllerResult
 from controller.runtime.kafka_admin_apis import ControllerKafkaAdminApis
 from controller.runtime.kafka_broker_lifecycle import route_broker_lifecycle
 from controller.runtime.kafka_feature_apis import route_feature_apis
@@ -37,7 +38,7 @@ from kafkawire.router import KafkaRouter
 from kafkawire.server import KafkaServer
 from metadata import features
 from metadata.loader import MetadataLoader
-from metadata.records import NoOpRecord, encode_record
+from metadata.records import NoOpRecord
 from metadata.snapshot_generator import SnapshotGenerator, SnapshotTrigger
 from raft.core.membership_metrics import membership_metrics
 from raft.core.replica_key import uuid_to_str
@@ -241,16 +242,21 @@ class ControllerNode:
             await self.http.stop()
 
     async def _noop_loop(self) -> None:
+        """Kafka's maybeScheduleNextWriteNoOpRecord: a NoOpRecord every
+        metadata.max.idle.interval.ms, written through the controller's single writer like
+        every other record (the writer decides each write on an image that has every record
+        appended before it, and knows where its records go)."""
         interval_s = self.config.get_int("metadata.max.idle.interval.ms") / 1000
-        noop = encode_record(NoOpRecord())
         while True:
             await asyncio.sleep(interval_s)
             if self.raft.replica.role != "Leader":
                 continue
             try:
-                await self.raft.driver.append([noop])
+                await self.quorum_controller.write(
+                    lambda image: ControllerResult((NoOpRecord(),), None), "idle NoOpRecord"
+                )
             except KafkaError as exc:
-                log.debug("NoOpRecord not appended: %s", exc)
+                log.debug("NoOpRecord not written: %s", exc)
 
     # -- requests ---------------------------------------------------------------------------
 

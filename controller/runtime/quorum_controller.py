@@ -1,10 +1,14 @@
 """The active controller (Kafka's QuorumController): controller requests become metadata records,
 appended through Raft and answered once committed and replayed.
 
-Every write runs on one asyncio lock, a single writer like Kafka's controller event queue: each
-operation reads the image with every earlier operation's records already replayed. Only the Raft
-leader writes; a standby answers NOT_CONTROLLER (reads are served from its committed image). A new
-leader first commits a NoOpRecord in its epoch, so its image holds everything committed before.
+Every write is decided and appended under one asyncio lock, a single writer like Kafka's
+controller event queue: each operation reads the image with every earlier operation's records
+already replayed, committed or not (the writer replays a write's records as it appends them, and
+the loader takes that image when they commit instead of replaying them again); the writer is
+free while they commit, and each write is answered once its own records are committed and
+applied. Only the Raft leader writes; a standby answers NOT_CONTROLLER (reads are served from its
+committed image). A new leader first commits a NoOpRecord in its epoch, so its image holds
+everything committed before.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from controller.core import cluster_control, config_control, feature_control, replication_control
 from controller.core.controller_result import ControllerResult
@@ -40,17 +45,19 @@ from kafkawire.errors import Errors, KafkaError
 from kafkawire.loop import cancel_and_wait, run_sliced
 from kafkawire.uuids import random_uuid
 from metadata.kafka_describe import DESCRIBE_PARTITIONS_DEFAULT_LIMIT
-from metadata.loader import LoaderManifest, MetadataLoader
+from metadata.loader import LoaderManifest, MetadataLoader, PreparedWrite
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from metadata.records import (
     BROKER_FLAG_FALSE,
     BROKER_FLAG_TRUE,
+    TRANSACTION_MARKERS,
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
     EndTransactionRecord,
     MetadataRecord,
     NoOpRecord,
+    PartitionChangeRecord,
     encode_record,
 )
 from raft.runtime.raft_manager import RaftManager
@@ -108,6 +115,21 @@ _SUMMARY_KINDS = {
 }
 
 
+@dataclass(eq=False)
+class _Staged(Generic[R]):
+    """A write decided and appended, its commit and apply still to wait for (_finish)."""
+
+    result: ControllerResult[R]
+    before: MetadataImage
+    what: str
+    start: float
+    stages: dict[str, float]
+    # The last offset to wait for (its own, or the last pending write's); None: nothing.
+    offset: int | None = None
+    timeout_ms: int = WRITE_TIMEOUT_MS
+    appended: float = 0.0
+
+
 class QuorumController:
     def __init__(
         self,
@@ -151,6 +173,13 @@ class QuorumController:
         # Writers waiting for their offset to reach the image: (offset, future), woken by
         # on_metadata_update (this controller is one of the loader's publishers).
         self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Writes appended in the active epoch and not yet applied: (last offset, the image
+        # with their records). The next write is decided on the last of them, not on the
+        # committed image, as Kafka's QuorumController decides on its in-memory state with
+        # every record it generated replayed: the writer is free once a write is appended,
+        # not once it is committed and applied (issue 35: a restarted broker's registration
+        # waited for the 100,000-record fencing before it to commit and be applied).
+        self._pending: list[tuple[int, MetadataImage]] = []
         self._timer: asyncio.Task[None] | None = None
         self._activator: asyncio.Task[None] | None = None
         # Counters behind the KIP-966 metrics (ElectionFromEligibleLeaderReplicasPerSec, ...).
@@ -277,14 +306,17 @@ class QuorumController:
         self._alter_partitions.append((request, answer))
         async with self._lock:
             batch, self._alter_partitions = self._alter_partitions, []
-            if batch:
-                await self._alter_partition_batch(batch)
+            staged = await self._alter_partition_batch(batch) if batch else None
+        if staged is not None:
+            await self._alter_partition_answers(batch, staged)
         return await answer
 
     async def _alter_partition_batch(
         self,
         batch: list[tuple[AlterPartitionRequest, asyncio.Future[AlterPartitionResponse]]],
-    ) -> None:
+    ) -> _Staged[list[Any]] | None:
+        """The batch's write decided and appended (the writer held); None if it failed (each
+        request answered the failure)."""
         def compute(image: MetadataImage) -> Steps[ControllerResult[list[Any]]]:
             responses: list[Any] = []
             records: list[MetadataRecord] = []
@@ -313,23 +345,43 @@ class QuorumController:
         if len(batch) > 1:
             what += f" ({len(batch)} requests)"
         try:
-            responses, _, _ = await self._write_result_locked(compute, what)
+            return await self._stage(compute, what)
         except BaseException as exc:
-            # Each request fails as a lone write would; a cancelled writer (its connection
-            # closed) leaves the others a timeout, which their brokers retry.
-            failure = (
-                exc if isinstance(exc, Exception)
-                else KafkaError(Errors.REQUEST_TIMED_OUT, "the write was cancelled")
-            )
-            for _, answer in batch:
-                if not answer.done():
-                    answer.set_exception(failure)
+            self._fail_alter_partitions(batch, exc)
+            if isinstance(exc, Exception):
+                return None
+            raise
+
+    async def _alter_partition_answers(
+        self,
+        batch: list[tuple[AlterPartitionRequest, asyncio.Future[AlterPartitionResponse]]],
+        staged: _Staged[list[Any]],
+    ) -> None:
+        try:
+            responses, _, _ = await self._finish(staged)
+        except BaseException as exc:
+            self._fail_alter_partitions(batch, exc)
             if isinstance(exc, Exception):
                 return
             raise
         for (_, answer), response in zip(batch, responses, strict=True):
             if not answer.done():
                 answer.set_result(response)
+
+    @staticmethod
+    def _fail_alter_partitions(
+        batch: list[tuple[AlterPartitionRequest, asyncio.Future[AlterPartitionResponse]]],
+        exc: BaseException,
+    ) -> None:
+        """Each request fails as a lone write would; a cancelled writer (its connection
+        closed) leaves the others a timeout, which their brokers retry."""
+        failure = (
+            exc if isinstance(exc, Exception)
+            else KafkaError(Errors.REQUEST_TIMED_OUT, "the write was cancelled")
+        )
+        for _, answer in batch:
+            if not answer.done():
+                answer.set_exception(failure)
 
     async def _register_broker(
         self, request: BrokerRegistrationRequest
@@ -394,19 +446,38 @@ class QuorumController:
     ) -> tuple[R, MetadataImage, bool]:
         queued = time.monotonic()
         async with self._lock:
-            return await self._write_result_locked(compute, what, user_op=user_op, queued=queued)
+            staged = await self._stage(compute, what, user_op=user_op, queued=queued)
+        return await self._finish(staged)
 
-    async def _write_result_locked(
+    def _head(self) -> MetadataImage:
+        """The image a write is decided on: the committed one with every write appended since
+        replayed (the last pending one's), as Kafka's controller decides on its in-memory
+        state."""
+        applied = self.state.committed_offset
+        while self._pending and self._pending[0][0] < applied:
+            self._pending.pop(0)
+        return self._pending[-1][1] if self._pending else self.state.image
+
+    def _invalidate(self) -> None:
+        """A write failed (or may not commit): nothing appended since the committed image is
+        decided on any more, and the next write re-syncs (_ensure_active)."""
+        self._ready_epoch = None
+        self._pending.clear()
+        self.state.forget_written()
+
+    async def _stage(
         self,
         compute: Compute[R],
         what: str,
         *,
         user_op: bool = False,
         queued: float | None = None,
-    ) -> tuple[R, MetadataImage, bool]:
+    ) -> _Staged[R]:
+        """Decide a write on the head image and append its records (the writer held); its
+        commit and apply are waited for by _finish, the writer free meanwhile."""
         start = time.monotonic()
         await self._ensure_active()
-        before = self.state.image
+        before = self._head()
         computing = time.monotonic()
         result = await self._compute(compute, before, user_op)
         stages = {
@@ -425,29 +496,61 @@ class QuorumController:
                 MAX_RECORDS_PER_USER_OP,
             )
             raise KafkaError(Errors.POLICY_VIOLATION, EXCESSIVE_BATCH_MESSAGE)
+        staged = _Staged(result, before, what, start, stages)
         if result.records:
             # A user operation is one batch (at most MAX_RECORDS_PER_USER_OP records); what
             # the controller decides for itself (fencing a broker of 30,000 partitions) may
             # span batches, as Kafka's non-atomic ControllerResult does.
-            await self._commit(result.records, what, atomic=user_op, stages=stages)
-            self._log_changes(before, result, what)
-        self._log_slow_write(what, len(result.records), start, stages)
+            staged.offset, staged.timeout_ms = await self._append(
+                result.records, what, before, atomic=user_op, stages=stages
+            )
+        elif self._pending:
+            # Decided on records not yet applied: answered once they are (Kafka completes a
+            # read-only operation after the purgatory's latest offset).
+            staged.offset = self._pending[-1][0]
+        staged.appended = time.monotonic()
+        return staged
+
+    async def _finish(self, staged: _Staged[R]) -> tuple[R, MetadataImage, bool]:
+        """Wait until the staged write is committed and applied (the writer free), log it."""
+        result, stages = staged.result, staged.stages
+        if staged.offset is not None:
+            mark = time.monotonic()
+            try:
+                if result.records:
+                    await self.raft.driver.wait_for_commit(staged.offset, staged.timeout_ms)
+                    stages["committed"], mark = time.monotonic() - mark, time.monotonic()
+                await self._wait_applied(staged.offset, staged.timeout_ms)
+                stages["applied"] = time.monotonic() - mark
+            except asyncio.CancelledError:
+                raise  # its asker left (a closed connection): the records go on regardless
+            except BaseException:
+                # The records may still commit later: re-sync before the next write.
+                self._invalidate()
+                raise
+        if result.records:
+            self._log_changes(staged.before, result, staged.what)
+        self._log_slow_write(
+            staged.what, len(result.records), staged.start, staged.appended, stages
+        )
         return result.response, self.state.image, bool(result.records)
 
     @staticmethod
     def _log_slow_write(
-        what: str, records: int, start: float, stages: dict[str, float]
+        what: str, records: int, start: float, appended: float, stages: dict[str, float]
     ) -> None:
-        """One line with each stage of a write that held the writer SLOW_WRITE_MS or more (the
-        wait for the writer is before it held it): where a big write's seconds go."""
-        held_ms = (time.monotonic() - start) * 1000
-        if held_ms < SLOW_WRITE_MS:
+        """One line with each stage of a write answered SLOW_WRITE_MS or more after it took the
+        writer (the wait for the writer is before it; the writer is free once it appended):
+        where a big write's seconds go."""
+        took_ms = (time.monotonic() - start) * 1000
+        if took_ms < SLOW_WRITE_MS:
             return
         log.info(
-            "%s: %s records held the writer %.0f ms (%s)",
+            "%s: %s records held the writer %.0f ms, answered after %.0f ms (%s)",
             what,
             records,
-            held_ms,
+            (appended - start) * 1000,
+            took_ms,
             ", ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in stages.items()),
         )
 
@@ -521,6 +624,7 @@ class QuorumController:
         epoch = replica.epoch
         if self._ready_epoch == epoch:
             return
+        self._pending.clear()  # decided in another epoch (or failed): replayed from the log
         # Everything committed by earlier leaders is below our own first commit (Raft), so once
         # this NoOp is replayed the image is complete.
         offset = await self._commit(
@@ -566,17 +670,9 @@ class QuorumController:
         atomic result as one batch of 10,000 records, or a fencing of 100,000 split in
         batches anyone could see half of, before). `open_transaction_ok`: replayed into a
         transaction another leader left open is enough (activation)."""
-        if len(records) > TRANSACTION_BATCH_RECORDS:
-            records = (BeginTransactionRecord(name=what), *records, EndTransactionRecord())
-            atomic = False
         times = {} if stages is None else stages
         mark = time.monotonic()
-        encoded = []
-        for index, record in enumerate(records):
-            encoded.append(encode_record(record))
-            if index % ENCODE_SLICE_RECORDS == ENCODE_SLICE_RECORDS - 1:
-                await asyncio.sleep(0)
-        timeout_ms = WRITE_TIMEOUT_MS + WRITE_TIMEOUT_MS_PER_RECORD * len(records)
+        records, atomic, encoded, timeout_ms = await self._encode(records, what, atomic)
         self.state.written(zip(encoded, records, strict=True))  # replayed as they are
         times["encoded"], mark = time.monotonic() - mark, time.monotonic()
         try:
@@ -596,6 +692,70 @@ class QuorumController:
             raise
         log.debug("Committed %s records for %s at offset %s", len(records), what, offset)
         return offset
+
+    async def _append(
+        self,
+        records: tuple[MetadataRecord, ...],
+        what: str,
+        before: MetadataImage,
+        *,
+        atomic: bool,
+        stages: dict[str, float],
+    ) -> tuple[int, int]:
+        """Append a write's records (a KIP-868 transaction past TRANSACTION_BATCH_RECORDS, as
+        _commit) after replaying them onto `before`, the image they were decided on: that
+        image is what the next write is decided on (self._pending), and what the loader
+        takes when they commit instead of replaying them (MetadataLoader.prepared). The last
+        offset and the write's timeout."""
+        mark = time.monotonic()
+        records, atomic, encoded, timeout_ms = await self._encode(records, what, atomic)
+        stages["encoded"], mark = time.monotonic() - mark, time.monotonic()
+        driver = self.raft.driver
+        # Where they go: nothing else appends while the writer is held (checked below).
+        first = driver.log.end_offset()
+        epoch = self.raft.replica.epoch
+        delta = MetadataDelta(before)
+        await run_sliced(_replay_steps(delta, records, first), 0.0)
+        after = delta.image()
+        stages["replayed"], mark = time.monotonic() - mark, time.monotonic()
+        self.state.prepared(
+            PreparedWrite(first, first + len(records), epoch, len(records), before, delta, after)
+        )
+        try:
+            last = await driver.append(
+                encoded, atomic=atomic, batch_records=TRANSACTION_BATCH_RECORDS
+            )
+        except BaseException:
+            self._invalidate()
+            raise
+        if last != first + len(records) - 1:
+            # Not where they were replayed at: the next write is decided on the committed
+            # image again, once re-synced (the loader replays these when they commit).
+            log.warning("%s: appended at %s, replayed at %s: re-syncing", what,
+                        last - len(records) + 1, first)
+            self._invalidate()
+        else:
+            self._pending.append((last, after))
+        stages["appended"] = time.monotonic() - mark
+        return last, timeout_ms
+
+    @staticmethod
+    async def _encode(
+        records: tuple[MetadataRecord, ...], what: str, atomic: bool
+    ) -> tuple[tuple[MetadataRecord, ...], bool, list[bytes], int]:
+        """The records as appended (more than TRANSACTION_BATCH_RECORDS in a KIP-868
+        transaction, not atomic), whether atomic, their encodings (the loop given back every
+        ENCODE_SLICE_RECORDS) and the write's timeout."""
+        if len(records) > TRANSACTION_BATCH_RECORDS:
+            records = (BeginTransactionRecord(name=what), *records, EndTransactionRecord())
+            atomic = False
+        encoded = []
+        for index, record in enumerate(records):
+            encoded.append(encode_record(record))
+            if index % ENCODE_SLICE_RECORDS == ENCODE_SLICE_RECORDS - 1:
+                await asyncio.sleep(0)
+        timeout_ms = WRITE_TIMEOUT_MS + WRITE_TIMEOUT_MS_PER_RECORD * len(records)
+        return records, atomic, encoded, timeout_ms
 
     async def _wait_replayed(self, offset: int) -> None:
         """Until `offset` is applied, or replayed into a transaction left open (then nothing
@@ -699,7 +859,7 @@ class QuorumController:
             if not self.is_active:
                 continue
             now_ms = self.session_clock.now_ms()
-            due = self.tracker.next_check_ms(self.state.image, now_ms, self.session_timeout_ms)
+            due = self.tracker.next_check_ms(self._head(), now_ms, self.session_timeout_ms)
             if due is None or due >= now_ms:
                 continue
             try:
@@ -711,7 +871,7 @@ class QuorumController:
         if not self.is_active:
             return cap_s
         now_ms = self.session_clock.now_ms()
-        due = self.tracker.next_check_ms(self.state.image, now_ms, self.session_timeout_ms)
+        due = self.tracker.next_check_ms(self._head(), now_ms, self.session_timeout_ms)
         if due is None:
             return cap_s
         # Just past the deadline (expired() counts a session lapsed once strictly over it).
@@ -740,3 +900,27 @@ class QuorumController:
             if not fenced:
                 return fenced_all
             fenced_all.extend(fenced)
+
+
+def _replay_steps(
+    delta: MetadataDelta, records: tuple[MetadataRecord, ...], first_offset: int
+) -> Generator[None, None, None]:
+    """Replay a write's records onto `delta` at the offsets they are appended at, as the
+    loader would (transaction markers change nothing in an image), runs of partition changes
+    together; yields every ENCODE_SLICE_RECORDS records."""
+    for start in range(0, len(records), ENCODE_SLICE_RECORDS):
+        changes: list[PartitionChangeRecord] = []
+        for index in range(start, min(start + ENCODE_SLICE_RECORDS, len(records))):
+            record = records[index]
+            if type(record) is PartitionChangeRecord:
+                changes.append(record)
+                continue
+            if changes:
+                delta.replay_partition_changes(changes, first_offset + index - len(changes))
+                changes = []
+            if not isinstance(record, TRANSACTION_MARKERS):
+                delta.replay(record, first_offset + index)
+        if changes:
+            end = min(start + ENCODE_SLICE_RECORDS, len(records))
+            delta.replay_partition_changes(changes, first_offset + end - len(changes))
+        yield

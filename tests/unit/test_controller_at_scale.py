@@ -50,6 +50,29 @@ def big_cluster(partitions: int) -> Cluster:
     return cluster
 
 
+def fake_writer(state: Any, append: Any, wait_for_commit: Any, end_offset: Any) -> Any:
+    """A QuorumController that is active, over a fake loader state and Raft driver."""
+    controller = QuorumController.__new__(QuorumController)
+    controller._lock = asyncio.Lock()
+    controller.state = state
+    controller.raft = SimpleNamespace(  # type: ignore[assignment]
+        driver=SimpleNamespace(
+            append=append,
+            wait_for_commit=wait_for_commit,
+            log=SimpleNamespace(end_offset=end_offset),
+        ),
+        replica=SimpleNamespace(epoch=1),
+    )
+    controller._apply_waiters = []
+    controller._pending = []
+
+    async def active() -> None:
+        return None
+
+    controller._ensure_active = active  # type: ignore[method-assign]
+    return controller
+
+
 def drain_counting(steps: Steps[T]) -> tuple[int, T]:
     """`drain`, counting the times the steps gave the loop back."""
     yields = 0
@@ -111,17 +134,21 @@ def test_alter_partitions_waiting_for_the_writer_go_in_one_write_each_seeing_the
     writes: list[str] = []
     records: list[object] = []
 
-    async def write_locked(compute, what, user_op=False):  # type: ignore[no-untyped-def]
+    async def stage(compute, what, user_op=False):  # type: ignore[no-untyped-def]
         writes.append(what)
         result = drain(compute(cluster.image))
         records.extend(result.records)
         return result.response, cluster.image, bool(result.records)
 
+    async def finish(staged):  # type: ignore[no-untyped-def]
+        return staged
+
     async def scenario() -> list[lifecycle.AlterPartitionResponse]:
         controller = QuorumController.__new__(QuorumController)
         controller._lock = asyncio.Lock()
         controller._alter_partitions = []
-        controller._write_result_locked = write_locked  # type: ignore[method-assign]
+        controller._stage = stage  # type: ignore[method-assign]
+        controller._finish = finish  # type: ignore[method-assign]
         controller.election_policy = lambda image: DEFAULT_POLICY  # type: ignore[method-assign]
         async with controller._lock:  # the writer is busy: three requests queue up
             waiting = [
@@ -399,16 +426,20 @@ def test_the_last_alter_partition_of_a_write_is_not_replayed_for_a_next_one(
     monkeypatch.setattr(qc, "MetadataDelta", CountingDelta)
     written: list[object] = []
 
-    async def write_locked(compute, what, user_op=False):  # type: ignore[no-untyped-def]
+    async def stage(compute, what, user_op=False):  # type: ignore[no-untyped-def]
         result = drain(compute(cluster.image))
         written.extend(result.records)
         return result.response, cluster.image, bool(result.records)
+
+    async def finish(staged):  # type: ignore[no-untyped-def]
+        return staged
 
     async def scenario() -> lifecycle.AlterPartitionResponse:
         controller = QuorumController.__new__(QuorumController)
         controller._lock = asyncio.Lock()
         controller._alter_partitions = []
-        controller._write_result_locked = write_locked  # type: ignore[method-assign]
+        controller._stage = stage  # type: ignore[method-assign]
+        controller._finish = finish  # type: ignore[method-assign]
         controller.election_policy = lambda image: DEFAULT_POLICY  # type: ignore[method-assign]
         return await controller._alter_partition(request)
 
@@ -429,29 +460,21 @@ def test_a_slow_write_logs_the_time_of_each_of_its_stages(
     cluster = big_cluster(3)
     fence = BrokerRegistrationChangeRecord(3, cluster.image.brokers[3].epoch, fenced=1)
 
-    async def append_and_commit(encoded, timeout_ms, **kwargs):  # type: ignore[no-untyped-def]
+    async def append(encoded, **kwargs):  # type: ignore[no-untyped-def]
+        return 10
+
+    async def wait_for_commit(offset, timeout_ms):  # type: ignore[no-untyped-def]
         await asyncio.sleep(0.02)
         state.committed_offset = 11
-        return 10
+        return offset
 
     state = SimpleNamespace(
         image=cluster.image, committed_offset=0,
-        written=lambda pairs: list(pairs), forget_written=lambda: None,
+        prepared=lambda write: None, forget_written=lambda: None,
     )
 
     async def scenario() -> None:
-        controller = QuorumController.__new__(QuorumController)
-        controller._lock = asyncio.Lock()
-        controller.state = state  # type: ignore[assignment]
-        controller.raft = SimpleNamespace(  # type: ignore[assignment]
-            driver=SimpleNamespace(append_and_commit=append_and_commit)
-        )
-        controller._apply_waiters = []
-
-        async def active() -> None:
-            return None
-
-        controller._ensure_active = active  # type: ignore[method-assign]
+        controller = fake_writer(state, append, wait_for_commit, lambda: 10)
         async with controller._lock:  # the writer is busy: the write queues up
             write = asyncio.ensure_future(
                 controller.write(lambda image: ControllerResult((fence,), None), "session expired")
@@ -472,7 +495,10 @@ def test_a_slow_write_logs_the_time_of_each_of_its_stages(
         (part.rsplit(" ", 2)[0], int(part.rsplit(" ", 2)[1]))
         for part in line.split("(", 1)[1].rstrip(")").split(", ")
     )
-    assert list(stages) == ["waited for the writer", "computed", "encoded", "committed", "applied"]
+    assert list(stages) == [
+        "waited for the writer", "computed", "encoded", "replayed", "appended", "committed",
+        "applied",
+    ]
     assert stages["waited for the writer"] >= 40 and stages["committed"] >= 15
 
 
@@ -599,3 +625,173 @@ def test_a_fencing_decides_without_the_builder_what_the_builder_decides(
             assert fast == slow
     assert True in fast_calls and False in fast_calls
     assert sum(fast_calls) > 900  # of 3,186 asked
+
+
+def test_the_next_write_is_decided_on_the_last_one_appended_and_answered_after_it() -> None:
+    """Kafka's QuorumController frees its event queue once a write's records are appended and
+    replayed into its in-memory state (issue 35: a restarted broker's registration waited for
+    the commit and apply of the 100,000-record fencing before it): the next write is decided
+    on the image with the fencing while the fencing commits, and is answered after it."""
+    from controller.core.controller_result import ControllerResult
+
+    cluster = big_cluster(3)
+    fence = BrokerRegistrationChangeRecord(3, cluster.image.brokers[3].epoch, fenced=1)
+    end = [10]
+    prepared: list[Any] = []
+
+    async def append(encoded, **kwargs):  # type: ignore[no-untyped-def]
+        end[0] += len(encoded)
+        return end[0] - 1
+
+    state = SimpleNamespace(
+        image=cluster.image, committed_offset=10, prepared=prepared.append,
+        forget_written=lambda: None,
+    )
+    seen: list[bool] = []
+
+    def registration(image: Any) -> ControllerResult[str]:
+        seen.append(image.brokers[3].fenced)
+        return ControllerResult((), "registered")
+
+    async def scenario() -> tuple[Any, Any]:
+        released = asyncio.Event()
+
+        async def wait_for_commit(offset, timeout_ms):  # type: ignore[no-untyped-def]
+            await released.wait()
+            state.committed_offset = end[0]  # committed and applied
+            controller.on_metadata_update(None, None, SimpleNamespace(end_offset=end[0]))  # type: ignore[arg-type]
+            return offset
+
+        controller = fake_writer(state, append, wait_for_commit, lambda: end[0])
+        fencing = asyncio.ensure_future(
+            controller.write(lambda image: ControllerResult((fence,), "fenced"), "session expired")
+        )
+        await asyncio.sleep(0.02)
+        registered = asyncio.ensure_future(controller.write(registration, "registration"))
+        await asyncio.sleep(0.02)
+        assert seen == [True]  # decided on the fencing's image, before its commit
+        assert not fencing.done() and not registered.done()  # answered after it
+        released.set()
+        return await fencing, await registered
+
+    assert asyncio.run(scenario()) == ("fenced", "registered")
+    [write] = prepared
+    assert (write.first_offset, write.next_offset, write.base) == (10, 11, cluster.image)
+    assert write.image.brokers[3].fenced and write.image.offset == 10
+
+
+def test_a_write_replayed_as_written_is_the_image_the_loader_replays() -> None:
+    """The active controller replays a write's records as it appends them (runs of partition
+    changes together, MetadataDelta.replay_partition_changes): the image and what the delta
+    names are the loader's replay of the same records, and a change of an unknown partition
+    is refused as replay refuses it."""
+    from controller.runtime import quorum_controller as qc
+    from metadata.loader import MetadataLoader
+    from metadata.metadata_image import MetadataDelta, MetadataReplayError
+    from metadata.records import BeginTransactionRecord, EndTransactionRecord
+    from tests.metadata_batches import batches
+
+    cluster = big_cluster(1200)
+    other = uuid.UUID(int=201)
+    image = apply(cluster.image, [TopicRecord("other", other)] + [
+        PartitionRecord(p, other, (1, 2, 3), (1, 2, 3), leader=1) for p in range(3)
+    ])
+    changes = written_records(rc.broker_fenced_changes(image, 3))
+    records = (
+        BeginTransactionRecord(name="w"), *changes,
+        BrokerRegistrationChangeRecord(3, image.brokers[3].epoch, fenced=1),
+        EndTransactionRecord(),
+    )
+    first = image.offset + 1
+    delta = MetadataDelta(image)
+    drain(qc._replay_steps(delta, records, first))
+    mine = delta.image()
+    loader = MetadataLoader()
+    loader._latest = loader.image = image
+    loader.handle_commit(batches(first, 1, records))
+    assert mine == loader.image and mine.offset == loader.image.offset
+    assert len(delta.partitions) == len(changes) == 1203 and delta.brokers == {3}
+    assert delta.records == len(records) - 2
+    with pytest.raises(MetadataReplayError):
+        MetadataDelta(image).replay_partition_changes([PartitionChangeRecord(5, other)], 0)
+
+
+def test_the_idle_noop_record_is_written_through_the_controllers_writer() -> None:
+    """Kafka writes its idle NoOpRecord as a controller write event: through the single
+    writer, which knows where each write's records go and decides it on every record appended
+    before it (issue 35: a NoOp appended beside the writer moved a fencing's records one
+    offset past where they were replayed, and the active controller replayed them again)."""
+    from controller.runtime.controller_node import ControllerNode
+    from kafkawire.config import NodeConfig
+    from metadata.records import NoOpRecord
+
+    written: list[tuple[object, ...]] = []
+    appended: list[object] = []
+
+    async def write(compute, what):  # type: ignore[no-untyped-def]
+        written.append(compute(None).records)
+
+    async def append(records):  # type: ignore[no-untyped-def]
+        appended.append(records)
+
+    async def scenario() -> None:
+        node = ControllerNode.__new__(ControllerNode)
+        node.config = NodeConfig({"node.id": "1", "metadata.max.idle.interval.ms": "5"})
+        node.quorum_controller = SimpleNamespace(write=write)  # type: ignore[assignment]
+        node.raft = SimpleNamespace(  # type: ignore[assignment]
+            replica=SimpleNamespace(role="Leader"), driver=SimpleNamespace(append=append)
+        )
+        loop = asyncio.ensure_future(node._noop_loop())
+        await asyncio.sleep(0.05)
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert written and all(records == (NoOpRecord(),) for records in written)
+    assert appended == []
+
+
+def test_a_write_whose_asker_left_stays_what_the_next_write_is_decided_on() -> None:
+    """A write's records are appended once its asker waits for their commit: the asker
+    leaving (its connection closed, the handler cancelled) changes nothing for them, and the
+    next write is still decided on them without a re-sync."""
+    from controller.core.controller_result import ControllerResult
+
+    cluster = big_cluster(3)
+    fence = BrokerRegistrationChangeRecord(3, cluster.image.brokers[3].epoch, fenced=1)
+    end = [10]
+    forgotten: list[bool] = []
+
+    async def append(encoded, **kwargs):  # type: ignore[no-untyped-def]
+        end[0] += len(encoded)
+        return end[0] - 1
+
+    state = SimpleNamespace(
+        image=cluster.image, committed_offset=10, prepared=lambda write: None,
+        forget_written=lambda: forgotten.append(True),
+    )
+
+    async def scenario() -> list[bool]:
+        never = asyncio.Event()
+
+        async def wait_for_commit(offset, timeout_ms):  # type: ignore[no-untyped-def]
+            await never.wait()
+
+        controller = fake_writer(state, append, wait_for_commit, lambda: end[0])
+        fencing = asyncio.ensure_future(
+            controller.write(lambda image: ControllerResult((fence,), None), "session expired")
+        )
+        await asyncio.sleep(0.02)
+        fencing.cancel()
+        await asyncio.gather(fencing, return_exceptions=True)
+        seen: list[bool] = []
+
+        def registration(image: Any) -> ControllerResult[None]:
+            seen.append(image.brokers[3].fenced)
+            return ControllerResult((), None)
+
+        await controller._stage(registration, "registration")
+        return seen
+
+    assert asyncio.run(scenario()) == [True]
+    assert forgotten == []

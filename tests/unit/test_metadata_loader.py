@@ -379,3 +379,58 @@ def test_the_active_controllers_own_records_are_replayed_without_decoding(
     assert decoded == [encode_record(theirs)]
     assert loader.image.topics[T].name == "t" and 0 in loader.image.topics[T].partitions
     assert loader._written == {}
+
+
+def test_a_prepared_write_is_taken_as_replayed_when_its_batches_commit_else_replayed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The active controller replays its write when it writes it (issue 35, Kafka's active
+    controller never replays its committed records): when that write's batches commit, the
+    loader takes its image without decoding or replaying a record, across as many commits as
+    the write's transaction takes; batches that are not the write's (another leader's epoch
+    at those offsets) are replayed as any others."""
+    import metadata.loader as loader_module
+    from metadata.loader import PreparedWrite
+    from metadata.records import BeginTransactionRecord, EndTransactionRecord
+
+    base_records = [TopicRecord("t", T), PartitionRecord(0, T, replicas=(1, 2), isr=(1, 2))]
+    write = [BeginTransactionRecord(name="w"), PartitionChangeRecord(0, T, isr=(1,)),
+             PartitionChangeRecord(0, T, leader=2), EndTransactionRecord()]
+    decoded: list[bytes] = []
+
+    def counting_decode(raw: bytes) -> MetadataRecord:
+        decoded.append(bytes(raw))
+        return decode_record(raw)
+
+    monkeypatch.setattr(loader_module, "decode_record", counting_decode)
+
+    def prepared(loader: MetadataLoader) -> PreparedWrite:
+        delta = MetadataDelta(loader.image)
+        for offset, record in enumerate(write, 2):
+            if not isinstance(record, BeginTransactionRecord | EndTransactionRecord):
+                delta.replay(record, offset)
+        image = delta.image()
+        return PreparedWrite(2, 6, 1, 4, loader.image, delta, image)
+
+    loader = MetadataLoader()
+    loader.handle_commit(batches(0, 1, base_records))
+    decoded.clear()
+    mine = prepared(loader)
+    loader.prepared(mine)
+    loader.handle_commit(batches(2, 1, write[:2]))  # the first half commits: nothing yet
+    assert loader.committed_offset == 2 and loader.image.topics[T].partitions[0].isr == (1, 2)
+    loader.handle_commit(batches(4, 1, write[2:]))
+    assert (loader.adopted_writes, loader.replayed_prepared_writes) == (1, 0)
+    assert loader.image is mine.image and loader.committed_offset == 6 and decoded == []
+
+    replayed = MetadataLoader()
+    replayed.handle_commit(batches(0, 1, base_records))
+    replayed.prepared(prepared(replayed))
+    decoded.clear()
+    theirs = [PartitionChangeRecord(0, T, isr=(2,)), PartitionChangeRecord(0, T, leader=1),
+              PartitionChangeRecord(0, T, isr=(1, 2)), PartitionChangeRecord(0, T, isr=(1,))]
+    replayed.handle_commit(batches(2, 2, theirs))  # epoch 2 wrote these offsets
+    assert (replayed.adopted_writes, replayed.replayed_prepared_writes) == (0, 1)
+    assert len(decoded) == 4 and replayed.committed_offset == 6
+    registration = replayed.image.topics[T].partitions[0]
+    assert (registration.isr, registration.leader, registration.partition_epoch) == ((1,), 1, 4)
