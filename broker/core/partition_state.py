@@ -39,6 +39,7 @@ from broker.core.journal_events import (
 from kafkawire.broker_lifecycle import AlterPartitionPartitionResult, BrokerState, broker_state
 from kafkawire.constants import ACKS_ALL, NO_BROKER_EPOCH, NO_LEADER_EPOCH
 from kafkawire.errors import Errors
+from kafkawire.slots import slot_constructor
 from metadata.partition_registration import LeaderRecoveryState, PartitionRegistration
 from storage.core.leader_epoch_cache import EpochEntry
 
@@ -64,13 +65,6 @@ class _EventKey(TypedDict):
     topic: str
     topic_id: str
     partition: int
-
-
-class _CommittedState(TypedDict):
-    leader_epoch: int
-    partition_epoch: int
-    isr: tuple[int, ...]
-    leader_recovery_state: int
 
 
 class BrokerView(Protocol):
@@ -119,10 +113,13 @@ class IsrProposal:
     partition_epoch: int
     new_isr_with_epochs: tuple[BrokerState, ...]
     leader_recovery_state: LeaderRecoveryState
+    # The members' ids, taken once: the proposal's event, the follower's idle check at each
+    # read, the outcome and the maximal ISR read them (issue 35: 66,000 on one leader while
+    # a broker comes back, each built the tuple again at every read).
+    isr: tuple[int, ...] = field(init=False, compare=False)
 
-    @property
-    def isr(self) -> tuple[int, ...]:
-        return tuple(b.broker_id for b in self.new_isr_with_epochs)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "isr", tuple(b.broker_id for b in self.new_isr_with_epochs))
 
 
 # Events of a new HWM and the acks=all produces it completes: news for consumers only.
@@ -179,6 +176,13 @@ class PartitionReady:
             and not self.failed_acks
             and not self.idle_members_left
         )
+
+
+# PartitionReady and IsrProposal from every field in order, through their slots
+# (kafkawire.slots): the frozen __init__ was a tenth of a leader's cost of proposing and
+# committing an expansion (issue 35).
+_new_ready = slot_constructor(PartitionReady)
+_new_proposal = slot_constructor(IsrProposal)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -801,7 +805,7 @@ class PartitionState:
                 replica_id in self._committed_isr
                 or (
                     (inflight := leader.inflight) is not None
-                    and any(m.broker_id == replica_id for m in inflight.new_isr_with_epochs)
+                    and replica_id in inflight.isr
                 )
             )
             and (progress := leader.progress.get(replica_id)) is not None
@@ -812,7 +816,9 @@ class PartitionState:
         """Whether a member of `before` (the committed ISR while `proposal` was in flight) or
         of the proposal is out of the committed ISR now that it is not in flight."""
         isr = self._committed_isr
-        return any(r not in isr for r in before) or any(r not in isr for r in proposal.isr)
+        return any(r not in isr for r in before) or (
+            isr is not proposal.isr and any(r not in isr for r in proposal.isr)
+        )
 
     def on_follower_idle(self, replica_id: int, fetch_ms: int) -> None:
         """The follower fetched at fetch_ms without being read: its session skipped this
@@ -940,31 +946,39 @@ class PartitionState:
         now_ms: int,
         out: _Builder,
     ) -> None:
-        members = tuple(broker_state(r, self._member_epoch(leader, r)) for r in new_isr)
+        epochs = tuple([self._member_epoch(leader, r) for r in new_isr])
+        members = tuple(map(broker_state, new_isr, epochs))
         refused = leader.ineligible_signature
         if refused is not None and self._signature(kind, members) == refused:
             return  # rule 18: the controller refused exactly this; wait for something to change
-        proposal = IsrProposal(
-            proposal_id=self._next_proposal_id,
-            kind=kind,
-            leader_epoch=self._leader_epoch,
-            partition_epoch=self._partition_epoch,
-            new_isr_with_epochs=members,
-            leader_recovery_state=recovery if recovery is not None else self._recovery_state,
+        # IsrProposal's fields in order; `isr` is new_isr, the members' ids.
+        proposal = _new_proposal(
+            self._next_proposal_id,
+            kind,
+            self._leader_epoch,
+            self._partition_epoch,
+            members,
+            recovery if recovery is not None else self._recovery_state,
+            new_isr,
         )
         self._next_proposal_id += 1
         leader.inflight = proposal
         out.alter_partition = proposal
+        # The fields named, not merged from _event_key: one for each of the 66,000 expansions
+        # a leader proposes while a broker comes back (issue 35).
         out.events.append(
             IsrProposed(
-                **self._event_key(),
+                broker_id=self.local_broker_id,
+                topic=self.topic,
+                topic_id=self.topic_id,
+                partition=self.partition,
                 proposal_id=proposal.proposal_id,
                 kind=kind.value,
                 leader_epoch=proposal.leader_epoch,
                 partition_epoch=proposal.partition_epoch,
                 committed_isr=self._committed_isr,
                 proposed_isr=proposal.isr,
-                broker_epochs=tuple(b.broker_epoch for b in members),
+                broker_epochs=epochs,
                 leader_recovery_state=int(proposal.leader_recovery_state),
                 ts=now_ms,
             )
@@ -1067,7 +1081,7 @@ class PartitionState:
         proposal = None if leader is None else leader.inflight
         if leader is None or proposal is None or proposal.proposal_id != proposal_id:
             return self._ready(out)
-        if result is not None and error is Errors.NONE:
+        if result is not None and error is Errors.NONE and result.error_code:
             error = Errors.of(result.error_code)
         if error is Errors.NONE and result is not None:
             self._apply_success(leader, proposal, result, now_ms, out)
@@ -1107,10 +1121,14 @@ class PartitionState:
         before = self._committed_isr
         leader.inflight = None
         leader.ineligible_signature = None
-        self._committed_isr = tuple(int(b) for b in result.isr)
+        # What was proposed, most often: its tuple is kept, and the recovery state looked up
+        # only when it moves (issue 35: 66,000 outcomes on one leader while a broker comes back).
+        isr = result.isr
+        self._committed_isr = proposal.isr if isr == proposal.isr else tuple(int(b) for b in isr)
         out.idle_members_left = self._members_left(proposal, before)
         self._partition_epoch = int(result.partition_epoch)
-        self._recovery_state = LeaderRecoveryState(result.leader_recovery_state)
+        if result.leader_recovery_state != old_recovery:
+            self._recovery_state = LeaderRecoveryState(result.leader_recovery_state)
         out.events.append(self._result_event(proposal, Errors.NONE, "committed", now_ms))
         if old_recovery is not self._recovery_state:
             out.events.append(
@@ -1182,15 +1200,6 @@ class PartitionState:
             "partition": self.partition,
         }
 
-    def _committed_state(self) -> _CommittedState:
-        """The partition as this replica last applied it (RoleChanged and IsrResult carry it)."""
-        return {
-            "leader_epoch": self._leader_epoch,
-            "partition_epoch": self._partition_epoch,
-            "isr": self._committed_isr,
-            "leader_recovery_state": int(self._recovery_state),
-        }
-
     def _ready(self, out: _Builder) -> PartitionReady:
         if not (
             out.events
@@ -1202,20 +1211,21 @@ class PartitionState:
             or out.idle_members_left
         ):
             return _nothing_to_do(self._high_watermark)
-        return PartitionReady(
-            high_watermark=self._high_watermark,
-            assign_leader_epoch=out.assign_leader_epoch,
-            flush_wanted=out.flush_wanted,
-            events=tuple(out.events),
-            alter_partition=out.alter_partition,
-            completed_acks=tuple(out.completed_acks),
-            failed_acks=tuple(out.failed_acks),
-            idle_members_left=out.idle_members_left,
+        # PartitionReady's fields in order.
+        return _new_ready(
+            self._high_watermark,
+            out.assign_leader_epoch,
+            out.flush_wanted,
+            tuple(out.events),
+            out.alter_partition,
+            tuple(out.completed_acks),
+            tuple(out.failed_acks),
+            out.idle_members_left,
         )
 
     def _role_event(self, role: str, now_ms: int) -> RoleChanged:
-        # The fields named directly, not merged from _event_key and _committed_state: one
-        # for each partition a restarted broker opens (100,000 at scale; issue 35).
+        # The fields named directly, not merged from _event_key and a dict of the committed
+        # state: one for each partition a restarted broker opens (100,000 at scale; issue 35).
         return RoleChanged(
             broker_id=self.local_broker_id,
             topic=self.topic,
@@ -1251,11 +1261,20 @@ class PartitionState:
     def _result_event(
         self, proposal: IsrProposal, error: Errors, outcome: str, now_ms: int
     ) -> IsrResult:
+        # IsrResult's fields in declaration order (topic_id is keyword-only), not merged from
+        # two dicts: one for each of the 66,000 outcomes a leader handles while a broker
+        # comes back (issue 35).
         return IsrResult(
-            **self._event_key(),
-            **self._committed_state(),
-            proposal_id=proposal.proposal_id,
-            error=error.name,
-            outcome=outcome,
-            ts=now_ms,
+            self.local_broker_id,
+            self.topic,
+            self.partition,
+            proposal.proposal_id,
+            error.name,
+            outcome,
+            self._committed_isr,
+            self._leader_epoch,
+            self._partition_epoch,
+            int(self._recovery_state),
+            now_ms,
+            topic_id=self.topic_id,
         )

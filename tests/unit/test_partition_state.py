@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 import pytest
 
-from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated
+from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated, event_map
 from broker.core.partition_state import (
     CONSUMER_REPLICA_ID,
     IsrProposal,
@@ -638,3 +638,80 @@ def test_an_input_that_asks_nothing_answers_one_shared_ready() -> None:
     first = state.update_local_log(7, 7, now_ms=1)
     again = state.update_local_log(7, 7, now_ms=2)
     assert first.empty and first is again and first.high_watermark == state.high_watermark
+
+
+def test_a_proposal_takes_its_isr_once_and_its_commit_keeps_that_tuple() -> None:
+    """A leader proposing 66,000 expansions while a broker comes back (issue 35): the proposal
+    holds its members' ids (one tuple, read by its event, the follower's idle check and the
+    outcome), the committed ISR is that tuple when the controller committed what was asked,
+    and the events carry what they carried."""
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    proposed = state.on_follower_fetch(3, 4, 300, now_ms=1)
+    proposal = proposed.alter_partition
+    assert proposal is not None
+    assert proposal.isr == (1, 2, 3) and proposal.isr is proposal.isr
+    assert [event_map(e) for e in proposed.events] == [{
+        "event": "IsrProposed", "version": 0, "broker_id": 1, "topic": "foo", "partition": 0,
+        "proposal_id": proposal.proposal_id, "kind": "expand", "leader_epoch": 5,
+        "partition_epoch": 10, "committed_isr": (1, 2), "proposed_isr": (1, 2, 3),
+        "broker_epochs": (100, -1, 300), "leader_recovery_state": 0, "ts": 1, "topic_id": "",
+    }]
+    assert state.follower_idle(3, 4)
+    ready = state.on_alter_partition_response(
+        proposal.proposal_id, Errors.NONE, committed(state, (1, 2, 3), 11), now_ms=2
+    )
+    assert state.committed_isr is proposal.isr
+    assert (state.partition_epoch, state.leader_recovery_state) == (11, LeaderRecoveryState.RECOVERED)
+    assert [event_map(e) for e in ready.events] == [{
+        "event": "IsrResult", "version": 0, "broker_id": 1, "topic": "foo", "partition": 0,
+        "proposal_id": proposal.proposal_id, "error": "NONE", "outcome": "committed",
+        "isr": (1, 2, 3), "leader_epoch": 5, "partition_epoch": 11, "leader_recovery_state": 0,
+        "ts": 2, "topic_id": "",
+    }]
+    # The controller may commit another ISR than the one asked (here without 2): its own.
+    state, proposal = proposing_isr_123()
+    state.on_alter_partition_response(
+        proposal.proposal_id, Errors.NONE, committed(state, (1, 3), 11), now_ms=2
+    )
+    assert state.committed_isr == (1, 3) and all(type(b) is int for b in state.committed_isr)
+
+
+def test_a_proposal_and_its_answers_are_built_without_the_frozen_inits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """IsrProposal and PartitionReady are frozen: the core builds them through their slots
+    (kafkawire.slots), not through __init__'s object.__setattr__ per field (issue 35: one of
+    each per expansion, 66,000 on a leader while a broker comes back). What it builds equals
+    what __init__ builds."""
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("built through the frozen __init__")
+
+    monkeypatch.setattr(IsrProposal, "__init__", refuse)
+    monkeypatch.setattr(PartitionReady, "__init__", refuse)
+    proposed = state.on_follower_fetch(3, 4, 300, now_ms=1)
+    proposal = proposed.alter_partition
+    assert proposal is not None
+    answered = state.on_alter_partition_response(
+        proposal.proposal_id, Errors.NONE, committed(state, (1, 2, 3), 11), now_ms=2
+    )
+    monkeypatch.undo()
+    assert proposal == IsrProposal(
+        proposal_id=proposal.proposal_id,
+        kind=ProposalKind.EXPAND,
+        leader_epoch=5,
+        partition_epoch=10,
+        new_isr_with_epochs=(broker_state(1, 100), broker_state(2, -1), broker_state(3, 300)),
+        leader_recovery_state=LeaderRecoveryState.RECOVERED,
+    )
+    # Follower 2 has not fetched yet: the HWM stays at 0.
+    assert proposed == PartitionReady(
+        high_watermark=0, events=proposed.events, alter_partition=proposal
+    )
+    assert answered == PartitionReady(high_watermark=0, events=answered.events)
+    assert [type(e).__name__ for e in proposed.events + answered.events] == [
+        "IsrProposed", "IsrResult"
+    ]
