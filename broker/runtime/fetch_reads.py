@@ -156,7 +156,7 @@ class FetchReads:
                     cached.replay = False
                     self._replay_skipped(session, name, partition, replay_ms)
                 limit = min(int(partition.partition_max_bytes), max(0, max_bytes - total))
-                result = self._replicas.fetch_now(
+                hosted, result = self._replicas.fetch_now(
                     fetch_partition_from_request(
                         name, partition, replica_id, replica_epoch, limit, min_one_message
                     ),
@@ -164,7 +164,7 @@ class FetchReads:
                     record_progress=record_progress,
                 )
                 if session is not None and self._skip_if_idle(
-                    session, cached, name, result, answered_whole=kept is not None
+                    session, cached, hosted, result, answered_whole=kept is not None
                 ) and kept is not None:
                     kept[id(cached)] = (cached, name, result)
                 if result.records:
@@ -180,7 +180,7 @@ class FetchReads:
             stack.enter_context(journal.buffered())
 
     def _skip_if_idle(
-        self, session: FetchSession, cached: CachedPartition, name: str,
+        self, session: FetchSession, cached: CachedPartition, hosted: HostedPartition | None,
         result: bm.FetchResponse, *, answered_whole: bool = False,
     ) -> bool:
         """The session skips the partition from its next read on if this read found nothing
@@ -199,10 +199,9 @@ class FetchReads:
         ):
             return False
         partition = cached.request
-        hosted = self._replicas.hosted_by_name(name, int(partition.partition))
         key = cached_key(cached)
         if (
-            hosted is None
+            hosted is None  # the partition read (fetch_now), if hosted
             or hosted.key != key  # a session by topic name (before v13): not woken by id
             or not hosted.state.follower_idle(session.replica_id, int(partition.fetch_offset))
         ):

@@ -37,6 +37,7 @@ from kafkawire.admin_messages import NO_THROTTLE_I32
 from kafkawire.entities import build, has_field, item_type
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code
+from kafkawire.slots import slot_constructor
 
 FETCH_VERSION = 17
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
@@ -193,18 +194,24 @@ def fetch_partition_from_request(
     max_bytes: int,
     min_one_message: bool = True,
 ) -> bm.FetchRequest:
-    """One partition of any Fetch version as the broker's FetchRequest."""
-    return bm.FetchRequest(
+    """One partition of any Fetch version as the broker's FetchRequest: its fields in order,
+    through its slots (kafkawire.slots), once for each partition of each Fetch read (issue 35);
+    the long-poll wait is the request's (0 here)."""
+    return _new_fetch_request(
         topic,
         int(partition.partition),
         int(partition.fetch_offset),
-        replica_id=replica_id,
-        replica_epoch=replica_epoch,
-        current_leader_epoch=int(getattr(partition, "current_leader_epoch", bm.NO_EPOCH)),
-        last_fetched_epoch=int(getattr(partition, "last_fetched_epoch", bm.NO_EPOCH)),
-        max_bytes=max_bytes,
-        min_one_message=min_one_message,
+        replica_id,
+        replica_epoch,
+        int(getattr(partition, "current_leader_epoch", bm.NO_EPOCH)),
+        int(getattr(partition, "last_fetched_epoch", bm.NO_EPOCH)),
+        0,
+        max_bytes,
+        min_one_message,
     )
+
+
+_new_fetch_request = slot_constructor(bm.FetchRequest)
 
 
 def fetch_partition_to_kio(partition_cls: type, index: int, result: bm.FetchResponse) -> Any:

@@ -57,6 +57,7 @@ from kafkawire.clock import now_ms
 from kafkawire.constants import ACKS_ALL
 from kafkawire.errors import Errors, KafkaError
 from kafkawire.loop import cancel_and_wait
+from kafkawire.slots import slot_constructor
 from metadata.metadata_image import MetadataDelta, MetadataImage
 from raft.core.replica_key import uuid_to_str
 from storage.core.leader_epoch_cache import diverging_epoch
@@ -65,6 +66,8 @@ from storage.core.record_validation import RecordValidationError
 __all__ = ["HostedPartition", "ReplicaManager", "ReplicaSettings", "now_ms", "wait_for_change"]
 
 log = logging.getLogger("minikraft.broker")
+
+_new_fetch_response = slot_constructor(bm.FetchResponse)
 
 # Partitions the ISR shrink pass walks between two yields (tick_steps).
 TICK_SLICE_PARTITIONS = 500
@@ -343,10 +346,11 @@ class ReplicaManager:
             self.produces.complete(ack_id, error)
         if ready.alter_partition is not None:
             self._submit_alter_partition(hosted, ready.alter_partition)
-        if ready.news_for_followers:
-            hosted.notify()
-        elif ready.news_for_fetches:
-            hosted.notify_high_watermark()
+        if ready.events or ready.completed_acks:  # what the news is made of
+            if ready.news_for_followers:
+                hosted.notify()
+            elif ready.news_for_fetches:
+                hosted.notify_high_watermark()
         if ready.idle_members_left:
             hosted.changed(wake=True)
         if ready.flush_wanted:
@@ -549,16 +553,17 @@ class ReplicaManager:
 
     def fetch_now(
         self, request: bm.FetchRequest, *, record_progress: bool = True
-    ) -> bm.FetchResponse:
+    ) -> tuple[HostedPartition | None, bm.FetchResponse]:
         """One partition of a Fetch read at once, with no wait of its own: the request's
         DelayedFetch (KafkaApis) waits for the request as a whole. A coroutine and a
         DelayedFetch per partition cost a follower's session of thousands of partitions more
-        than the reads (issue 35)."""
+        than the reads (issue 35). With the hosted partition read (None if there is none),
+        which the session's idle check reads next."""
         try:
             hosted = self.hosted(request.topic, request.partition)
         except KafkaError as exc:
-            return bm.FetchResponse(int(exc.error), exc.message)
-        return self._fetch_once(hosted, request, record_progress)
+            return None, bm.FetchResponse(int(exc.error), exc.message)
+        return hosted, self._fetch_once(hosted, request, record_progress)
 
     def _fetch_once(
         self, hosted: HostedPartition, request: bm.FetchRequest, record_progress: bool
@@ -599,7 +604,12 @@ class ReplicaManager:
             )
         except KafkaError as exc:
             return bm.FetchResponse(int(exc.error), exc.message, high_watermark=state.high_watermark)
-        return bm.FetchResponse(records=records, **_leader_position(hosted))
+        # FetchResponse's fields in order, through its slots (kafkawire.slots): once for each
+        # partition of each follower Fetch read (issue 35).
+        return _new_fetch_response(
+            0, "", state.high_watermark, plog.log_start_offset, plog.log_end_offset, records,
+            bm.NO_EPOCH, -1, state.leader_id, state.leader_epoch,
+        )
 
     # ---- ListOffsets / OffsetForLeaderEpoch ----
 

@@ -21,6 +21,7 @@ from broker.core import messages as bm
 from broker.core.fetch_session import FetchContext, FetchSessionCache, answer_changed
 from broker.runtime import fetch_reads, replica_manager
 from broker.runtime.fetch_reads import FetchReads, Read
+from broker.runtime.hosted_partition import HostedPartition
 from broker.runtime.kafka_replication import replica_fetch_to_kio
 from broker.runtime.replica_manager import ReplicaManager, ReplicaSettings
 from kafkawire import broker_lifecycle as lifecycle
@@ -95,7 +96,9 @@ class _Leader:
         self.read_count = 0
         real = self.rm.fetch_now
 
-        def counted(request: bm.FetchRequest, *, record_progress: bool = True) -> bm.FetchResponse:
+        def counted(
+            request: bm.FetchRequest, *, record_progress: bool = True
+        ) -> tuple[HostedPartition | None, bm.FetchResponse]:
             self.read_count += 1
             return real(request, record_progress=record_progress)
 
@@ -428,6 +431,67 @@ async def test_a_returning_followers_full_fetch_reads_each_partition_once(
     leader.read_count = 0
     _, answered = await leader.fetch(3, (session, 1), {})
     assert answered == {} and leader.read_count == 0
+    await controller.answer()
+    await leader.rm.close()
+
+
+async def test_a_follower_read_looks_its_partition_up_once_and_builds_no_frozen_message(
+    tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a returning follower's Fetch reads each of 66,000 partitions on its leader,
+    which proposes its expansion. The partition read is the one the session's idle check
+    reads (no second lookup by name), and the broker's FetchRequest and FetchResponse of each
+    are built through their slots, not their frozen __init__ (kafkawire.slots); the answers
+    are what they were."""
+    controller = _HeldController(None)
+    leader = _Leader(tmp_path, clock)
+    leader.rm.alter_partitions._send = controller
+    leader.rm.apply_image(_image(isr=(1, 2)))
+    lookups = {"by_name": 0}
+    by_name = leader.rm.hosted_by_name
+
+    def counted(topic: str, partition: int) -> Any:
+        lookups["by_name"] += 1
+        return by_name(topic, partition)
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("built through the frozen __init__")
+
+    await leader.produce(5, b"x")  # partition 5 has a record for the follower
+    body = replica_fetch_to_kio(
+        3, 30, None, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+        partitions=[
+            (TOPIC_ID, bm.FetchRequest("t", p, 0, current_leader_epoch=0))
+            for p in range(PARTITIONS)
+        ],
+        session_id=0, session_epoch=0,
+    )
+    context = leader.cache.new_context(
+        0, 0, [(topic, partition) for topic in body.topics for partition in topic.partitions],
+        [], privileged=True, now_ms=clock.ms, new_session_id=lambda: 41,
+    )
+    monkeypatch.setattr(leader.rm, "hosted_by_name", counted)
+    monkeypatch.setattr(bm.FetchRequest, "__init__", refuse)
+    monkeypatch.setattr(bm.FetchResponse, "__init__", refuse)
+    read = await leader.reads.read(
+        context, replica_id=3, replica_epoch=30, max_wait_ms=0, min_bytes=1,
+        max_bytes=1 << 20, min_one_message=True,
+    )
+    monkeypatch.undo()
+    assert lookups["by_name"] == 0
+    answered = {int(cached.request.partition): result for cached, _, result in read}
+    assert sorted(answered) == list(range(PARTITIONS))
+    assert [p for p, r in answered.items() if r.records] == [5]
+    assert all(
+        (r.error_code, r.high_watermark, r.log_start_offset, r.leader_id, r.leader_epoch)
+        == (0, 0, 0, 1, 0) and r.log_end_offset == (1 if p == 5 else 0)
+        for p, r in answered.items()
+    )
+    for _ in range(3):
+        await asyncio.sleep(0)
+    # Every follower is at the HWM (0, Kafka's isFollowerInSync), partition 5's too.
+    proposed = sum(len(t.partitions) for request, _ in controller.held for t in request.topics)
+    assert proposed == PARTITIONS
     await controller.answer()
     await leader.rm.close()
 
