@@ -40,6 +40,7 @@ from kafkawire.constants import NO_BROKER_EPOCH
 from kafkawire.entities import NO_THROTTLE
 from kafkawire.errors import Errors
 from kafkawire.messages import error_code
+from kafkawire.slots import slot_constructor
 
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
@@ -161,16 +162,21 @@ def alter_partition_partition(
     # Plain ints, as alter_partition_result's: the leader's own epochs, and kio's range check
     # of each field through a metaclass isinstance cost more than the rest of building a
     # proposal (a returning broker's leaders propose 100,000, issue 35). Same bytes.
-    return _PARTITION_DATA(
-        partition_index=partition_index,
-        leader_epoch=leader_epoch,
-        new_isr_with_epochs=tuple(new_isr_with_epochs),
-        leader_recovery_state=leader_recovery_state,
-        partition_epoch=partition_epoch,
+    # Through the entity's slots (kafkawire.slots), not kio's frozen __init__ with keywords.
+    return _new_partition_data(
+        partition_index,
+        leader_epoch,
+        tuple(new_isr_with_epochs),
+        leader_recovery_state,
+        partition_epoch,
     )
 
 
-_PARTITION_DATA: Any = AlterPartitionPartition
+_new_partition_data = slot_constructor(
+    AlterPartitionPartition,
+    ("partition_index", "leader_epoch", "new_isr_with_epochs", "leader_recovery_state",
+     "partition_epoch"),
+)
 
 
 def alter_partition_request(
@@ -202,18 +208,23 @@ def alter_partition_result(
     # controller's own, from its image, and each constructor re-checks its range through a
     # metaclass isinstance, 8 of them a partition: 62 against 8 us a result, and an AlterPartition
     # answers every partition it names (thousands at 100,000 partitions, issue 35). Same bytes.
-    return _PARTITION_RESULT(
-        partition_index=partition_index,
-        error_code=error_code(error),
-        leader_id=leader_id,
-        leader_epoch=leader_epoch,
-        isr=tuple(isr),
-        leader_recovery_state=leader_recovery_state,
-        partition_epoch=partition_epoch,
+    # Through the entity's slots (kafkawire.slots), not kio's frozen __init__ with keywords.
+    return _new_partition_result(
+        partition_index,
+        error_code(error),
+        leader_id,
+        leader_epoch,
+        tuple(isr),
+        leader_recovery_state,
+        partition_epoch,
     )
 
 
-_PARTITION_RESULT: Any = AlterPartitionPartitionResult
+_new_partition_result = slot_constructor(
+    AlterPartitionPartitionResult,
+    ("partition_index", "error_code", "leader_id", "leader_epoch", "isr",
+     "leader_recovery_state", "partition_epoch"),
+)
 
 
 def alter_partition_response(

@@ -14,15 +14,20 @@ build their frozen objects the same way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def slot_constructor(cls: type[T]) -> Callable[..., T]:
-    """`new(*values)`: a `cls` with each field, in declaration order, set to its value."""
+def slot_constructor(cls: type[T], expected: Sequence[str] | None = None) -> Callable[..., T]:
+    """`new(*values)`: a `cls` with each field, in declaration order, set to its value.
+    `expected`: the field names the caller passes, in its order; a class declaring others (a
+    schema of another library's, kio's) fails here, at import, not with values in the wrong
+    fields."""
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    if expected is not None and list(expected) != names:
+        raise TypeError(f"{cls.__name__} declares {names}, not {list(expected)}")
     env: dict[str, Any] = {"new": object.__new__, "cls": cls}
     for index, name in enumerate(names):
         descriptor: Any = next(

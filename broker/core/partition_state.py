@@ -128,6 +128,18 @@ _HWM_NEWS = (HwmAdvanced, ProduceAcked)
 # outcome moves comes as its own HwmAdvanced. A follower returning to 66,000 partitions woke
 # its own parked Fetch, a read of every partition, at each of 66,000 outcomes (issue 35).
 _ISR_EVENTS = (IsrProposed, IsrResult)
+# The event types that are news for no parked fetch, and for no parked follower fetch.
+_NO_FETCH_NEWS = frozenset(_ISR_EVENTS)
+_NO_FOLLOWER_NEWS = frozenset(_HWM_NEWS + _ISR_EVENTS)
+
+
+def _any_news(events: tuple[JournalEvent, ...], quiet: frozenset[type]) -> bool:
+    """Whether an event is not of the `quiet` types. One event, most often (a proposal, an
+    outcome, a new HWM): looked up without a generator's walk, twice for each of the 66,000
+    proposals and outcomes a leader handles while a broker comes back (issue 35)."""
+    if len(events) == 1:
+        return type(events[0]) not in quiet
+    return any(type(event) not in quiet for event in events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +162,7 @@ class PartitionReady:
     def news_for_fetches(self) -> bool:
         """Whether parked fetches have something to learn: a completed ack or any event but
         an ISR proposal's (_ISR_EVENTS)."""
-        return bool(self.completed_acks) or any(
-            type(event) not in _ISR_EVENTS for event in self.events
-        )
+        return bool(self.completed_acks) or _any_news(self.events, _NO_FETCH_NEWS)
 
     @property
     def news_for_followers(self) -> bool:
@@ -160,10 +170,7 @@ class PartitionReady:
         produces it completes (and an ISR proposal's events). A follower reads to the log
         end, so a HWM move alone gives it no records, and its woken fetch would park again
         (issue 17)."""
-        return any(
-            type(event) not in _HWM_NEWS and type(event) not in _ISR_EVENTS
-            for event in self.events
-        )
+        return _any_news(self.events, _NO_FOLLOWER_NEWS)
 
     @property
     def empty(self) -> bool:
@@ -183,6 +190,13 @@ class PartitionReady:
 # committing an expansion (issue 35).
 _new_ready = slot_constructor(PartitionReady)
 _new_proposal = slot_constructor(IsrProposal)
+
+
+@functools.lru_cache(maxsize=1024)
+def _members(isr: tuple[int, ...], epochs: tuple[int, ...]) -> tuple[BrokerState, ...]:
+    """A proposal's members, one tuple per (ISR, broker epochs): the same few for each of a
+    leader's 66,000 expansions while a broker comes back (issue 35)."""
+    return tuple(map(broker_state, isr, epochs))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -947,7 +961,7 @@ class PartitionState:
         out: _Builder,
     ) -> None:
         epochs = tuple([self._member_epoch(leader, r) for r in new_isr])
-        members = tuple(map(broker_state, new_isr, epochs))
+        members = _members(new_isr, epochs)
         refused = leader.ineligible_signature
         if refused is not None and self._signature(kind, members) == refused:
             return  # rule 18: the controller refused exactly this; wait for something to change

@@ -159,26 +159,44 @@ async def test_a_newer_proposal_supersedes_a_queued_one() -> None:
 
 def test_a_proposal_is_built_without_kios_range_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """A returning broker's leaders propose 100,000 expansions (issue 35): each partition's
-    entry is built from plain ints, without a range check per field, into the same bytes."""
+    entry is built from plain ints, without a range check per field or kio's frozen __init__
+    (through its slots, kafkawire.slots), into the same bytes; and so is each partition's
+    result on the controller."""
     from kio.static.primitive import i8, i32
 
-    from kafkawire.messages import encode_request
+    from kafkawire.messages import encode_request, encode_response, error_code
 
     states = (lifecycle.broker_state(1, 10), lifecycle.broker_state(3, 30))
     checked = lifecycle.AlterPartitionPartition(
         partition_index=i32(7), leader_epoch=i32(3), new_isr_with_epochs=states,
         leader_recovery_state=i8(0), partition_epoch=i32(5),
     )
+    checked_result = lifecycle.AlterPartitionPartitionResult(
+        partition_index=i32(7), error_code=error_code(Errors.NONE), leader_id=lifecycle.BrokerId(1),
+        leader_epoch=i32(3), isr=(lifecycle.BrokerId(1), lifecycle.BrokerId(3)),
+        leader_recovery_state=i8(0), partition_epoch=i32(6),
+    )
 
-    def refuse(value: int) -> int:
-        raise AssertionError("range-checked")
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("range-checked or built through the frozen __init__")
 
     monkeypatch.setattr(lifecycle, "i32", refuse, raising=False)
     monkeypatch.setattr(lifecycle, "i8", refuse, raising=False)
+    monkeypatch.setattr(lifecycle.AlterPartitionPartition, "__init__", refuse)
+    monkeypatch.setattr(lifecycle.AlterPartitionPartitionResult, "__init__", refuse)
     plain = lifecycle.alter_partition_partition(7, 3, states, 0, 5)
-    assert plain == checked
+    plain_result = lifecycle.alter_partition_result(
+        7, Errors.NONE, leader_id=1, leader_epoch=3, isr=[1, 3], partition_epoch=6
+    )
+    monkeypatch.undo()
+    assert plain == checked and plain_result == checked_result
     requests = [lifecycle.alter_partition_request(1, 10, [(A, (data,))]) for data in (plain, checked)]
     assert encode_request(requests[0], 1, "b") == encode_request(requests[1], 1, "b")
+    answers = [
+        lifecycle.alter_partition_response(Errors.NONE, [(A, (result,))])
+        for result in (plain_result, checked_result)
+    ]
+    assert encode_response(answers[0], 1) == encode_response(answers[1], 1)
 
 
 async def test_callbacks_get_one_answers_outcomes_together_inside_delivering() -> None:

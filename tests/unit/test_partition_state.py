@@ -9,7 +9,14 @@ from types import MappingProxyType
 
 import pytest
 
-from broker.core.journal_events import HwmAdvanced, RecoveryStateChanged, Truncated, event_map
+from broker.core.journal_events import (
+    HwmAdvanced,
+    IsrResult,
+    RecoveryStateChanged,
+    RoleChanged,
+    Truncated,
+    event_map,
+)
 from broker.core.partition_state import (
     CONSUMER_REPLICA_ID,
     IsrProposal,
@@ -715,3 +722,47 @@ def test_a_proposal_and_its_answers_are_built_without_the_frozen_inits(
     assert [type(e).__name__ for e in proposed.events + answered.events] == [
         "IsrProposed", "IsrResult"
     ]
+
+
+def test_proposals_of_the_same_members_share_one_tuple_of_them() -> None:
+    """A leader's 66,000 expansions while a broker comes back propose the same few member
+    lists (issue 35): one tuple of BrokerStates per ISR and broker epochs."""
+    _, one = proposing_isr_123()
+    _, other = proposing_isr_123()
+    assert one.new_isr_with_epochs is other.new_isr_with_epochs
+    assert one.new_isr_with_epochs == (
+        broker_state(1, 100), broker_state(2, -1), broker_state(3, 300)
+    )
+    # Follower 2 fetched with its epoch first: other members.
+    state, _ = leader(isr=(1, 2), min_isr=2)
+    state.update_local_log(4, 4, now_ms=1)
+    state.on_follower_fetch(2, 4, 200, now_ms=1)
+    third = state.on_follower_fetch(3, 4, 300, now_ms=1).alter_partition
+    assert third is not None and third.new_isr_with_epochs == (
+        broker_state(1, 100), broker_state(2, 200), broker_state(3, 300)
+    )
+
+
+def test_which_events_are_news_for_parked_fetches() -> None:
+    """A PartitionReady of one event (a proposal's, an outcome's, a new HWM's) is judged as
+    one of several is: ISR events are news for no fetch, a new HWM for consumers only,
+    anything else for every fetch."""
+    key = {"broker_id": 1, "topic": "t", "partition": 0}
+    hwm = HwmAdvanced(**key, old=0, new=1, isr_size=3, min_isr=2, leader_epoch=5, ts=1)
+    result = IsrResult(**key, proposal_id=1, error="NONE", outcome="committed", isr=(1, 2),
+                       leader_epoch=5, partition_epoch=6, leader_recovery_state=0, ts=1)
+    role = RoleChanged(**key, role="leader", leader_id=1, leader_epoch=5, partition_epoch=6,
+                       isr=(1, 2), leader_recovery_state=0, log_end_offset=0,
+                       high_watermark=0, ts=1)
+    news = [
+        (
+            PartitionReady(0, events=events).news_for_fetches,
+            PartitionReady(0, events=events).news_for_followers,
+        )
+        for events in [(hwm,), (result,), (role,), (result, hwm), (result, role), ()]
+    ]
+    assert news == [
+        (True, False), (False, False), (True, True), (True, False), (True, True),
+        (False, False),
+    ]
+    assert PartitionReady(0, events=(result,), completed_acks=(3,)).news_for_fetches
