@@ -623,8 +623,11 @@ def test_a_fencing_decides_without_the_builder_what_the_builder_decides(
             monkeypatch.setattr(rc, "fenced_replica_change", lambda *args: None)
             slow = rc.broker_fenced_changes(image, broker, policy)
             assert fast == slow
-    assert True in fast_calls and False in fast_calls
-    assert sum(fast_calls) > 900  # of 3,186 asked
+    decided_fast = fast_calls.count(True)
+    left_to_the_builder = fast_calls.count(False)
+    # Both paths were exercised: the fast decision for most, the builder for the rest.
+    assert decided_fast > 900  # of 3,186 asked
+    assert left_to_the_builder > 0
 
 
 def test_the_next_write_is_decided_on_the_last_one_appended_and_answered_after_it() -> None:
